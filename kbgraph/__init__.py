@@ -1,0 +1,3 @@
+"""kbgraph: a knowledge-graph (GraphRAG) plugin for knowledge bases."""
+
+__version__ = "0.1.0"

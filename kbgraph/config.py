@@ -1,0 +1,189 @@
+"""All of kbgraph's settings, in one place.
+
+Sources, later ones winning: built-in defaults, an optional TOML file, then ``KBGRAPH_*``
+environment variables. The TOML file is ``$KBGRAPH_CONFIG`` if set, else ``./kbgraph.toml`` if it
+exists. Keys in the TOML file are the field names below (flat, e.g. ``store = "sqlite"``); the
+environment variable for a field is ``KBGRAPH_`` + the upper-cased field name.
+
+Every field is documented in the README's configuration table; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+
+class ConfigError(ValueError):
+    """A setting has a value kbgraph cannot use; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    # where the embedded store, metadata DB, caches and logs live
+    data_dir: Path = Path(".kbgraph")
+    # document store engine: "sqlite" (embedded) or "elasticsearch"
+    store: str = "sqlite"
+    # metadata database; empty means SQLite in data_dir/meta.db
+    database_url: str = ""
+
+    # Elasticsearch
+    es_url: str = ""
+    es_api_key: str = ""
+    es_user: str = ""
+    es_password: str = ""
+    es_ca_certs: str = ""
+    es_verify_certs: bool = True
+    es_index_prefix: str = "kbgraph_"
+    es_shards: int = 1
+    es_replicas: int = 0
+    es_refresh_interval: str = "1s"
+    es_request_timeout: float = 30.0
+    es_bulk_bytes: int = 5_000_000
+
+    # embeddings: "local" (bundled all-MiniLM-L6-v2), "openai" (any compatible endpoint) or "hash"
+    embedding_provider: str = "local"
+    embedding_model: str = ""
+    embedding_base_url: str = ""
+    embedding_api_key: str = ""
+    embedding_batch_size: int = 64
+    embedding_dim: int = 384  # only for the hash embedder; the others report their own
+
+    # chat model over the OpenAI protocol; unset base URL and model = no LLM configured
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+    llm_model: str = ""
+    llm_temperature: float = 0.0
+    llm_max_tokens: int = 4096
+    llm_timeout: float = 120.0
+    llm_max_retries: int = 4
+    llm_concurrency: int = 4
+
+    # ingestion defaults (a knowledge base may override chunking)
+    max_file_bytes: int = 50_000_000
+    chunk_tokens: int = 512
+    chunk_overlap: int = 64
+
+    # retrieval defaults
+    vector_similarity_weight: float = 0.3
+    similarity_threshold: float = 0.2
+    top_k: int = 1024
+    top_n: int = 8
+
+    # knowledge graph defaults
+    graph_method: str = "nlp"
+    max_gleanings: int = 1
+    summary_max_tokens: int = 500
+    max_cluster_size: int = 10
+    language: str = "English"
+    empty_response: str = "I cannot find this in the knowledge base."
+
+    # service mode
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_prefix: str = "kbgraph:"
+
+    @property
+    def sqlite_store_path(self) -> Path:
+        return self.data_dir / "store.db"
+
+    @property
+    def meta_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'meta.db').resolve()}"
+
+    @property
+    def cache_path(self) -> Path:
+        return self.data_dir / "cache.db"
+
+    @property
+    def llm_configured(self) -> bool:
+        return bool(self.llm_base_url and self.llm_model)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+
+_CHOICES = {
+    "store": {"sqlite", "elasticsearch"},
+    "embedding_provider": {"local", "openai", "hash"},
+    "graph_method": {"nlp", "general", "light"},
+}
+
+
+def _coerce(name: str, kind: Any, raw: Any) -> Any:
+    try:
+        if kind is bool:
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in {"1", "true", "yes", "on"}:
+                return True
+            if text in {"0", "false", "no", "off", ""}:
+                return False
+            raise ValueError(raw)
+        if kind is Path:
+            return Path(str(raw)).expanduser()
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name!r}: cannot read {raw!r} as {kind.__name__}") from None
+
+
+def _validate(settings: Settings) -> None:
+    for name, allowed in _CHOICES.items():
+        value = getattr(settings, name)
+        if value not in allowed:
+            raise ConfigError(f"setting {name!r} is {value!r}; choose one of {sorted(allowed)}")
+    if not 0.0 <= settings.vector_similarity_weight <= 1.0:
+        raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
+    if settings.chunk_overlap >= settings.chunk_tokens:
+        raise ConfigError("setting 'chunk_overlap' must be smaller than 'chunk_tokens'")
+
+
+def _toml_values(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        env_path = os.environ.get("KBGRAPH_CONFIG")
+        if env_path:
+            path = Path(env_path)
+            if not path.exists():
+                raise ConfigError(f"KBGRAPH_CONFIG points at {path}, which does not exist")
+        elif Path("kbgraph.toml").exists():
+            path = Path("kbgraph.toml")
+        else:
+            return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
+    """Build the settings from defaults, the TOML file, the environment, then ``overrides``."""
+    hints = get_type_hints(Settings)
+    known = {f.name for f in fields(Settings)}
+    values: dict[str, Any] = {}
+    for key, raw in _toml_values(config_file).items():
+        if key not in known:
+            raise ConfigError(f"unknown setting {key!r} in the config file")
+        values[key] = _coerce(key, hints[key], raw)
+    for name in known:
+        raw = os.environ.get(f"KBGRAPH_{name.upper()}")
+        if raw is not None:
+            values[name] = _coerce(name, hints[name], raw)
+    for key, raw in overrides.items():
+        if key not in known:
+            raise ConfigError(f"unknown setting {key!r}")
+        values[key] = _coerce(key, hints[key], raw)
+    settings = Settings(**values)
+    _validate(settings)
+    return settings
+
+
+def settings_table() -> list[tuple[str, str, Any]]:
+    """(setting, environment variable, default) rows, for the README and `kbgraph config`."""
+    return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
+
+
+__all__ = ["ConfigError", "Settings", "load_settings", "settings_table", "field"]

@@ -1,0 +1,94 @@
+"""The two model interfaces the rest of kbgraph talks to: chat and embeddings.
+
+Implementations live beside this file; ``kbgraph.llm.factory`` builds them from Settings.
+Everything above this package sees only these protocols, so a test, the `nlp` mode and a
+production deployment differ only in what the factory returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class LLMError(RuntimeError):
+    """A model call failed for good (after retries), or no model is configured."""
+
+
+class LLMNotConfigured(LLMError):
+    """An operation needs a chat model and none is configured."""
+
+
+class Cancelled(RuntimeError):
+    """The work was cancelled by its caller (a cancel check returned True)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+@dataclass
+class Usage:
+    """Token accounting for one phase of one task."""
+
+    calls: int = 0
+    cached_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+
+
+@dataclass
+class UsageLedger:
+    """Usage by phase ("extract", "glean", "summarize", "report", "query", "chat", "embed"...)."""
+
+    by_phase: dict[str, Usage] = field(default_factory=dict)
+
+    def phase(self, name: str) -> Usage:
+        return self.by_phase.setdefault(name, Usage())
+
+    @property
+    def total(self) -> Usage:
+        out = Usage()
+        for usage in self.by_phase.values():
+            out.calls += usage.calls
+            out.cached_calls += usage.cached_calls
+            out.prompt_tokens += usage.prompt_tokens
+            out.completion_tokens += usage.completion_tokens
+            out.failures += usage.failures
+        return out
+
+
+CancelCheck = Callable[[], bool]
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    model_name: str
+
+    def chat(self, messages: Sequence[Message], *, phase: str = "chat", prompt_version: str = "",
+             temperature: float | None = None, max_tokens: int | None = None,
+             cancel: CancelCheck | None = None) -> str:
+        """The assistant's reply, with <think>...</think> blocks removed."""
+        ...
+
+    def stream(self, messages: Sequence[Message], *, phase: str = "chat",
+               temperature: float | None = None, max_tokens: int | None = None,
+               cancel: CancelCheck | None = None) -> Iterator[str]:
+        """The reply token by token (never cached)."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array (len(texts), dim), rows L2-normalized. Empty input gives shape (0, dim)."""
+        ...

@@ -1,0 +1,213 @@
+"""The DocStore contract: what every storage engine behind kbgraph must do.
+
+Documents are flat JSON objects whose field types follow their suffix, as RAGFlow's records do:
+
+- ``*_kwd``: keyword (exact match; a list means "any of these values")
+- ``*_ltks`` / ``*_tks``: text already tokenized in Python and joined by spaces (see
+  ``kbgraph.parse.tokenize``), searched with BM25 over whitespace tokens
+- ``*_int`` / ``*_flt``: numbers, usable in range conditions and ordering
+- ``*_with_weight``: stored payload, never searched
+- ``q_<dim>_vec``: dense vector (cosine similarity)
+
+Every document carries ``id`` (unique in its tenant's index) and ``kb_id``. One index holds one
+tenant; every operation is scoped to one tenant and to the knowledge bases it names, so one tenant
+never sees another's rows and a knowledge base never sees its neighbours'.
+
+Scoring (identical on every engine, so results do not depend on where a knowledge base lives):
+
+- ``term_score``: the BM25 score of a hit divided by the best BM25 score among the text
+  candidates of the same request, so it lies in [0, 1]; 0 for a hit found only by the vector query.
+- ``vector_score``: cosine similarity between the query vector and the hit's stored vector,
+  clipped to [0, 1]; computed for every candidate (text or vector) that has a vector.
+- ``score``: ``(1 - w) * term_score + w * vector_score`` with ``w = vector_weight`` when both a text
+  and a vector query are given; otherwise the one score there is. Hits under ``threshold`` are
+  dropped; the rest are ordered by score (ties by id) before ``offset``/``limit`` apply.
+
+The candidates are the top ``candidates`` BM25 matches plus the top ``candidates`` vector
+neighbours (both after the filters), so hybrid search looks at the same window on both engines.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Doc = dict[str, Any]
+
+Op = Literal["eq", "in", "not_in", "exists", "missing", "gte", "lte", "gt", "lt"]
+
+
+class StoreError(RuntimeError):
+    """A storage operation failed; the message says which and why."""
+
+
+class StoreUnavailable(StoreError):
+    """The storage engine cannot be reached (connection refused, auth failed, timed out)."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One filter condition on a field.
+
+    ``eq`` on a list-valued field matches when any element equals ``value``; ``in`` matches when
+    the field (or any of its elements) equals any of ``value``; ``not_in`` is the negation of
+    ``in`` (documents missing the field match it); ``exists``/``missing`` test presence;
+    ``gte``/``lte``/``gt``/``lt`` compare numbers. The pseudo-field ``id`` addresses document ids.
+    """
+
+    field: str
+    op: Op
+    value: Any = None
+
+
+def eq(field_name: str, value: Any) -> Condition:
+    return Condition(field_name, "eq", value)
+
+
+def any_of(field_name: str, values: Sequence[Any]) -> Condition:
+    return Condition(field_name, "in", list(values))
+
+
+def none_of(field_name: str, values: Sequence[Any]) -> Condition:
+    return Condition(field_name, "not_in", list(values))
+
+
+def exists(field_name: str) -> Condition:
+    return Condition(field_name, "exists")
+
+
+def missing(field_name: str) -> Condition:
+    return Condition(field_name, "missing")
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """BM25 over pre-tokenized fields. ``fields`` maps a token field to its boost."""
+
+    tokens: Sequence[str]
+    fields: Mapping[str, float]
+    # fraction (0..1) of the distinct query tokens a document must contain to match
+    minimum_should_match: float = 0.0
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    field: str
+    vector: Sequence[float]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    kb_ids: Sequence[str]
+    where: Sequence[Condition] = ()
+    text: TextQuery | None = None
+    vector: VectorQuery | None = None
+    vector_weight: float = 0.3
+    threshold: float = 0.0
+    candidates: int = 100
+    offset: int = 0
+    limit: int = 10
+    # None = all stored fields; vectors are only returned when named here
+    fields: Sequence[str] | None = None
+    # used when neither text nor vector is given: [(field, "asc"|"desc")], then id
+    order_by: Sequence[tuple[str, str]] = ()
+
+
+@dataclass
+class Hit:
+    id: str
+    doc: Doc
+    score: float
+    term_score: float = 0.0
+    vector_score: float = 0.0
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit] = field(default_factory=list)
+    # matches before offset/limit (after the threshold for scored searches)
+    total: int = 0
+
+
+class DocStore(ABC):
+    """Storage for chunks and graph records, one index per tenant. See the module docstring."""
+
+    engine: str = "abstract"
+
+    @abstractmethod
+    def ensure_index(self, tenant_id: str) -> None:
+        """Create the tenant's index if it does not exist. Idempotent."""
+
+    @abstractmethod
+    def drop_index(self, tenant_id: str) -> None:
+        """Delete the tenant's index and everything in it. Idempotent."""
+
+    @abstractmethod
+    def index_exists(self, tenant_id: str) -> bool: ...
+
+    @abstractmethod
+    def upsert(self, tenant_id: str, kb_id: str, docs: Sequence[Doc], *, refresh: bool = True) -> int:
+        """Insert or wholly replace documents by ``id``; sets ``kb_id`` on each. Returns the count.
+
+        Raises StoreError naming the failing ids if any document could not be written; the
+        others are written. ``refresh`` makes the writes visible to the next search at once.
+        """
+
+    @abstractmethod
+    def patch(self, tenant_id: str, kb_id: str, changes: Mapping[str, Doc], *, refresh: bool = True) -> int:
+        """Set the given fields on the documents named by id (a partial update); others keep theirs.
+
+        Ids that do not exist are ignored. Returns the number of documents changed.
+        """
+
+    @abstractmethod
+    def get(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str],
+            fields: Sequence[str] | None = None) -> list[Doc]:
+        """The documents with these ids (in the order asked, missing ones left out)."""
+
+    @abstractmethod
+    def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
+               *, refresh: bool = True) -> int:
+        """Delete every document of these knowledge bases matching all conditions. Returns the count."""
+
+    @abstractmethod
+    def update(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],
+               values: Doc, *, refresh: bool = True) -> int:
+        """Set ``values`` on every matching document. Returns the count."""
+
+    @abstractmethod
+    def search(self, tenant_id: str, request: SearchRequest) -> SearchResult: ...
+
+    @abstractmethod
+    def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
+             fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:
+        """Every matching document, in id order, with no result-window limit."""
+
+    @abstractmethod
+    def count(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = ()) -> int: ...
+
+    @abstractmethod
+    def aggregate(self, tenant_id: str, kb_ids: Sequence[str], field_name: str,
+                  where: Sequence[Condition] = (), size: int = 100) -> list[tuple[Any, int]]:
+        """(value, document count) for the most frequent values of a keyword field, most first."""
+
+    @abstractmethod
+    def refresh(self, tenant_id: str) -> None:
+        """Make every write so far visible to searches."""
+
+    def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+
+
+def vector_field(dim: int) -> str:
+    """The name of the dense-vector field for embeddings of this size."""
+    return f"q_{dim}_vec"
+
+
+def fuse(term_score: float, vector_score: float, weight: float, has_text: bool, has_vector: bool) -> float:
+    """The combined score every engine uses (see the module docstring)."""
+    if has_text and has_vector:
+        return (1.0 - weight) * term_score + weight * vector_score
+    return term_score if has_text else vector_score

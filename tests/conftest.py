@@ -1,0 +1,35 @@
+"""Shared test fixtures: settings in a temporary data dir, and the service gate.
+
+Tests that need Redis or PostgreSQL call ``require_service``: where the server is unreachable
+they skip with the reason, unless KBGRAPH_REQUIRE_SERVICES=1 (CI), where they fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kbgraph.config import Settings, load_settings
+
+REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+POSTGRES_URL = os.environ.get("KBGRAPH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+
+
+def require_service(name: str, reason: str) -> None:
+    """Skip (or, with KBGRAPH_REQUIRE_SERVICES=1, fail) because ``name`` is unreachable."""
+    message = f"{name} unreachable: {reason}"
+    if os.environ.get("KBGRAPH_REQUIRE_SERVICES") == "1":
+        pytest.fail(message + " (KBGRAPH_REQUIRE_SERVICES=1)")
+    pytest.skip(message)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Embedded settings in a fresh data dir, with the hash embedder and no LLM."""
+    for key in list(os.environ):
+        if key.startswith("KBGRAPH_") and key not in {"KBGRAPH_REQUIRE_SERVICES", "KBGRAPH_ES_URL"}:
+            monkeypatch.delenv(key, raising=False)
+    monkeypatch.chdir(tmp_path)
+    return load_settings(data_dir=tmp_path / "data", embedding_provider="hash", embedding_dim=64)
