@@ -1,0 +1,271 @@
+"""The embedded engine: metadata DB + document store + models, and the operations users run.
+
+The CLI, the Celery tasks and the web app all drive kbgraph through this class, so that a
+knowledge base behaves the same whichever way it is used. It holds no state of its own beyond
+open connections and lazily built models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kbgraph import pipeline
+from kbgraph.config import Settings
+from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
+from kbgraph.meta.repo import MetaDB
+from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError, NotFound
+from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
+from kbgraph.pipeline import KBContext, Progress, ProgressFn
+from kbgraph.search.chunks import ChunkQuery, ChunkResults, retrieve_chunks
+from kbgraph.store import DocStore, open_store
+
+
+class KBGraphError(RuntimeError):
+    """An operation cannot be done as asked; the message tells the user what to change."""
+
+
+@dataclass
+class DocOutcome:
+    name: str
+    status: str  # "indexed" | "skipped" | "failed" | "cancelled"
+    doc_id: str = ""
+    chunks: int = 0
+    message: str = ""
+
+
+@dataclass
+class IndexReport:
+    documents: list[DocOutcome] = field(default_factory=list)
+    refresh: pipeline.RefreshResult | None = None
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+
+    def count(self, status: str) -> int:
+        return sum(1 for d in self.documents if d.status == status)
+
+
+def _no_progress(_: Progress) -> None:
+    return None
+
+
+def _never() -> bool:
+    return False
+
+
+class Engine:
+    def __init__(self, settings: Settings, meta: MetaDB, store: DocStore, tenant: str = DEFAULT_TENANT) -> None:
+        self.settings = settings
+        self.meta = meta
+        self.store = store
+        self.tenant = tenant
+        self._embedder: Embedder | None = None
+        self._chat: ChatModel | None = None
+        self._chat_built = False
+        self.ledger = UsageLedger()
+
+    @classmethod
+    def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT) -> "Engine":
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        meta = MetaDB.open(settings.meta_url)
+        meta.ensure_tenant(tenant)
+        store = open_store(settings)
+        store.ensure_index(tenant)
+        return cls(settings, meta, store, tenant)
+
+    def close(self) -> None:
+        self.store.close()
+        self.meta.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- models -------------------------------------------------------------------------------
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from kbgraph.llm.factory import build_embedder
+
+            self._embedder = build_embedder(self.settings, ledger=self.ledger)
+        return self._embedder
+
+    @property
+    def chat(self) -> ChatModel | None:
+        if not self._chat_built:
+            from kbgraph.llm.factory import build_chat
+
+            self._chat = build_chat(self.settings, ledger=self.ledger)
+            self._chat_built = True
+        return self._chat
+
+    # -- knowledge bases ----------------------------------------------------------------------
+
+    def create_kb(self, name: str, *, graph: GraphConfig | None = None, description: str = "",
+                  chunk_tokens: int | None = None, chunk_overlap: int | None = None) -> KnowledgeBase:
+        graph = graph or GraphConfig()
+        if graph.enabled and graph.method != "nlp" and not self.settings.llm_configured:
+            raise KBGraphError(
+                f"graph method {graph.method!r} needs a chat model: set KBGRAPH_LLM_BASE_URL and KBGRAPH_LLM_MODEL "
+                "(and KBGRAPH_LLM_API_KEY), or use --graph nlp, which needs no LLM")
+        return self.meta.create_kb(
+            self.tenant, name, description=description, embedding_model=self.embedder.model_name,
+            chunk_tokens=chunk_tokens or self.settings.chunk_tokens,
+            chunk_overlap=chunk_overlap if chunk_overlap is not None else self.settings.chunk_overlap, graph=graph)
+
+    def kb(self, name: str) -> KnowledgeBase:
+        found = self.meta.get_kb_by_name(self.tenant, name)
+        if found is None:
+            known = ", ".join(k.name for k in self.meta.list_kbs(self.tenant)) or "none yet"
+            raise KBGraphError(f"no knowledge base named {name!r} (known: {known}); create it with `kbgraph kb create {name}`")
+        return found
+
+    def list_kbs(self) -> list[KnowledgeBase]:
+        return self.meta.list_kbs(self.tenant)
+
+    def delete_kb(self, name: str) -> None:
+        kb = self.kb(name)
+        self.store.delete(self.tenant, [kb.id])
+        self.meta.delete_kb(self.tenant, kb.id)
+
+    def context(self, kb: KnowledgeBase) -> KBContext:
+        embedder = self.embedder
+        if kb.embedding_model and kb.embedding_model != embedder.model_name:
+            raise KBGraphError(
+                f"knowledge base {kb.name!r} was indexed with embedding model {kb.embedding_model!r}, but the "
+                f"configured model is {embedder.model_name!r}; set KBGRAPH_EMBEDDING_PROVIDER/MODEL to match")
+        return KBContext(store=self.store, tenant=self.tenant, kb_id=kb.id, settings=self.settings,
+                         embedder=embedder, chat=self.chat if kb.graph.method != "nlp" else None, graph=kb.graph,
+                         chunk_tokens=kb.chunk_tokens, chunk_overlap=kb.chunk_overlap, ledger=self.ledger)
+
+    # -- documents ----------------------------------------------------------------------------
+
+    def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = _no_progress,
+                    cancel: CancelCheck = _never, force: bool = False, refresh: bool = True) -> IndexReport:
+        """Index files and folders into a KB; unchanged files are skipped unless ``force``."""
+        kb = self.kb(kb_name)
+        report = IndexReport(ledger=self.ledger)
+        files = self._named_files(paths)
+        for number, (name, path) in enumerate(files, start=1):
+            progress(Progress("documents", number - 1, len(files), name))
+            report.documents.append(self._index_file(kb, name, path, progress, cancel, force))
+            if report.documents[-1].status == "cancelled":
+                break
+        progress(Progress("documents", len(files), len(files)))
+        if refresh and kb.graph.enabled and report.count("indexed"):
+            report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
+        return report
+
+    @staticmethod
+    def _named_files(paths: Sequence[Path]) -> list[tuple[str, Path]]:
+        named: list[tuple[str, Path]] = []
+        for given in paths:
+            given = Path(given)
+            if not given.exists():
+                raise KBGraphError(f"{given} does not exist")
+            if given.is_dir():
+                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given])]
+            else:
+                named.append((given.name, given))
+        return named
+
+    def _index_file(self, kb: KnowledgeBase, name: str, path: Path, progress: ProgressFn,
+                    cancel: CancelCheck, force: bool) -> DocOutcome:
+        size = path.stat().st_size
+        if size > self.settings.max_file_bytes:
+            data = b""
+        else:
+            data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
+                                                 content_hash=digest)
+        if not changed and not force:
+            return DocOutcome(name, "skipped", doc.id, doc.chunk_count, "unchanged")
+        return self.index_bytes(kb, doc, data if size <= self.settings.max_file_bytes else None, size,
+                                progress=progress, cancel=cancel)
+
+    def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
+                    progress: ProgressFn = _no_progress, cancel: CancelCheck = _never) -> DocOutcome:
+        """Run the pipeline for one registered document; failures are recorded on the document."""
+        meta = self.meta
+        meta.set_document_status(doc.id, "running", progress=0.0, message="parsing")
+        try:
+            if data is None:
+                raise ParseError(f"{doc.name}: {size} bytes is over the limit of {self.settings.max_file_bytes} "
+                                 "(KBGRAPH_MAX_FILE_BYTES)")
+            parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
+            ctx = self.context(kb)
+            parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
+            message = f"{parsed_result.chunks} chunks"
+            if kb.graph.enabled:
+                meta.set_document_status(doc.id, "running", progress=0.5, message="extracting graph")
+                extracted = pipeline.extract_document(ctx, doc.id, progress=progress, cancel=cancel)
+                merged = pipeline.merge_document(ctx, doc.id)
+                meta.set_document_graph_state(doc.id, extracted=True)
+                message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
+                            f"mentions; {merged.entities_written} entities updated")
+                if extracted.failed_chunks:
+                    message += f"; extraction failed for {len(extracted.failed_chunks)} chunk(s): {extracted.errors[0]}"
+            meta.set_document_status(doc.id, "done", message=message, chunk_count=parsed_result.chunks,
+                                     token_count=parsed_result.tokens)
+            return DocOutcome(doc.name, "indexed", doc.id, parsed_result.chunks, message)
+        except ParseError as exc:
+            meta.set_document_status(doc.id, "failed", message="could not be parsed", error=str(exc))
+            return DocOutcome(doc.name, "failed", doc.id, 0, str(exc))
+        except pipeline.Cancelled:
+            meta.set_document_status(doc.id, "cancelled", message="cancelled")
+            return DocOutcome(doc.name, "cancelled", doc.id, 0, "cancelled")
+        except (MetaError, KBGraphError):
+            raise
+        except Exception as exc:  # one broken document must not stop the others
+            meta.set_document_status(doc.id, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
+            return DocOutcome(doc.name, "failed", doc.id, 0, f"{type(exc).__name__}: {exc}")
+
+    def list_documents(self, kb_name: str) -> list[Document]:
+        return self.meta.list_documents(self.kb(kb_name).id, limit=None)
+
+    def document(self, kb: KnowledgeBase, name_or_id: str) -> Document:
+        doc = self.meta.find_document(kb.id, name_or_id)
+        if doc is None:
+            raise KBGraphError(f"no document {name_or_id!r} in knowledge base {kb.name!r}")
+        return doc
+
+    def delete_document(self, kb_name: str, name_or_id: str, *, refresh: bool = True) -> pipeline.DeriveResult:
+        kb = self.kb(kb_name)
+        doc = self.document(kb, name_or_id)
+        ctx = self.context(kb)
+        change = pipeline.delete_document(ctx, doc.id)
+        self.meta.delete_document(kb.id, doc.id)
+        if refresh and kb.graph.enabled and change.changed:
+            pipeline.refresh_kb(ctx)
+        return change
+
+    def refresh_graph(self, kb_name: str, *, force: bool = False,
+                      progress: ProgressFn = _no_progress) -> pipeline.RefreshResult:
+        kb = self.kb(kb_name)
+        if not kb.graph.enabled:
+            raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; create it with --graph")
+        return pipeline.refresh_kb(self.context(kb), force=force, progress=progress)
+
+    # -- retrieval ----------------------------------------------------------------------------
+
+    def query_chunks(self, kb_names: Sequence[str], question: str, *, top_n: int | None = None,
+                     vector_similarity_weight: float | None = None,
+                     similarity_threshold: float | None = None) -> ChunkResults:
+        kbs = [self.kb(n) for n in kb_names]
+        for kb in kbs:
+            self.context(kb)  # checks the embedding model matches
+        s = self.settings
+        query = ChunkQuery(
+            question=question, kb_ids=[k.id for k in kbs], top_n=top_n or s.top_n, top_k=s.top_k,
+            vector_similarity_weight=s.vector_similarity_weight if vector_similarity_weight is None
+            else vector_similarity_weight,
+            similarity_threshold=s.similarity_threshold if similarity_threshold is None else similarity_threshold)
+        return retrieve_chunks(self.store, self.tenant, query, self.embedder)
+
+
+ProgressCallback = Callable[[Progress], None]

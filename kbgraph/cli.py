@@ -1,0 +1,414 @@
+"""The `kbgraph` command.
+
+Exit codes: 0 success; 1 the work ran but something failed (a document could not be indexed,
+nothing was found); 2 the command cannot run as given (unknown knowledge base, bad option or
+setting), with a message saying what to change.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterator
+
+import click
+
+from kbgraph.config import ConfigError, Settings, load_settings, settings_table
+from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig, MetaError
+from kbgraph.pipeline import Progress
+from kbgraph.store.base import StoreError
+
+MODES = ("naive", "kg", "ppr", "global", "mix")
+
+
+class ProgressBars:
+    """One tqdm bar per pipeline phase, on stderr, only when stderr is a terminal or asked for."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bars: dict[str, object] = {}
+
+    def __call__(self, event: Progress) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        bar = self.bars.get(event.phase)
+        if bar is None or bar.total != event.total:  # a new document restarts its phases
+            if bar is not None:
+                bar.close()
+            bar = tqdm(total=event.total, desc=f"{event.phase:>9}", unit="", leave=event.phase == "documents",
+                       file=sys.stderr, dynamic_ncols=True)
+            self.bars[event.phase] = bar
+        bar.n = event.done
+        if event.message:
+            bar.set_postfix_str(event.message[:40], refresh=False)
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+
+
+def _fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def _engine(ctx: click.Context) -> Iterator["Engine"]:
+    from kbgraph.app import Engine, KBGraphError
+
+    settings: Settings = ctx.obj["settings"]
+    engine = None
+    try:
+        engine = Engine.open(settings)
+        yield engine
+    except (KBGraphError, MetaError, ConfigError, ValueError) as exc:
+        _fail(str(exc))
+    except StoreError as exc:
+        _fail(f"storage: {exc}")
+    finally:
+        if engine is not None:
+            engine.close()
+
+
+@click.group()
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Where kbgraph keeps its data (KBGRAPH_DATA_DIR).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
+              help="A TOML settings file (KBGRAPH_CONFIG).")
+@click.pass_context
+def main(ctx: click.Context, data_dir: Path | None, config_file: Path | None) -> None:
+    """kbgraph: knowledge bases with a knowledge graph, from the command line."""
+    overrides = {"data_dir": data_dir} if data_dir else {}
+    try:
+        ctx.obj = {"settings": load_settings(config_file, **overrides)}
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+# ------------------------------------------------------------------------------------------- kb
+
+@main.group()
+def kb() -> None:
+    """Create, list and remove knowledge bases."""
+
+
+@kb.command("create")
+@click.argument("name")
+@click.option("--graph", "method", type=click.Choice(["nlp", "light", "general"]),
+              help="Switch the knowledge graph on, extracting with this method (nlp needs no LLM).")
+@click.option("--entity-types", help=f"Comma-separated entity types (default: {','.join(DEFAULT_ENTITY_TYPES)}).")
+@click.option("--community/--no-community", default=False, help="Detect communities and write community reports.")
+@click.option("--resolution/--no-resolution", default=False, help="Merge duplicate entities (needs an LLM).")
+@click.option("--gleanings", type=click.IntRange(0, 10), default=None, help="Extra extraction rounds per chunk (LLM methods).")
+@click.option("--chunk-tokens", type=click.IntRange(16, 8192), default=None)
+@click.option("--chunk-overlap", type=click.IntRange(0, 4096), default=None)
+@click.option("--description", default="")
+@click.pass_context
+def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: str | None, community: bool,
+              resolution: bool, gleanings: int | None, chunk_tokens: int | None, chunk_overlap: int | None,
+              description: str) -> None:
+    """Create a knowledge base."""
+    settings: Settings = ctx.obj["settings"]
+    graph = GraphConfig(
+        enabled=method is not None, method=method or "nlp",
+        entity_types=tuple(t.strip() for t in entity_types.split(",") if t.strip()) if entity_types
+        else DEFAULT_ENTITY_TYPES,
+        community=community, resolution=resolution,
+        max_gleanings=settings.max_gleanings if gleanings is None else gleanings)
+    with _engine(ctx) as engine:
+        created = engine.create_kb(name, graph=graph, description=description, chunk_tokens=chunk_tokens,
+                                   chunk_overlap=chunk_overlap)
+        graph_text = f"graph: {created.graph.method}" if created.graph.enabled else "graph: off"
+        click.echo(f"created knowledge base {created.name!r} ({graph_text}; chunks {created.chunk_tokens}/"
+                   f"{created.chunk_overlap} tokens; embeddings {created.embedding_model})")
+
+
+@kb.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def kb_list(ctx: click.Context, as_json: bool) -> None:
+    """List knowledge bases."""
+    with _engine(ctx) as engine:
+        rows = []
+        for item in engine.list_kbs():
+            counts = engine.meta.kb_counts(item.id)
+            rows.append({"name": item.name, "id": item.id, "documents": counts.documents, "chunks": counts.chunks,
+                         "graph": item.graph.method if item.graph.enabled else "off",
+                         "embedding_model": item.embedding_model})
+        if as_json:
+            click.echo(json.dumps(rows, indent=1))
+            return
+        if not rows:
+            click.echo("no knowledge bases yet: `kbgraph kb create NAME`")
+        for row in rows:
+            click.echo(f"{row['name']:<24} {row['documents']:>5} docs {row['chunks']:>7} chunks  graph: {row['graph']}")
+
+
+@kb.command("rm")
+@click.argument("name")
+@click.pass_context
+def kb_rm(ctx: click.Context, name: str) -> None:
+    """Remove a knowledge base and everything in it."""
+    with _engine(ctx) as engine:
+        engine.delete_kb(name)
+        click.echo(f"removed knowledge base {name!r}")
+
+
+# ---------------------------------------------------------------------------------------- index
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--kb", "kb_name", required=True, help="The knowledge base to index into.")
+@click.option("--force", is_flag=True, help="Re-index files even when unchanged.")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+@click.pass_context
+def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool, progress: bool | None) -> None:
+    """Index files and folders into a knowledge base (unchanged files are skipped)."""
+    bars = ProgressBars(sys.stderr.isatty() if progress is None else progress)
+    with _engine(ctx) as engine:
+        try:
+            report = engine.index_paths(kb_name, list(paths), progress=bars, force=force)
+        finally:
+            bars.close()
+        for outcome in report.documents:
+            if outcome.status == "failed":
+                click.echo(f"FAILED  {outcome.name}: {outcome.message}", err=True)
+            elif outcome.status != "skipped" or not bars.enabled:
+                click.echo(f"{outcome.status:<8}{outcome.name}: {outcome.message}")
+        usage = report.ledger.total
+        summary = (f"{report.count('indexed')} indexed, {report.count('skipped')} unchanged, "
+                   f"{report.count('failed')} failed")
+        if usage.calls or usage.cached_calls:
+            summary += (f"; LLM calls {usage.calls} (+{usage.cached_calls} cached), tokens "
+                        f"{usage.prompt_tokens}+{usage.completion_tokens}")
+        if report.refresh is not None:
+            r = report.refresh
+            summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"
+        click.echo(summary)
+        if report.count("failed"):
+            sys.exit(1)
+
+
+# ----------------------------------------------------------------------------------------- docs
+
+@main.group()
+def docs() -> None:
+    """List and remove documents."""
+
+
+@docs.command("list")
+@click.option("--kb", "kb_name", required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def docs_list(ctx: click.Context, kb_name: str, as_json: bool) -> None:
+    """List a knowledge base's documents with their status."""
+    with _engine(ctx) as engine:
+        rows = engine.list_documents(kb_name)
+        if as_json:
+            click.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=1, ensure_ascii=False))
+            return
+        for row in rows:
+            detail = row.error or row.message
+            click.echo(f"{row.id[:12]}  {row.status:<9} {row.chunk_count:>5} chunks  {row.name}  {detail}")
+
+
+@docs.command("rm")
+@click.argument("doc")
+@click.option("--kb", "kb_name", required=True)
+@click.pass_context
+def docs_rm(ctx: click.Context, doc: str, kb_name: str) -> None:
+    """Remove a document (by name or id): its chunks, mentions and its part of the graph."""
+    with _engine(ctx) as engine:
+        change = engine.delete_document(kb_name, doc)
+        click.echo(f"removed {doc!r}; graph: {change.entities_written} entities re-derived, "
+                   f"{change.entities_removed} removed")
+
+
+# ---------------------------------------------------------------------------------------- query
+
+@main.command()
+@click.argument("question")
+@click.option("--kb", "kb_names", required=True, multiple=True, help="Knowledge base(s) to search.")
+@click.option("--mode", type=click.Choice(MODES), default=None,
+              help="naive = chunks only; kg/ppr/global use the graph; mix = chunks + graph (default with a graph).")
+@click.option("--top-k", "top_k", type=click.IntRange(1, 1000), default=None, help="How many chunks to return.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def query(ctx: click.Context, question: str, kb_names: tuple[str, ...], mode: str | None, top_k: int | None,
+          as_json: bool) -> None:
+    """Retrieve what the knowledge base knows about QUESTION."""
+    with _engine(ctx) as engine:
+        mode = mode or "naive"
+        results = engine.query_chunks(list(kb_names), question, top_n=top_k)
+        if as_json:
+            click.echo(json.dumps({"question": question, "mode": mode, "total": results.total,
+                                   "chunks": [asdict(c) for c in results.chunks],
+                                   "doc_aggs": [asdict(d) for d in results.doc_aggs]}, ensure_ascii=False, indent=1))
+        else:
+            _print_chunks(results.chunks)
+        if not results.chunks:
+            sys.exit(1)
+
+
+def _print_chunks(chunks: list) -> None:
+    if not chunks:
+        click.echo("nothing found above the similarity threshold")
+        return
+    for rank, chunk in enumerate(chunks, start=1):
+        click.echo(f"[{rank}] {chunk.similarity:.3f} (term {chunk.term_similarity:.3f}, vector "
+                   f"{chunk.vector_similarity:.3f})  {chunk.doc_name} #{chunk.position}")
+        text = " ".join(chunk.content.split())
+        click.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")
+
+
+# ---------------------------------------------------------------------------------------- graph
+
+@main.group()
+def graph() -> None:
+    """Inspect, refresh and export a knowledge base's graph."""
+
+
+@graph.command("stats")
+@click.option("--kb", "kb_name", required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def graph_stats_cmd(ctx: click.Context, kb_name: str, as_json: bool) -> None:
+    """Counts, phase status and the top entities by PageRank."""
+    from kbgraph.graph.inspect import graph_stats
+
+    with _engine(ctx) as engine:
+        stats = graph_stats(engine.store, engine.tenant, engine.kb(kb_name).id)
+        if as_json:
+            click.echo(json.dumps(stats.to_dict(), indent=1, ensure_ascii=False))
+            return
+        click.echo(f"graph version {stats.version}: {stats.entities} entities, {stats.relations} relations, "
+                   f"{stats.communities} communities, {stats.reports} reports")
+        click.echo(f"mentions: {stats.entity_mentions} entity, {stats.relation_mentions} relation")
+        for phase, state in stats.phases.items():
+            click.echo(f"phase {phase}: {state['status']} at v{state['version']}{' (stale)' if state['stale'] else ''}")
+        click.echo("types: " + ", ".join(f"{t} {n}" for t, n in stats.entity_types))
+        click.echo("top entities by PageRank:")
+        for row in stats.top_entities:
+            click.echo(f"  {row['pagerank']:.4f}  {row['name']} ({row['type']}, {row['mentions']} mentions)")
+
+
+@graph.command("refresh")
+@click.option("--kb", "kb_name", required=True)
+@click.option("--force", is_flag=True, help="Recompute every phase even if current.")
+@click.pass_context
+def graph_refresh(ctx: click.Context, kb_name: str, force: bool) -> None:
+    """Recompute PageRank, communities and reports where the graph changed."""
+    bars = ProgressBars(sys.stderr.isatty())
+    with _engine(ctx) as engine:
+        try:
+            result = engine.refresh_graph(kb_name, force=force, progress=bars)
+        finally:
+            bars.close()
+        click.echo(f"graph v{result.version}: pagerank updated for {result.pagerank_updated} entities; "
+                   f"{result.communities} communities, {result.reports_generated} reports written, "
+                   f"{result.reports_reused} reused, {result.reports_removed} removed"
+                   + (f"; up to date: {', '.join(result.skipped)}" if result.skipped else ""))
+
+
+@graph.command("export")
+@click.option("--kb", "kb_name", required=True)
+@click.option("--format", "fmt", type=click.Choice(["graphml", "json"]), default="graphml")
+@click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), help="File to write (default: stdout).")
+@click.pass_context
+def graph_export(ctx: click.Context, kb_name: str, fmt: str, output: Path | None) -> None:
+    """Export the graph as GraphML or node-link JSON."""
+    from kbgraph.graph.inspect import export_graph
+
+    with _engine(ctx) as engine:
+        data = export_graph(engine.store, engine.tenant, engine.kb(kb_name).id, fmt)
+        if output is None:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            output.write_bytes(data)
+            click.echo(f"wrote {output} ({len(data)} bytes)", err=True)
+
+
+@graph.command("show")
+@click.argument("entity")
+@click.option("--kb", "kb_name", required=True)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def graph_show(ctx: click.Context, entity: str, kb_name: str, as_json: bool) -> None:
+    """An entity's description, sources and neighbours."""
+    from kbgraph.graph.inspect import entity_view, find_entity
+
+    with _engine(ctx) as engine:
+        kb_row = engine.kb(kb_name)
+        found = find_entity(engine.store, engine.tenant, kb_row.id, entity)
+        if found is None:
+            _fail(f"no entity like {entity!r} in knowledge base {kb_name!r}", code=1)
+        names = {d.id: d.name for d in engine.list_documents(kb_name)}
+        view = entity_view(engine.store, engine.tenant, kb_row.id, found, names)
+        if as_json:
+            e = view.entity
+            click.echo(json.dumps({
+                "name": e.name, "type": e.type, "aliases": e.aliases, "description": e.description,
+                "pagerank": e.pagerank, "mentions": e.mention_count, "documents": view.doc_names,
+                "chunk_ids": e.chunk_ids, "communities": e.community_ids,
+                "neighbours": [{"name": n, "weight": r.weight, "description": r.description} for r, n in view.neighbours],
+            }, ensure_ascii=False, indent=1))
+            return
+        e = view.entity
+        click.echo(f"{e.name} ({e.type})  pagerank {e.pagerank:.4f}, {e.mention_count} mentions")
+        if e.aliases:
+            click.echo(f"aliases: {', '.join(e.aliases)}")
+        click.echo(e.description)
+        click.echo("sources: " + ", ".join(sorted(view.doc_names.values())))
+        click.echo(f"neighbours ({len(view.neighbours)}):")
+        for relation, name in view.neighbours:
+            click.echo(f"  {relation.weight:>6.2f}  {name}: {' '.join(relation.description.split())[:160]}")
+
+
+# --------------------------------------------------------------------------------------- config
+
+@main.command("config")
+@click.pass_context
+def config_cmd(ctx: click.Context) -> None:
+    """Print every setting with its current value and environment variable."""
+    settings: Settings = ctx.obj["settings"]
+    for name, env, _ in settings_table():
+        value = getattr(settings, name)
+        if ("key" in name or "password" in name) and value:
+            value = "***"
+        click.echo(f"{name:<26} {env:<34} {value}")
+
+
+# ----------------------------------------------------------------------------------------- demo
+
+@main.command()
+@click.argument("question", required=False)
+@click.option("--kb", "kb_name", default="sample", show_default=True)
+@click.pass_context
+def demo(ctx: click.Context, question: str | None, kb_name: str) -> None:
+    """Index the bundled sample corpus (graph on, no LLM needed) and answer a question."""
+    from kbgraph.data import SAMPLE_CORPUS_DIR
+
+    question = question or "What is the emblem of the guild founded by Mira Castell?"
+    bars = ProgressBars(sys.stderr.isatty())
+    with _engine(ctx) as engine:
+        if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
+            engine.create_kb(kb_name, graph=GraphConfig(enabled=True, method="nlp", community=True))
+        try:
+            report = engine.index_paths(kb_name, [SAMPLE_CORPUS_DIR], progress=bars)
+        finally:
+            bars.close()
+        click.echo(f"indexed {SAMPLE_CORPUS_DIR}: {report.count('indexed')} new, {report.count('skipped')} unchanged, "
+                   f"{report.count('failed')} failed")
+        click.echo(f"\nQ: {question}\n")
+        _print_chunks(engine.query_chunks([kb_name], question).chunks)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Entity and relation rows derived from their mentions (DESIGN.md principle 1).
+
+Mentions are the source of truth. For a set of touched keys this module reads every remaining
+mention of those keys, derives the rows from them alone, writes the rows, and removes rows with
+no mention left. Derivation depends only on the set of mentions (every choice is order-free or
+made on a sorted order), so the graph after any sequence of adds and deletes equals a rebuild
+from the remaining mentions; ``kbgraph.graph.invariants`` checks exactly that.
+
+Phase products stored on entity rows (PageRank, community ids) are carried over from the
+existing row: the KB phases own them and are marked stale whenever the graph changes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kbgraph.parse.tokenize import token_string
+from kbgraph.store.base import Condition, DocStore, any_of, eq
+from kbgraph.store.records import Entity, EntityMention, Relation, RelationMention, entity_id, relation_id
+
+# Turns (what, name, fragments) into one description; see kbgraph.graph.describe.
+Describe = Callable[[str, str, Sequence[str]], str]
+# Embeds texts; rows are plain float lists (None when the KB has no embedder).
+EmbedTexts = Callable[[Sequence[str]], list[list[float]]]
+
+UNTYPED = {"", "unknown", "other"}
+_BATCH = 500
+
+
+@dataclass
+class DeriveResult:
+    entities_written: int = 0
+    entities_removed: int = 0
+    relations_written: int = 0
+    relations_removed: int = 0
+    renamed: set[str] = field(default_factory=set)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.entities_written or self.entities_removed or self.relations_written
+                    or self.relations_removed)
+
+
+def _mention_order(doc_id: str, chunk_id: str) -> tuple[str, str]:
+    return (doc_id, chunk_id)
+
+
+def _most_frequent(values: Iterable[str], *, avoid: set[str] = frozenset()) -> str:
+    counts = Counter(v for v in values if v)
+    preferred = {v: c for v, c in counts.items() if v.lower() not in avoid} or dict(counts)
+    if not preferred:
+        return ""
+    # highest count wins; ties go to the lexicographically smallest, so order never matters
+    return min(preferred, key=lambda v: (-preferred[v], v))
+
+
+def unique_fragments(fragments: Iterable[str]) -> list[str]:
+    """Fragments with duplicates (after trimming) removed, in the order given."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for fragment in fragments:
+        text = " ".join(fragment.split())
+        if text and text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+def entity_text(entity: Entity) -> str:
+    """What an entity's vector embeds."""
+    return f"{entity.name} ({entity.type}): {entity.description}"[:2000]
+
+
+def relation_text(relation: Relation) -> str:
+    keywords = f" [{', '.join(relation.keywords)}]" if relation.keywords else ""
+    return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:2000]
+
+
+def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe) -> Entity:
+    ordered = sorted(mentions, key=lambda m: _mention_order(m.doc_id, m.chunk_id))
+    name = _most_frequent(m.name for m in ordered) or key
+    aliases = sorted({m.name for m in ordered if m.name and m.name != name})
+    description = describe("entity", name, unique_fragments(m.description for m in ordered))
+    return Entity(
+        kb_id=kb_id, key=key, name=name, type=_most_frequent((m.type for m in ordered), avoid=UNTYPED) or "unknown",
+        description=description, name_tokens=token_string(" ".join([name, *aliases])),
+        description_tokens=token_string(description), aliases=aliases,
+        doc_ids=sorted({m.doc_id for m in ordered}), chunk_ids=sorted({m.chunk_id for m in ordered}),
+        mention_count=len(ordered),
+    )
+
+
+def derive_relation(kb_id: str, src: str, tgt: str, mentions: Sequence[RelationMention],
+                    names: Mapping[str, str], describe: Describe) -> Relation:
+    ordered = sorted(mentions, key=lambda m: _mention_order(m.doc_id, m.chunk_id))
+    src_name, tgt_name = names.get(src, src), names.get(tgt, tgt)
+    description = describe("relation", f"{src_name} -- {tgt_name}",
+                           unique_fragments(m.description for m in ordered))
+    keyword_counts = Counter(k.strip().lower() for m in ordered for k in m.keywords if k.strip())
+    keywords = sorted(keyword_counts, key=lambda k: (-keyword_counts[k], k))[:12]
+    return Relation(
+        kb_id=kb_id, src_key=src, tgt_key=tgt, src_name=src_name, tgt_name=tgt_name, description=description,
+        description_tokens=token_string(" ".join([src_name, tgt_name, description, *keywords])),
+        keywords=keywords, weight=round(sum(m.weight for m in ordered), 6),
+        doc_ids=sorted({m.doc_id for m in ordered}), chunk_ids=sorted({m.chunk_id for m in ordered}),
+        mention_count=len(ordered),
+    )
+
+
+def _batches(items: Sequence, size: int = _BATCH) -> Iterable[Sequence]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _entity_mentions(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str]) -> dict[str, list[EntityMention]]:
+    found: dict[str, list[EntityMention]] = defaultdict(list)
+    for batch in _batches(sorted(keys)):
+        where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", batch)]
+        for doc in store.scan(tenant, [kb_id], where):
+            mention = EntityMention.from_doc(doc)
+            found[mention.key].append(mention)
+    return found
+
+
+def _relation_mentions(store: DocStore, tenant: str, kb_id: str,
+                       pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[RelationMention]]:
+    wanted = {tuple(sorted(p)) for p in pairs}
+    found: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
+    # relation mentions are looked up by their sorted pair's first key, then filtered exactly
+    by_src: dict[str, set[str]] = defaultdict(set)
+    for src, tgt in wanted:
+        by_src[src].add(tgt)
+    for batch in _batches(sorted(by_src)):
+        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", batch)]
+        for doc in store.scan(tenant, [kb_id], where):
+            mention = RelationMention.from_doc(doc)
+            if mention.tgt_key in by_src.get(mention.src_key, ()):
+                found[(mention.src_key, mention.tgt_key)].append(mention)
+    return found
+
+
+def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str]) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for batch in _batches(list(ids)):
+        for doc in store.get(tenant, [kb_id], batch, fields=None):
+            out[doc["id"]] = doc
+    return out
+
+
+def _with_vectors(rows: list, texts: list[str], embed: EmbedTexts | None) -> None:
+    if embed is None or not rows:
+        return
+    for row, vector in zip(rows, embed(texts)):
+        row.vector = list(vector)
+
+
+def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[str],
+              relation_pairs: Iterable[tuple[str, str]], describe: Describe,
+              embed: EmbedTexts | None) -> DeriveResult:
+    """Re-derive the rows of the given keys from their remaining mentions; write or remove them."""
+    result = DeriveResult()
+    keys = sorted(set(entity_keys))
+    pairs = sorted({tuple(sorted(p)) for p in relation_pairs if p[0] != p[1]})
+
+    mentions = _entity_mentions(store, tenant, kb_id, keys)
+    previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys])
+    entities: list[Entity] = []
+    for key in keys:
+        if key not in mentions:
+            continue
+        entity = derive_entity(kb_id, key, mentions[key], describe)
+        old = previous.get(entity.id)
+        if old is not None:
+            entity.pagerank = float(old.get("pagerank_flt", 0.0))
+            entity.community_ids = list(old.get("community_ids_kwd") or [])
+            if old.get("name_kwd") != entity.name:
+                result.renamed.add(key)
+        entities.append(entity)
+    _with_vectors(entities, [entity_text(e) for e in entities], embed)
+    if entities:
+        store.upsert(tenant, kb_id, [e.to_doc() for e in entities], refresh=False)
+    gone = [entity_id(kb_id, k) for k in keys if k not in mentions]
+    if gone:
+        store.delete(tenant, [kb_id], [Condition("id", "in", gone)], refresh=False)
+    result.entities_written, result.entities_removed = len(entities), len(gone)
+
+    # relations whose endpoint was renamed carry the old name: re-derive them as well
+    if result.renamed:
+        pairs = sorted(set(pairs) | _pairs_touching(store, tenant, kb_id, result.renamed))
+    names = _display_names(store, tenant, kb_id, {k for p in pairs for k in p}, entities)
+    rel_mentions = _relation_mentions(store, tenant, kb_id, pairs)
+    relations = [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
+                 for s, t in pairs if (s, t) in rel_mentions]
+    _with_vectors(relations, [relation_text(r) for r in relations], embed)
+    if relations:
+        store.upsert(tenant, kb_id, [r.to_doc() for r in relations], refresh=False)
+    gone_rel = [relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions]
+    if gone_rel:
+        store.delete(tenant, [kb_id], [Condition("id", "in", gone_rel)], refresh=False)
+    result.relations_written, result.relations_removed = len(relations), len(gone_rel)
+    store.refresh(tenant)
+    return result
+
+
+def _pairs_touching(store: DocStore, tenant: str, kb_id: str, keys: set[str]) -> set[tuple[str, str]]:
+    pairs: set[tuple[str, str]] = set()
+    for side in ("src_key_kwd", "tgt_key_kwd"):
+        for batch in _batches(sorted(keys)):
+            where = [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, batch)]
+            for doc in store.scan(tenant, [kb_id], where, fields=["src_key_kwd", "tgt_key_kwd"]):
+                pairs.add((doc["src_key_kwd"], doc["tgt_key_kwd"]))
+    return pairs
+
+
+def _display_names(store: DocStore, tenant: str, kb_id: str, keys: set[str],
+                   fresh: Sequence[Entity]) -> dict[str, str]:
+    names = {e.key: e.name for e in fresh}
+    missing_keys = sorted(keys - names.keys())
+    for batch in _batches(missing_keys):
+        for doc in store.get(tenant, [kb_id], [entity_id(kb_id, k) for k in batch], fields=["entity_key_kwd", "name_kwd"]):
+            names[doc["entity_key_kwd"]] = doc["name_kwd"]
+    return names
+
+
+def touched_keys(store: DocStore, tenant: str, kb_id: str,
+                 where: Sequence[Condition]) -> tuple[set[str], set[tuple[str, str]]]:
+    """The entity keys and relation pairs of the mentions matching ``where`` (e.g. one document's)."""
+    keys: set[str] = set()
+    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND), *where],
+                          fields=["entity_key_kwd"]):
+        keys.add(doc["entity_key_kwd"])
+    pairs: set[tuple[str, str]] = set()
+    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), *where],
+                          fields=["src_key_kwd", "tgt_key_kwd"]):
+        pairs.add((doc["src_key_kwd"], doc["tgt_key_kwd"]))
+    return keys, pairs

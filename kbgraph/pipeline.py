@@ -1,0 +1,436 @@
+"""The indexing steps as plain functions: parse, extract, merge, delete, refresh.
+
+Each step is idempotent (deterministic ids; a rerun rewrites the same rows), resumable after a
+crash (a rerun picks up from what is stored), reports progress through a callback and honours
+a cancel check between units of work. The Celery tasks and the CLI both call these.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kbgraph.config import Settings
+from kbgraph.graph.derive import DeriveResult, recompute, touched_keys
+from kbgraph.graph.describe import Describer
+from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
+from kbgraph.graph.extract_llm import ExtractionError
+from kbgraph.graph.keys import normalize_key
+from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.parse.chunker import chunk_text
+from kbgraph.parse.readers import ParsedDocument
+from kbgraph.parse.tokenize import token_string
+from kbgraph.store.base import Condition, DocStore, eq, missing
+from kbgraph.store.records import (
+    Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, chunk_id, graph_meta_id,
+)
+
+
+@dataclass
+class Progress:
+    phase: str
+    done: int
+    total: int
+    message: str = ""
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def _no_progress(_: Progress) -> None:
+    return None
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class KBContext:
+    """What every step needs to know about one knowledge base."""
+
+    store: DocStore
+    tenant: str
+    kb_id: str
+    settings: Settings
+    embedder: Embedder
+    chat: ChatModel | None = None
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    chunk_tokens: int = 512
+    chunk_overlap: int = 64
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors: np.ndarray = self.embedder.embed(list(texts))
+        return vectors.astype(np.float32).tolist()
+
+    def describer(self) -> Describer:
+        return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language)
+
+
+def _check(cancel: CancelCheck) -> None:
+    if cancel():
+        raise Cancelled("cancelled by request")
+
+
+# ---------------------------------------------------------------------------------------- parse
+
+@dataclass
+class ParseResult:
+    chunks: int
+    tokens: int
+
+
+def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = _no_progress,
+                   cancel: CancelCheck = _never, batch_size: int = 64) -> ParseResult:
+    """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
+    spans = chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap)
+    # earlier chunks of this document (an older version, or a killed run) must not survive
+    ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")])
+    title_tokens = token_string(parsed.name)
+    now = time.time()
+    total_tokens = 0
+    progress(Progress("parse", 0, len(spans), parsed.name))
+    for start in range(0, len(spans), batch_size):
+        _check(cancel)
+        batch = spans[start:start + batch_size]
+        vectors = ctx.embed([s.text for s in batch])
+        chunks = [
+            Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
+                  content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
+                  position=s.position, start=s.start, end=s.end, token_count=s.token_count,
+                  page=_page_of(parsed, s.start), vector=v, created=now)
+            for s, v in zip(batch, vectors)
+        ]
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, [c.to_doc() for c in chunks], refresh=False)
+        total_tokens += sum(s.token_count for s in batch)
+        progress(Progress("parse", start + len(batch), len(spans), parsed.name))
+    ctx.store.refresh(ctx.tenant)
+    return ParseResult(chunks=len(spans), tokens=total_tokens)
+
+
+def _page_of(parsed: ParsedDocument, offset: int) -> int:
+    page = 0
+    for start, number in parsed.pages:
+        if start > offset:
+            break
+        page = number
+    return page
+
+
+# -------------------------------------------------------------------------------------- extract
+
+@dataclass
+class ExtractResult:
+    chunks: int = 0
+    failed_chunks: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    entity_mentions: int = 0
+    relation_mentions: int = 0
+    dropped_records: int = 0
+    llm_calls: int = 0
+
+
+def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
+    docs = ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")],
+                          fields=["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int"])
+    return sorted((Chunk.from_doc(d) for d in docs), key=lambda c: c.position)
+
+
+def mentions_of(ctx: KBContext, chunk: Chunk, extraction: ChunkExtraction) -> tuple[list[EntityMention], list[RelationMention]]:
+    """The extraction of one chunk as mention rows (keys normalized, self-loops and blanks gone)."""
+    entities: dict[str, EntityMention] = {}
+    for found in extraction.entities:
+        key = normalize_key(found.name)
+        if not key:
+            continue
+        if key in entities:  # the same entity twice in one chunk: one mention with both fragments
+            mention = entities[key]
+            if found.description and found.description not in mention.description:
+                mention.description = f"{mention.description}\n{found.description}".strip()
+            mention.weight += found.weight
+            continue
+        entities[key] = EntityMention(kb_id=ctx.kb_id, doc_id=chunk.doc_id, chunk_id=chunk.id, key=key,
+                                      name=found.name.strip(), type=(found.type or "unknown").strip().lower(),
+                                      description=found.description.strip(), weight=found.weight)
+    relations: dict[tuple[str, str], RelationMention] = {}
+    for found in extraction.relations:
+        src, tgt = normalize_key(found.source), normalize_key(found.target)
+        if not src or not tgt or src == tgt:
+            continue
+        for key, name in ((src, found.source), (tgt, found.target)):
+            if key not in entities:  # an endpoint the extractor did not list: keep it, untyped
+                entities[key] = EntityMention(kb_id=ctx.kb_id, doc_id=chunk.doc_id, chunk_id=chunk.id, key=key,
+                                              name=name.strip(), type="unknown", description="")
+        pair = tuple(sorted((src, tgt)))
+        if pair in relations:
+            mention = relations[pair]
+            if found.description and found.description not in mention.description:
+                mention.description = f"{mention.description}\n{found.description}".strip()
+            mention.weight += found.weight
+            mention.keywords = sorted(set(mention.keywords) | set(found.keywords))
+            continue
+        relations[pair] = RelationMention(kb_id=ctx.kb_id, doc_id=chunk.doc_id, chunk_id=chunk.id, src_key=pair[0],
+                                          tgt_key=pair[1], description=found.description.strip(),
+                                          keywords=sorted(set(found.keywords)), weight=found.weight)
+    return list(entities.values()), list(relations.values())
+
+
+def build_document_extractor(ctx: KBContext) -> Extractor:
+    return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
+                           max_gleanings=ctx.graph.max_gleanings)
+
+
+def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = _no_progress,
+                     cancel: CancelCheck = _never, extractor: Extractor | None = None) -> ExtractResult:
+    """Extract entity and relation mentions from every chunk of a document and store them.
+
+    The document's earlier mentions are replaced. A chunk whose extraction fails (after the
+    extractor's own retries) is reported in ``failed_chunks`` and the others go on.
+    """
+    extractor = extractor or build_document_extractor(ctx)
+    chunks = document_chunks(ctx, doc_id)
+    result = ExtractResult(chunks=len(chunks))
+    ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), eq("knowledge_graph_kwd", EntityMention.KIND)])
+    ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), eq("knowledge_graph_kwd", RelationMention.KIND)])
+    progress(Progress("extract", 0, len(chunks)))
+
+    def run(chunk: Chunk) -> tuple[Chunk, ChunkExtraction | None, str]:
+        _check(cancel)
+        try:
+            return chunk, extractor.extract(chunk.content, cancel=cancel), ""
+        except Cancelled:
+            raise
+        except (LLMError, ExtractionError) as exc:  # the extractor gave up on this chunk
+            return chunk, None, str(exc)
+
+    workers = 1 if ctx.graph.method == "nlp" else max(1, ctx.settings.llm_concurrency)
+    pending: list[dict] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for done, (chunk, extraction, error) in enumerate(pool.map(run, chunks), start=1):
+            if extraction is None:
+                result.failed_chunks.append(chunk.id)
+                result.errors.append(error)
+            else:
+                result.llm_calls += extraction.llm_calls
+                result.dropped_records += extraction.dropped
+                entities, relations = mentions_of(ctx, chunk, extraction)
+                pending += [m.to_doc() for m in entities] + [m.to_doc() for m in relations]
+                result.entity_mentions += len(entities)
+                result.relation_mentions += len(relations)
+            if len(pending) >= 1000:
+                ctx.store.upsert(ctx.tenant, ctx.kb_id, pending, refresh=False)
+                pending = []
+            progress(Progress("extract", done, len(chunks)))
+    if pending:
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, pending, refresh=False)
+    ctx.store.refresh(ctx.tenant)
+    return result
+
+
+# ---------------------------------------------------------------------------------------- merge
+
+def load_graph_meta(ctx: KBContext) -> GraphMeta:
+    found = ctx.store.get(ctx.tenant, [ctx.kb_id], [graph_meta_id(ctx.kb_id)])
+    return GraphMeta.from_doc(found[0]) if found else GraphMeta(kb_id=ctx.kb_id)
+
+
+def save_graph_meta(ctx: KBContext, meta: GraphMeta) -> None:
+    ctx.store.upsert(ctx.tenant, ctx.kb_id, [meta.to_doc()])
+
+
+def _count_kind(ctx: KBContext, kind: str) -> int:
+    return ctx.store.count(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind)])
+
+
+def _bump_version(ctx: KBContext, change: DeriveResult) -> GraphMeta:
+    meta = load_graph_meta(ctx)
+    if change.changed:
+        meta.version += 1
+    meta.entity_count = _count_kind(ctx, Entity.KIND)
+    meta.relation_count = _count_kind(ctx, Relation.KIND)
+    save_graph_meta(ctx, meta)
+    return meta
+
+
+def _rows_citing(ctx: KBContext, doc_id: str) -> tuple[set[str], set[tuple[str, str]]]:
+    """Keys of derived rows that cite the document (they may come from mentions since replaced)."""
+    keys = {d["entity_key_kwd"] for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Entity.KIND), eq("doc_ids_kwd", doc_id)],
+        fields=["entity_key_kwd"])}
+    pairs = {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Relation.KIND), eq("doc_ids_kwd", doc_id)],
+        fields=["src_key_kwd", "tgt_key_kwd"])}
+    return keys, pairs
+
+
+def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
+    """Bring the KB's entity and relation rows up to date with one document's mentions.
+
+    Touches only the keys the document's mentions name, plus the keys of rows that still cite
+    the document (an earlier extraction of it may have named keys the new one does not).
+    """
+    keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
+    cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
+                       ctx.describer(), ctx.embed)
+    _bump_version(ctx, change)
+    return change
+
+
+def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
+    """Remove a document's chunks and mentions and re-derive exactly the rows it touched."""
+    keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
+    cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
+    ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id)])
+    change = DeriveResult()
+    if keys or pairs or cited_keys or cited_pairs:
+        change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
+                           ctx.describer(), ctx.embed)
+        _bump_version(ctx, change)
+    return change
+
+
+# ------------------------------------------------------------------------------------ KB phases
+
+@dataclass
+class RefreshResult:
+    version: int
+    pagerank_updated: int = 0
+    communities: int = 0
+    reports_generated: int = 0
+    reports_reused: int = 0
+    reports_removed: int = 0
+    report_fallbacks: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def _graph_rows(ctx: KBContext) -> tuple[list[Entity], list[Relation]]:
+    scan = ctx.store.scan
+    entities = [Entity.from_doc(d) for d in scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Entity.KIND)])]
+    relations = [Relation.from_doc(d) for d in scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Relation.KIND)])]
+    return entities, relations
+
+
+def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Relation]) -> int:
+    from kbgraph.graph.pagerank import weighted_pagerank
+
+    ranks = weighted_pagerank([(r.src_key, r.tgt_key, r.weight) for r in relations], [e.key for e in entities])
+    changes = {}
+    for entity in entities:
+        rank = round(float(ranks.get(entity.key, 0.0)), 9)
+        if rank != round(entity.pagerank, 9):
+            changes[entity.id] = {"pagerank_flt": rank}
+            entity.pagerank = rank
+    if changes:
+        ctx.store.patch(ctx.tenant, ctx.kb_id, changes)
+    return len(changes)
+
+
+def _existing_report_ids(ctx: KBContext) -> set[str]:
+    return {d["id"] for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)],
+                                            fields=["id"])}
+
+
+def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
+                         result: RefreshResult, progress: ProgressFn, cancel: CancelCheck) -> None:
+    from kbgraph.graph.communities import detect_communities
+    from kbgraph.graph.reports import extractive_report, llm_report, report_text
+    from kbgraph.store.records import report_id
+
+    communities = detect_communities([e.key for e in entities], [(r.src_key, r.tgt_key, r.weight) for r in relations],
+                                     max_cluster_size=ctx.settings.max_cluster_size)
+    result.communities = len(communities)
+    by_key = {e.key: e for e in entities}
+    existing = _existing_report_ids(ctx)
+    wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
+    todo = [(rid, c) for rid, c in wanted.items() if rid not in existing]
+    result.reports_reused = len(wanted) - len(todo)
+
+    def member_relations(members: set[str]) -> list[Relation]:
+        return [r for r in relations if r.src_key in members and r.tgt_key in members]
+
+    def write(rid_community: tuple[str, object]) -> CommunityReport:
+        _check(cancel)
+        _, community = rid_community
+        members = set(community.member_keys)
+        member_entities = [by_key[k] for k in community.member_keys if k in by_key]
+        if ctx.chat is not None:
+            content = llm_report(ctx.chat, community, member_entities, member_relations(members),
+                                 language=ctx.settings.language)
+        else:
+            content = extractive_report(community, member_entities, member_relations(members))
+        if getattr(content, "fallback", False):
+            result.report_fallbacks += 1
+        return CommunityReport(
+            kb_id=ctx.kb_id, level=community.level, community=community.label, parent=community.parent,
+            member_keys=sorted(community.member_keys), title=content.title, summary=content.summary,
+            findings=list(content.findings), rating=float(content.rating),
+            rating_explanation=content.rating_explanation, graph_version=meta.version,
+            content_tokens=token_string(report_text(content)),
+        )
+
+    workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
+    batch: list[CommunityReport] = []
+    progress(Progress("reports", 0, len(todo)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for done, report in enumerate(pool.map(write, todo), start=1):
+            batch.append(report)
+            if len(batch) >= 64 or done == len(todo):
+                vectors = ctx.embed([f"{r.title}\n{r.summary}" for r in batch])
+                for r, v in zip(batch, vectors):
+                    r.vector = v
+                ctx.store.upsert(ctx.tenant, ctx.kb_id, [r.to_doc() for r in batch], refresh=False)
+                batch = []
+            progress(Progress("reports", done, len(todo)))
+    result.reports_generated = len(todo)
+    stale = sorted(existing - wanted.keys())
+    if stale:
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND),
+                                                   Condition("id", "in", stale)])
+    result.reports_removed = len(stale)
+
+    labels: dict[str, set[str]] = {e.key: set() for e in entities}
+    for community in communities:
+        for key in community.member_keys:
+            labels.setdefault(key, set()).add(community.label)
+    changes = {e.id: {"community_ids_kwd": sorted(labels.get(e.key, ()))} for e in entities
+               if sorted(labels.get(e.key, ())) != sorted(e.community_ids)}
+    if changes:
+        ctx.store.patch(ctx.tenant, ctx.kb_id, changes)
+    meta.report_count = len(wanted)
+
+
+def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _no_progress,
+               cancel: CancelCheck = _never) -> RefreshResult:
+    """Recompute the stale KB phases: PageRank, then communities and their reports (if enabled).
+
+    Each phase is stamped with the graph version it saw; a phase that is current is skipped
+    unless ``force``. Reports whose community membership did not change are kept as they are.
+    """
+    meta = load_graph_meta(ctx)
+    result = RefreshResult(version=meta.version)
+    entities, relations = _graph_rows(ctx)
+    if force or meta.is_stale("pagerank"):
+        progress(Progress("pagerank", 0, 1))
+        result.pagerank_updated = _refresh_pagerank(ctx, entities, relations)
+        meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = meta.version, "done"
+        progress(Progress("pagerank", 1, 1))
+    else:
+        result.skipped.append("pagerank")
+    if ctx.graph.community and (force or meta.is_stale("communities")):
+        meta.phase_status["communities"] = "running"
+        _refresh_communities(ctx, meta, entities, relations, result, progress, cancel)
+        meta.phase_versions["communities"], meta.phase_status["communities"] = meta.version, "done"
+    elif ctx.graph.community:
+        result.skipped.append("communities")
+    ctx.store.refresh(ctx.tenant)
+    save_graph_meta(ctx, meta)
+    return result

@@ -1,0 +1,98 @@
+"""Hybrid chunk retrieval (the `naive` mode): BM25 over chunk tokens + kNN over chunk vectors.
+
+The fused similarity is ``(1 - w) * term + w * vector`` (see kbgraph.store.base for how each part
+is normalized); chunks under the threshold are dropped, the rest ranked and aggregated by document.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kbgraph.llm.base import Embedder
+from kbgraph.parse.tokenize import tokenize_query
+from kbgraph.store.base import Condition, DocStore, SearchRequest, TextQuery, VectorQuery, any_of, eq, missing, vector_field
+
+CHUNK_TEXT_FIELDS = {"content_ltks": 1.0, "title_tks": 0.5}
+CHUNK_FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int", "page_num_int",
+                "start_int", "end_int"]
+MAX_CANDIDATES = 1024
+
+
+@dataclass
+class ChunkHit:
+    chunk_id: str
+    kb_id: str
+    doc_id: str
+    doc_name: str
+    content: str
+    position: int
+    similarity: float
+    vector_similarity: float
+    term_similarity: float
+
+
+@dataclass
+class DocAgg:
+    doc_id: str
+    doc_name: str
+    count: int
+
+
+@dataclass
+class ChunkResults:
+    chunks: list[ChunkHit] = field(default_factory=list)
+    total: int = 0
+    doc_aggs: list[DocAgg] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ChunkQuery:
+    question: str
+    kb_ids: Sequence[str]
+    top_n: int = 8
+    top_k: int = 1024
+    vector_similarity_weight: float = 0.3
+    similarity_threshold: float = 0.2
+    doc_ids: Sequence[str] = ()
+    offset: int = 0
+
+
+def chunk_filter(doc_ids: Sequence[str] = ()) -> list[Condition]:
+    where: list[Condition] = [missing("knowledge_graph_kwd"), eq("available_int", 1)]
+    if doc_ids:
+        where.append(any_of("doc_id", doc_ids))
+    return where
+
+
+def embed_question(embedder: Embedder, question: str) -> np.ndarray:
+    return embedder.embed([question])[0]
+
+
+def retrieve_chunks(store: DocStore, tenant: str, query: ChunkQuery, embedder: Embedder,
+                    question_vector: np.ndarray | None = None) -> ChunkResults:
+    tokens = tokenize_query(query.question)
+    vector = question_vector if question_vector is not None else embed_question(embedder, query.question)
+    candidates = max(query.top_n + query.offset, min(query.top_k, MAX_CANDIDATES))
+    request = SearchRequest(
+        kb_ids=list(query.kb_ids), where=chunk_filter(query.doc_ids),
+        text=TextQuery(tokens=tokens, fields=CHUNK_TEXT_FIELDS) if tokens else None,
+        vector=VectorQuery(field=vector_field(len(vector)), vector=[float(x) for x in vector]),
+        vector_weight=query.vector_similarity_weight, threshold=query.similarity_threshold,
+        candidates=candidates, offset=0, limit=candidates, fields=CHUNK_FIELDS,
+    )
+    found = store.search(tenant, request)
+    hits = [
+        ChunkHit(chunk_id=h.id, kb_id=h.doc.get("kb_id", ""), doc_id=h.doc.get("doc_id", ""),
+                 doc_name=h.doc.get("docnm_kwd", ""), content=h.doc.get("content_with_weight", ""),
+                 position=int(h.doc.get("position_int", 0)), similarity=round(h.score, 6),
+                 vector_similarity=round(h.vector_score, 6), term_similarity=round(h.term_score, 6))
+        for h in found.hits
+    ]
+    counts = Counter((h.doc_id, h.doc_name) for h in hits)
+    aggs = [DocAgg(doc_id=d, doc_name=n, count=c) for (d, n), c in
+            sorted(counts.items(), key=lambda item: (-item[1], item[0][1]))]
+    return ChunkResults(chunks=hits[query.offset:query.offset + query.top_n], total=len(hits), doc_aggs=aggs)
