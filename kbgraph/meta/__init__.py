@@ -1,0 +1,54 @@
+"""The metadata database: tenants, API keys, knowledge bases, documents, tasks and chats.
+
+SQLite in the data dir by default (embedded mode), PostgreSQL when ``KBGRAPH_DATABASE_URL`` says
+so. Callers use ``MetaDB`` and get frozen records back::
+
+    db = MetaDB.open(settings.meta_url)
+    kb = db.get_kb_by_name(DEFAULT_TENANT, "demo") or db.create_kb(DEFAULT_TENANT, "demo", ...)
+    doc, changed = db.upsert_document(kb.id, "a.txt", "/docs/a.txt", size, sha256_hex)
+"""
+
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB
+from kbgraph.meta.schemas import (
+    DEFAULT_ENTITY_TYPES,
+    DEFAULT_TENANT,
+    FINISHED,
+    STATUSES,
+    AlreadyExists,
+    ApiKey,
+    Chat,
+    Document,
+    GraphConfig,
+    GraphMethod,
+    KBCounts,
+    KnowledgeBase,
+    MetaError,
+    NotFound,
+    Status,
+    Task,
+    Tenant,
+    graph_config,
+)
+
+__all__ = [
+    "DEFAULT_ENTITY_TYPES",
+    "DEFAULT_TENANT",
+    "FINISHED",
+    "MAX_CHUNK_TOKENS",
+    "STATUSES",
+    "AlreadyExists",
+    "ApiKey",
+    "Chat",
+    "Document",
+    "GraphConfig",
+    "GraphMethod",
+    "KBCounts",
+    "KnowledgeBase",
+    "MetaDB",
+    "MetaError",
+    "NotFound",
+    "Status",
+    "Task",
+    "Tenant",
+    "graph_config",
+]

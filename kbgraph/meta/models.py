@@ -1,0 +1,134 @@
+"""SQLAlchemy tables of the metadata database (SQLite or PostgreSQL).
+
+Only ``kbgraph.meta.repo`` touches these classes; everything outside it gets the frozen pydantic
+records of ``kbgraph.meta.schemas``. Times are integer milliseconds since the epoch, as the REST API
+reports them (``create_time``), so no engine's time-zone handling gets in the way. Child rows are
+removed by ``ON DELETE CASCADE`` (SQLite needs ``PRAGMA foreign_keys=ON``, which ``MetaDB`` sets), so
+deleting a knowledge base is one statement however many documents and tasks it has.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# JSONB on PostgreSQL (indexable, compact); plain JSON text on SQLite
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JsonType, list[str]: JsonType}
+
+
+class Tenant(Base):
+    __tablename__ = "tenant"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), default="")
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_key"
+
+    # only the sha256 of a token is kept: a leaked database does not leak working keys
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(128), default="")
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
+class KnowledgeBase(Base):
+    __tablename__ = "knowledge_base"
+    # names are unique per tenant ignoring case, as RAGFlow's dataset names are
+    __table_args__ = (UniqueConstraint("tenant_id", "name_key", name="uq_kb_tenant_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    name_key: Mapped[str] = mapped_column(String(128))
+    description: Mapped[str] = mapped_column(Text, default="")
+    embedding_model: Mapped[str] = mapped_column(String(255), default="")
+    chunk_tokens: Mapped[int] = mapped_column(Integer)
+    chunk_overlap: Mapped[int] = mapped_column(Integer)
+    graph: Mapped[dict[str, Any]]
+    # REST-only settings (avatar, permission, chunk_method, parser_config...) kept verbatim
+    extra: Mapped[dict[str, Any]]
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+
+
+class Document(Base):
+    __tablename__ = "document"
+    __table_args__ = (
+        UniqueConstraint("kb_id", "name", name="uq_document_kb_name"),
+        Index("ix_document_kb_status", "kb_id", "status"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kb_id: Mapped[str] = mapped_column(ForeignKey("knowledge_base.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    location: Mapped[str] = mapped_column(Text, default="")
+    size: Mapped[int] = mapped_column(BigInteger, default=0)
+    content_hash: Mapped[str] = mapped_column(String(64), default="")
+    status: Mapped[str] = mapped_column(String(16))
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    message: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    chunk_count: Mapped[int] = mapped_column(Integer, default=0)
+    token_count: Mapped[int] = mapped_column(Integer, default=0)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    # graph state: whether this document's mentions are extracted, and the KB graph version
+    # that last merged them (0 = never merged)
+    extracted: Mapped[bool] = mapped_column(Boolean, default=False)
+    graph_version: Mapped[int] = mapped_column(Integer, default=0)
+    extra: Mapped[dict[str, Any]]
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+    started: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    finished: Mapped[int | None] = mapped_column(BigInteger, default=None)
+
+
+class Task(Base):
+    __tablename__ = "task"
+    __table_args__ = (Index("ix_task_kb_status", "kb_id", "status"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kb_id: Mapped[str] = mapped_column(ForeignKey("knowledge_base.id", ondelete="CASCADE"))
+    doc_id: Mapped[str | None] = mapped_column(
+        ForeignKey("document.id", ondelete="CASCADE"), default=None, index=True
+    )
+    kind: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    message: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    llm_calls: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+    started: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    finished: Mapped[int | None] = mapped_column(BigInteger, default=None)
+
+
+class Chat(Base):
+    __tablename__ = "chat"
+    __table_args__ = (Index("ix_chat_tenant", "tenant_id"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    kb_ids: Mapped[list[str]]
+    system_prompt: Mapped[str] = mapped_column(Text, default="")
+    retrieval: Mapped[dict[str, Any]]
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+
+
+__all__ = ["ApiKey", "Base", "Chat", "Document", "KnowledgeBase", "Task", "Tenant"]
