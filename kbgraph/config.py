@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -75,7 +75,6 @@ class Settings:
     top_n: int = 8
 
     # knowledge graph defaults
-    graph_method: str = "nlp"
     max_gleanings: int = 1
     summary_max_tokens: int = 500
     max_cluster_size: int = 10
@@ -109,7 +108,6 @@ class Settings:
 _CHOICES = {
     "store": {"sqlite", "elasticsearch"},
     "embedding_provider": {"local", "openai", "hash"},
-    "graph_method": {"nlp", "general", "light"},
 }
 
 
@@ -186,4 +184,4 @@ def settings_table() -> list[tuple[str, str, Any]]:
     return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
 
 
-__all__ = ["ConfigError", "Settings", "load_settings", "settings_table", "field"]
+__all__ = ["ConfigError", "Settings", "load_settings", "settings_table"]
