@@ -1,0 +1,524 @@
+"""What ElasticStore sends over the wire, captured by a stdlib HTTP server that answers like ES 8.
+
+No Elasticsearch can run here, so these tests pin the exact requests (method, path, query string,
+JSON body) the real ``elasticsearch`` client emits for each DocStore operation, and check how the
+store reads plausible ES 8 answers. Each expected body names the ES reference page it follows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+from elasticsearch import Elasticsearch
+
+from kbgraph.config import Settings
+from kbgraph.store.base import (
+    Condition,
+    SearchRequest,
+    StoreError,
+    StoreUnavailable,
+    TextQuery,
+    VectorQuery,
+    any_of,
+    eq,
+    exists,
+    missing,
+    none_of,
+)
+from kbgraph.store.elastic import ElasticStore, build_filter, index_name, required_tokens
+
+MAPPINGS = json.loads((Path(__file__).resolve().parents[2] / "es_mappings" / "index.json").read_text())
+INDEX = "kbgraph_t1"
+
+Answer = tuple[int, Any]
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any  # parsed JSON, a list for NDJSON (bulk), None when empty
+
+
+class FakeElasticsearch:
+    """Answers scripted responses first (FIFO per method + path pattern), else plausible defaults."""
+
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.scripts: list[tuple[str, re.Pattern[str], Callable[[Recorded], Answer]]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                parts = urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length).decode("utf-8") if length else ""
+                body: Any = None
+                if raw.strip():
+                    lines = [line for line in raw.split("\n") if line.strip()]
+                    body = [json.loads(line) for line in lines] if parts.path.endswith("_bulk") else json.loads(raw)
+                rec = Recorded(self.command, parts.path, dict(parse_qsl(parts.query)), body)
+                fake.requests.append(rec)
+                status, payload = fake.answer(rec)
+                data = b"" if payload is None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("X-Elastic-Product", "Elasticsearch")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+
+    def script(self, method: str, path: str, answer: Answer | Callable[[Recorded], Answer]) -> None:
+        fn = answer if callable(answer) else (lambda rec, a=answer: a)
+        self.scripts.append((method, re.compile(path), fn))
+
+    def answer(self, rec: Recorded) -> Answer:
+        for i, (method, pattern, fn) in enumerate(self.scripts):
+            if method == rec.method and pattern.fullmatch(rec.path):
+                del self.scripts[i]
+                return fn(rec)
+        return default_answer(rec)
+
+    def sent(self, method: str | None = None, path: str | None = None) -> list[Recorded]:
+        return [r for r in self.requests if (method is None or r.method == method)
+                and (path is None or re.fullmatch(path, r.path))]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def default_answer(rec: Recorded) -> Answer:
+    if rec.method == "HEAD":
+        return 200, None
+    if rec.path.endswith("/_bulk"):
+        items = []
+        for line in rec.body[::2]:
+            op, meta = next(iter(line.items()))
+            items.append({op: {"_index": meta["_index"], "_id": meta["_id"], "status": 201 if op == "index" else 200,
+                               "result": "created" if op == "index" else "updated"}})
+        return 200, {"took": 1, "errors": False, "items": items}
+    if rec.path.endswith("/_refresh"):
+        return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
+    if rec.path.endswith("/_mapping"):
+        return 200, {"acknowledged": True}
+    if rec.method == "PUT":
+        return 200, {"acknowledged": True, "shards_acknowledged": True, "index": rec.path.strip("/")}
+    if rec.path == "/_pit" and rec.method == "DELETE":
+        return 200, {"succeeded": True, "num_freed": 1}
+    return 404, {"error": {"type": "no_script", "reason": f"test has no answer for {rec.method} {rec.path}"},
+                 "status": 404}
+
+
+def hits(*rows: tuple[str, float | None, dict[str, Any]], total: int | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"took": 1, "timed_out": False,
+                            "_shards": {"total": 1, "successful": 1, "skipped": 0, "failed": 0},
+                            "hits": {"max_score": None, "hits": [
+                                {"_index": INDEX, "_id": i, "_score": s, "_source": src} for i, s, src in rows]}}
+    if total is not None:
+        body["hits"]["total"] = {"value": total, "relation": "eq"}
+    return body
+
+
+INDEX_MISSING = (404, {"error": {"root_cause": [{"type": "index_not_found_exception", "reason": "no such index"}],
+                                 "type": "index_not_found_exception", "reason": "no such index [kbgraph_t1]"},
+                       "status": 404})
+
+
+@pytest.fixture
+def es() -> Iterator[FakeElasticsearch]:
+    fake = FakeElasticsearch()
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def store(es: FakeElasticsearch) -> Iterator[ElasticStore]:
+    client = Elasticsearch(hosts=[es.url], request_timeout=5, max_retries=3, retry_on_timeout=True)
+    s = ElasticStore(client, es.url, index_prefix="kbgraph_", shards=2, replicas=1, refresh_interval="5s",
+                     bulk_backoff=0.01)
+    yield s
+    s.close()
+
+
+KB_FILTER = {"terms": {"kb_id": ["kb1"]}}
+
+
+# --- pure helpers ----------------------------------------------------------------------------
+
+def test_index_names_follow_es_rules() -> None:
+    assert index_name("kbgraph_", "t1") == "kbgraph_t1"
+    sanitized = index_name("kbgraph_", "Tenant/A b")
+    assert re.fullmatch(r"kbgraph_tenant_a_b-[0-9a-f]{8}", sanitized)
+    # two tenants that sanitize alike still get different indices
+    assert index_name("kbgraph_", "A") != index_name("kbgraph_", "a")
+    assert index_name("_X_", "t") == "x_t"  # cannot start with _ - + (Create index API: index name rules)
+    assert len(index_name("p", "x" * 400).encode()) <= 255
+
+
+def test_filter_covers_every_operator() -> None:
+    # Query DSL pages: term, terms, ids, exists, range; Boolean query (filter / must_not)
+    where = [eq("doc_id", "d1"), any_of("name_kwd", ["a", "b"]), none_of("entity_type_kwd", ["x"]),
+             exists("pagerank_flt"), missing("parent_kwd"), Condition("level_int", "gte", 1),
+             Condition("rating_flt", "lt", 5.5), Condition("id", "in", ["i1", "i2"]), eq("id", "i3"),
+             Condition("id", "not_in", ["i4"])]
+    assert build_filter(["kb1", "kb2"], where) == {"bool": {
+        "filter": [{"terms": {"kb_id": ["kb1", "kb2"]}}, {"term": {"doc_id": "d1"}},
+                   {"terms": {"name_kwd": ["a", "b"]}}, {"exists": {"field": "pagerank_flt"}},
+                   {"range": {"level_int": {"gte": 1}}}, {"range": {"rating_flt": {"lt": 5.5}}},
+                   {"ids": {"values": ["i1", "i2"]}}, {"ids": {"values": ["i3"]}}],
+        "must_not": [{"terms": {"entity_type_kwd": ["x"]}}, {"exists": {"field": "parent_kwd"}},
+                     {"ids": {"values": ["i4"]}}]}}
+
+
+def test_required_tokens_rounds_down_without_float_noise() -> None:
+    # Minimum should match page: percentages round down; the embedded store does the same
+    assert required_tokens(0.0, 4) == 1
+    assert required_tokens(0.7, 10) == 7  # 0.7 * 10 is 6.999999999999999 in floating point
+    assert required_tokens(0.5, 3) == 1
+    assert required_tokens(1.0, 3) == 3
+
+
+# --- indices ---------------------------------------------------------------------------------
+
+def test_ensure_index_creates_with_the_mapping_file(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("HEAD", f"/{INDEX}", (404, None))
+    store.ensure_index("t1")
+    store.ensure_index("t1")  # cached: no second round trip
+    head, put = es.requests
+    assert (head.method, head.path) == ("HEAD", f"/{INDEX}")  # Index exists API
+    assert (put.method, put.path) == ("PUT", f"/{INDEX}")  # Create index API
+    expected_settings = json.loads(json.dumps(MAPPINGS["settings"]))
+    expected_settings["index"].update(number_of_shards=2, number_of_replicas=1, refresh_interval="5s")
+    assert put.body == {"settings": expected_settings, "mappings": MAPPINGS["mappings"]}
+    assert len(es.requests) == 2
+
+
+def test_ensure_index_tolerates_a_concurrent_create(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("HEAD", f"/{INDEX}", (404, None))
+    es.script("PUT", f"/{INDEX}", (400, {"error": {"type": "resource_already_exists_exception",
+                                                   "reason": "index [kbgraph_t1/abc] already exists"}, "status": 400}))
+    store.ensure_index("t1")  # no exception
+
+
+def test_mapping_file_types_every_record_field() -> None:
+    from kbgraph.store.records import (Chunk, CommunityReport, Entity, EntityMention, Finding, GraphMeta,
+                                       Relation, RelationMention)
+    docs = [Chunk("c", "kb", "d", "n", "x", "x", "n", 0, 0, 1, 1).to_doc(),
+            EntityMention("kb", "d", "c", "k", "K", "t", "x").to_doc(),
+            RelationMention("kb", "d", "c", "a", "b", "x").to_doc(),
+            Entity("kb", "k", "K", "t", "x", "k", "x").to_doc(),
+            Relation("kb", "a", "b", "A", "B", "x", "x").to_doc(),
+            CommunityReport("kb", 0, "0", ["a"], "T", "s", [Finding("s", "e")], 1.0, "r", 1).to_doc(),
+            GraphMeta("kb").to_doc()]
+    properties = MAPPINGS["mappings"]["properties"]
+    missing_fields = {name for doc in docs for name in doc} - set(properties)
+    assert not missing_fields
+    assert properties["id"]["type"] == "keyword"  # sortable: scan and listings sort on it
+    for name in ("content_with_weight", "findings_with_weight", "phases_with_weight"):
+        # "enabled" mapping parameter page: a disabled object also accepts non-object values
+        assert properties[name] == {"type": "object", "enabled": False}
+
+
+def test_drop_index_ignores_a_missing_index(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("DELETE", f"/{INDEX}", INDEX_MISSING)
+    store.drop_index("t1")
+    assert [(r.method, r.path) for r in es.requests] == [("DELETE", f"/{INDEX}")]  # Delete index API
+
+
+# --- writes ----------------------------------------------------------------------------------
+
+def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElasticsearch, store: ElasticStore) -> None:
+    docs = [{"id": "a", "content_ltks": "x y", "q_3_vec": [1.0, 0.0, 0.0]},
+            {"id": "b", "content_ltks": "y", "q_3_vec": [0.0, 0.0, 0.0]}]  # zero vector: dropped
+    assert store.upsert("t1", "kb1", docs) == 2
+    paths = [(r.method, r.path) for r in es.requests]
+    assert paths == [("HEAD", f"/{INDEX}"), ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk"),
+                     ("POST", f"/{INDEX}/_refresh")]
+    mapping = es.requests[1].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
+    assert mapping == {"properties": {"q_3_vec": {"type": "dense_vector", "dims": 3, "index": True,
+                                                  "similarity": "cosine",
+                                                  "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100}}}}
+    # Bulk API: NDJSON action line {"index": {"_index", "_id"}} then the whole document
+    assert es.requests[2].body == [
+        {"index": {"_index": INDEX, "_id": "a"}},
+        {"id": "a", "content_ltks": "x y", "q_3_vec": [1.0, 0.0, 0.0], "kb_id": "kb1"},
+        {"index": {"_index": INDEX, "_id": "b"}},
+        {"id": "b", "content_ltks": "y", "kb_id": "kb1"}]
+    # a second upsert of the same vector size does not touch the mapping again
+    store.upsert("t1", "kb1", [{"id": "c", "q_3_vec": [0.0, 1.0, 0.0]}], refresh=False)
+    assert [(r.method, r.path) for r in es.requests[4:]] == [("PUT", "/_bulk")]
+
+
+def test_upsert_chunks_bulk_requests_by_bytes(es: FakeElasticsearch, store: ElasticStore) -> None:
+    store._bulk_bytes = 400
+    store.upsert("t1", "kb1", [{"id": f"d{i}", "content_ltks": "w " * 50} for i in range(4)], refresh=False)
+    bulks = es.sent("PUT", "/_bulk")
+    assert len(bulks) > 1 and sum(len(b.body) // 2 for b in bulks) == 4
+
+
+def test_bulk_item_errors_raise_naming_the_ids(es: FakeElasticsearch, store: ElasticStore) -> None:
+    def answer(rec: Recorded) -> Answer:
+        return 200, {"took": 1, "errors": True, "items": [
+            {"index": {"_index": INDEX, "_id": "a", "status": 201, "result": "created"}},
+            {"index": {"_index": INDEX, "_id": "b", "status": 400, "error": {
+                "type": "document_parsing_exception", "reason": "[1:20] failed to parse field [position_int]"}}}]}
+    es.script("PUT", "/_bulk", answer)
+    with pytest.raises(StoreError) as err:
+        store.upsert("t1", "kb1", [{"id": "a"}, {"id": "b", "position_int": "x"}])
+    assert "1 of 2" in str(err.value) and "b (400 document_parsing_exception" in str(err.value)
+    assert "a (" not in str(err.value)
+
+
+def test_bulk_rejections_are_retried(es: FakeElasticsearch, store: ElasticStore) -> None:
+    # a whole-request 429 (the transport retries it) ...
+    es.script("PUT", "/_bulk", (429, {"error": {"type": "es_rejected_execution_exception", "reason": "busy"},
+                                      "status": 429}))
+    # ... then an item-level 429 (streaming_bulk retries just that item after a backoff)
+    es.script("PUT", "/_bulk", lambda rec: (200, {"took": 1, "errors": True, "items": [
+        {"index": {"_index": INDEX, "_id": "a", "status": 201, "result": "created"}},
+        {"index": {"_index": INDEX, "_id": "b", "status": 429,
+                   "error": {"type": "es_rejected_execution_exception", "reason": "queue full"}}}]}))
+    assert store.upsert("t1", "kb1", [{"id": "a"}, {"id": "b"}], refresh=False) == 2
+    bulks = es.sent("PUT", "/_bulk")
+    assert len(bulks) == 3
+    assert [line for line in bulks[2].body if "index" in line] == [{"index": {"_index": INDEX, "_id": "b"}}]
+
+
+def test_patch_sends_partial_updates_for_owned_ids_only(es: FakeElasticsearch, store: ElasticStore) -> None:
+    # Multi get API: ids + _source_includes; the store drops ids of other knowledge bases
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
+        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}},
+        {"_index": INDEX, "_id": "c", "found": False}]}))
+    changed = store.patch("t1", "kb1", {"a": {"pagerank_flt": 0.5}, "b": {"pagerank_flt": 0.1},
+                                        "c": {"pagerank_flt": 0.2}})
+    assert changed == 1
+    mget = es.sent("POST", f"/{INDEX}/_mget")[0]
+    assert mget.body == {"ids": ["a", "b", "c"]} and mget.query == {"_source_includes": "id,kb_id"}
+    # Bulk API: update action with a partial "doc"
+    assert es.sent("PUT", "/_bulk")[0].body == [{"update": {"_index": INDEX, "_id": "a"}},
+                                                {"doc": {"pagerank_flt": 0.5}}]
+
+
+def test_delete_by_query(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_delete_by_query", (200, {"took": 3, "deleted": 4, "failures": [],
+                                                           "version_conflicts": 0}))
+    assert store.delete("t1", ["kb1"], [eq("doc_id", "d1")]) == 4
+    rec = es.requests[0]
+    # Delete by query API: conflicts=proceed, refresh, wait_for_completion
+    assert rec.query == {"conflicts": "proceed", "refresh": "true", "wait_for_completion": "true"}
+    assert rec.body == {"query": {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}}
+
+
+def test_delete_by_query_failures_raise(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_delete_by_query", (200, {"deleted": 1, "failures": [
+        {"index": INDEX, "id": "x", "cause": {"type": "x", "reason": "y"}, "status": 500}]}))
+    with pytest.raises(StoreError, match="failures"):
+        store.delete("t1", ["kb1"])
+
+
+def test_update_by_query_sets_fields_from_params(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_update_by_query", (200, {"updated": 2, "failures": []}))
+    assert store.update("t1", ["kb1"], [eq("knowledge_graph_kwd", "entity")], {"community_ids_kwd": ["c1"]}) == 2
+    rec = es.requests[0]
+    # Update by query API (the 8.x client sends `conflicts` in the body, which the API accepts there)
+    # + Painless update-by-query context: ctx._source is a Map, params read-only
+    assert rec.query == {"refresh": "true", "wait_for_completion": "true"}
+    assert rec.body == {"conflicts": "proceed", "query": {"bool": {"filter": [KB_FILTER, {"term": {"knowledge_graph_kwd": "entity"}}]}},
+                        "script": {"source": "for (def entry : params['doc'].entrySet()) "
+                                             "{ ctx._source[entry.getKey()] = entry.getValue(); }",
+                                   "lang": "painless", "params": {"doc": {"community_ids_kwd": ["c1"]}}}}
+
+
+# --- reads -----------------------------------------------------------------------------------
+
+def test_get_keeps_asked_order_and_filters_kbs(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "kb1", "name_kwd": "B"}},
+        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1", "name_kwd": "A"}},
+        {"_index": INDEX, "_id": "x", "found": True, "_source": {"id": "x", "kb_id": "kb9", "name_kwd": "X"}}]}))
+    assert store.get("t1", ["kb1"], ["b", "a", "x", "b"], fields=["name_kwd"]) == [
+        {"name_kwd": "B", "id": "b"}, {"name_kwd": "A", "id": "a"}]
+    assert es.requests[0].body == {"ids": ["b", "a", "x"]}
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": []}))
+    store.get("t1", ["kb1"], ["a"])
+    assert es.requests[1].query == {"_source_excludes": "q_*_vec"}  # vectors only when named
+
+
+def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: ElasticStore) -> None:
+    qv = [1.0, 0.0, 0.0]
+    es.script("POST", f"/{INDEX}/_search", (200, hits(
+        ("a", 4.0, {"id": "a", "kb_id": "kb1", "content_ltks": "alpha beta", "q_3_vec": [1.0, 0.0, 0.0]}),
+        ("b", 2.0, {"id": "b", "kb_id": "kb1", "content_ltks": "alpha", "q_3_vec": [0.0, 1.0, 0.0]}),
+        ("c", 1.0, {"id": "c", "kb_id": "kb1", "content_ltks": "beta"}))))
+    es.script("GET", f"/{INDEX}/_mapping/field/q_3_vec", (200, {INDEX: {"mappings": {"q_3_vec": {
+        "full_name": "q_3_vec", "mapping": {"q_3_vec": {"type": "dense_vector", "dims": 3}}}}}}))
+    es.script("POST", f"/{INDEX}/_search", (200, hits(
+        ("d", 0.9, {"id": "d", "kb_id": "kb1", "q_3_vec": [1.0, 1.0, 0.0]}),
+        ("a", 1.0, {"id": "a", "kb_id": "kb1", "q_3_vec": [1.0, 0.0, 0.0]}))))
+    request = SearchRequest(
+        kb_ids=["kb1"], where=[eq("knowledge_graph_kwd", "entity")],
+        text=TextQuery(tokens=["alpha", "beta", "alpha"], fields={"content_ltks": 1.0, "name_ltks": 2.0},
+                       minimum_should_match=1.0),
+        vector=VectorQuery("q_3_vec", qv), vector_weight=0.4, threshold=0.1, candidates=5, limit=3)
+    result = store.search("t1", request)
+
+    text_req, mapping_req, knn_req = es.requests
+    flt = {"bool": {"filter": [KB_FILTER, {"term": {"knowledge_graph_kwd": "entity"}}]}}
+    # Search API with search_type=dfs_query_then_fetch (global term statistics for BM25)
+    assert text_req.query == {"search_type": "dfs_query_then_fetch"}
+    assert text_req.body == {
+        # Boolean query: should scores add up (sum of per-field boosted BM25); with a filter
+        # clause minimum_should_match defaults to 0, so it is set to 1 explicitly.
+        # Match query: query + boost; Minimum should match page: integer number of should clauses.
+        "query": {"bool": {
+            "filter": [flt, {"bool": {"should": [
+                {"bool": {"should": [{"term": {"content_ltks": "alpha"}}, {"term": {"name_ltks": "alpha"}}]}},
+                {"bool": {"should": [{"term": {"content_ltks": "beta"}}, {"term": {"name_ltks": "beta"}}]}}],
+                "minimum_should_match": 2}}],
+            "should": [{"match": {"content_ltks": {"query": "alpha beta", "boost": 1.0}}},
+                       {"match": {"name_ltks": {"query": "alpha beta", "boost": 2.0}}}],
+            "minimum_should_match": 1}},
+        "size": 5, "_source": True, "track_total_hits": False}
+    assert (mapping_req.method, mapping_req.path) == ("GET", f"/{INDEX}/_mapping/field/q_3_vec")  # Get field mapping API
+    # kNN search page: top-level knn with k, num_candidates (<= 10,000) and a filter
+    assert knn_req.body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 5, "num_candidates": 100,
+                                    "filter": flt},
+                            "size": 5, "_source": True, "track_total_hits": False}
+
+    # term = _score / 4.0; vector = cosine computed from the stored vectors; score = 0.6 t + 0.4 v
+    want = {"a": (1.0, 1.0), "b": (0.5, 0.0), "c": (0.25, 0.0), "d": (0.0, 1 / math.sqrt(2))}
+    scores = {k: 0.6 * t + 0.4 * v for k, (t, v) in want.items()}
+    ordered = sorted(scores, key=lambda k: (-scores[k], k))
+    assert [h.id for h in result.hits] == ordered[:3] and result.total == 4
+    for hit in result.hits:
+        assert hit.term_score == pytest.approx(want[hit.id][0])
+        assert hit.vector_score == pytest.approx(want[hit.id][1])
+        assert hit.score == pytest.approx(scores[hit.id])
+        assert "q_3_vec" not in hit.doc and hit.doc["id"] == hit.id  # vectors only when named
+
+
+def test_text_only_search_names_fields_and_threshold(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", (200, hits(("a", 3.0, {"id": "a", "docnm_kwd": "A"}),
+                                                      ("b", 0.3, {"id": "b", "docnm_kwd": "B"}))))
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"content_ltks": 1.0}),
+                            threshold=0.2, fields=["docnm_kwd"], candidates=50)
+    result = store.search("t1", request)
+    body = es.requests[0].body
+    assert body["_source"] == ["id", "docnm_kwd"]  # _source filtering (Search API)
+    assert body["query"]["bool"]["filter"] == [{"bool": {"filter": [KB_FILTER]}}]  # one token: no token filter
+    assert [(h.id, h.score, h.doc) for h in result.hits] == [("a", 1.0, {"docnm_kwd": "A", "id": "a"})]
+    assert result.total == 1  # b scored 0.1 < threshold
+
+
+def test_vector_search_skips_an_unmapped_vector_field(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("GET", f"/{INDEX}/_mapping/field/q_8_vec", (200, {INDEX: {"mappings": {}}}))
+    result = store.search("t1", SearchRequest(kb_ids=["kb1"], vector=VectorQuery("q_8_vec", [0.1] * 8)))
+    assert result.hits == [] and len(es.requests) == 1
+
+
+def test_listing_sorts_on_fields_then_id(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", (200, hits(("a", None, {"id": "a", "position_int": 0}), total=7)))
+    result = store.search("t1", SearchRequest(kb_ids=["kb1"], order_by=[("position_int", "asc")],
+                                              offset=20, limit=10))
+    # Sort search results page; Paginate search results: from/size within index.max_result_window
+    assert es.requests[0].body == {"query": {"bool": {"filter": [KB_FILTER]}},
+                                   "sort": [{"position_int": {"order": "asc"}}, {"id": {"order": "asc"}}],
+                                   "from": 20, "size": 10, "_source": {"excludes": ["q_*_vec"]},
+                                   "track_total_hits": True}
+    assert result.total == 7 and result.hits[0].doc == {"id": "a", "position_int": 0}
+    with pytest.raises(StoreError, match="scan"):
+        store.search("t1", SearchRequest(kb_ids=["kb1"], offset=9995, limit=10))
+
+
+def test_search_on_a_missing_index_is_empty(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", INDEX_MISSING)
+    assert store.search("t1", SearchRequest(kb_ids=["kb1"])).hits == []
+
+
+def test_scan_uses_pit_search_after_and_closes(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-1"}))
+    page = hits(("a", None, {"id": "a", "kb_id": "kb1"}), ("b", None, {"id": "b", "kb_id": "kb1"}))
+    for h, sort in zip(page["hits"]["hits"], (["a", 0], ["b", 1])):
+        h["sort"] = sort  # search_after takes the last hit's sort values
+    es.script("POST", "/_search", (200, {**page, "pit_id": "pit-2"}))
+    es.script("POST", "/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
+    docs = list(store.scan("t1", ["kb1"], [eq("doc_id", "d1")], batch_size=2))
+    assert [d["id"] for d in docs] == ["a", "b", "c"]
+    pit, page1, page2, close = es.requests
+    assert (pit.path, pit.query) == (f"/{INDEX}/_pit", {"keep_alive": "2m"})  # Point in time API
+    query = {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}
+    # Paginate search results: search_after with a PIT, _shard_doc as the tiebreaker; no index in the path
+    sort = [{"id": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
+    assert page1.body == {"pit": {"id": "pit-1", "keep_alive": "2m"}, "query": query, "sort": sort, "size": 2,
+                          "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False}
+    assert page2.body == {"pit": {"id": "pit-2", "keep_alive": "2m"}, "query": query, "sort": sort, "size": 2,
+                          "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False,
+                          "search_after": ["b", 1]}
+    assert (close.method, close.path, close.body) == ("DELETE", "/_pit", {"id": "pit-2"})  # Close point in time API
+
+
+def test_count_and_terms_aggregation(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_count", (200, {"count": 12, "_shards": {"total": 1}}))
+    es.script("POST", f"/{INDEX}/_search", (200, {**hits(), "aggregations": {"values": {
+        "doc_count_error_upper_bound": 0, "sum_other_doc_count": 0,
+        "buckets": [{"key": "entity", "doc_count": 5}, {"key": "relation", "doc_count": 2}]}}}))
+    assert store.count("t1", ["kb1"], [exists("knowledge_graph_kwd")]) == 12
+    assert store.aggregate("t1", ["kb1"], "knowledge_graph_kwd", size=10) == [("entity", 5), ("relation", 2)]
+    count, agg = es.requests
+    assert count.body == {"query": {"bool": {"filter": [KB_FILTER, {"exists": {"field": "knowledge_graph_kwd"}}]}}}
+    # Terms aggregation page: size, order by _count desc then _key asc
+    assert agg.body == {"size": 0, "query": {"bool": {"filter": [KB_FILTER]}}, "track_total_hits": False,
+                        "aggs": {"values": {"terms": {"field": "knowledge_graph_kwd", "size": 10,
+                                                              "order": [{"_count": "desc"}, {"_key": "asc"}]}}}}
+
+
+# --- connection errors -----------------------------------------------------------------------
+
+def test_connection_refused_names_the_url() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://elastic:secret@127.0.0.1:{port}"
+    s = ElasticStore.from_settings(Settings(store="elasticsearch", es_url=url, es_request_timeout=2))
+    with pytest.raises(StoreUnavailable) as err:
+        s.count("t1", ["kb1"])
+    assert f"127.0.0.1:{port}" in str(err.value) and "secret" not in str(err.value)
+    assert "KBGRAPH_ES_URL" in str(err.value)
+
+
+def test_auth_failure_is_unavailable(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_count", (401, {"error": {"type": "security_exception",
+                                                           "reason": "unable to authenticate user"}, "status": 401}))
+    with pytest.raises(StoreUnavailable, match="KBGRAPH_ES_PASSWORD"):
+        store.count("t1", ["kb1"])
+
+
+def test_from_settings_requires_a_url() -> None:
+    with pytest.raises(StoreError, match="KBGRAPH_ES_URL"):
+        ElasticStore.from_settings(Settings(store="elasticsearch"))
