@@ -8,7 +8,7 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
 from kbgraph.meta.repo import MetaDB
-from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError, NotFound
+from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn
 from kbgraph.search.chunks import ChunkQuery, ChunkResults, retrieve_chunks
@@ -195,8 +195,8 @@ class Engine:
         meta.set_document_status(doc.id, "running", progress=0.0, message="parsing")
         try:
             if data is None:
-                raise ParseError(f"{doc.name}: {size} bytes is over the limit of {self.settings.max_file_bytes} "
-                                 "(KBGRAPH_MAX_FILE_BYTES)")
+                raise ParseError(doc.name, f"{size} bytes is over the limit of {self.settings.max_file_bytes} "
+                                           "(KBGRAPH_MAX_FILE_BYTES)")
             parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
             ctx = self.context(kb)
             parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
@@ -267,5 +267,3 @@ class Engine:
             similarity_threshold=s.similarity_threshold if similarity_threshold is None else similarity_threshold)
         return retrieve_chunks(self.store, self.tenant, query, self.embedder)
 
-
-ProgressCallback = Callable[[Progress], None]

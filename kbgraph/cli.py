@@ -12,7 +12,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import click
 
@@ -60,7 +60,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @contextmanager
-def _engine(ctx: click.Context) -> Iterator["Engine"]:
+def _engine(ctx: click.Context) -> Iterator[Any]:
     from kbgraph.app import Engine, KBGraphError
 
     settings: Settings = ctx.obj["settings"]

@@ -106,7 +106,7 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
             Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
                   content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
                   position=s.position, start=s.start, end=s.end, token_count=s.token_count,
-                  page=_page_of(parsed, s.start), vector=v, created=now)
+                  page=parsed.page_at(s.start) or 0, vector=v, created=now)
             for s, v in zip(batch, vectors)
         ]
         ctx.store.upsert(ctx.tenant, ctx.kb_id, [c.to_doc() for c in chunks], refresh=False)
@@ -114,15 +114,6 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
         progress(Progress("parse", start + len(batch), len(spans), parsed.name))
     ctx.store.refresh(ctx.tenant)
     return ParseResult(chunks=len(spans), tokens=total_tokens)
-
-
-def _page_of(parsed: ParsedDocument, offset: int) -> int:
-    page = 0
-    for start, number in parsed.pages:
-        if start > offset:
-            break
-        page = number
-    return page
 
 
 # -------------------------------------------------------------------------------------- extract

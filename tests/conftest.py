@@ -13,6 +13,9 @@ import pytest
 
 from kbgraph.config import Settings, load_settings
 
+# the scripted OpenAI-compatible server fixture (tests/ is on sys.path: it has no __init__.py)
+pytest_plugins = ["support.fixtures"]
+
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 POSTGRES_URL = os.environ.get("KBGRAPH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 

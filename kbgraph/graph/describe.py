@@ -33,7 +33,7 @@ class Describer:
         return self._truncate(fragments)
 
     def _summarize(self, kind: str, name: str, fragments: Sequence[str]) -> str:
-        prompt = render("summarize_descriptions", kind=kind, name=name, descriptions=sorted(fragments),
+        prompt = render("summarize_descriptions", kind=kind, subject=name, descriptions=sorted(fragments),
                         max_tokens=self.max_tokens, language=self.language)
         answer = self.chat.chat([Message("user", prompt)], phase="summarize",
                                 prompt_version=prompt_version("summarize_descriptions"))

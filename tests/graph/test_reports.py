@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import pytest
-from support.fixtures import scripted_llm  # noqa: F401 - tests/ is on sys.path via its conftest
 from support.scripted_llm import ScriptedLLM
 
 from kbgraph.config import Settings

@@ -1,0 +1,86 @@
+"""Merge cost as a knowledge base grows: does merging document N get slower with N?
+
+    python bench/merge_scaling.py [--docs 1000] [--names 20000] [--per-doc 30]
+
+Builds a synthetic KB on the embedded store: each document has one chunk with `--per-doc` entity
+mentions (10% from 50 "hot" names that recur across the corpus, the rest from a large pool) and
+co-occurrence relations between consecutive names. Only `merge_document` is timed (extraction is
+the LLM's cost, not the merge's). Prints the median merge time of documents 6-15 (around document 10) and of the last
+ten, and their ratio (target <= 1.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from kbgraph.config import load_settings
+from kbgraph.llm.embedders import HashEmbedder
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.pipeline import KBContext, merge_document
+from kbgraph.store.records import EntityMention, RelationMention, chunk_id
+from kbgraph.store.sqlite import SQLiteStore
+
+SYLLABLES = ["ka", "lo", "mir", "dan", "vel", "tor", "sa", "bri", "ol", "wen", "dra", "ix", "mo", "ren", "tha", "qui"]
+
+
+def name_for(n: int) -> str:
+    rng = random.Random(n)
+    first = "".join(rng.choice(SYLLABLES) for _ in range(2)).title()
+    last = "".join(rng.choice(SYLLABLES) for _ in range(3)).title()
+    return f"{first} {last} {n}"
+
+
+def document_mentions(kb_id: str, doc: int, rng: random.Random, names: int, per_doc: int
+                      ) -> tuple[list[EntityMention], list[RelationMention]]:
+    doc_id = f"doc{doc:05d}"
+    chunk = chunk_id(doc_id, 0)
+    picked: list[int] = []
+    while len(picked) < per_doc:
+        n = rng.randrange(50) if rng.random() < 0.1 else 50 + rng.randrange(names)
+        if n not in picked:
+            picked.append(n)
+    entities = [EntityMention(kb_id, doc_id, chunk, name_for(n).lower(), name_for(n), "person",
+                              f"{name_for(n)} appears in document {doc}.") for n in picked]
+    relations = [RelationMention(kb_id, doc_id, chunk, a.key, b.key, f"{a.name} meets {b.name} in document {doc}.")
+                 for a, b in zip(entities, entities[1:])]
+    return entities, relations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=1000)
+    parser.add_argument("--names", type=int, default=20000)
+    parser.add_argument("--per-doc", type=int, default=30)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = load_settings(data_dir=Path(tmp), embedding_provider="hash")
+        store = SQLiteStore(Path(tmp) / "store.db")
+        store.ensure_index("bench")
+        ctx = KBContext(store=store, tenant="bench", kb_id="kb", settings=settings, embedder=HashEmbedder(dim=384),
+                        graph=GraphConfig(enabled=True, method="nlp"))
+        times: list[float] = []
+        for doc in range(1, args.docs + 1):
+            entities, relations = document_mentions("kb", doc, rng, args.names, args.per_doc)
+            store.upsert("bench", "kb", [m.to_doc() for m in entities] + [m.to_doc() for m in relations])
+            started = time.perf_counter()
+            merge_document(ctx, f"doc{doc:05d}")
+            times.append(time.perf_counter() - started)
+            if doc % 100 == 0:
+                print(f"doc {doc}: merge {times[-1] * 1000:.1f} ms", flush=True)
+        first = statistics.median(times[5:15])  # around document 10, past one-off warm-up
+        last = statistics.median(times[-10:])
+        report = {"docs": args.docs, "doc10_median_ms": round(first * 1000, 2),
+                  "last_median_ms": round(last * 1000, 2), "ratio": round(last / first, 3),
+                  "entities": store.count("bench", ["kb"], [])}
+        print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,472 @@
+"""Extraction without an LLM ("nlp"): proper names + sentence co-occurrence. No model download.
+
+Entities
+* English (and any Latin-script text): runs of capitalized words, with short connectors inside
+  ("Bank of England", "Ghost of Christmas Past"), honorifics handled ("Mr. Fezziwig" -> "Fezziwig",
+  person; "Mrs. Cratchit" keeps "Mrs." because in family-name-heavy text she is another person),
+  possessives cut ("Scrooge's" -> "Scrooge"), acronyms (2-6 capitals). Capitalization at a sentence
+  start or after an opening quote proves nothing, so leading stop words are cut and a single word
+  seen capitalized only in such positions within the chunk is rejected unless a speech verb is next
+  to it ("Marley said"). Runs of two or more all-caps words are headings and are skipped.
+* Chinese: jieba part-of-speech tags nr/nrfg/nrt (person), ns (place), nt (organization),
+  nz (other proper noun), two characters or more. Latin names inside Chinese text go through the
+  English rules.
+* Types come from cheap cues, voted per entity within the chunk: honorifics, speech verbs and common
+  given names (person); head words like Guild/Bank/University (organization), River/Street/Island or
+  "town of X" (geo), War/Festival/Treaty or a holiday (event); else "concept". Then they are mapped
+  to the knowledge base's types (``extract.map_entity_type``).
+* Description: the first one or two sentences the entity appears in (about 300 characters, cut
+  around the mention). Weight: the number of sentences mentioning it.
+
+Relations: two entities in one sentence. With N the chunk's sentences, c(x) the sentences naming x
+and c(x,y) those naming both, p = c/N and
+    npmi(x,y) = log(p(x,y) / (p(x) p(y))) / -log p(x,y)        (npmi = 1 when p(x,y) = 1)
+    weight    = c(x,y) * (1 + npmi(x,y)) / 2
+npmi > -1 whenever c(x,y) >= 1, so the weight lies in (0, c(x,y)]: pairs that co-occur more than
+their frequencies predict keep most of their count, ubiquitous names that happen to meet keep less.
+Only the first 12 entities of a sentence are paired (lists and legal boilerplate would otherwise
+add quadratically many pairs). Description: the shared sentence(s), about 300 characters.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from kbgraph.graph.extract import (DEFAULT_ENTITY_TYPES, ChunkExtraction, ExtractedEntity, ExtractedRelation,
+                                   finalize, map_entity_type)
+from kbgraph.graph.keys import normalize_key
+from kbgraph.llm.base import Cancelled, CancelCheck
+
+MAX_DESCRIPTION_CHARS = 300
+MAX_PAIRED_PER_SENTENCE = 12
+MAX_NAME_WORDS = 6
+
+_STOP = frozenset("""
+a about above across after afterwards again against ah alas all almost alone along already also although always
+am among an and another any anybody anyhow anyone anything anyway anywhere are around as at aye back be because
+been before beforehand behind being below beside besides between beyond both but by can cannot could dear did
+do does doing done down during each eh either else elsewhere enough even ever every everybody everyone everything
+everywhere except far few first for former formerly from further furthermore good great had has have having he
+hello hence her here hereafter hereby herein hers herself hey hi him himself his how however hullo hum i if in
+indeed instead into is it its itself just last later latter least less let like little lo look many may maybe me
+meanwhile might mine more moreover most mostly much must my myself namely nay neither never nevertheless next no
+nobody none noone nor not nothing now nowhere o of off often oh ok okay on once one only onto or other others
+otherwise ought our ours ourselves out over own perhaps please quite rather really said same say see seem several
+shall she should since so some somebody somehow someone something sometime sometimes somewhere soon still such
+than that the thee their theirs them themselves then thence there thereafter thereby therefore therein these they
+thine this those thou though through throughout thus thy till to together too toward towards twas tis under
+unless until up upon us very via was we well were what whatever when whence whenever where whereas wherever
+whether which while whither who whoever whole whom whose why will with within without would ye yes yet you your
+yours yourself yourselves hallo hah ha ho halloa whoa why aye amen alas bah humbug pooh pshaw
+two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen twenty thirty forty fifty
+hundred thousand million second third
+january february march april may june july august september october november december
+monday tuesday wednesday thursday friday saturday sunday
+chapter stave illustration contents title author note footnote figure table section page volume part appendix
+end start beginning introduction preface index copyright license
+""".split())
+_CONNECTORS = frozenset("of the de von van der den da di du la le del des".split())
+_TITLES_DROP = frozenset("mr mister dr doctor prof professor sir captain capt uncle aunt master general colonel "
+                         "col president rev reverend sgt sergeant lieutenant lt".split())
+_TITLES_KEEP = frozenset("mrs miss ms madame mme mlle lady lord king queen prince princess".split())
+_TITLE_ABBR = _TITLES_DROP | _TITLES_KEEP | {"st"}
+_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr prof mt no vs etc co inc ltd capt col gen lt sgt rev fig vol".split())
+_SPEECH = frozenset("said says say cried replied asked answered exclaimed returned observed whispered shouted "
+                    "muttered added continued rejoined inquired enquired remarked declared murmured repeated "
+                    "thought laughed sighed".split())
+_ORG_HEADS = frozenset("guild company co corporation corp inc ltd llc plc bank university college school council "
+                       "society association institute institution foundation committee party church ministry "
+                       "department agency club union army navy court parliament academy museum group press "
+                       "commission federation league office bureau board trust firm partners brothers".split())
+_ORG_FIRST = frozenset("university bank college institute house church ministry department order".split())
+_GEO_HEADS = frozenset("city river street st road lane square mountain mountains mount lake sea ocean island islands "
+                       "bay valley county province state kingdom republic hill hills bridge park forest desert coast "
+                       "town village harbour harbor port strait gulf peninsula avenue alley market court states "
+                       "cathedral abbey castle palace".split())
+_GEO_FIRST = frozenset("mount mt lake port cape fort isle gulf".split())
+_GEO_NOUNS = frozenset("town city village port county kingdom province state island river isle duchy".split())
+_GEO_PREPS = frozenset("in near across throughout".split())
+_EVENT_HEADS = frozenset("war wars festival battle treaty revolution conference summit games olympics election "
+                         "crisis cup championship eve fair expedition massacre rebellion uprising congress "
+                         "ceremony coronation siege day".split())
+_HOLIDAYS = frozenset("christmas easter halloween thanksgiving hanukkah ramadan diwali passover pentecost "
+                      "michaelmas whitsun".split())
+_FIRST_NAMES = frozenset("""
+adam alan albert alex alice amy andrew ann anna anne arthur belle ben benjamin beth betty bill billy bob carl
+caroline catherine charles charlie charlotte chris christopher clara daniel david dick edward elizabeth ellen emily
+emma eric fanny frank fred frederick george harry helen henry jack jacob james jane jenny jim joan joe john joseph
+kate katherine laura lily lucy margaret maria mark martha mary matthew michael molly nancy ned nell oliver paul
+peter philip polly richard robert rose ruth sally sam samuel sarah simon sophia steve susan thomas tim tom tony
+victoria walter william
+""".split())
+_CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept"}
+
+_LATIN = "A-Za-zÀ-ÖØ-öø-ÿ"
+_TOKEN = re.compile(rf"[{_LATIN}]+(?:['’\-][{_LATIN}]+)*")  # "--" (a dash) splits words
+_CJK_CHAR = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
+_BOUNDARY = re.compile(r"\n[ \t]*\n|[.!?…]+[\"'”’)\]_]*(?=\s|$)|[。！？；]+[”’」』\"]*")
+_WS_GAP = re.compile(r"^\s+$")
+_PLAIN_GAP = re.compile(r"^[\s,]+$")
+_TITLE_GAP = re.compile(r"^\.?\s+$")
+_CONTRACTION = re.compile(r"['’](t|ll|re|ve|d|m)$", re.I)
+_POSSESSIVE = re.compile(r"['’]s$", re.I)
+_SPACES = re.compile(r"\s+")
+
+
+@dataclass
+class _Candidate:
+    name: str
+    key: str
+    sentences: list[int] = field(default_factory=list)
+    first_pos: int = 0
+    votes: Counter[str] = field(default_factory=Counter)
+    proven: bool = False  # seen where capitalization means a name
+
+
+@lru_cache(maxsize=65536)
+def _key(name: str) -> str:
+    return normalize_key(name)
+
+
+@lru_cache(maxsize=1)
+def _jieba_posseg() -> Any:
+    import jieba
+    import jieba.posseg as posseg
+    jieba.setLogLevel(logging.WARNING)
+    return posseg
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in _BOUNDARY.finditer(text):
+        mark = m.group(0)
+        if mark[0] in ".!?…":
+            word = re.search(rf"([{_LATIN}]+)$", text[max(start, m.start() - 12):m.start()])
+            if mark == "." and word and (word.group(1).lower() in _ABBREVIATIONS
+                                         or (len(word.group(1)) == 1 and word.group(1).isupper())):
+                continue
+            nxt = re.match(r"\s*[\"'“‘(\[_*]*(.)", text[m.end():m.end() + 12])
+            if nxt and not (nxt.group(1).isupper() or nxt.group(1).isdigit() or _CJK_CHAR.match(nxt.group(1))):
+                continue  # '"How now?" said Scrooge' goes on
+            end = m.end()
+        elif mark[0] == "\n":
+            end = m.start()
+        else:
+            end = m.end()
+        if text[start:end].strip():
+            spans.append((start, end))
+        start = m.end()
+    if text[start:].strip():
+        spans.append((start, len(text)))
+    return spans
+
+
+def _shouting(toks: list[tuple[str, int, int]], i: int) -> bool:
+    return 0 <= i < len(toks) and len(toks[i][0]) >= 2 and toks[i][0].isupper()
+
+
+def _excerpt(sentence: str, focus: int, limit: int = MAX_DESCRIPTION_CHARS) -> str:
+    """The sentence squashed to one line, cut to about ``limit`` characters around ``focus``."""
+    s = sentence.strip()
+    if len(s) <= limit:
+        return _SPACES.sub(" ", s)
+    begin = max(0, min(focus - limit // 3, len(s) - limit))
+    if begin > 0:
+        sp = s.find(" ", begin)
+        begin = sp + 1 if 0 <= sp < begin + 30 else begin
+    end = begin + limit
+    if end < len(s):
+        sp = s.rfind(" ", begin, end)
+        end = sp if sp > begin + limit // 2 else end
+    out = _SPACES.sub(" ", s[begin:end].strip())
+    return ("…" if begin > 0 else "") + out + ("…" if end < len(s) else "")
+
+
+class NLPExtractor:
+    method = "nlp"
+
+    def __init__(self, entity_types: Sequence[str] = DEFAULT_ENTITY_TYPES,
+                 max_description_chars: int = MAX_DESCRIPTION_CHARS) -> None:
+        self.entity_types = list(entity_types) or list(DEFAULT_ENTITY_TYPES)
+        self.max_description_chars = max_description_chars
+
+    # -- entry -----------------------------------------------------------------------------------
+    def extract(self, text: str, *, cancel: CancelCheck | None = None) -> ChunkExtraction:
+        if cancel is not None and cancel():
+            raise Cancelled("extraction cancelled")
+        if not text.strip():
+            return ChunkExtraction()
+        spans = _sentences(text)
+        starts = [s for s, _ in spans]
+        cands: dict[str, _Candidate] = {}
+        # (sentence index, char offset, key) of every accepted-or-pending occurrence
+        occurrences: list[tuple[int, int, str]] = []
+        self._latin(text, spans, starts, cands, occurrences)
+        if _CJK_CHAR.search(text):
+            self._chinese(text, spans, cands, occurrences)
+        keep = {k for k, c in cands.items() if c.proven}
+        self._type_by_tokens(cands, keep)
+        return self._build(text, spans, cands, keep, occurrences)
+
+    # -- Latin script ----------------------------------------------------------------------------
+    def _latin(self, text: str, spans: list[tuple[int, int]], starts: list[int],
+               cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+        toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+        if not toks:
+            return
+        sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
+        lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
+        initial = [False] * len(toks)
+        for i, (_tok, s, _e) in enumerate(toks):
+            si = sent_of[i]
+            if si < 0:
+                continue
+            if i == 0 or sent_of[i - 1] != si:
+                initial[i] = not re.search(rf"[{_LATIN}\u4e00-\u9fff]", text[spans[si][0]:s])
+                continue
+            gap = text[toks[i - 1][2]:s].rstrip("_*([ ")
+            initial[i] = gap.endswith(("\"", "“", "‘", ":")) or (gap.endswith("'") and gap[:-1][-1:].isspace())
+
+        def capital(i: int) -> bool:
+            tok = toks[i][0]
+            return tok[0].isupper() and not _CONTRACTION.search(tok)
+
+        noninitial_caps: set[str] = set()
+        runs: list[list[int]] = []
+        i = 0
+        n = len(toks)
+        while i < n:
+            if not capital(i):
+                i += 1
+                continue
+            run = [i]
+            j = i
+            while True:
+                if _POSSESSIVE.search(toks[j][0]):
+                    break  # "Marley's Ghost": the possessive ends the name
+                k = j + 1
+                if k >= n or sent_of[k] != sent_of[j]:
+                    break
+                gap = text[toks[j][2]:toks[k][1]]
+                title = toks[j][0].lower() in _TITLE_ABBR or (
+                    len(toks[j][0]) == 1 and toks[j][0].isupper())
+                if not (_WS_GAP.match(gap) or (title and _TITLE_GAP.match(gap))):
+                    break
+                if capital(k):
+                    run.append(k)
+                    j = k
+                    continue
+                # connectors ("of", "the") only inside a name: the next word must be capitalized again
+                m = k
+                while m < n and toks[m][0] in _CONNECTORS and sent_of[m] == sent_of[j] and m - k < 2 \
+                        and _WS_GAP.match(text[toks[m - 1][2]:toks[m][1]]):
+                    m += 1
+                if m > k and m < n and capital(m) and sent_of[m] == sent_of[j] \
+                        and _WS_GAP.match(text[toks[m - 1][2]:toks[m][1]]):
+                    run.extend(range(k, m + 1))
+                    j = m
+                    continue
+                break
+            runs.append(run)
+            i = j + 1
+
+        for run in runs:
+            for idx in run:
+                if not initial[idx] and capital(idx):
+                    noninitial_caps.add(_POSSESSIVE.sub("", toks[idx][0]))
+
+        for run in runs:
+            self._take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences)
+
+    def _take_run(self, text: str, toks: list[tuple[str, int, int]], run: list[int], initial: list[bool],
+                  sent_of: list[int], lower_words: set[str], noninitial_caps: set[str],
+                  cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+        words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
+        idxs = list(run)
+        caps = [w for w in words if len(w) >= 2 and w.isupper()]
+        if len(caps) >= 2:
+            return  # "MARLEY'S GHOST", "A CHRISTMAS CAROL": a heading
+        person = 0
+        # honorifics
+        while idxs and words[0].lower() in _TITLES_DROP and len(idxs) > 1:
+            person += 3
+            words, idxs = words[1:], idxs[1:]
+        if words and words[0].lower() in _TITLES_KEEP:
+            person += 3 if len(words) > 1 else 0
+        # leading stop words, and words that are common words capitalized by their position
+        while words and (words[0].lower() in _STOP or words[0].lower() in _CONNECTORS
+                         or (initial[idxs[0]] and words[0].lower() in lower_words and len(words) > 1)):
+            words, idxs = words[1:], idxs[1:]
+        while words and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECTORS):
+            words, idxs = words[:-1], idxs[:-1]
+        if not words or len(words) > MAX_NAME_WORDS:
+            return
+        if len(words) == 1:
+            w = words[0]
+            if len(w) < 2 or w.lower() in _TITLE_ABBR:
+                return
+            if w.isupper() and (len(w) > 6 or _shouting(toks, run[0] - 1) or _shouting(toks, run[-1] + 1)):
+                return  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
+        first, last = idxs[0], idxs[-1]
+        end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
+        name = _SPACES.sub(" ", text[toks[first][1]:end])
+        key = _key(name)
+        if not key:
+            return
+        # a speech verb right next to the name, with no quote between: 'said Scrooge', 'Scrooge said'
+        prev_tok = toks[run[0] - 1] if run[0] > 0 else None
+        next_tok = toks[run[-1] + 1] if run[-1] + 1 < len(toks) else None
+        if (prev_tok and prev_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[prev_tok[2]:toks[run[0]][1]])) or (
+                next_tok and next_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[toks[run[-1]][2]:next_tok[1]])):
+            person += 2
+        proven = (len(words) > 1 or not initial[first] or words[0] in noninitial_caps or person > 0
+                  or (words[0].isupper() and len(words[0]) >= 2))
+        cand = cands.get(key)
+        if cand is None:
+            cand = cands[key] = _Candidate(name=name, key=key, first_pos=toks[first][1])
+        cand.proven = cand.proven or proven
+        si = sent_of[first]
+        if not cand.sentences or cand.sentences[-1] != si:
+            cand.sentences.append(si)
+        occurrences.append((si, toks[first][1], key))
+        votes = cand.votes
+        if person:
+            votes["person"] += person
+        low = [w.lower() for w in words]
+        head = low[0] if len(low) > 2 and low[1] == "of" else low[-1]  # "Bank of England": the head is "bank"
+        if head in _ORG_HEADS or head in _ORG_FIRST:
+            votes["organization"] += 3
+        if head in _GEO_HEADS or low[0] in _GEO_FIRST:
+            votes["geo"] += 3
+        if head in _EVENT_HEADS or head in _HOLIDAYS:
+            votes["event"] += 3
+        if any(w in _FIRST_NAMES for w in low):
+            votes["person"] += 2
+        before = [toks[j][0].lower() for j in range(max(0, run[0] - 2), run[0])]
+        if len(before) == 2 and before[1] == "of" and before[0] in _GEO_NOUNS:
+            votes["geo"] += 3
+        elif before and before[-1] in _GEO_PREPS:
+            votes["geo"] += 1
+        if len(words) == 1 and words[0].isupper():
+            votes["organization"] += 1
+
+    # -- Chinese ---------------------------------------------------------------------------------
+    def _chinese(self, text: str, spans: list[tuple[int, int]], cands: dict[str, _Candidate],
+                 occurrences: list[tuple[int, int, str]]) -> None:
+        posseg = _jieba_posseg()
+        for si, (s, e) in enumerate(spans):
+            sentence = text[s:e]
+            if not _CJK_CHAR.search(sentence):
+                continue
+            pos = 0
+            for pair in posseg.cut(sentence):
+                word, flag = pair.word, pair.flag
+                at = sentence.find(word, pos)
+                pos = at + len(word) if at >= 0 else pos
+                etype = _CJK_TAGS.get(flag)
+                if etype is None or len(word) < 2 or not _CJK_CHAR.search(word):
+                    continue
+                key = _key(word)
+                if not key:
+                    continue
+                cand = cands.get(key)
+                if cand is None:
+                    cand = cands[key] = _Candidate(name=word, key=key, first_pos=s + max(at, 0))
+                cand.proven = True
+                cand.votes[etype] += 3
+                if not cand.sentences or cand.sentences[-1] != si:
+                    cand.sentences.append(si)
+                occurrences.append((si, s + max(at, 0), key))
+
+    # -- typing, relations, output -----------------------------------------------------------------
+    @staticmethod
+    def _type_by_tokens(cands: dict[str, _Candidate], keep: set[str]) -> None:
+        """A name sharing a word with a person's name is a person too ("Bob" -> "Bob Cratchit")."""
+        person_words: set[str] = set()
+        for k in keep:
+            c = cands[k]
+            if c.votes and c.votes.most_common(1)[0][0] == "person":
+                person_words.update(w for w in c.key.split() if w not in _TITLES_KEEP and w not in _CONNECTORS
+                                    and w.rstrip(".") not in _TITLE_ABBR)
+        for k in keep:
+            c = cands[k]
+            if not c.votes and any(w in person_words for w in c.key.split()):
+                c.votes["person"] += 1
+
+    def _type(self, cand: _Candidate) -> str:
+        if cand.votes:
+            # ties break on a fixed order, so the result does not depend on dict order
+            order = ("person", "organization", "geo", "event", "concept")
+            best = max(cand.votes.items(), key=lambda kv: (kv[1], -order.index(kv[0]) if kv[0] in order else -9))
+            guessed = best[0]
+        else:
+            guessed = "concept"
+        return map_entity_type(guessed, self.entity_types)
+
+    def _build(self, text: str, spans: list[tuple[int, int]], cands: dict[str, _Candidate], keep: set[str],
+               occurrences: list[tuple[int, int, str]]) -> ChunkExtraction:
+        limit = self.max_description_chars
+        first_offset: dict[tuple[int, str], int] = {}
+        by_sentence: dict[int, list[str]] = defaultdict(list)
+        for si, off, key in sorted(occurrences):
+            if key not in keep:
+                continue
+            if (si, key) not in first_offset:
+                first_offset[(si, key)] = off
+                by_sentence[si].append(key)
+
+        def sentence_excerpt(si: int, key: str) -> str:
+            s, e = spans[si]
+            return _excerpt(text[s:e], first_offset[(si, key)] - s, limit)
+
+        entities: list[ExtractedEntity] = []
+        sentence_count: Counter[str] = Counter()
+        for si, keys in by_sentence.items():
+            sentence_count.update(keys)
+        ordered = sorted(keep, key=lambda k: (cands[k].first_pos, k))
+        for key in ordered:
+            cand = cands[key]
+            sents = sorted({si for si, k in first_offset if k == key})
+            desc = sentence_excerpt(sents[0], key) if sents else ""
+            if len(sents) > 1 and len(desc) < limit // 2:
+                desc = f"{desc} {sentence_excerpt(sents[1], key)}"[:limit + 2]
+            entities.append(ExtractedEntity(name=cand.name, type=self._type(cand), description=desc,
+                                            weight=float(max(1, sentence_count[key]))))
+
+        n_sent = max(1, len(spans))
+        pair_sents: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for si in sorted(by_sentence):
+            keys = by_sentence[si][:MAX_PAIRED_PER_SENTENCE]
+            for a in range(len(keys)):
+                for b in range(a + 1, len(keys)):
+                    x, y = keys[a], keys[b]
+                    pair = (x, y) if x < y else (y, x)
+                    pair_sents[pair].append(si)
+        relations: list[ExtractedRelation] = []
+        for (x, y), sents in sorted(pair_sents.items(), key=lambda kv: (kv[1][0], kv[0])):
+            cxy = len(sents)
+            pxy = cxy / n_sent
+            px, py = sentence_count[x] / n_sent, sentence_count[y] / n_sent
+            npmi = 1.0 if pxy >= 1.0 else math.log(pxy / (px * py)) / -math.log(pxy)
+            weight = cxy * (1.0 + max(-1.0, min(1.0, npmi))) / 2.0
+            first = sents[0]
+            focus = min(first_offset[(first, x)], first_offset[(first, y)])
+            s, e = spans[first]
+            desc = _excerpt(text[s:e], focus - s, limit)
+            for si in sents[1:]:
+                more = _SPACES.sub(" ", text[spans[si][0]:spans[si][1]].strip())
+                if len(desc) + 1 + len(more) > limit:
+                    break
+                desc = f"{desc} {more}"
+            relations.append(ExtractedRelation(source=cands[x].name, target=cands[y].name, description=desc,
+                                               keywords=[], weight=max(weight, 1e-6)))
+        return finalize(entities, relations, self.entity_types)

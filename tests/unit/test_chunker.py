@@ -1,0 +1,151 @@
+"""Chunker: token budgets, boundaries, overlap, CJK, speed, and property-based invariants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kbgraph.parse import TextSpan, chunk_text, count_tokens
+
+BOOK = Path("/work/shared/data/christmas-carol/book.txt")
+
+
+def check_invariants(text: str, spans: list[TextSpan], chunk_tokens: int, overlap: int) -> None:
+    covered = [False] * len(text)
+    for i, span in enumerate(spans):
+        assert span.position == i
+        assert span.text == text[span.start : span.end]
+        assert span.text and span.text == span.text.strip()
+        assert span.token_count == count_tokens(span.text)
+        assert span.token_count <= chunk_tokens or span.end - span.start == 1
+        for j in range(span.start, span.end):
+            covered[j] = True
+    assert all(covered[i] or text[i].isspace() for i in range(len(text)))
+    for a, b in zip(spans, spans[1:]):
+        assert a.start < b.start and a.end < b.end
+        if overlap == 0:
+            assert b.start >= a.end
+        elif b.start < a.end:
+            # A substring can encode a token or two differently from the whole text.
+            assert count_tokens(text[b.start : a.end]) <= overlap + 2
+
+
+@pytest.mark.parametrize(
+    "chunk_tokens,overlap,message",
+    [(0, 0, "chunk_tokens must be positive"), (10, 10, r"overlap \(10\) must be smaller"), (10, -1, "negative")],
+)
+def test_argument_validation(chunk_tokens: int, overlap: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        chunk_text("some text", chunk_tokens, overlap)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\t "])
+def test_empty_text(text: str) -> None:
+    assert chunk_text(text) == []
+
+
+def test_short_text_is_one_stripped_span() -> None:
+    text = "\n  Hello there, Varrow.  \n"
+    assert chunk_text(text) == [TextSpan(0, 3, 23, "Hello there, Varrow.", count_tokens("Hello there, Varrow."))]
+
+
+def test_count_tokens() -> None:
+    assert count_tokens("") == 0
+    assert count_tokens("hello world") == 2
+    assert count_tokens("<|endoftext|>") > 1  # special-token text is counted as ordinary text
+
+
+def test_prefers_paragraph_boundaries() -> None:
+    paragraph = "The harbor of Varrow is busy in spring. Ships come from every port. " * 6
+    text = "\n\n".join(f"Paragraph {i}. {paragraph.strip()}" for i in range(12))
+    spans = chunk_text(text, chunk_tokens=256, overlap=0)
+    check_invariants(text, spans, 256, 0)
+    assert len(spans) > 3
+    for span in spans[:-1]:
+        assert text[span.end : span.end + 2] == "\n\n", "every window should end at a paragraph break"
+
+
+def test_prefers_sentence_boundaries_inside_a_paragraph() -> None:
+    text = " ".join(f"Sentence number {i} tells of the Glass Tower and its iron frame." for i in range(200))
+    spans = chunk_text(text, chunk_tokens=100, overlap=20)
+    check_invariants(text, spans, 100, 20)
+    assert all(span.text.endswith(".") for span in spans)
+    assert all(span.text.startswith("Sentence") for span in spans)
+
+
+def test_long_sentence_cut_at_whitespace() -> None:
+    text = " ".join(f"word{i}" for i in range(2000))
+    spans = chunk_text(text, chunk_tokens=64, overlap=8)
+    check_invariants(text, spans, 64, 8)
+    words = set(text.split())
+    assert all(set(span.text.split()) <= words for span in spans)
+
+
+def test_text_without_any_boundary_is_hard_cut() -> None:
+    text = "abcdefghij" * 500
+    spans = chunk_text(text, chunk_tokens=50, overlap=5)
+    check_invariants(text, spans, 50, 5)
+    assert len(spans) > 5
+
+
+def test_chinese_without_spaces_cuts_at_sentence_ends() -> None:
+    sentences = [
+        "南屿商会是东方港口南屿港最大的商人组织。",
+        "商会的船队每年春天在港口集结，乘着季风向西航行！",
+        "宋知远主持商会二十余年，以公正严明著称；",
+        "他规定商会的账目每年公开一次？",
+    ]
+    text = "".join(sentences * 40)
+    spans = chunk_text(text, chunk_tokens=120, overlap=16)
+    check_invariants(text, spans, 120, 16)
+    assert len(spans) > 5
+    assert all(span.text[-1] in "。！？；" for span in spans)
+    assert all(span.token_count > 60 for span in spans[:-1])
+
+
+def test_chinese_long_run_without_punctuation() -> None:
+    text = "沈若溪观测星空记录恒星位置编写星表" * 100
+    spans = chunk_text(text, chunk_tokens=40, overlap=10)
+    check_invariants(text, spans, 40, 10)
+
+
+def test_book_is_within_budget() -> None:
+    text = BOOK.read_text(encoding="utf-8")
+    chunk_text("warm up the encoding")
+    spans = chunk_text(text, chunk_tokens=512, overlap=64)
+    check_invariants(text, spans, 512, 64)
+    assert sum(span.token_count for span in spans) >= count_tokens(text)
+    assert chunk_text(text, chunk_tokens=512, overlap=64) == spans
+
+
+def test_deterministic() -> None:
+    text = "Alpha beta. Gamma delta!\n\nEpsilon 港口。Zeta? " * 50
+    assert chunk_text(text, 30, 5) == chunk_text(text, 30, 5)
+
+
+_ALPHABET = st.sampled_from(list("abcdefgh XYZ  \n\n\t.,!?;:'\"-()0123456789é港口商会船队。，！？；") + ["\r\n", "😀", "  "])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.lists(_ALPHABET, max_size=600).map("".join),
+    chunk_tokens=st.integers(min_value=4, max_value=80),
+    overlap_fraction=st.floats(min_value=0.0, max_value=0.95),
+)
+def test_chunk_invariants_property(text: str, chunk_tokens: int, overlap_fraction: float) -> None:
+    overlap = min(int(chunk_tokens * overlap_fraction), chunk_tokens - 1)
+    spans = chunk_text(text, chunk_tokens, overlap)
+    if text.strip():
+        assert spans
+    check_invariants(text, spans, chunk_tokens, overlap)
+    assert chunk_text(text, chunk_tokens, overlap) == spans
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(max_size=300), chunk_tokens=st.integers(min_value=1, max_value=20))
+def test_arbitrary_unicode_terminates_and_covers(text: str, chunk_tokens: int) -> None:
+    spans = chunk_text(text, chunk_tokens, 0)
+    check_invariants(text, spans, chunk_tokens, 0)
