@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kbgraph.config import Settings
-from kbgraph.graph.derive import DeriveResult, recompute, touched_keys
+from kbgraph.graph.derive import AliasMap, DeriveResult, load_aliases, recompute, touched_keys, pairs_touching
 from kbgraph.graph.describe import Describer
 from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
@@ -25,9 +25,10 @@ from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.chunker import chunk_text
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
-from kbgraph.store.base import Condition, DocStore, eq, missing
+from kbgraph.store.base import Condition, DocStore, any_of, eq, missing
 from kbgraph.store.records import (
-    Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, chunk_id, graph_meta_id,
+    Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, ResolutionDecision, chunk_id,
+    graph_meta_id,
 )
 
 
@@ -271,7 +272,7 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                       ctx.describer(), ctx.embed)
+                       ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
     _bump_version(ctx, change)
     return change
 
@@ -284,7 +285,7 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     change = DeriveResult()
     if keys or pairs or cited_keys or cited_pairs:
         change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                           ctx.describer(), ctx.embed)
+                           ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
         _bump_version(ctx, change)
     return change
 
@@ -300,6 +301,8 @@ class RefreshResult:
     reports_reused: int = 0
     reports_removed: int = 0
     report_fallbacks: int = 0
+    resolution_asked: int = 0
+    resolution_merged: int = 0
     skipped: list[str] = field(default_factory=list)
 
 
@@ -399,6 +402,48 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     meta.report_count = len(wanted)
 
 
+def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
+    """Re-derive every key whose alias group changed between two alias maps."""
+    changed = {k for k in before.canonical.keys() ^ after.canonical.keys()}
+    changed |= {k for k in before.canonical.keys() & after.canonical.keys() if before.canon(k) != after.canon(k)}
+    keys = {k for key in changed for k in (key, before.canon(key), after.canon(key))}
+    keys = {m for k in keys for m in after.members(k) | before.members(k)}
+    if not keys:
+        return DeriveResult()
+    pairs = pairs_touching(ctx.store, ctx.tenant, ctx.kb_id, keys)
+    raw_pairs = {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", sorted(keys))],
+        fields=["src_key_kwd", "tgt_key_kwd"])}
+    raw_pairs |= {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("tgt_key_kwd", sorted(keys))],
+        fields=["src_key_kwd", "tgt_key_kwd"])}
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.describer(), ctx.embed, after)
+    _bump_version(ctx, change)
+    return change
+
+
+def record_decisions(ctx: KBContext, decisions: Sequence[ResolutionDecision]) -> DeriveResult:
+    """Store resolution decisions (new or revised) and re-derive the entities whose merges changed."""
+    before = load_aliases(ctx.store, ctx.tenant, ctx.kb_id)
+    if decisions:
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, [d.to_doc() for d in decisions])
+    return _regroup(ctx, before, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
+
+
+def _refresh_resolution(ctx: KBContext, entities: list[Entity], result: "RefreshResult",
+                        cancel: CancelCheck, max_pairs: int = 2000) -> None:
+    from kbgraph.graph.resolution import candidate_pairs, judge_pairs
+
+    decided = {(d["key_a_kwd"], d["key_b_kwd"]) for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", ResolutionDecision.KIND)], fields=["key_a_kwd", "key_b_kwd"])}
+    pairs = candidate_pairs(entities, None, max_pairs=max_pairs, skip=decided)
+    by_key = {e.key: e for e in entities}
+    judged = judge_pairs(ctx.chat, pairs, by_key, cancel=cancel) if pairs else []
+    result.resolution_asked = len(pairs)
+    result.resolution_merged = sum(1 for d in judged if d.same)
+    record_decisions(ctx, [ResolutionDecision(ctx.kb_id, d.a, d.b, d.same) for d in judged])
+
+
 def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _no_progress,
                cancel: CancelCheck = _never) -> RefreshResult:
     """Recompute the stale KB phases: PageRank, then communities and their reports (if enabled).
@@ -409,6 +454,16 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _n
     meta = load_graph_meta(ctx)
     result = RefreshResult(version=meta.version)
     entities, relations = _graph_rows(ctx)
+    if ctx.graph.resolution and (force or meta.is_stale("resolution")):
+        if ctx.chat is None:
+            meta.phase_status["resolution"] = "skipped: needs an LLM"
+        else:
+            progress(Progress("resolution", 0, 1))
+            _refresh_resolution(ctx, entities, result, cancel)
+            meta = load_graph_meta(ctx)  # merges bump the graph version
+            meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
+            entities, relations = _graph_rows(ctx)
+            progress(Progress("resolution", 1, 1))
     if force or meta.is_stale("pagerank"):
         progress(Progress("pagerank", 0, 1))
         result.pagerank_updated = _refresh_pagerank(ctx, entities, relations)
@@ -424,4 +479,5 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _n
         result.skipped.append("communities")
     ctx.store.refresh(ctx.tenant)
     save_graph_meta(ctx, meta)
+    result.version = meta.version
     return result

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.base import Condition, DocStore, any_of, eq
-from kbgraph.store.records import Entity, EntityMention, Relation, RelationMention, entity_id, relation_id
+from kbgraph.store.records import (
+    Entity, EntityMention, Relation, RelationMention, ResolutionDecision, entity_id, relation_id,
+)
 
 # Turns (what, name, fragments) into one description; see kbgraph.graph.describe.
 Describe = Callable[[str, str, Sequence[str]], str]
@@ -41,6 +43,34 @@ class DeriveResult:
     def changed(self) -> bool:
         return bool(self.entities_written or self.entities_removed or self.relations_written
                     or self.relations_removed)
+
+
+@dataclass(frozen=True)
+class AliasMap:
+    """Entity keys merged by resolution: alias key -> canonical key (see resolution.plan_merges)."""
+
+    canonical: Mapping[str, str] = field(default_factory=dict)
+
+    def canon(self, key: str) -> str:
+        return self.canonical.get(key, key)
+
+    def pair(self, a: str, b: str) -> tuple[str, str]:
+        low, high = sorted((self.canon(a), self.canon(b)))
+        return low, high
+
+    def members(self, key: str) -> set[str]:
+        return {key, *(alias for alias, canon in self.canonical.items() if canon == key)}
+
+
+NO_ALIASES = AliasMap()
+
+
+def load_aliases(store: DocStore, tenant: str, kb_id: str) -> AliasMap:
+    from kbgraph.graph.resolution import Decision, plan_merges
+
+    decisions = [ResolutionDecision.from_doc(d) for d in
+                 store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", ResolutionDecision.KIND)])]
+    return AliasMap(plan_merges(Decision(d.key_a, d.key_b, d.same) for d in decisions))
 
 
 def _mention_order(doc_id: str, chunk_id: str) -> tuple[str, str]:
@@ -114,30 +144,34 @@ def _batches(items: Sequence, size: int = _BATCH) -> Iterable[Sequence]:
         yield items[start:start + size]
 
 
-def _entity_mentions(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str]) -> dict[str, list[EntityMention]]:
+def _entity_mentions(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str],
+                     aliases: AliasMap) -> dict[str, list[EntityMention]]:
+    """Mentions grouped by canonical key, for the given canonical keys (aliases included)."""
     found: dict[str, list[EntityMention]] = defaultdict(list)
-    for batch in _batches(sorted(keys)):
+    members = sorted({m for key in keys for m in aliases.members(key)})
+    for batch in _batches(members):
         where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", batch)]
         for doc in store.scan(tenant, [kb_id], where):
             mention = EntityMention.from_doc(doc)
-            found[mention.key].append(mention)
+            found[aliases.canon(mention.key)].append(mention)
     return found
 
 
-def _relation_mentions(store: DocStore, tenant: str, kb_id: str,
-                       pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[RelationMention]]:
-    wanted = {tuple(sorted(p)) for p in pairs}
+def _relation_mentions(store: DocStore, tenant: str, kb_id: str, pairs: Iterable[tuple[str, str]],
+                       aliases: AliasMap) -> dict[tuple[str, str], list[RelationMention]]:
+    """Mentions grouped by canonical pair, for the given canonical pairs (aliases included)."""
+    wanted = set(pairs)
     found: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
-    # relation mentions are looked up by their sorted pair's first key, then filtered exactly
-    by_src: dict[str, set[str]] = defaultdict(set)
-    for src, tgt in wanted:
-        by_src[src].add(tgt)
-    for batch in _batches(sorted(by_src)):
+    # a mention is stored under its sorted raw keys: look up every member of every endpoint as
+    # the first key, then keep the mentions whose canonical pair is wanted
+    members = sorted({m for pair in wanted for key in pair for m in aliases.members(key)})
+    for batch in _batches(members):
         where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", batch)]
         for doc in store.scan(tenant, [kb_id], where):
             mention = RelationMention.from_doc(doc)
-            if mention.tgt_key in by_src.get(mention.src_key, ()):
-                found[(mention.src_key, mention.tgt_key)].append(mention)
+            pair = aliases.pair(mention.src_key, mention.tgt_key)
+            if pair in wanted:
+                found[pair].append(mention)
     return found
 
 
@@ -158,13 +192,19 @@ def _with_vectors(rows: list, texts: list[str], embed: EmbedTexts | None) -> Non
 
 def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[str],
               relation_pairs: Iterable[tuple[str, str]], describe: Describe,
-              embed: EmbedTexts | None) -> DeriveResult:
-    """Re-derive the rows of the given keys from their remaining mentions; write or remove them."""
-    result = DeriveResult()
-    keys = sorted(set(entity_keys))
-    pairs = sorted({tuple(sorted(p)) for p in relation_pairs if p[0] != p[1]})
+              embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES) -> DeriveResult:
+    """Re-derive the rows of the given keys from their remaining mentions; write or remove them.
 
-    mentions = _entity_mentions(store, tenant, kb_id, keys)
+    Keys may be raw or aliased: an alias's own row is removed and its canonical key re-derived.
+    """
+    result = DeriveResult()
+    raw_keys = set(entity_keys)
+    keys = sorted({aliases.canon(k) for k in raw_keys})
+    raw_pairs = {tuple(sorted(p)) for p in relation_pairs if p[0] != p[1]}
+    pairs = {aliases.pair(*p) for p in raw_pairs}
+    pairs = sorted(p for p in pairs if p[0] != p[1])
+
+    mentions = _entity_mentions(store, tenant, kb_id, keys, aliases)
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys])
     entities: list[Entity] = []
     for key in keys:
@@ -181,22 +221,24 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     _with_vectors(entities, [entity_text(e) for e in entities], embed)
     if entities:
         store.upsert(tenant, kb_id, [e.to_doc() for e in entities], refresh=False)
-    gone = [entity_id(kb_id, k) for k in keys if k not in mentions]
+    gone = sorted({entity_id(kb_id, k) for k in keys if k not in mentions}
+                  | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
     if gone:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone)], refresh=False)
     result.entities_written, result.entities_removed = len(entities), len(gone)
 
     # relations whose endpoint was renamed carry the old name: re-derive them as well
     if result.renamed:
-        pairs = sorted(set(pairs) | _pairs_touching(store, tenant, kb_id, result.renamed))
+        pairs = sorted(set(pairs) | {aliases.pair(*p) for p in pairs_touching(store, tenant, kb_id, result.renamed)})
     names = _display_names(store, tenant, kb_id, {k for p in pairs for k in p}, entities)
-    rel_mentions = _relation_mentions(store, tenant, kb_id, pairs)
+    rel_mentions = _relation_mentions(store, tenant, kb_id, pairs, aliases)
     relations = [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
                  for s, t in pairs if (s, t) in rel_mentions]
     _with_vectors(relations, [relation_text(r) for r in relations], embed)
     if relations:
         store.upsert(tenant, kb_id, [r.to_doc() for r in relations], refresh=False)
-    gone_rel = [relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions]
+    gone_rel = sorted({relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions}
+                      | {relation_id(kb_id, *p) for p in raw_pairs if aliases.pair(*p) != p})
     if gone_rel:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone_rel)], refresh=False)
     result.relations_written, result.relations_removed = len(relations), len(gone_rel)
@@ -204,7 +246,7 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     return result
 
 
-def _pairs_touching(store: DocStore, tenant: str, kb_id: str, keys: set[str]) -> set[tuple[str, str]]:
+def pairs_touching(store: DocStore, tenant: str, kb_id: str, keys: set[str]) -> set[tuple[str, str]]:
     pairs: set[tuple[str, str]] = set()
     for side in ("src_key_kwd", "tgt_key_kwd"):
         for batch in _batches(sorted(keys)):

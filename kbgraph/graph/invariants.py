@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from kbgraph.graph.derive import Describe, derive_entity, derive_relation
+from kbgraph.graph.derive import Describe, derive_entity, derive_relation, load_aliases
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.records import Entity, EntityMention, Relation, RelationMention
 
@@ -31,14 +31,18 @@ def stored_graph(store: DocStore, tenant: str, kb_id: str) -> GraphSnapshot:
 
 
 def rebuilt_graph(store: DocStore, tenant: str, kb_id: str, describe: Describe) -> GraphSnapshot:
+    """The graph a rebuild from every remaining mention (and resolution decision) would give."""
+    aliases = load_aliases(store, tenant, kb_id)
     by_key: dict[str, list[EntityMention]] = defaultdict(list)
     for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND)]):
         mention = EntityMention.from_doc(doc)
-        by_key[mention.key].append(mention)
+        by_key[aliases.canon(mention.key)].append(mention)
     by_pair: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
     for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND)]):
         mention = RelationMention.from_doc(doc)
-        by_pair[(mention.src_key, mention.tgt_key)].append(mention)
+        pair = aliases.pair(mention.src_key, mention.tgt_key)
+        if pair[0] != pair[1]:
+            by_pair[pair].append(mention)
     entities = {key: derive_entity(kb_id, key, ms, describe) for key, ms in by_key.items()}
     names = {key: e.name for key, e in entities.items()}
     relations = {pair: derive_relation(kb_id, pair[0], pair[1], ms, names, describe) for pair, ms in by_pair.items()}

@@ -247,12 +247,13 @@ def judge_pairs(chat: ChatModel, pairs: Sequence[tuple[str, str]], entities_by_k
 # merging
 
 
-def plan_merges(decisions: Iterable[Decision], entities_by_key: Mapping[str, Entity]) -> dict[str, str]:
+def plan_merges(decisions: Iterable[Decision]) -> dict[str, str]:
     """Alias key -> canonical key, from the union of "same" decisions.
 
-    The canonical member of a group is the one with the most mentions (ties: the smaller key). A
-    "no" decision is a cannot-link: a "yes" that would put two keys judged different into one group
-    is ignored. Decisions naming an entity that no longer exists are ignored.
+    A pure function of the decisions, so the derived graph stays equal to a rebuild from mentions
+    and decisions whatever order things happened in: the canonical key of a group is its smallest
+    key (the entity's display name is still its most frequent surface form). A "no" decision is a
+    cannot-link: a "yes" that would put two keys judged different into one group is ignored.
     """
     parent: dict[str, str] = {}
 
@@ -263,8 +264,7 @@ def plan_merges(decisions: Iterable[Decision], entities_by_key: Mapping[str, Ent
             x = parent[x]
         return x
 
-    valid = sorted({d for d in decisions if d.a in entities_by_key and d.b in entities_by_key and d.a != d.b},
-                   key=lambda d: (d.a, d.b, d.same))
+    valid = sorted({d for d in decisions if d.a != d.b}, key=lambda d: (d.a, d.b, d.same))
     apart: dict[str, set[str]] = defaultdict(set)
     for d in valid:
         if not d.same:
@@ -286,7 +286,7 @@ def plan_merges(decisions: Iterable[Decision], entities_by_key: Mapping[str, Ent
 
     merges: dict[str, str] = {}
     for members in groups.values():
-        canonical = min(members, key=lambda k: (-entities_by_key[k].mention_count, k))
+        canonical = min(members)
         for key in sorted(members):
             if key != canonical:
                 merges[key] = canonical

@@ -379,3 +379,34 @@ class GraphMeta:
             phase_versions={p: int(v.get("version", -1)) for p, v in phases.items()},
             phase_status={p: str(v.get("status", "never")) for p, v in phases.items()},
         )
+
+
+@dataclass
+class ResolutionDecision:
+    """An LLM's judgement whether two entity keys name the same thing; kept so it is never paid twice.
+
+    "Same" decisions merge the keys (kbgraph.graph.resolution.plan_merges); deleting the row undoes it.
+    """
+
+    KIND: ClassVar[str] = "resolution_decision"
+
+    kb_id: str
+    key_a: str
+    key_b: str
+    same: bool
+
+    def __post_init__(self) -> None:
+        if self.key_a > self.key_b:
+            self.key_a, self.key_b = self.key_b, self.key_a
+
+    @property
+    def id(self) -> str:
+        return stable_id("resolution_decision", self.kb_id, self.key_a, self.key_b)
+
+    def to_doc(self) -> Doc:
+        return {"id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "key_a_kwd": self.key_a,
+                "key_b_kwd": self.key_b, "same_int": int(self.same), "available_int": 0}
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> "ResolutionDecision":
+        return cls(kb_id=doc["kb_id"], key_a=doc["key_a_kwd"], key_b=doc["key_b_kwd"], same=bool(doc.get("same_int")))

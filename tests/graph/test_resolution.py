@@ -141,28 +141,24 @@ def test_decision_pairs_are_sorted() -> None:
 
 
 def test_plan_merges_union_find() -> None:
-    by_key = {e.key: e for e in [entity("a", mentions=3), entity("b", mentions=9), entity("c", mentions=1),
-                                  entity("d", mentions=5), entity("e", mentions=5), entity("f")]}
     decisions = [Decision("a", "b", True), Decision("c", "b", True), Decision("d", "e", True),
                  Decision("a", "f", False), Decision("x", "f", True)]
-    assert plan_merges(decisions, by_key) == {"a": "b", "c": "b", "e": "d"}  # d/e tie -> smaller key
+    assert plan_merges(decisions) == {"b": "a", "c": "a", "e": "d", "x": "f"}  # canonical = smallest key
     # dropping a decision undoes its merge
-    assert plan_merges(decisions[1:], by_key) == {"c": "b", "e": "d"}
-    assert plan_merges([], by_key) == {}
+    assert plan_merges(decisions[1:]) == {"c": "b", "e": "d", "x": "f"}
+    assert plan_merges([]) == {}
 
 
 def test_plan_merges_respects_cannot_link() -> None:
-    by_key = {k: entity(k) for k in "abc"}
     decisions = [Decision("a", "b", True), Decision("b", "c", True), Decision("a", "c", False)]
-    merges = plan_merges(decisions, by_key)
+    merges = plan_merges(decisions)
     assert merges == {"b": "a"}  # joining c would put a and c together, which was judged wrong
-    assert plan_merges(list(reversed(decisions)), by_key) == merges
+    assert plan_merges(list(reversed(decisions))) == merges
 
 
 @pytest.mark.parametrize("count", [2, 50])
 def test_plan_merges_chain(count: int) -> None:
     keys = [f"k{i:03d}" for i in range(count)]
-    by_key = {k: entity(k, mentions=i) for i, k in enumerate(keys)}
     decisions = [Decision(keys[i], keys[i + 1], True) for i in range(count - 1)]
-    merges = plan_merges(decisions, by_key)
-    assert set(merges) == set(keys[:-1]) and set(merges.values()) == {keys[-1]}
+    merges = plan_merges(decisions)
+    assert set(merges) == set(keys[1:]) and set(merges.values()) == {keys[0]}

@@ -1,0 +1,62 @@
+"""The ``store`` fixture: every DocStore engine the contract suite runs on.
+
+SQLite always runs. Elasticsearch runs when KBGRAPH_ES_URL points at a cluster; its test indexes
+carry a random prefix and are dropped afterwards. Tests take fresh tenants from ``new_tenant``, so
+they never see each other's rows even though the store is shared by the session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kbgraph.store.base import DocStore
+
+
+@pytest.fixture(scope="session", params=["sqlite", "elasticsearch"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocStore]:
+    if request.param == "sqlite":
+        from kbgraph.store.sqlite import SQLiteStore
+
+        engine: DocStore = SQLiteStore(Path(tmp_path_factory.mktemp("contract")) / "store.db")
+    else:
+        url = os.environ.get("KBGRAPH_ES_URL")
+        if not url:
+            pytest.skip("KBGRAPH_ES_URL not set")
+        from kbgraph.config import load_settings
+        from kbgraph.store import open_store
+
+        prefix = f"kbgraph_test_{uuid.uuid4().hex[:10]}_"
+        engine = open_store(load_settings(store="elasticsearch", es_url=url, es_index_prefix=prefix))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def new_tenant(store: DocStore) -> Iterator[Callable[[], str]]:
+    """A factory of fresh tenant ids whose indexes are created now and dropped after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        tenant = f"tenant-{uuid.uuid4().hex}"
+        store.ensure_index(tenant)
+        made.append(tenant)
+        return tenant
+
+    yield make
+    for tenant in made:
+        store.drop_index(tenant)
+
+
+@pytest.fixture
+def tenant(new_tenant: Callable[[], str]) -> str:
+    return new_tenant()
+
+
+@pytest.fixture
+def kb() -> str:
+    return f"kb-{uuid.uuid4().hex[:12]}"
