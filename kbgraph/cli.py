@@ -181,12 +181,13 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
                 click.echo(f"FAILED  {outcome.name}: {outcome.message}", err=True)
             elif outcome.status != "skipped" or not bars.enabled:
                 click.echo(f"{outcome.status:<8}{outcome.name}: {outcome.message}")
-        usage = report.ledger.total
         summary = (f"{report.count('indexed')} indexed, {report.count('skipped')} unchanged, "
                    f"{report.count('failed')} failed")
-        if usage.calls or usage.cached_calls:
-            summary += (f"; LLM calls {usage.calls} (+{usage.cached_calls} cached), tokens "
-                        f"{usage.prompt_tokens}+{usage.completion_tokens}")
+        chat = [u for phase, u in report.ledger.by_phase.items() if phase != "embed"]
+        calls, cached = sum(u.calls for u in chat), sum(u.cached_calls for u in chat)
+        if calls or cached:
+            summary += (f"; LLM calls {calls} (+{cached} cached), tokens {sum(u.prompt_tokens for u in chat)}"
+                        f"+{sum(u.completion_tokens for u in chat)}")
         if report.refresh is not None:
             r = report.refresh
             summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"

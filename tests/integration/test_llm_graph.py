@@ -1,0 +1,164 @@
+"""The knowledge graph in LLM mode, end to end: the Engine, the real openai client over HTTP to a
+scripted server, the SQLite store. Re-runs cost nothing, deletions are exact, failures stay local.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from kbgraph.app import Engine
+from kbgraph.config import Settings
+from kbgraph.data import SAMPLE_CORPUS_DIR
+from kbgraph.graph.inspect import find_entity
+from kbgraph.graph.invariants import check_graph
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.pipeline import record_decisions
+from kbgraph.store.records import ResolutionDecision
+from support.graph_model import GraphModel
+from support.scripted_llm import ScriptedError, ScriptedLLM
+
+ENGLISH = ["glass_tower.md", "lumen_cartographers_guild.md", "mira_castell.md", "tobias_wren.txt"]
+
+
+def _corpus(tmp_path: Path, names: list[str]) -> Path:
+    folder = tmp_path / "corpus"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy(SAMPLE_CORPUS_DIR / name, folder / name)
+    return folder
+
+
+def _engine(settings: Settings, llm: ScriptedLLM, data: str = "data", **overrides) -> Engine:
+    tuned = llm.settings(settings, data_dir=settings.data_dir.parent / data, embedding_provider="hash",
+                         llm_max_retries=3, **overrides)
+    return Engine.open(tuned)
+
+
+def _graph(engine: Engine, kb_name: str) -> dict:
+    from kbgraph.graph.invariants import stored_graph
+
+    snap = stored_graph(engine.store, engine.tenant, engine.kb(kb_name).id)
+    return {"entities": {k: (e.name, e.type, e.description, sorted(e.aliases), e.mention_count)
+                         for k, e in snap.entities.items()},
+            "relations": {k: (r.description, r.weight, r.mention_count) for k, r in snap.relations.items()}}
+
+
+@pytest.fixture
+def model(scripted_llm: ScriptedLLM) -> GraphModel:
+    responder = GraphModel()
+    scripted_llm.responder = responder
+    return responder
+
+
+def test_general_extraction_builds_a_graph_and_reruns_cost_nothing(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ENGLISH)
+    with _engine(settings, scripted_llm) as engine:
+        engine.create_kb("lore", graph=GraphConfig(enabled=True, method="general", community=True))
+        report = engine.index_paths("lore", [corpus])
+        assert report.count("indexed") == len(ENGLISH)
+        assert "extract" in model.kinds and "glean_continue" in model.kinds and "report" in model.kinds
+        first_calls = scripted_llm.counts["chat"]
+        assert first_calls > 0
+        graph = _graph(engine, "lore")
+        assert "mira castell" in graph["entities"]
+        assert check_graph(engine.store, engine.tenant, engine.kb("lore").id, engine.context(engine.kb("lore")).describer()) == []
+
+        # unchanged files are skipped; forcing a re-index is served from the LLM cache
+        assert engine.index_paths("lore", [corpus]).count("skipped") == len(ENGLISH)
+        forced = engine.index_paths("lore", [corpus], force=True)
+        assert forced.count("indexed") == len(ENGLISH)
+        assert scripted_llm.counts["chat"] == first_calls
+        assert engine.ledger.total.cached_calls > 0
+        assert _graph(engine, "lore") == graph
+
+
+def test_deleting_a_document_equals_never_indexing_it(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ENGLISH)
+    others = _corpus(tmp_path / "others", [n for n in ENGLISH if n != "mira_castell.md"])
+    with _engine(settings, scripted_llm) as engine:
+        engine.create_kb("all", graph=GraphConfig(enabled=True, method="general"))
+        engine.index_paths("all", [corpus])
+        engine.delete_document("all", "mira_castell.md")
+        engine.create_kb("others", graph=GraphConfig(enabled=True, method="general"))
+        engine.index_paths("others", [others])
+        assert _graph(engine, "all") == _graph(engine, "others")
+        assert "mira castell" not in _graph(engine, "all")["entities"]
+
+
+def test_rate_limits_are_retried_and_a_garbled_chunk_fails_alone(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ["glass_tower.md", "mira_castell.md"])
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def flaky(request):
+        prompt = request["messages"][-1]["content"]
+        with lock:
+            calls["n"] += 1
+            n = calls["n"]
+        if n <= 2:
+            return ScriptedError(429, "slow down")
+        if "---Input Text---" in prompt and "Glass Tower" in prompt.split("---Input Text---")[1][:200]:
+            return "I am sorry, I cannot help with that."  # garbled: no records at all, twice
+        return model(request)
+
+    scripted_llm.responder = flaky
+    with _engine(settings, scripted_llm, llm_concurrency=1) as engine:
+        engine.create_kb("flaky", graph=GraphConfig(enabled=True, method="general", max_gleanings=0))
+        report = engine.index_paths("flaky", [corpus])
+        outcomes = {d.name: d for d in report.documents}
+        assert outcomes["mira_castell.md"].status == "indexed"
+        assert outcomes["glass_tower.md"].status == "indexed"
+        assert "extraction failed for 1 chunk" in outcomes["glass_tower.md"].message
+        assert engine.ledger.total.failures >= 2
+        assert find_entity(engine.store, engine.tenant, engine.kb("flaky").id, "Mira Castell") is not None
+
+
+def test_cancelling_stops_between_chunks_and_a_rerun_completes(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ["mira_castell.md"])
+    with _engine(settings, scripted_llm, chunk_tokens=60, chunk_overlap=10, llm_concurrency=1) as engine:
+        engine.create_kb("cancel", graph=GraphConfig(enabled=True, method="general", max_gleanings=0))
+        seen = {"n": 0}
+
+        def cancel_after_first_extraction() -> bool:
+            return model.kinds.count("extract") >= 1
+
+        report = engine.index_paths("cancel", [corpus], cancel=cancel_after_first_extraction)
+        assert report.documents[0].status == "cancelled"
+        assert engine.list_documents("cancel")[0].status == "cancelled"
+        assert model.kinds.count("extract") < 4
+        seen["n"] = model.kinds.count("extract")
+        again = engine.index_paths("cancel", [corpus])
+        assert again.documents[0].status == "indexed"
+        assert model.kinds.count("extract") > seen["n"]
+
+
+def test_resolution_merges_aliases_and_can_be_undone(settings, scripted_llm, tmp_path):
+    model = GraphModel(same_pairs={frozenset(("Jacob Marley", "Marley"))})
+    scripted_llm.responder = model
+    folder = tmp_path / "marley"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Jacob Marley kept the counting house in London with Ebenezer Scrooge.")
+    (folder / "b.txt").write_text("On Christmas Eve the ghost of Mr. Marley visited Ebenezer Scrooge in London.")
+    with _engine(settings, scripted_llm) as engine:
+        engine.create_kb("res", graph=GraphConfig(enabled=True, method="general", resolution=True, max_gleanings=0))
+        engine.index_paths("res", [folder])
+        kb = engine.kb("res")
+        describe = engine.context(kb).describer()
+        assert "resolution" in model.kinds
+        merged = find_entity(engine.store, engine.tenant, kb.id, "Marley")
+        assert merged is not None and merged.key == "jacob marley" and "Marley" in merged.aliases
+        assert sorted(merged.doc_ids) == sorted(d.id for d in engine.list_documents("res"))
+        assert check_graph(engine.store, engine.tenant, kb.id, describe) == []
+
+        # undo: a "not the same" decision splits them again, exactly
+        record_decisions(engine.context(kb), [ResolutionDecision(kb.id, "jacob marley", "marley", False)])
+        graph = _graph(engine, "res")
+        assert "jacob marley" in graph["entities"] and "marley" in graph["entities"]
+        assert check_graph(engine.store, engine.tenant, kb.id, describe) == []
+        asked = model.kinds.count("resolution")
+        engine.refresh_graph("res", force=True)
+        assert model.kinds.count("resolution") == asked  # decisions are never paid for twice
