@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kbgraph import pipeline
 from kbgraph.config import Settings
@@ -21,6 +22,10 @@ from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn
 from kbgraph.search.chunks import ChunkQuery, ChunkResults, retrieve_chunks
 from kbgraph.store import DocStore, open_store
+
+if TYPE_CHECKING:
+    from kbgraph.chat import Dialog
+    from kbgraph.search.retrieve import RetrievalResult
 
 
 class KBGraphError(RuntimeError):
@@ -252,6 +257,40 @@ class Engine:
         return pipeline.refresh_kb(self.context(kb), force=force, progress=progress)
 
     # -- retrieval ----------------------------------------------------------------------------
+
+    def default_mode(self, kbs: Sequence[KnowledgeBase]) -> str:
+        return "mix" if any(kb.graph.enabled for kb in kbs) else "naive"
+
+    def query(self, kb_names: Sequence[str], question: str, *, mode: str | None = None,
+              top_n: int | None = None) -> "RetrievalResult":
+        """Retrieve for a question in any mode (default: mix when a KB has a graph, else naive)."""
+        from kbgraph.graph.extract_nlp import NLPExtractor
+        from kbgraph.search.retrieve import retrieve
+
+        if not question.strip():
+            raise KBGraphError("the question is empty")
+        kbs = [self.kb(n) for n in kb_names]
+        mode = mode or self.default_mode(kbs)
+        if mode != "naive" and not any(kb.graph.enabled for kb in kbs):
+            raise KBGraphError(f"mode {mode!r} needs a knowledge graph, and {', '.join(kb_names)} has none; "
+                               "use --mode naive, or create the knowledge base with --graph")
+        for kb in kbs:
+            self.context(kb)  # checks the embedding model matches
+        entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
+        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=self.embedder,
+                        chat=self.chat, settings=self.settings, top_n=top_n,
+                        extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types)
+
+    def dialog(self, kb_names: Sequence[str], *, mode: str | None = None, system_prompt: str = "",
+               top_n: int | None = None) -> "Dialog":
+        """A chat bound to these knowledge bases (raises LLMNotConfigured without a chat model)."""
+        from kbgraph.chat import AssistantConfig, Dialog
+
+        kbs = [self.kb(n) for n in kb_names]
+        mode = mode or self.default_mode(kbs)
+        config = AssistantConfig(system_prompt=system_prompt, empty_response=self.settings.empty_response,
+                                 language=self.settings.language)
+        return Dialog(lambda q: self.query(kb_names, q, mode=mode, top_n=top_n), self.chat, config)
 
     def query_chunks(self, kb_names: Sequence[str], question: str, *, top_n: int | None = None,
                      vector_similarity_weight: float | None = None,

@@ -240,20 +240,29 @@ def docs_rm(ctx: click.Context, doc: str, kb_name: str) -> None:
               help="naive = chunks only; kg/ppr/global use the graph; mix = chunks + graph (default with a graph).")
 @click.option("--top-k", "top_k", type=click.IntRange(1, 1000), default=None, help="How many chunks to return.")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--context", "show_context", is_flag=True, help="Also print the rendered context an LLM would get.")
 @click.pass_context
 def query(ctx: click.Context, question: str, kb_names: tuple[str, ...], mode: str | None, top_k: int | None,
-          as_json: bool) -> None:
+          as_json: bool, show_context: bool) -> None:
     """Retrieve what the knowledge base knows about QUESTION."""
+    from kbgraph.llm.base import LLMError
+
     with _engine(ctx) as engine:
-        mode = mode or "naive"
-        results = engine.query_chunks(list(kb_names), question, top_n=top_k)
+        try:
+            result = engine.query(list(kb_names), question, mode=mode, top_n=top_k)
+        except LLMError as exc:
+            _fail(str(exc))
         if as_json:
-            click.echo(json.dumps({"question": question, "mode": mode, "total": results.total,
-                                   "chunks": [asdict(c) for c in results.chunks],
-                                   "doc_aggs": [asdict(d) for d in results.doc_aggs]}, ensure_ascii=False, indent=1))
+            click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=1))
         else:
-            _print_chunks(results.chunks)
-        if not results.chunks:
+            if result.answer:
+                click.echo(result.answer + "\n")
+            for entity in result.entities[:8]:
+                click.echo(f"entity  {entity.score:.3f}  {entity.name} ({entity.type})")
+            _print_chunks(result.chunks)
+            if show_context:
+                click.echo("\n" + result.context)
+        if not result.chunks and not result.answer:
             sys.exit(1)
 
 
@@ -262,8 +271,10 @@ def _print_chunks(chunks: list) -> None:
         click.echo("nothing found above the similarity threshold")
         return
     for rank, chunk in enumerate(chunks, start=1):
-        click.echo(f"[{rank}] {chunk.similarity:.3f} (term {chunk.term_similarity:.3f}, vector "
-                   f"{chunk.vector_similarity:.3f})  {chunk.doc_name} #{chunk.position}")
+        parts = [f"{name} {value:.3f}" for name, value in (
+            ("term", chunk.term_similarity), ("vector", chunk.vector_similarity),
+            ("graph", getattr(chunk, "graph_score", None))) if value is not None]
+        click.echo(f"[{rank}] {chunk.score:.3f} ({', '.join(parts)})  {chunk.doc_name} #{chunk.position}")
         text = " ".join(chunk.content.split())
         click.echo(f"    {text[:300]}{'...' if len(text) > 300 else ''}")
 
@@ -372,6 +383,54 @@ def graph_show(ctx: click.Context, entity: str, kb_name: str, as_json: bool) -> 
             click.echo(f"  {relation.weight:>6.2f}  {name}: {' '.join(relation.description.split())[:160]}")
 
 
+# ----------------------------------------------------------------------------------------- chat
+
+@main.command("chat")
+@click.option("--kb", "kb_names", required=True, multiple=True, help="Knowledge base(s) the assistant answers from.")
+@click.option("--mode", type=click.Choice(MODES), default=None)
+@click.option("--system", "system_prompt", default="", help="Extra instructions for the assistant.")
+@click.option("-q", "--question", "questions", multiple=True, help="Ask these and exit (else read questions from stdin).")
+@click.pass_context
+def chat_cmd(ctx: click.Context, kb_names: tuple[str, ...], mode: str | None, system_prompt: str,
+             questions: tuple[str, ...]) -> None:
+    """Chat with knowledge bases in the terminal; answers stream and cite their sources."""
+    from kbgraph.llm.base import LLMError
+
+    with _engine(ctx) as engine:
+        try:
+            dialog = engine.dialog(list(kb_names), mode=mode, system_prompt=system_prompt)
+        except LLMError as exc:
+            _fail(str(exc))
+        interactive = not questions and sys.stdin.isatty()
+        source = iter(questions) if questions else _read_questions(interactive)
+        for question in source:
+            if not question.strip():
+                continue
+            try:
+                for event in dialog.ask(question):
+                    if event.kind == "delta":
+                        click.echo(event.text, nl=False)
+                    elif event.kind == "done":
+                        click.echo()
+                        for ref in event.references:
+                            click.echo(f"  [ID:{ref.marker}] {ref.doc_name}: {' '.join(ref.content.split())[:100]}")
+            except LLMError as exc:
+                click.echo(f"\nerror: {exc}", err=True)
+
+
+def _read_questions(interactive: bool) -> Iterator[str]:
+    while True:
+        try:
+            line = input("you> ") if interactive else sys.stdin.readline()
+        except EOFError:
+            return
+        if not interactive and not line:
+            return
+        if line.strip() in {"exit", "quit"}:
+            return
+        yield line
+
+
 # --------------------------------------------------------------------------------------- config
 
 @main.command("config")
@@ -407,8 +466,11 @@ def demo(ctx: click.Context, question: str | None, kb_name: str) -> None:
             bars.close()
         click.echo(f"indexed {SAMPLE_CORPUS_DIR}: {report.count('indexed')} new, {report.count('skipped')} unchanged, "
                    f"{report.count('failed')} failed")
-        click.echo(f"\nQ: {question}\n")
-        _print_chunks(engine.query_chunks([kb_name], question).chunks)
+        click.echo(f"\nQ: {question}  (mode: mix = chunks + knowledge graph)\n")
+        result = engine.query([kb_name], question, mode="mix")
+        for entity in result.entities[:5]:
+            click.echo(f"entity  {entity.score:.3f}  {entity.name} ({entity.type})")
+        _print_chunks(result.chunks)
 
 
 if __name__ == "__main__":
