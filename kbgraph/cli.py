@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterator
 
