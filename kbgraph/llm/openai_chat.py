@@ -1,0 +1,231 @@
+"""Chat over the OpenAI protocol (OpenAI, Azure-compatible gateways, DeepSeek, Qwen, Ollama, vLLM).
+
+This is the bottom layer: one HTTP request per call, no retries (the client is built with
+``max_retries=0``; RetryingChat owns retries), errors sorted into transient and permanent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+
+from kbgraph.llm.base import LLMError
+from kbgraph.llm.layers import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
+
+_CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    """One client (connection pool, SSL context) per endpoint per process, reused by all calls.
+
+    Keyed by pid too: pooled connections inherited through a fork (Celery prefork) would be
+    shared with the parent."""
+    key = (os.getpid(), base_url, api_key, float(timeout))
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            # Local servers (Ollama, vLLM) take no key, but the client insists on one.
+            client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
+                                   timeout=timeout, max_retries=0)
+            _CLIENTS[key] = client
+        return client
+
+
+# ---------------------------------------------------------------------------------------------
+# <think> blocks (DeepSeek-R1, Qwen3 and other reasoning models put them in the content)
+
+_OPEN, _CLOSE = "<think>", "</think>"
+_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
+
+
+def strip_think(text: str) -> str:
+    """Remove reasoning from a reply: closed blocks; a leading block the server cut off (no
+    close tag, e.g. max_tokens hit while thinking); and everything before an orphan close tag
+    (chat templates that put the opening tag into the prompt)."""
+    text = _BLOCK.sub("", text)
+    if _CLOSE in text:
+        text = text.rsplit(_CLOSE, 1)[1]
+    if text.lstrip().startswith(_OPEN):
+        return ""
+    return text.strip()
+
+
+class ThinkFilter:
+    """Incremental ``strip_think`` for streams: feed deltas, get the visible text so far.
+
+    Tags may arrive split across deltas, so a tail that could begin a tag is held back. Leading
+    whitespace is dropped (it usually follows a removed block). An orphan close tag cannot
+    retract text already sent, so in streams it is only dropped itself.
+    """
+
+    def __init__(self) -> None:
+        self.buffer = ""
+        self.in_think = False
+        self.started = False  # something visible has been emitted
+
+    def feed(self, delta: str) -> str:
+        self.buffer += delta
+        out: list[str] = []
+        while self.buffer:
+            tag = _CLOSE if self.in_think else _OPEN
+            pos = self.buffer.find(tag)
+            if not self.in_think:
+                orphan = self.buffer.find(_CLOSE)
+                if orphan != -1 and (pos == -1 or orphan < pos):
+                    out.append(self.buffer[:orphan])
+                    self.buffer = self.buffer[orphan + len(_CLOSE):]
+                    continue
+            if pos != -1:
+                if not self.in_think:
+                    out.append(self.buffer[:pos])
+                self.buffer = self.buffer[pos + len(tag):]
+                self.in_think = not self.in_think
+                continue
+            keep = _partial_tag_len(self.buffer)
+            if not self.in_think:
+                out.append(self.buffer[:len(self.buffer) - keep])
+            self.buffer = self.buffer[len(self.buffer) - keep:]
+            break
+        return self._visible("".join(out))
+
+    def flush(self) -> str:
+        rest = "" if self.in_think else self.buffer
+        self.buffer = ""
+        return self._visible(rest).rstrip()
+
+    def _visible(self, text: str) -> str:
+        if not self.started:
+            text = text.lstrip()
+            self.started = bool(text)
+        return text
+
+
+def _partial_tag_len(text: str) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of a tag."""
+    for n in range(min(len(_CLOSE) - 1, len(text)), 0, -1):
+        tail = text[-n:]
+        if _OPEN.startswith(tail) or _CLOSE.startswith(tail):
+            return n
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    body: Any = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    text = ""
+    with contextlib.suppress(Exception):  # a streamed response may not have been read
+        text = exc.response.text
+    return text.strip() or exc.message
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after")
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None
+
+
+def translate_error(exc: Exception, where: str) -> LLMError:
+    """Map an openai exception to TransientLLMError (retry) or LLMError (give up now)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientLLMError(f"{where}: timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientLLMError(f"{where}: connection failed: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = f"{where}: HTTP {status}: {_server_message(exc)}"
+        if status in (408, 409, 429) or status >= 500:
+            return TransientLLMError(message, _retry_after(exc))
+        return LLMError(message)
+    return LLMError(f"{where}: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------
+
+class OpenAIChat(ChatBase):
+    def __init__(self, base_url: str, model: str, api_key: str = "", *, timeout: float = 120.0,
+                 temperature: float = 0.0, max_tokens: int | None = None) -> None:
+        self.base_url = base_url
+        self.model_name = model
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.client = shared_client(base_url, api_key, timeout)
+        self._where = f"chat model {model!r} at {base_url}"
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "temperature": request.temperature,
+        }
+        if request.max_tokens:
+            params["max_tokens"] = request.max_tokens
+        return params
+
+    def complete(self, request: ChatRequest) -> Completion:
+        request.check_cancel()
+        try:
+            response = self.client.chat.completions.create(**self._params(request))
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, self._where) from exc
+        if not response.choices:
+            raise TransientLLMError(f"{self._where}: reply without choices")
+        content = response.choices[0].message.content or ""
+        usage = response.usage
+        return Completion(strip_think(content),
+                          usage.prompt_tokens if usage else None,
+                          usage.completion_tokens if usage else None)
+
+    def open_stream(self, request: ChatRequest) -> TextStream:
+        request.check_cancel()
+        try:
+            # The request is sent here, so HTTP errors surface (and are retried) before any
+            # piece reaches the caller.
+            response = self.client.chat.completions.create(
+                **self._params(request), stream=True, stream_options={"include_usage": True})
+        except openai.OpenAIError as exc:
+            raise translate_error(exc, self._where) from exc
+        text_stream: TextStream
+
+        def pieces() -> Iterator[str]:
+            think = ThinkFilter()
+            try:
+                for chunk in response:
+                    request.check_cancel()
+                    if chunk.usage is not None:
+                        text_stream.prompt_tokens = chunk.usage.prompt_tokens
+                        text_stream.completion_tokens = chunk.usage.completion_tokens
+                    if not chunk.choices:
+                        continue
+                    visible = think.feed(chunk.choices[0].delta.content or "")
+                    if visible:
+                        yield visible
+                tail = think.flush()
+                if tail:
+                    yield tail
+            except openai.OpenAIError as exc:
+                raise translate_error(exc, self._where) from exc
+            finally:
+                response.close()
+
+        text_stream = TextStream(pieces())
+        return text_stream
+
+
+__all__ = ["OpenAIChat", "ThinkFilter", "shared_client", "strip_think", "translate_error"]

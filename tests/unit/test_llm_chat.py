@@ -1,0 +1,300 @@
+"""Chat model and its layers, over real HTTP against the scripted scripted_llm with the real client."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from support.scripted_llm import ScriptedError, ScriptedLLM  # tests/ is on sys.path (conftest)
+
+from kbgraph.config import Settings
+from kbgraph.llm import (
+    Cancelled,
+    ChatModel,
+    LLMError,
+    LLMNotConfigured,
+    Message,
+    UsageLedger,
+    build_chat,
+    require_chat,
+)
+from kbgraph.llm.openai_chat import ThinkFilter, strip_think
+
+USER = [Message("system", "be brief"), Message("user", "hello?")]
+
+
+
+
+def make_chat(llm: ScriptedLLM, settings: Settings, ledger: UsageLedger | None = None,
+              cache: bool = True, **overrides: Any) -> ChatModel:
+    chat = build_chat(llm.settings(settings, **overrides), ledger, cache, backoff_base=0.01,
+                      backoff_max=0.05)
+    assert chat is not None
+    return chat
+
+
+def test_no_llm_configured(settings: Settings) -> None:
+    assert build_chat(settings) is None
+    with pytest.raises(LLMNotConfigured) as info:
+        require_chat(settings)
+    for name in ("KBGRAPH_LLM_BASE_URL", "KBGRAPH_LLM_MODEL", "KBGRAPH_LLM_API_KEY"):
+        assert name in str(info.value)
+
+
+def test_chat_roundtrip(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push("Hi there.")
+    chat = make_chat(scripted_llm, settings)
+    assert isinstance(chat, ChatModel)
+    assert chat.chat(USER, temperature=0.5, max_tokens=50) == "Hi there."
+    body = scripted_llm.requests[0]["body"]
+    assert body["model"] == "scripted"
+    assert body["messages"] == [{"role": "system", "content": "be brief"},
+                                {"role": "user", "content": "hello?"}]
+    assert body["temperature"] == 0.5 and body["max_tokens"] == 50
+
+
+@pytest.mark.parametrize("raw, visible", [
+    ("<think>let me see\nmore</think>\n\nThe answer.", "The answer."),
+    ("A<think>x</think>B<think>y</think>C", "ABC"),
+    ("<think>never closed because max_tokens hit", ""),
+    ("reasoning without an opening tag</think>Answer", "Answer"),
+    ("No thinking at all.", "No thinking at all."),
+])
+def test_strip_think(raw: str, visible: str) -> None:
+    assert strip_think(raw) == visible
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 100])
+def test_think_filter_any_split(step: int) -> None:
+    raw = "<think>plan: say hi</think>\n\nHello <b>world</b>, a < b.<think>more</think> Bye"
+    f = ThinkFilter()
+    out = "".join(f.feed(raw[i:i + step]) for i in range(0, len(raw), step)) + f.flush()
+    assert out == "Hello <b>world</b>, a < b. Bye"
+
+
+def test_think_stripped_in_chat_and_stream(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    reply = "<think>The user greets me. I should greet back.</think>\n\nHello, nice to meet you!"
+    scripted_llm.push(reply, reply)
+    chat = make_chat(scripted_llm, settings)
+    assert chat.chat(USER) == "Hello, nice to meet you!"
+    pieces = list(chat.stream(USER))
+    assert "".join(pieces) == "Hello, nice to meet you!"
+    assert len(pieces) > 3  # really streamed, piece by piece
+    assert scripted_llm.counts["chat_stream"] == 1
+
+
+def test_stream_accounting_and_limit_slot(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push("one two three four", "five six")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger, llm_concurrency=1)
+    stream = chat.stream(USER, phase="answer")
+    next(stream)
+    stream.close()  # abandoning a stream must release its slot, or the next call would hang
+    assert "".join(chat.stream(USER, phase="answer")) == "five six"
+    usage = ledger.phase("answer")
+    assert usage.calls == 2 and usage.prompt_tokens > 0 and usage.completion_tokens == 2 + 2
+
+
+def test_cache_hit_makes_no_request(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push("first answer")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger)
+    assert chat.chat(USER, phase="extract", prompt_version="v1") == "first answer"
+    before = len(scripted_llm.requests)
+    # a fresh wrapper (as another task would build) still hits the same cache file
+    again = make_chat(scripted_llm, settings, ledger)
+    assert again.chat(USER, phase="extract", prompt_version="v1") == "first answer"
+    assert len(scripted_llm.requests) == before
+    usage = ledger.phase("extract")
+    assert (usage.calls, usage.cached_calls) == (1, 1)
+
+
+def test_cache_key_parts_miss(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.default = "answer"
+    chat = make_chat(scripted_llm, settings)
+    chat.chat(USER, prompt_version="v1")
+    chat.chat(USER, prompt_version="v2")
+    chat.chat(USER, prompt_version="v1", temperature=0.7)
+    chat.chat(USER, prompt_version="v1", max_tokens=10)
+    chat.chat([Message("user", "other")], prompt_version="v1")
+    assert scripted_llm.counts["chat"] == 5
+    chat.chat(USER, prompt_version="v2")
+    assert scripted_llm.counts["chat"] == 5
+
+
+def test_empty_answer_not_cached(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push("<think>only thoughts</think>", "real")
+    chat = make_chat(scripted_llm, settings)
+    assert chat.chat(USER) == ""
+    assert chat.chat(USER) == "real"
+    assert chat.chat(USER) == "real"
+    assert scripted_llm.counts["chat"] == 2
+
+
+def test_cache_off(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.default = "x"
+    chat = make_chat(scripted_llm, settings, cache=False)
+    chat.chat(USER)
+    chat.chat(USER)
+    assert scripted_llm.counts["chat"] == 2
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+def test_transient_status_retried(scripted_llm: ScriptedLLM, settings: Settings,
+                                  status: int) -> None:
+    scripted_llm.push(ScriptedError(status, "busy"), ScriptedError(status, "busy"), "made it")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger)
+    assert chat.chat(USER, phase="extract") == "made it"
+    assert scripted_llm.counts["chat"] == 3
+    usage = ledger.phase("extract")
+    assert (usage.calls, usage.failures) == (1, 2)
+
+
+def test_retry_after_header_honoured(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push(ScriptedError(429, "slow down", headers={"Retry-After": "0.3"}), "ok")
+    chat = build_chat(scripted_llm.settings(settings), backoff_base=0.01, backoff_max=5)
+    assert chat is not None
+    start = time.monotonic()
+    assert chat.chat(USER) == "ok"
+    assert time.monotonic() - start >= 0.3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404])
+def test_client_errors_fail_at_once(scripted_llm: ScriptedLLM, settings: Settings,
+                                    status: int) -> None:
+    scripted_llm.push(ScriptedError(status, "model 'scripted' does not support tools"), "unused")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger)
+    with pytest.raises(LLMError) as info:
+        chat.chat(USER)
+    assert "model 'scripted' does not support tools" in str(info.value)
+    assert str(status) in str(info.value)
+    assert scripted_llm.counts["chat"] == 1
+    assert ledger.phase("chat").failures == 1 and ledger.phase("chat").calls == 0
+
+
+def test_retries_exhausted(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.responder = lambda body: ScriptedError(502, "bad gateway")
+    chat = make_chat(scripted_llm, settings, llm_max_retries=2)
+    with pytest.raises(LLMError, match="gave up after 3 attempts.*bad gateway"):
+        chat.chat(USER)
+    assert scripted_llm.counts["chat"] == 3
+
+
+def test_timeout_retried_then_error(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push(ScriptedError(200, delay_s=1.0), "in time")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger, llm_timeout=0.3)
+    assert chat.chat(USER) == "in time"
+    assert ledger.phase("chat").failures == 1
+
+    scripted_llm.responder = lambda body: ScriptedError(200, delay_s=1.0)
+    slow = make_chat(scripted_llm, settings, ledger, llm_timeout=0.3, llm_max_retries=1)
+    start = time.monotonic()
+    with pytest.raises(LLMError, match="timed out"):
+        slow.chat([Message("user", "slow")])
+    assert time.monotonic() - start < 3
+    assert ledger.phase("chat").failures == 3
+
+
+def test_connection_refused_is_llm_error(settings: Settings) -> None:
+    scripted_llm = ScriptedLLM().start()
+    s = scripted_llm.settings(settings, llm_max_retries=1)
+    scripted_llm.stop()
+    chat = build_chat(s, backoff_base=0.01)
+    assert chat is not None
+    with pytest.raises(LLMError, match="connection"):
+        chat.chat(USER)
+
+
+def test_concurrency_limit(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    def slow(body: dict[str, Any]) -> str:
+        time.sleep(0.2)
+        return "done " + body["messages"][-1]["content"]
+
+    scripted_llm.responder = slow
+    chat = make_chat(scripted_llm, settings, llm_concurrency=2, cache=False)
+    results: list[str] = []
+
+    def worker(i: int) -> None:
+        results.append(chat.chat([Message("user", f"q{i}")]))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [f"done q{i}" for i in range(6)]
+    assert scripted_llm.max_in_flight == 2
+    assert time.monotonic() - start >= 0.55  # three rounds of two
+
+
+def test_limit_shared_between_wrappers(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.responder = lambda body: (time.sleep(0.15), "ok")[1]
+    chats = [make_chat(scripted_llm, settings, llm_concurrency=1, cache=False) for _ in range(3)]
+    threads = [threading.Thread(target=c.chat, args=(USER,)) for c in chats]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert scripted_llm.max_in_flight == 1
+
+
+def test_cancel_before_call(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.default = "never"
+    chat = make_chat(scripted_llm, settings)
+    with pytest.raises(Cancelled):
+        chat.chat(USER, cancel=lambda: True)
+    with pytest.raises(Cancelled):
+        list(chat.stream(USER, cancel=lambda: True))
+    assert scripted_llm.requests == []
+
+
+def test_cancel_between_retries(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.responder = lambda body: ScriptedError(503, "overloaded")
+    flag = threading.Event()
+
+    def responder(body: dict[str, Any]) -> ScriptedError:
+        flag.set()  # cancel once the first attempt has been seen
+        return ScriptedError(503, "overloaded")
+
+    scripted_llm.responder = responder
+    chat = build_chat(scripted_llm.settings(settings, llm_max_retries=10), backoff_base=0.2)
+    assert chat is not None
+    with pytest.raises(Cancelled):
+        chat.chat(USER, cancel=flag.is_set)
+    assert scripted_llm.counts["chat"] == 1
+
+
+def test_accounting_by_phase(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push("alpha beta gamma", "delta", "one two")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger)
+    chat.chat([Message("user", "extract this please")], phase="extract")
+    chat.chat([Message("user", "glean more")], phase="glean")
+    chat.chat([Message("user", "extract that")], phase="extract")
+    extract, glean = ledger.phase("extract"), ledger.phase("glean")
+    # the scripted scripted_llm counts whitespace words as tokens
+    assert (extract.calls, extract.prompt_tokens, extract.completion_tokens) == (2, 3 + 2, 3 + 2)
+    assert (glean.calls, glean.prompt_tokens, glean.completion_tokens) == (1, 2, 1)
+    assert ledger.total.calls == 3
+
+
+def test_tokens_estimated_without_usage(settings: Settings) -> None:
+    with ScriptedLLM(["a reply of several words"], include_usage=False) as llm:
+        ledger = UsageLedger()
+        chat = make_chat(llm, settings, ledger)
+        chat.chat([Message("user", "count my tokens, please")])
+        usage = ledger.phase("chat")
+        assert usage.calls == 1 and usage.prompt_tokens >= 5 and usage.completion_tokens >= 5
+
+
+def test_models_endpoint(scripted_llm: ScriptedLLM) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=scripted_llm.base_url, api_key="k", max_retries=0)
+    assert "scripted" in [m.id for m in client.models.list()]
