@@ -66,8 +66,7 @@ class Engine:
         self.store = store
         self.tenant = tenant
         self._embedder: Embedder | None = None
-        self._chat: ChatModel | None = None
-        self._chat_built = False
+        self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
         self.ledger = UsageLedger()
 
     @classmethod
@@ -101,26 +100,39 @@ class Engine:
 
     @property
     def chat(self) -> ChatModel | None:
-        if not self._chat_built:
+        """The configured chat model (None without an LLM)."""
+        return self.chat_for(None)
+
+    def chat_for(self, kb: KnowledgeBase | None) -> ChatModel | None:
+        """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top."""
+        overrides = tuple(sorted((kb.extra.get("llm") or {}).items())) if kb is not None else ()
+        if overrides not in self._chats:
             from kbgraph.llm.factory import build_chat
 
-            self._chat = build_chat(self.settings, ledger=self.ledger)
-            self._chat_built = True
-        return self._chat
+            self._chats[overrides] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger)
+        return self._chats[overrides]
 
     # -- knowledge bases ----------------------------------------------------------------------
 
     def create_kb(self, name: str, *, graph: GraphConfig | None = None, description: str = "",
-                  chunk_tokens: int | None = None, chunk_overlap: int | None = None) -> KnowledgeBase:
+                  chunk_tokens: int | None = None, chunk_overlap: int | None = None,
+                  llm: dict[str, str] | None = None) -> KnowledgeBase:
+        """Create a knowledge base. ``llm`` overrides the chat settings for it (llm_model, llm_base_url,
+        llm_api_key, llm_temperature...), e.g. a cheaper model for extraction."""
         graph = graph or GraphConfig()
-        if graph.enabled and graph.method != "nlp" and not self.settings.llm_configured:
+        llm = {k: v for k, v in (llm or {}).items() if v not in (None, "")}
+        unknown = sorted(k for k in llm if not k.startswith("llm_") or not hasattr(self.settings, k))
+        if unknown:
+            raise KBGraphError(f"unknown LLM setting(s) for a knowledge base: {', '.join(unknown)}")
+        if graph.enabled and graph.method != "nlp" and not self.settings.replace(**llm).llm_configured:
             raise KBGraphError(
                 f"graph method {graph.method!r} needs a chat model: set KBGRAPH_LLM_BASE_URL and KBGRAPH_LLM_MODEL "
                 "(and KBGRAPH_LLM_API_KEY), or use --graph nlp, which needs no LLM")
         return self.meta.create_kb(
             self.tenant, name, description=description, embedding_model=self.embedder.model_name,
             chunk_tokens=chunk_tokens or self.settings.chunk_tokens,
-            chunk_overlap=chunk_overlap if chunk_overlap is not None else self.settings.chunk_overlap, graph=graph)
+            chunk_overlap=chunk_overlap if chunk_overlap is not None else self.settings.chunk_overlap, graph=graph,
+            extra={"llm": llm} if llm else None)
 
     def kb(self, name: str) -> KnowledgeBase:
         found = self.meta.get_kb_by_name(self.tenant, name)
@@ -144,7 +156,7 @@ class Engine:
                 f"knowledge base {kb.name!r} was indexed with embedding model {kb.embedding_model!r}, but the "
                 f"configured model is {embedder.model_name!r}; set KBGRAPH_EMBEDDING_PROVIDER/MODEL to match")
         return KBContext(store=self.store, tenant=self.tenant, kb_id=kb.id, settings=self.settings,
-                         embedder=embedder, chat=self.chat if kb.graph.method != "nlp" else None, graph=kb.graph,
+                         embedder=embedder, chat=self.chat_for(kb) if kb.graph.method != "nlp" else None, graph=kb.graph,
                          chunk_tokens=kb.chunk_tokens, chunk_overlap=kb.chunk_overlap, ledger=self.ledger)
 
     # -- documents ----------------------------------------------------------------------------
@@ -278,7 +290,7 @@ class Engine:
             self.context(kb)  # checks the embedding model matches
         entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
         return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=self.embedder,
-                        chat=self.chat, settings=self.settings, top_n=top_n,
+                        chat=self.chat_for(kbs[0]), settings=self.settings, top_n=top_n,
                         extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types)
 
     def dialog(self, kb_names: Sequence[str], *, mode: str | None = None, system_prompt: str = "",
@@ -290,7 +302,7 @@ class Engine:
         mode = mode or self.default_mode(kbs)
         config = AssistantConfig(system_prompt=system_prompt, empty_response=self.settings.empty_response,
                                  language=self.settings.language)
-        return Dialog(lambda q: self.query(kb_names, q, mode=mode, top_n=top_n), self.chat, config)
+        return Dialog(lambda q: self.query(kb_names, q, mode=mode, top_n=top_n), self.chat_for(kbs[0]), config)
 
     def query_chunks(self, kb_names: Sequence[str], question: str, *, top_n: int | None = None,
                      vector_similarity_weight: float | None = None,

@@ -108,10 +108,12 @@ def kb() -> None:
 @click.option("--chunk-tokens", type=click.IntRange(16, 8192), default=None)
 @click.option("--chunk-overlap", type=click.IntRange(0, 4096), default=None)
 @click.option("--description", default="")
+@click.option("--llm-model", default=None, help="Chat model for this knowledge base (overrides KBGRAPH_LLM_MODEL).")
+@click.option("--llm-base-url", default=None, help="Chat endpoint for this knowledge base (overrides KBGRAPH_LLM_BASE_URL).")
 @click.pass_context
 def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: str | None, community: bool,
               resolution: bool, gleanings: int | None, chunk_tokens: int | None, chunk_overlap: int | None,
-              description: str) -> None:
+              description: str, llm_model: str | None, llm_base_url: str | None) -> None:
     """Create a knowledge base."""
     settings: Settings = ctx.obj["settings"]
     graph = GraphConfig(
@@ -122,7 +124,8 @@ def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: s
         max_gleanings=settings.max_gleanings if gleanings is None else gleanings)
     with _engine(ctx) as engine:
         created = engine.create_kb(name, graph=graph, description=description, chunk_tokens=chunk_tokens,
-                                   chunk_overlap=chunk_overlap)
+                                   chunk_overlap=chunk_overlap,
+                                   llm={"llm_model": llm_model, "llm_base_url": llm_base_url})
         graph_text = f"graph: {created.graph.method}" if created.graph.enabled else "graph: off"
         click.echo(f"created knowledge base {created.name!r} ({graph_text}; chunks {created.chunk_tokens}/"
                    f"{created.chunk_overlap} tokens; embeddings {created.embedding_model})")

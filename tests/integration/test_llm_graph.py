@@ -162,3 +162,15 @@ def test_resolution_merges_aliases_and_can_be_undone(settings, scripted_llm, tmp
         asked = model.kinds.count("resolution")
         engine.refresh_graph("res", force=True)
         assert model.kinds.count("resolution") == asked  # decisions are never paid for twice
+
+
+def test_a_knowledge_base_can_use_its_own_model(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ["glass_tower.md"])
+    with _engine(settings, scripted_llm) as engine:
+        engine.create_kb("cheap", graph=GraphConfig(enabled=True, method="light", max_gleanings=0),
+                         llm={"llm_model": "cheap-extractor"})
+        engine.index_paths("cheap", [corpus])
+        models = {r["body"].get("model") for r in scripted_llm.requests if r["kind"] == "chat"}
+        assert models == {"cheap-extractor"}
+        with pytest.raises(Exception, match="unknown LLM setting"):
+            engine.create_kb("bad", llm={"model": "x"})
