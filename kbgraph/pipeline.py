@@ -25,7 +25,7 @@ from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.chunker import chunk_text
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
-from kbgraph.store.base import Condition, DocStore, any_of, eq, missing
+from kbgraph.store.base import Condition, DocStore, any_of, eq, missing, vector_field
 from kbgraph.store.records import (
     Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, ResolutionDecision, chunk_id,
     graph_meta_id,
@@ -71,6 +71,10 @@ class KBContext:
             return []
         vectors: np.ndarray = self.embedder.embed(list(texts))
         return vectors.astype(np.float32).tolist()
+
+    @property
+    def vector_name(self) -> str:
+        return vector_field(self.embedder.dim)
 
     def describer(self) -> Describer:
         return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language)
@@ -272,7 +276,7 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                       ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
+                       ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
     _bump_version(ctx, change)
     return change
 
@@ -285,7 +289,7 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     change = DeriveResult()
     if keys or pairs or cited_keys or cited_pairs:
         change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                           ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
+                           ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
         _bump_version(ctx, change)
     return change
 
@@ -417,7 +421,8 @@ def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
     raw_pairs |= {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("tgt_key_kwd", sorted(keys))],
         fields=["src_key_kwd", "tgt_key_kwd"])}
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.describer(), ctx.embed, after)
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.describer(), ctx.embed, after,
+                       ctx.vector_name)
     _bump_version(ctx, change)
     return change
 

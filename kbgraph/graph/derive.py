@@ -98,14 +98,18 @@ def unique_fragments(fragments: Iterable[str]) -> list[str]:
     return out
 
 
+# Embedding models read a few hundred word pieces at most; a longer text costs more and says little more.
+EMBED_CHARS = 1000
+
+
 def entity_text(entity: Entity) -> str:
     """What an entity's vector embeds."""
-    return f"{entity.name} ({entity.type}): {entity.description}"[:2000]
+    return f"{entity.name} ({entity.type}): {entity.description}"[:EMBED_CHARS]
 
 
 def relation_text(relation: Relation) -> str:
     keywords = f" [{', '.join(relation.keywords)}]" if relation.keywords else ""
-    return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:2000]
+    return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:EMBED_CHARS]
 
 
 def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe) -> Entity:
@@ -175,24 +179,43 @@ def _relation_mentions(store: DocStore, tenant: str, kb_id: str, pairs: Iterable
     return found
 
 
-def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str]) -> dict[str, dict]:
+def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str],
+              vector_name: str | None = None) -> dict[str, dict]:
+    """The stored rows with these ids, with their vectors when ``vector_name`` is given."""
     out: dict[str, dict] = {}
     for batch in _batches(list(ids)):
-        for doc in store.get(tenant, [kb_id], batch, fields=None):
+        for doc in store.get(tenant, [kb_id], batch):
             out[doc["id"]] = doc
+        if vector_name is not None:
+            for doc in store.get(tenant, [kb_id], batch, fields=["id", vector_name]):
+                if vector_name in doc and doc["id"] in out:
+                    out[doc["id"]][vector_name] = doc[vector_name]
     return out
 
 
-def _with_vectors(rows: list, texts: list[str], embed: EmbedTexts | None) -> None:
-    if embed is None or not rows:
-        return
-    for row, vector in zip(rows, embed(texts)):
-        row.vector = list(vector)
+def _changed_rows(rows: list, previous: Mapping[str, dict], text_of: Callable[[object], str],
+                  from_doc: Callable[[dict], object], embed: EmbedTexts | None) -> list:
+    """The rows that differ from what is stored, with vectors: reused where the embedded text is
+    unchanged, computed in one batch for the rest. Unchanged rows are not rewritten."""
+    to_embed = []
+    for row in rows:
+        old = previous.get(row.id)
+        if old is not None:
+            old_row = from_doc(old)
+            if old_row.vector is not None and text_of(old_row) == text_of(row):
+                row.vector = old_row.vector
+        if row.vector is None and embed is not None:
+            to_embed.append(row)
+    if to_embed:
+        for row, vector in zip(to_embed, embed([text_of(r) for r in to_embed])):
+            row.vector = list(vector)
+    return [row for row in rows if previous.get(row.id) != row.to_doc()]
 
 
 def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[str],
               relation_pairs: Iterable[tuple[str, str]], describe: Describe,
-              embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES) -> DeriveResult:
+              embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES,
+              vector_name: str | None = None) -> DeriveResult:
     """Re-derive the rows of the given keys from their remaining mentions; write or remove them.
 
     Keys may be raw or aliased: an alias's own row is removed and its canonical key re-derived.
@@ -205,7 +228,7 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     pairs = sorted(p for p in pairs if p[0] != p[1])
 
     mentions = _entity_mentions(store, tenant, kb_id, keys, aliases)
-    previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys])
+    previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
     entities: list[Entity] = []
     for key in keys:
         if key not in mentions:
@@ -218,9 +241,9 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
             if old.get("name_kwd") != entity.name:
                 result.renamed.add(key)
         entities.append(entity)
-    _with_vectors(entities, [entity_text(e) for e in entities], embed)
-    if entities:
-        store.upsert(tenant, kb_id, [e.to_doc() for e in entities], refresh=False)
+    changed = _changed_rows(entities, previous, entity_text, Entity.from_doc, embed)
+    if changed:
+        store.upsert(tenant, kb_id, [e.to_doc() for e in changed], refresh=False)
     gone = sorted({entity_id(kb_id, k) for k in keys if k not in mentions}
                   | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
     if gone:
@@ -234,9 +257,10 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     rel_mentions = _relation_mentions(store, tenant, kb_id, pairs, aliases)
     relations = [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
                  for s, t in pairs if (s, t) in rel_mentions]
-    _with_vectors(relations, [relation_text(r) for r in relations], embed)
-    if relations:
-        store.upsert(tenant, kb_id, [r.to_doc() for r in relations], refresh=False)
+    previous_rel = _existing(store, tenant, kb_id, [r.id for r in relations], vector_name)
+    changed_rel = _changed_rows(relations, previous_rel, relation_text, Relation.from_doc, embed)
+    if changed_rel:
+        store.upsert(tenant, kb_id, [r.to_doc() for r in changed_rel], refresh=False)
     gone_rel = sorted({relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions}
                       | {relation_id(kb_id, *p) for p in raw_pairs if aliases.pair(*p) != p})
     if gone_rel:
