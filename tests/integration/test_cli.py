@@ -42,8 +42,14 @@ def test_index_query_graph_and_remove(env: dict[str, str], tmp_path: Path) -> No
     assert "0 indexed, 14 unchanged" in again.stdout
 
     answer = json.loads(run(env, "query", "Who founded the Lumen Cartographers Guild?", "--kb", "lore", "--json").stdout)
-    assert answer["chunks"] and answer["chunks"][0]["similarity"] >= answer["chunks"][-1]["similarity"]
-    assert {"chunk_id", "doc_name", "content", "similarity", "vector_similarity", "term_similarity"} <= set(answer["chunks"][0])
+    assert answer["mode"] == "mix"  # the default with a graph
+    assert answer["chunks"] and answer["chunks"][0]["score"] >= answer["chunks"][-1]["score"]
+    assert {"chunk_id", "doc_name", "content", "score", "similarity", "vector_similarity", "term_similarity"} <= set(answer["chunks"][0])
+    assert answer["entities"] and answer["citations"]
+    naive = json.loads(run(env, "query", "Who founded the Lumen Cartographers Guild?", "--kb", "lore", "--json",
+                           "--mode", "naive", "--top-k", "3").stdout)
+    assert naive["mode"] == "naive" and 0 < len(naive["chunks"]) <= 3 and not naive["entities"]
+    assert all(c["similarity"] >= 0.2 for c in naive["chunks"])  # the default threshold
 
     stats = json.loads(run(env, "graph", "stats", "--kb", "lore", "--json").stdout)
     assert stats["entities"] > 20 and stats["relations"] > 20 and stats["reports"] > 0
