@@ -145,3 +145,11 @@ def test_killed_indexing_resumes_without_duplicates(env: dict[str, str], tmp_pat
     for doc_id, doc in docs.items():
         ids = {r[0] for r in rows if r[1] == doc_id}
         assert ids == {chunk_id(doc_id, i) for i in range(doc.chunk_count)}
+
+
+def test_demo_indexes_the_sample_corpus_and_answers(env: dict[str, str]) -> None:
+    first = run(env, "demo")
+    assert f"indexed {SAMPLE_CORPUS_DIR}: 14 new" in first.stdout
+    assert "mode: mix" in first.stdout and "lumen_cartographers_guild.md" in first.stdout
+    second = run(env, "demo", "Who built the Kestrel Observatory?")
+    assert "0 new, 14 unchanged" in second.stdout and "kestrel_observatory.html" in second.stdout
