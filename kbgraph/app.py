@@ -8,6 +8,7 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,10 +206,31 @@ class Engine:
         return self.index_bytes(kb, doc, data if size <= self.settings.max_file_bytes else None, size,
                                 progress=progress, cancel=cancel)
 
+    def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
+        """A progress callback that also records the document's progress (at most twice a second)."""
+        spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9)}
+        last = {"at": 0.0, "phase": ""}
+
+        def report(event: Progress) -> None:
+            outer(event)
+            if event.phase not in spans or not event.total:
+                return
+            now = time.monotonic()
+            if event.phase == last["phase"] and now - last["at"] < 0.5 and event.done < event.total:
+                return
+            low, high = spans[event.phase]
+            last.update(at=now, phase=event.phase)
+            self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
+                                          message=f"{event.phase} {event.done}/{event.total}"
+                                          + (f", {event.llm_calls} LLM calls" if event.llm_calls else ""))
+
+        return report
+
     def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
                     progress: ProgressFn = _no_progress, cancel: CancelCheck = _never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
         meta = self.meta
+        progress = self._tracked(doc.id, progress)
         meta.set_document_status(doc.id, "running", progress=0.0, message="parsing")
         try:
             if data is None:
@@ -219,7 +241,6 @@ class Engine:
             parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
             message = f"{parsed_result.chunks} chunks"
             if kb.graph.enabled:
-                meta.set_document_status(doc.id, "running", progress=0.5, message="extracting graph")
                 extracted = pipeline.extract_document(ctx, doc.id, progress=progress, cancel=cancel)
                 merged = pipeline.merge_document(ctx, doc.id)
                 meta.set_document_graph_state(doc.id, extracted=True)

@@ -38,6 +38,8 @@ class Progress:
     done: int
     total: int
     message: str = ""
+    llm_calls: int = 0  # chat calls so far in this context (cached answers not counted)
+    tokens: int = 0  # prompt + completion tokens of those calls
 
 
 ProgressFn = Callable[[Progress], None]
@@ -80,6 +82,12 @@ class KBContext:
         return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language)
 
 
+def _report(ctx: KBContext, progress: ProgressFn, phase: str, done: int, total: int, message: str = "") -> None:
+    chat = [u for name, u in ctx.ledger.by_phase.items() if name != "embed"]
+    progress(Progress(phase, done, total, message, llm_calls=sum(u.calls for u in chat),
+                      tokens=sum(u.prompt_tokens + u.completion_tokens for u in chat)))
+
+
 def _check(cancel: CancelCheck) -> None:
     if cancel():
         raise Cancelled("cancelled by request")
@@ -102,7 +110,7 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     title_tokens = token_string(parsed.name)
     now = time.time()
     total_tokens = 0
-    progress(Progress("parse", 0, len(spans), parsed.name))
+    _report(ctx, progress, "parse", 0, len(spans), parsed.name)
     for start in range(0, len(spans), batch_size):
         _check(cancel)
         batch = spans[start:start + batch_size]
@@ -116,7 +124,7 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
         ]
         ctx.store.upsert(ctx.tenant, ctx.kb_id, [c.to_doc() for c in chunks], refresh=False)
         total_tokens += sum(s.token_count for s in batch)
-        progress(Progress("parse", start + len(batch), len(spans), parsed.name))
+        _report(ctx, progress, "parse", start + len(batch), len(spans), parsed.name)
     ctx.store.refresh(ctx.tenant)
     return ParseResult(chunks=len(spans), tokens=total_tokens)
 
@@ -196,7 +204,7 @@ def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = _no_
     result = ExtractResult(chunks=len(chunks))
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), eq("knowledge_graph_kwd", EntityMention.KIND)])
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), eq("knowledge_graph_kwd", RelationMention.KIND)])
-    progress(Progress("extract", 0, len(chunks)))
+    _report(ctx, progress, "extract", 0, len(chunks))
 
     def run(chunk: Chunk) -> tuple[Chunk, ChunkExtraction | None, str]:
         _check(cancel)
@@ -224,7 +232,7 @@ def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = _no_
             if len(pending) >= 1000:
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, pending, refresh=False)
                 pending = []
-            progress(Progress("extract", done, len(chunks)))
+            _report(ctx, progress, "extract", done, len(chunks))
     if pending:
         ctx.store.upsert(ctx.tenant, ctx.kb_id, pending, refresh=False)
     ctx.store.refresh(ctx.tenant)
@@ -377,7 +385,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
     batch: list[CommunityReport] = []
-    progress(Progress("reports", 0, len(todo)))
+    _report(ctx, progress, "reports", 0, len(todo))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for done, report in enumerate(pool.map(write, todo), start=1):
             batch.append(report)
@@ -387,7 +395,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
                     r.vector = v
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, [r.to_doc() for r in batch], refresh=False)
                 batch = []
-            progress(Progress("reports", done, len(todo)))
+            _report(ctx, progress, "reports", done, len(todo))
     result.reports_generated = len(todo)
     stale = sorted(existing - wanted.keys())
     if stale:
@@ -463,17 +471,17 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _n
         if ctx.chat is None:
             meta.phase_status["resolution"] = "skipped: needs an LLM"
         else:
-            progress(Progress("resolution", 0, 1))
+            _report(ctx, progress, "resolution", 0, 1)
             _refresh_resolution(ctx, entities, result, cancel)
             meta = load_graph_meta(ctx)  # merges bump the graph version
             meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
             entities, relations = _graph_rows(ctx)
-            progress(Progress("resolution", 1, 1))
+            _report(ctx, progress, "resolution", 1, 1)
     if force or meta.is_stale("pagerank"):
-        progress(Progress("pagerank", 0, 1))
+        _report(ctx, progress, "pagerank", 0, 1)
         result.pagerank_updated = _refresh_pagerank(ctx, entities, relations)
         meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = meta.version, "done"
-        progress(Progress("pagerank", 1, 1))
+        _report(ctx, progress, "pagerank", 1, 1)
     else:
         result.skipped.append("pagerank")
     if ctx.graph.community and (force or meta.is_stale("communities")):

@@ -174,3 +174,18 @@ def test_a_knowledge_base_can_use_its_own_model(settings, scripted_llm, model, t
         assert models == {"cheap-extractor"}
         with pytest.raises(Exception, match="unknown LLM setting"):
             engine.create_kb("bad", llm={"model": "x"})
+
+
+def test_progress_reports_phases_calls_and_tokens(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ["glass_tower.md", "mira_castell.md"])
+    events = []
+    with _engine(settings, scripted_llm, chunk_tokens=80, chunk_overlap=10) as engine:
+        engine.create_kb("watched", graph=GraphConfig(enabled=True, method="general", community=True))
+        engine.index_paths("watched", [corpus], progress=events.append)
+        phases = {e.phase for e in events}
+        assert {"documents", "parse", "extract", "pagerank", "reports"} <= phases
+        extract = [e for e in events if e.phase == "extract"]
+        assert extract[-1].done == extract[-1].total > 1
+        assert extract[-1].llm_calls > 0 and extract[-1].tokens > 0
+        assert [e.llm_calls for e in extract] == sorted(e.llm_calls for e in extract)
+        assert all(d.progress == 1.0 and d.status == "done" for d in engine.list_documents("watched"))
