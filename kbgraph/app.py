@@ -8,8 +8,10 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
-from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +54,21 @@ class IndexReport:
         return sum(1 for d in self.documents if d.status == status)
 
 
+KBLock = Callable[[str], AbstractContextManager]
+
+
+class _ThreadLocks:
+    """One re-entrant lock per knowledge base, for one process."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+
+    def __call__(self, kb_id: str) -> AbstractContextManager:
+        with self._guard:
+            return self._locks.setdefault(kb_id, threading.RLock())
+
+
 def _no_progress(_: Progress) -> None:
     return None
 
@@ -61,8 +78,12 @@ def _never() -> bool:
 
 
 class Engine:
-    def __init__(self, settings: Settings, meta: MetaDB, store: DocStore, tenant: str = DEFAULT_TENANT) -> None:
+    def __init__(self, settings: Settings, meta: MetaDB, store: DocStore, tenant: str = DEFAULT_TENANT,
+                 kb_lock: KBLock | None = None) -> None:
         self.settings = settings
+        # serializes merges and KB phases per knowledge base; in-process by default, a Redis lock
+        # when several workers share a knowledge base (task_executor passes one)
+        self.kb_lock: KBLock = kb_lock or _ThreadLocks()
         self.meta = meta
         self.store = store
         self.tenant = tenant
@@ -71,13 +92,13 @@ class Engine:
         self.ledger = UsageLedger()
 
     @classmethod
-    def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT) -> "Engine":
+    def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT, kb_lock: KBLock | None = None) -> "Engine":
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         meta = MetaDB.open(settings.meta_url)
         meta.ensure_tenant(tenant)
         store = open_store(settings)
         store.ensure_index(tenant)
-        return cls(settings, meta, store, tenant)
+        return cls(settings, meta, store, tenant, kb_lock)
 
     def close(self) -> None:
         self.store.close()
@@ -175,7 +196,8 @@ class Engine:
                 break
         progress(Progress("documents", len(files), len(files)))
         if refresh and kb.graph.enabled and report.count("indexed"):
-            report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
+            with self.kb_lock(kb.id):
+                report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
         return report
 
     @staticmethod
@@ -242,7 +264,8 @@ class Engine:
             message = f"{parsed_result.chunks} chunks"
             if kb.graph.enabled:
                 extracted = pipeline.extract_document(ctx, doc.id, progress=progress, cancel=cancel)
-                merged = pipeline.merge_document(ctx, doc.id)
+                with self.kb_lock(kb.id):  # merges of one KB never interleave
+                    merged = pipeline.merge_document(ctx, doc.id)
                 meta.set_document_graph_state(doc.id, extracted=True)
                 message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
                             f"mentions; {merged.entities_written} entities updated")
@@ -276,10 +299,11 @@ class Engine:
         kb = self.kb(kb_name)
         doc = self.document(kb, name_or_id)
         ctx = self.context(kb)
-        change = pipeline.delete_document(ctx, doc.id)
-        self.meta.delete_document(kb.id, doc.id)
-        if refresh and kb.graph.enabled and change.changed:
-            pipeline.refresh_kb(ctx)
+        with self.kb_lock(kb.id):
+            change = pipeline.delete_document(ctx, doc.id)
+            self.meta.delete_document(kb.id, doc.id)
+            if refresh and kb.graph.enabled and change.changed:
+                pipeline.refresh_kb(ctx)
         return change
 
     def refresh_graph(self, kb_name: str, *, force: bool = False,
@@ -287,7 +311,8 @@ class Engine:
         kb = self.kb(kb_name)
         if not kb.graph.enabled:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; create it with --graph")
-        return pipeline.refresh_kb(self.context(kb), force=force, progress=progress)
+        with self.kb_lock(kb.id):
+            return pipeline.refresh_kb(self.context(kb), force=force, progress=progress)
 
     # -- retrieval ----------------------------------------------------------------------------
 
