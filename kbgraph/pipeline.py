@@ -19,7 +19,6 @@ from kbgraph.graph.derive import AliasMap, DeriveResult, load_aliases, recompute
 from kbgraph.graph.describe import Describer
 from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
-from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.chunker import chunk_text
@@ -148,45 +147,6 @@ def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
     return sorted((Chunk.from_doc(d) for d in docs), key=lambda c: c.position)
 
 
-def mentions_of(ctx: KBContext, chunk: Chunk, extraction: ChunkExtraction) -> tuple[list[EntityMention], list[RelationMention]]:
-    """The extraction of one chunk as mention rows (keys normalized, self-loops and blanks gone)."""
-    entities: dict[str, EntityMention] = {}
-    for found in extraction.entities:
-        key = normalize_key(found.name)
-        if not key:
-            continue
-        if key in entities:  # the same entity twice in one chunk: one mention with both fragments
-            mention = entities[key]
-            if found.description and found.description not in mention.description:
-                mention.description = f"{mention.description}\n{found.description}".strip()
-            mention.weight += found.weight
-            continue
-        entities[key] = EntityMention(kb_id=ctx.kb_id, doc_id=chunk.doc_id, chunk_id=chunk.id, key=key,
-                                      name=found.name.strip(), type=(found.type or "unknown").strip().lower(),
-                                      description=found.description.strip(), weight=found.weight)
-    relations: dict[tuple[str, str], RelationMention] = {}
-    for found in extraction.relations:
-        src, tgt = normalize_key(found.source), normalize_key(found.target)
-        if not src or not tgt or src == tgt:
-            continue
-        for key, name in ((src, found.source), (tgt, found.target)):
-            if key not in entities:  # an endpoint the extractor did not list: keep it, untyped
-                entities[key] = EntityMention(kb_id=ctx.kb_id, doc_id=chunk.doc_id, chunk_id=chunk.id, key=key,
-                                              name=name.strip(), type="unknown", description="")
-        pair = tuple(sorted((src, tgt)))
-        if pair in relations:
-            mention = relations[pair]
-            if found.description and found.description not in mention.description:
-                mention.description = f"{mention.description}\n{found.description}".strip()
-            mention.weight += found.weight
-            mention.keywords = sorted(set(mention.keywords) | set(found.keywords))
-            continue
-        relations[pair] = RelationMention(kb_id=ctx.kb_id, doc_id=chunk.doc_id, chunk_id=chunk.id, src_key=pair[0],
-                                          tgt_key=pair[1], description=found.description.strip(),
-                                          keywords=sorted(set(found.keywords)), weight=found.weight)
-    return list(entities.values()), list(relations.values())
-
-
 def build_document_extractor(ctx: KBContext) -> Extractor:
     return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
                            max_gleanings=ctx.graph.max_gleanings)
@@ -225,7 +185,7 @@ def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = _no_
             else:
                 result.llm_calls += extraction.llm_calls
                 result.dropped_records += extraction.dropped
-                entities, relations = mentions_of(ctx, chunk, extraction)
+                entities, relations = extraction.to_mentions(ctx.kb_id, chunk.doc_id, chunk.id)
                 pending += [m.to_doc() for m in entities] + [m.to_doc() for m in relations]
                 result.entity_mentions += len(entities)
                 result.relation_mentions += len(relations)
