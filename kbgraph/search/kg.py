@@ -1,0 +1,429 @@
+"""The `kg` retrieval mode: question -> entities, relations, community reports and their chunks.
+
+Scoring, every part in [0, 1]:
+
+- seed relevance r(e) of an entity: probabilistic OR of its hybrid entity-search score (BM25 over
+  names, boosted, and descriptions + kNN over entity vectors), an exact-name match of an analysed
+  entity (1.0) and an answer-type match (BM25 of the keywords over descriptions, or the type itself);
+- neighbour expansion, up to ``hops`` relations away, read from relation rows on demand: a
+  neighbour b of a frontier entity a gets ``r(a) * decay * (0.5 + 0.5 * w/w_max(a))`` per path,
+  the contributions of different paths OR-ed together, so an entity linking two question entities
+  outranks one hanging off a single one;
+- final entity score ``(1 - p) * r + p * pagerank/max_pagerank`` (a small PageRank prior);
+- a relation scores by its own hybrid search score OR-ed with the score of the expansion that used
+  it, plus the same small weight prior;
+- a report scores by the summed scores of the chosen entities among its members (normalized)
+  OR-ed with its own hybrid search score over report content;
+- a chunk scores by the summed scores of the chosen entities and relations citing it, each
+  damped by how many chunks it cites (an entity named everywhere says little about any one chunk).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kbgraph.graph.keys import normalize_key
+from kbgraph.llm.base import Embedder
+from kbgraph.parse.tokenize import tokenize, tokenize_query
+from kbgraph.search.context import (
+    Budget,
+    EntityHit,
+    RelationHit,
+    ReportHit,
+    RetrievedChunk,
+    any_of_scores,
+    citation_map,
+    entity_row,
+    fit_chunks,
+    relation_row,
+    render_context,
+    report_block,
+    within_budget,
+)
+from kbgraph.search.query_analysis import QueryAnalysis
+from kbgraph.store.base import (
+    Condition,
+    DocStore,
+    Hit,
+    SearchRequest,
+    TextQuery,
+    VectorQuery,
+    any_of,
+    eq,
+    vector_field,
+)
+from kbgraph.store.records import CommunityReport, Entity, Relation, entity_id
+
+ENTITY_FIELDS = ["id", "kb_id", "entity_key_kwd", "name_kwd", "entity_type_kwd", "content_with_weight",
+                 "chunk_ids_kwd", "pagerank_flt", "community_ids_kwd", "mention_count_int"]
+RELATION_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "src_name_kwd", "tgt_name_kwd",
+                   "content_with_weight", "keywords_kwd", "weight_flt", "chunk_ids_kwd"]
+REPORT_FIELDS = ["id", "kb_id", "level_int", "community_kwd", "title_kwd", "content_with_weight",
+                 "findings_with_weight", "rating_flt", "entity_keys_kwd"]
+CHUNK_FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int", "available_int"]
+
+
+@dataclass(frozen=True)
+class KGParams:
+    entity_top_n: int = 12
+    relation_top_n: int = 12
+    report_top_n: int = 3
+    chunk_top_n: int = 8
+    search_top_n: int = 24  # hits taken from each entity/relation/report search
+    name_boost: float = 3.0
+    vector_weight: float = 0.5
+    exact_score: float = 1.0
+    type_score: float = 0.5  # an answer-type match is weaker evidence than a name match
+    question_weight: float = 0.5  # whole-question entity search, next to the per-entity lookups
+    entity_matches: int = 3  # hits kept per analysed entity
+    hops: int = 2
+    hop_decay: float = 0.5
+    frontier: int = 4  # best entities expanded per hop (more mostly adds hub noise)
+    pagerank_weight: float = 0.1
+    weight_prior: float = 0.1  # the same small prior for relations, from their weight
+    min_score: float = 0.05
+    budget: Budget = field(default_factory=Budget)
+
+
+@dataclass
+class GraphResult:
+    entities: list[EntityHit] = field(default_factory=list)
+    relations: list[RelationHit] = field(default_factory=list)
+    reports: list[ReportHit] = field(default_factory=list)
+    chunks: list[RetrievedChunk] = field(default_factory=list)
+    context: str = ""
+    citations: dict[int, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------- helpers
+
+Node = tuple[str, str]  # (kb_id, key): keys are only unique within a knowledge base
+
+
+def _entity_hit(doc: dict, score: float, hops: int = 0) -> EntityHit:
+    return EntityHit(id=doc["id"], kb_id=doc.get("kb_id", ""), key=doc.get("entity_key_kwd", ""),
+                     name=doc.get("name_kwd", "") or doc.get("entity_key_kwd", ""),
+                     type=doc.get("entity_type_kwd", ""), description=doc.get("content_with_weight", ""),
+                     score=score, pagerank=float(doc.get("pagerank_flt", 0.0) or 0.0), hops=hops,
+                     chunk_ids=list(doc.get("chunk_ids_kwd") or []),
+                     community_ids=list(doc.get("community_ids_kwd") or []))
+
+
+def _relation_hit(doc: dict, score: float) -> RelationHit:
+    return RelationHit(id=doc["id"], kb_id=doc.get("kb_id", ""), src_key=doc.get("src_key_kwd", ""),
+                       tgt_key=doc.get("tgt_key_kwd", ""), src_name=doc.get("src_name_kwd", "") or doc.get("src_key_kwd", ""),
+                       tgt_name=doc.get("tgt_name_kwd", "") or doc.get("tgt_key_kwd", ""),
+                       description=doc.get("content_with_weight", ""), score=score,
+                       weight=float(doc.get("weight_flt", 0.0) or 0.0), keywords=list(doc.get("keywords_kwd") or []),
+                       chunk_ids=list(doc.get("chunk_ids_kwd") or []))
+
+
+def report_content(doc: dict) -> str:
+    parts = [doc.get("content_with_weight", "")]
+    for finding in doc.get("findings_with_weight") or []:
+        if isinstance(finding, dict):
+            parts.append(f"- {finding.get('summary', '')}: {finding.get('explanation', '')}".rstrip(": "))
+    return "\n".join(p for p in parts if p.strip())
+
+
+def _report_hit(doc: dict, score: float) -> ReportHit:
+    return ReportHit(id=doc["id"], kb_id=doc.get("kb_id", ""), level=int(doc.get("level_int", 0) or 0),
+                     community=doc.get("community_kwd", ""), title=doc.get("title_kwd", ""),
+                     content=report_content(doc), score=score, rating=float(doc.get("rating_flt", 0.0) or 0.0))
+
+
+def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
+                fields: dict[str, float], vector: np.ndarray | None, limit: int, vector_weight: float,
+                where: Sequence[Condition] = (), returned: Sequence[str] | None = None) -> list[Hit]:
+    """Hybrid (or text-only / vector-only) search over one kind of graph row."""
+    if not tokens and vector is None:
+        return []
+    request = SearchRequest(
+        kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind), *where],
+        text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
+        vector=VectorQuery(field=vector_field(len(vector)), vector=[float(x) for x in vector])
+        if vector is not None else None,
+        vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
+    return store.search(tenant, request).hits
+
+
+def hop_factor(weight: float, max_weight: float, decay: float) -> float:
+    """How much of an entity's score crosses one relation: ``decay`` for its heaviest relation,
+    down to half that for the lightest, so weak co-occurrences still lead somewhere."""
+    share = weight / max_weight if max_weight > 0 and weight > 0 else 0.0
+    return decay * (0.5 + 0.5 * min(1.0, share))
+
+
+def chunk_support(items: Iterable[tuple[float, Sequence[str]]]) -> dict[str, float]:
+    """Chunk id -> summed score of the items (entities, relations) citing it, each item's score
+    spread by 1/log2(1 + number of chunks it cites), normalized so the best chunk gets 1."""
+    support: dict[str, float] = defaultdict(float)
+    for score, chunk_ids in items:
+        if score <= 0 or not chunk_ids:
+            continue
+        share = score / math.log2(1 + len(chunk_ids))
+        for cid in chunk_ids:
+            support[cid] += share
+    top = max(support.values(), default=0.0)
+    return {cid: s / top for cid, s in support.items()} if top > 0 else {}
+
+
+# ------------------------------------------------------------------------------------- retrieval
+
+def name_match(query_tokens: Sequence[str], name_tokens: str) -> float:
+    """Jaccard overlap of a query entity's tokens with an entity's name (and alias) tokens."""
+    q, e = set(query_tokens), set(name_tokens.split())
+    return len(q & e) / len(q | e) if q and e else 0.0
+
+
+@dataclass
+class Seeds:
+    scores: dict[Node, float]  # seed relevance r(e)
+    docs: dict[Node, dict]  # their rows
+    anchored: set[Node]  # matched by an analysed entity (by key or by its own search)
+
+
+def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
+                  vector: np.ndarray | None, params: KGParams, embedder: Embedder | None = None) -> Seeds:
+    """Seed relevance r(e) of entities matched by the question.
+
+    Each analysed entity is looked up by its key (exact, score 1) and searched on its own (its
+    tokens over names, its embedding over entity vectors; the best ``entity_matches`` hits score by
+    name overlap and vector similarity), so one entity of the question cannot be crowded out by
+    another. The whole question is searched as well, at ``question_weight``, because an analysis
+    can miss entities; generic words of the question that happen to be entity names ("country",
+    "charge") then stay weak seeds.
+    """
+    docs: dict[Node, dict] = {}
+    parts: dict[Node, list[float]] = defaultdict(list)
+    anchored: set[Node] = set()
+
+    def note(doc: dict, score: float, anchor: bool = False) -> None:
+        node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
+        docs.setdefault(node, doc)
+        parts[node].append(score)
+        if anchor:
+            anchored.add(node)
+
+    fields = [*ENTITY_FIELDS, "name_ltks"]
+    tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
+    for hit in kind_search(store, tenant, kb_ids, Entity.KIND, tokens,
+                           {"name_ltks": params.name_boost, "content_ltks": 1.0}, vector,
+                           params.search_top_n, params.vector_weight, returned=fields):
+        note(hit.doc, params.question_weight * hit.score)
+
+    names = list(dict.fromkeys(n for n in analysis.entities if normalize_key(n)))
+    keys = list(dict.fromkeys(normalize_key(n) for n in names))
+    if keys:
+        ids = [entity_id(kb, key) for kb in kb_ids for key in keys]
+        for doc in store.get(tenant, list(kb_ids), ids, fields=fields):
+            note(doc, params.exact_score, anchor=True)
+    if names and params.entity_matches > 0:
+        name_vectors = embedder.embed(names) if embedder is not None else [None] * len(names)
+        for name, name_vector in zip(names, name_vectors):
+            name_tokens = tokenize(name)
+            for hit in kind_search(store, tenant, kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,
+                                   params.entity_matches, params.vector_weight, returned=fields):
+                overlap = name_match(name_tokens, hit.doc.get("name_ltks", ""))
+                similarity = hit.vector_score if name_vector is not None else overlap
+                note(hit.doc, 0.5 * overlap + 0.5 * similarity, anchor=True)
+
+    if analysis.keywords:
+        kw_tokens = tokenize_query(" ".join(analysis.keywords))
+        for hit in kind_search(store, tenant, kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None,
+                               params.search_top_n, 0.0, returned=fields):
+            note(hit.doc, params.type_score * hit.score)
+        types = sorted({k.strip().lower() for k in analysis.keywords if k.strip()})
+        typed = store.search(tenant, SearchRequest(
+            kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_type_kwd", types)],
+            order_by=[("pagerank_flt", "desc")], limit=params.search_top_n, fields=fields)).hits
+        top_rank = max((float(h.doc.get("pagerank_flt", 0.0) or 0.0) for h in typed), default=0.0)
+        for hit in typed:
+            rank = float(hit.doc.get("pagerank_flt", 0.0) or 0.0)
+            note(hit.doc, params.type_score * 0.5 * (1.0 + (rank / top_rank if top_rank > 0 else 0.0)))
+
+    return Seeds({node: any_of_scores(*values) for node, values in parts.items()}, docs, anchored)
+
+
+def _relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]) -> list[dict]:
+    keys = sorted({key for _, key in nodes})
+    wanted = set(nodes)
+    found: dict[str, dict] = {}
+    for side in ("src_key_kwd", "tgt_key_kwd"):
+        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)],
+                              fields=RELATION_FIELDS):
+            if (doc.get("kb_id", ""), doc.get(side, "")) in wanted:
+                found[doc["id"]] = doc
+    return [found[i] for i in sorted(found)]
+
+
+def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams
+           ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, dict]]]:
+    """Spread seed relevance along relations for ``params.hops`` hops.
+
+    Returns entity scores (seeds included), the hop at which each entity was first reached, and
+    for every relation walked its best path score and row.
+    """
+    scores = dict(seeds)
+    hops = {node: 0 for node in seeds}
+    walked: dict[str, tuple[float, dict]] = {}
+    frontier = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
+    frontier = frontier[:params.frontier]
+    for hop in range(1, params.hops + 1):
+        if not frontier:
+            break
+        rows = _relations_touching(store, tenant, kb_ids, frontier)
+        heaviest: dict[Node, float] = defaultdict(float)
+        for doc in rows:
+            kb, w = doc.get("kb_id", ""), float(doc.get("weight_flt", 0.0) or 0.0)
+            for side in ("src_key_kwd", "tgt_key_kwd"):
+                heaviest[(kb, doc.get(side, ""))] = max(heaviest[(kb, doc.get(side, ""))], w)
+        gained: dict[Node, list[float]] = defaultdict(list)
+        in_frontier = set(frontier)
+        for doc in rows:
+            kb, w = doc.get("kb_id", ""), float(doc.get("weight_flt", 0.0) or 0.0)
+            src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+            for a, b in ((src, tgt), (tgt, src)):
+                if a not in in_frontier:
+                    continue
+                passed = scores[a] * hop_factor(w, heaviest[a], params.hop_decay)
+                gained[b].append(passed)
+                if passed > walked.get(doc["id"], (0.0, doc))[0]:
+                    walked[doc["id"]] = (passed, doc)
+        reached: list[Node] = []
+        for node, values in gained.items():
+            scores[node] = any_of_scores(scores.get(node, 0.0), *values)
+            if node not in hops:
+                hops[node] = hop
+                reached.append(node)
+        frontier = sorted((n for n in reached if scores[n] >= params.min_score), key=lambda n: (-scores[n], n))
+        frontier = frontier[:params.frontier]
+    return scores, hops, walked
+
+
+def _fetch_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node]) -> dict[Node, dict]:
+    ids = [entity_id(kb, key) for kb, key in nodes]
+    out: dict[Node, dict] = {}
+    for start in range(0, len(ids), 500):
+        for doc in store.get(tenant, list(kb_ids), ids[start:start + 500], fields=ENTITY_FIELDS):
+            out[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = doc
+    return out
+
+
+def rank_entities(scores: dict[Node, float], hops: dict[Node, int], docs: dict[Node, dict],
+                  pagerank_weight: float) -> list[EntityHit]:
+    ranks = {n: float(d.get("pagerank_flt", 0.0) or 0.0) for n, d in docs.items()}
+    top_rank = max(ranks.values(), default=0.0)
+    hits = []
+    for node, doc in docs.items():
+        prior = ranks[node] / top_rank if top_rank > 0 else 0.0
+        final = (1.0 - pagerank_weight) * scores.get(node, 0.0) + pagerank_weight * prior
+        hits.append(_entity_hit(doc, round(final, 6), hops.get(node, 0)))
+    hits.sort(key=lambda e: (-e.score, e.name, e.id))
+    return hits
+
+
+def rank_relations(found: dict[str, tuple[float, dict]], walked: dict[str, tuple[float, dict]],
+                   weight_prior: float) -> list[RelationHit]:
+    rows = {rid: doc for rid, (_, doc) in found.items()}
+    rows.update({rid: doc for rid, (_, doc) in walked.items() if rid not in rows})
+    top_weight = max((float(d.get("weight_flt", 0.0) or 0.0) for d in rows.values()), default=0.0)
+    hits = []
+    for rid, doc in rows.items():
+        relevance = any_of_scores(found.get(rid, (0.0, doc))[0], walked.get(rid, (0.0, doc))[0])
+        prior = float(doc.get("weight_flt", 0.0) or 0.0) / top_weight if top_weight > 0 else 0.0
+        hits.append(_relation_hit(doc, round((1.0 - weight_prior) * relevance + weight_prior * prior, 6)))
+    hits.sort(key=lambda r: (-r.score, r.src_name, r.tgt_name, r.id))
+    return hits
+
+
+def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: Sequence[EntityHit],
+                 tokens: Sequence[str], vector: np.ndarray | None, params: KGParams) -> list[ReportHit]:
+    member: dict[str, float] = defaultdict(float)
+    docs: dict[str, dict] = {}
+    by_kb: dict[str, dict[str, float]] = defaultdict(dict)
+    for e in entities:
+        by_kb[e.kb_id][e.key] = e.score
+    for kb, keyed in by_kb.items():
+        for doc in store.scan(tenant, [kb], [eq("knowledge_graph_kwd", CommunityReport.KIND),
+                                             any_of("entity_keys_kwd", sorted(keyed))], fields=REPORT_FIELDS):
+            docs[doc["id"]] = doc
+            member[doc["id"]] = sum(keyed.get(k, 0.0) for k in doc.get("entity_keys_kwd") or [])
+    top_member = max(member.values(), default=0.0)
+    text: dict[str, float] = {}
+    for hit in kind_search(store, tenant, kb_ids, CommunityReport.KIND, tokens, {"content_ltks": 1.0}, vector,
+                           params.search_top_n, params.vector_weight, returned=REPORT_FIELDS):
+        docs.setdefault(hit.id, hit.doc)
+        text[hit.id] = hit.score
+    hits = []
+    for rid, doc in docs.items():
+        relevance = any_of_scores(member.get(rid, 0.0) / top_member if top_member > 0 else 0.0, text.get(rid, 0.0))
+        rating = float(doc.get("rating_flt", 0.0) or 0.0)
+        # a slight preference for reports their writer rated important, never enough to beat relevance
+        final = relevance * (0.9 + 0.1 * min(1.0, max(0.0, rating / 10.0)))
+        hits.append(_report_hit(doc, round(final, 6)))
+    hits.sort(key=lambda r: (-r.score, r.level, r.id))
+    return hits
+
+
+def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[str, float],
+                 limit: int, source: str) -> list[RetrievedChunk]:
+    """The ``limit`` best-scored chunks that still exist and are visible, best first."""
+    ranked = sorted(scores, key=lambda cid: (-scores[cid], cid))
+    out: list[RetrievedChunk] = []
+    start = 0
+    # a chunk may have gone (document deleted since the graph was derived): read on until full
+    while len(out) < limit and start < len(ranked):
+        batch = ranked[start:start + max(limit * 2, 16)]
+        start += len(batch)
+        for doc in store.get(tenant, list(kb_ids), batch, fields=CHUNK_FIELDS):
+            if doc.get("available_int", 1) != 1 or len(out) >= limit:
+                continue
+            score = round(scores[doc["id"]], 6)
+            out.append(RetrievedChunk(chunk_id=doc["id"], kb_id=doc.get("kb_id", ""), doc_id=doc.get("doc_id", ""),
+                                      doc_name=doc.get("docnm_kwd", ""), content=doc.get("content_with_weight", ""),
+                                      position=int(doc.get("position_int", 0) or 0), score=score,
+                                      graph_score=score, sources=[source]))
+    return out
+
+
+def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
+                vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None
+                ) -> GraphResult:
+    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder)
+    seed_docs = seeds.docs
+    scores, hops, walked = expand(store, tenant, kb_ids, seeds.scores, params)
+
+    pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
+    pool = pool[:max(params.entity_top_n * 4, 32)]
+    docs = {n: seed_docs[n] for n in pool if n in seed_docs}
+    docs.update(_fetch_entities(store, tenant, kb_ids, [n for n in pool if n not in docs]))
+    entities = rank_entities(scores, hops, docs, params.pagerank_weight)[:params.entity_top_n]
+    entities = within_budget(entities, entity_row, params.budget.entities)
+
+    tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
+    found = {h.id: (h.score, h.doc) for h in kind_search(
+        store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
+        params.vector_weight, returned=RELATION_FIELDS)}
+    chosen = {(e.kb_id, e.key) for e in entities}
+    # only walked relations that end at a chosen entity explain anything shown
+    walked = {rid: v for rid, v in walked.items()
+              if (v[1].get("kb_id", ""), v[1].get("src_key_kwd", "")) in chosen
+              and (v[1].get("kb_id", ""), v[1].get("tgt_key_kwd", "")) in chosen}
+    relations = rank_relations(found, walked, params.weight_prior)
+    relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
+    relations = within_budget(relations, relation_row, params.budget.relations)
+
+    reports = rank_reports(store, tenant, kb_ids, entities, tokenize_query(analysis.question), vector, params)
+    reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
+                            report_block, params.budget.reports)
+
+    support = chunk_support([(e.score, e.chunk_ids) for e in entities] + [(r.score, r.chunk_ids) for r in relations])
+    chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
+    return GraphResult(entities=entities, relations=relations, reports=reports, chunks=chunks,
+                       context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))
