@@ -244,7 +244,7 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                       ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+                       ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
     _bump_version(ctx, change)
     return change
 
@@ -257,7 +257,7 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     change = DeriveResult()
     if keys or pairs or cited_keys or cited_pairs:
         change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                           ctx.describer(), ctx.embed, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+                           ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
         _bump_version(ctx, change)
     return change
 
@@ -273,6 +273,7 @@ class RefreshResult:
     reports_reused: int = 0
     reports_removed: int = 0
     report_fallbacks: int = 0
+    embedded: int = 0
     resolution_asked: int = 0
     resolution_merged: int = 0
     skipped: list[str] = field(default_factory=list)
@@ -320,8 +321,15 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     todo = [(rid, c) for rid, c in wanted.items() if rid not in existing]
     result.reports_reused = len(wanted) - len(todo)
 
+    touching: dict[str, list[int]] = {}
+    for number, r in enumerate(relations):
+        touching.setdefault(r.src_key, []).append(number)
+
     def member_relations(members: set[str]) -> list[Relation]:
-        return [r for r in relations if r.src_key in members and r.tgt_key in members]
+        # through an index by source key, not a scan of every relation per community; in the
+        # relations' own order, as the scan gave them
+        found = sorted(n for key in members for n in touching.get(key, ()) if relations[n].tgt_key in members)
+        return [relations[n] for n in found]
 
     def write(rid_community: tuple[str, object]) -> CommunityReport:
         _check(cancel)
@@ -389,7 +397,7 @@ def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
     raw_pairs |= {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("tgt_key_kwd", sorted(keys))],
         fields=["src_key_kwd", "tgt_key_kwd"])}
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.describer(), ctx.embed, after,
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.describer(), None, after,
                        ctx.vector_name)
     _bump_version(ctx, change)
     return change
@@ -417,6 +425,35 @@ def _refresh_resolution(ctx: KBContext, entities: list[Entity], result: "Refresh
     record_decisions(ctx, [ResolutionDecision(ctx.kb_id, d.a, d.b, d.same) for d in judged])
 
 
+def embed_pending(ctx: KBContext, *, progress: ProgressFn = _no_progress, cancel: CancelCheck = _never,
+                  batch_size: int = 256) -> int:
+    """Give every entity and relation row whose text changed since its last vector a new one.
+
+    Merges leave this to one pass per refresh, so a row touched by many documents of one indexing
+    run is embedded once, in large batches, instead of once per document.
+    """
+    from kbgraph.graph.derive import entity_text, relation_text
+
+    kinds = ((Entity, entity_text), (Relation, relation_text))
+    total = sum(ctx.store.count(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])
+                for kind, _ in kinds)
+    done = 0
+    _report(ctx, progress, "embed", 0, total)
+    for kind, text_of in kinds:
+        pending = [kind.from_doc(d) for d in ctx.store.scan(
+            ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])]
+        for start in range(0, len(pending), batch_size):
+            _check(cancel)
+            batch = pending[start:start + batch_size]
+            vectors = ctx.embed([text_of(row) for row in batch])
+            ctx.store.patch(ctx.tenant, ctx.kb_id, {row.id: {ctx.vector_name: vector, "embedded_int": 1}
+                                                    for row, vector in zip(batch, vectors)}, refresh=False)
+            done += len(batch)
+            _report(ctx, progress, "embed", done, total)
+    ctx.store.refresh(ctx.tenant)
+    return done
+
+
 def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _no_progress,
                cancel: CancelCheck = _never) -> RefreshResult:
     """Recompute the stale KB phases: PageRank, then communities and their reports (if enabled).
@@ -424,8 +461,9 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _n
     Each phase is stamped with the graph version it saw; a phase that is current is skipped
     unless ``force``. Reports whose community membership did not change are kept as they are.
     """
+    result = RefreshResult(version=0)
+    result.embedded = embed_pending(ctx, progress=progress, cancel=cancel)
     meta = load_graph_meta(ctx)
-    result = RefreshResult(version=meta.version)
     entities, relations = _graph_rows(ctx)
     if ctx.graph.resolution and (force or meta.is_stale("resolution")):
         if ctx.chat is None:
@@ -433,6 +471,7 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _n
         else:
             _report(ctx, progress, "resolution", 0, 1)
             _refresh_resolution(ctx, entities, result, cancel)
+            result.embedded += embed_pending(ctx, progress=progress, cancel=cancel)  # merged rows
             meta = load_graph_meta(ctx)  # merges bump the graph version
             meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
             entities, relations = _graph_rows(ctx)

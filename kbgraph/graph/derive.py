@@ -195,8 +195,9 @@ def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str],
 
 def _changed_rows(rows: list, previous: Mapping[str, dict], text_of: Callable[[object], str],
                   from_doc: Callable[[dict], object], embed: EmbedTexts | None) -> list:
-    """The rows that differ from what is stored, with vectors: reused where the embedded text is
-    unchanged, computed in one batch for the rest. Unchanged rows are not rewritten."""
+    """The rows that differ from what is stored. A row keeps its stored vector while the text it
+    embeds is unchanged; the others are embedded in one batch, or, without ``embed``, left for the
+    KB's embedding pass (their ``embedded_int`` is 0). Unchanged rows are not rewritten."""
     to_embed = []
     for row in rows:
         old = previous.get(row.id)

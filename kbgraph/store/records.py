@@ -215,6 +215,8 @@ class Entity:
             "aliases_kwd": list(self.aliases), "doc_ids_kwd": list(self.doc_ids),
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count,
             "pagerank_flt": self.pagerank, "community_ids_kwd": list(self.community_ids), "available_int": 0,
+            # 0 until the KB's embedding pass gives the row a vector (kbgraph.pipeline.embed_pending)
+            "embedded_int": int(self.vector is not None),
         }
         _put_vector(doc, self.vector)
         return doc
@@ -263,6 +265,7 @@ class Relation:
             "content_with_weight": self.description, "content_ltks": self.description_tokens,
             "keywords_kwd": list(self.keywords), "weight_flt": self.weight, "doc_ids_kwd": list(self.doc_ids),
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count, "available_int": 0,
+            "embedded_int": int(self.vector is not None),
         }
         _put_vector(doc, self.vector)
         return doc

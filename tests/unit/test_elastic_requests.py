@@ -227,14 +227,14 @@ def test_ensure_index_tolerates_a_concurrent_create(es: FakeElasticsearch, store
 
 def test_mapping_file_types_every_record_field() -> None:
     from kbgraph.store.records import (Chunk, CommunityReport, Entity, EntityMention, Finding, GraphMeta,
-                                       Relation, RelationMention)
+                                       Relation, RelationMention, ResolutionDecision)
     docs = [Chunk("c", "kb", "d", "n", "x", "x", "n", 0, 0, 1, 1).to_doc(),
             EntityMention("kb", "d", "c", "k", "K", "t", "x").to_doc(),
             RelationMention("kb", "d", "c", "a", "b", "x").to_doc(),
             Entity("kb", "k", "K", "t", "x", "k", "x").to_doc(),
             Relation("kb", "a", "b", "A", "B", "x", "x").to_doc(),
             CommunityReport("kb", 0, "0", ["a"], "T", "s", [Finding("s", "e")], 1.0, "r", 1).to_doc(),
-            GraphMeta("kb").to_doc()]
+            GraphMeta("kb").to_doc(), ResolutionDecision("kb", "a", "b", True).to_doc()]
     properties = MAPPINGS["mappings"]["properties"]
     missing_fields = {name for doc in docs for name in doc} - set(properties)
     assert not missing_fields
