@@ -112,7 +112,11 @@ _CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt
 _LATIN = "A-Za-zÀ-ÖØ-öø-ÿ"
 _TOKEN = re.compile(rf"[{_LATIN}]+(?:['’\-][{_LATIN}]+)*")  # "--" (a dash) splits words
 _CJK_CHAR = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
-_BOUNDARY = re.compile(r"\n[ \t]*\n|[.!?…]+[\"'”’)\]_]*(?=\s|$)|[。！？；]+[”’」』\"]*")
+# a blank line, a sentence end, or the end of a heading/title line (a short line with no closing
+# punctuation, e.g. "Bubye River\nThe Bubye River is..."), so a title never runs into its text;
+# hard-wrapped prose lines are longer and keep joining ("Ebenezer\nScrooge")
+_BOUNDARY = re.compile(r"\n[ \t]*\n|(?m:^\S[^\n]{0,59}(?<![.,;:!?\-—–\s])(?=\n[ \t]*[\"'“‘(#*]*[A-Z\d\u4e00-\u9fff]))"
+                       r"|[.!?…]+[\"'”’)\]_]*(?=\s|$)|[。！？；]+[”’」』\"]*")
 _WS_GAP = re.compile(r"^\s+$")
 _PLAIN_GAP = re.compile(r"^[\s,]+$")
 _TITLE_GAP = re.compile(r"^\.?\s+$")
@@ -160,6 +164,8 @@ def _sentences(text: str) -> list[tuple[int, int]]:
             end = m.end()
         elif mark[0] == "\n":
             end = m.start()
+        elif "\n" not in mark and m.end() < len(text) and text[m.end()] == "\n":  # a heading line
+            end = m.end()
         else:
             end = m.end()
         if text[start:end].strip():

@@ -141,3 +141,12 @@ def test_christmas_carol_book_quality() -> None:
     assert "person" in types["marley"]
     for junk in ("the", "but", "and", "project gutenberg license", "i", "stave", "illustration"):
         assert junk not in types, junk
+
+
+def test_a_title_line_does_not_run_into_its_text() -> None:
+    found = NLPExtractor().extract("Bubye River\nThe Bubye River is a river in Zimbabwe. It joins the Limpopo River.")
+    names = {e.name for e in found.entities}
+    assert {"Bubye River", "Zimbabwe", "Limpopo River"} <= names
+    assert not any("River The" in n for n in names)
+    heading = NLPExtractor().extract("# The Glass Tower\nThe Glass Tower is the tallest building in Varrow.")
+    assert {"Glass Tower", "Varrow"} <= {e.name for e in heading.entities}
