@@ -383,6 +383,20 @@ def _json_relation(item: Any) -> ExtractedRelation | None:
                              weight=(parse_strength(str(w)) or DEFAULT_WEIGHT) if w is not None else DEFAULT_WEIGHT)
 
 
+def json_values(text: str, openers: str = "[{") -> list[Any]:
+    """Every JSON value that starts at one of ``openers`` somewhere in ``text`` and parses, in order
+    (for model answers that wrap JSON in prose or fences)."""
+    decoder = json.JSONDecoder()
+    found: list[Any] = []
+    for match in re.finditer(f"[{re.escape(openers)}]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        found.append(value)
+    return found
+
+
 def load_json_lenient(text: str) -> Any:
     """The first JSON value in text (fences, prose, trailing commas and Python-style quoting
     tolerated), or None."""

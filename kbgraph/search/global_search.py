@@ -9,15 +9,14 @@ content, optionally at one level and above a rating). The survivors are packed i
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from kbgraph.graph.output_parser import json_values
 from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, Message
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import tokenize_query
@@ -94,23 +93,11 @@ def batches(reports: Sequence[ReportHit], budget: int) -> list[list[ReportHit]]:
     return out
 
 
-def _json_values(text: str) -> list[Any]:
-    decoder = json.JSONDecoder()
-    found: list[Any] = []
-    for match in re.finditer(r"[\[{]", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        found.append(value)
-    return found
-
-
 def parse_points(answer: str, batch: int) -> list[KeyPoint]:
     """Scored points from a map answer; [] when none can be read (the batch then adds nothing)."""
     text = re.sub(r"<think>.*?(</think>|$)", "", answer or "", flags=re.DOTALL | re.IGNORECASE)
     text = re.sub(r"```(?:json|JSON)?", "", text)
-    for value in _json_values(text):
+    for value in json_values(text):
         items = value.get("points") if isinstance(value, dict) else value
         if not isinstance(items, list):
             continue

@@ -8,7 +8,6 @@ an LLM being configured or well-behaved.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Literal
 
 from kbgraph.graph.extract import DEFAULT_ENTITY_TYPES, Extractor, build_extractor
 from kbgraph.graph.keys import normalize_key
+from kbgraph.graph.output_parser import json_values
 from kbgraph.llm.base import ChatModel, LLMError, Message
 from kbgraph.parse.tokenize import tokenize, tokenize_query
 from kbgraph.prompts import prompt_version, render
@@ -57,19 +57,6 @@ def _strings(value: Any) -> list[str]:
     return out[:MAX_ITEMS]
 
 
-def _objects(text: str) -> list[Any]:
-    """Every JSON object that starts somewhere in ``text`` and parses, in order."""
-    decoder = json.JSONDecoder()
-    found: list[Any] = []
-    for match in re.finditer(r"\{", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        found.append(value)
-    return found
-
-
 def parse_analysis(answer: str) -> tuple[list[str], list[str]] | None:
     """(entities, keywords) from a model answer, or None when it holds no usable object.
 
@@ -78,10 +65,10 @@ def parse_analysis(answer: str) -> tuple[list[str], list[str]] | None:
     """
     text = _THINK.sub("", answer or "")
     text = re.sub(r"```(?:json|JSON)?", "", text)
-    candidates = _objects(text)
+    candidates = json_values(text, "{")
     if not candidates:
         loose = re.sub(r",\s*([\]}])", r"\1", text.replace("'", '"'))
-        candidates = _objects(loose)
+        candidates = json_values(loose, "{")
     for obj in candidates:
         if not isinstance(obj, dict):
             continue
