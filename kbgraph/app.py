@@ -79,7 +79,7 @@ def _never() -> bool:
 
 class Engine:
     def __init__(self, settings: Settings, meta: MetaDB, store: DocStore, tenant: str = DEFAULT_TENANT,
-                 kb_lock: KBLock | None = None) -> None:
+                 kb_lock: KBLock | None = None, embedder: Embedder | None = None) -> None:
         self.settings = settings
         # serializes merges and KB phases per knowledge base; in-process by default, a Redis lock
         # when several workers share a knowledge base (task_executor passes one)
@@ -87,7 +87,7 @@ class Engine:
         self.meta = meta
         self.store = store
         self.tenant = tenant
-        self._embedder: Embedder | None = None
+        self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
         self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
         self.ledger = UsageLedger()
 

@@ -1,0 +1,1 @@
+"""kbgraph's service-mode worker: Celery on Redis, running the pipeline per document."""

@@ -1,0 +1,48 @@
+"""One Engine per process, shared by every task (worker) or request (web) it serves.
+
+Opening an Engine opens the metadata DB and the document store and, on first use, loads the
+embedding model; doing that per task would cost seconds and a connection pool each time. Engine is
+bound to one tenant, so the pool keeps one light Engine per tenant over the same metadata DB,
+store and embedder.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import redis
+
+from kbgraph.app import Engine
+from kbgraph.config import Settings
+from kbgraph.meta import MetaDB
+from task_executor.locks import redis_kb_lock
+
+
+class EnginePool:
+    def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+        self.settings = settings
+        self.redis = client or redis.Redis.from_url(settings.redis_url)
+        self.kb_lock = redis_kb_lock(self.redis, settings.redis_prefix)
+        self.base = Engine.open(settings, kb_lock=self.kb_lock)
+        self._engines: dict[str, Engine] = {self.base.tenant: self.base}
+        self._guard = threading.Lock()
+
+    @property
+    def meta(self) -> MetaDB:
+        return self.base.meta
+
+    def engine(self, tenant: str) -> Engine:
+        with self._guard:
+            found = self._engines.get(tenant)
+            if found is None:
+                self.meta.ensure_tenant(tenant)
+                self.base.store.ensure_index(tenant)
+                # the embedder is the costly part (a loaded model): every tenant shares the first one
+                found = Engine(self.settings, self.base.meta, self.base.store, tenant, self.kb_lock,
+                               embedder=self.base.embedder)
+                self._engines[tenant] = found
+            return found
+
+    def close(self) -> None:
+        self.base.close()  # the other engines share its connections
+        self.redis.close()

@@ -1,0 +1,249 @@
+"""The worker's tasks: index one document, refresh a knowledge base's graph phases (debounced).
+
+Every outcome lands in the metadata DB: the task row (status, progress, LLM calls, tokens, error)
+and the document row. A task whose knowledge base or document was deleted under it stops quietly.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Task as CeleryTask
+from celery import shared_task
+
+from kbgraph import pipeline
+from kbgraph.app import Engine
+from kbgraph.llm.base import UsageLedger
+from kbgraph.meta import MetaDB, NotFound
+from kbgraph.pipeline import Progress
+from task_executor.celery_app import KBCelery
+
+log = logging.getLogger(__name__)
+
+# the share of a document's progress each phase covers, as Engine reports it on the document
+_SPANS = {"parse": (0.0, 0.3), "extract": (0.3, 0.9)}
+
+
+def refresh_pending_key(prefix: str, kb_id: str) -> str:
+    return f"{prefix}refresh:pending:{kb_id}"
+
+
+def _app(task: CeleryTask) -> KBCelery:
+    app = task.app
+    if not isinstance(app, KBCelery):
+        raise TypeError("kbgraph tasks run on an app made by task_executor.celery_app.make_celery")
+    return app
+
+
+class CancelFlag:
+    """The task row's cancel flag as a CancelCheck, read at most every ``every`` seconds."""
+
+    def __init__(self, meta: MetaDB, task_id: str, every: float = 0.5) -> None:
+        self.meta, self.task_id, self.every = meta, task_id, every
+        self._at, self._set = 0.0, False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self._set and now - self._at >= self.every:
+            self._at = now
+            self._set = self.meta.is_cancel_requested(self.task_id)
+        return self._set
+
+
+class TaskProgress:
+    """Pipeline progress written to the task row, at most twice a second per phase."""
+
+    def __init__(self, meta: MetaDB, task_id: str) -> None:
+        self.meta, self.task_id = meta, task_id
+        self._at, self._phase = 0.0, ""
+
+    def __call__(self, event: Progress) -> None:
+        if event.phase not in _SPANS or not event.total:
+            return
+        now = time.monotonic()
+        if event.phase == self._phase and now - self._at < 0.5 and event.done < event.total:
+            return
+        self._at, self._phase = now, event.phase
+        low, high = _SPANS[event.phase]
+        self.meta.update_task(self.task_id, progress=low + (high - low) * event.done / event.total,
+                              message=f"{event.phase} {event.done}/{event.total}")
+
+
+def _llm_usage(ledger: UsageLedger) -> tuple[int, int, int]:
+    chat = [u for phase, u in ledger.by_phase.items() if phase != "embed"]
+    return (sum(u.calls for u in chat), sum(u.prompt_tokens for u in chat), sum(u.completion_tokens for u in chat))
+
+
+def _read_upload(engine: Engine, location: str, size: int) -> bytes | None:
+    # None tells index_bytes the file is over the size limit, which it records as the failure
+    if size > engine.settings.max_file_bytes:
+        return None
+    return Path(location).read_bytes()
+
+
+def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None:
+    for write in (lambda: meta.update_task(task_id, status="failed", message="failed", error=error),
+                  lambda: meta.set_document_status(doc_id, "failed", message="indexing failed", error=error)):
+        try:
+            write()
+        except NotFound:
+            pass
+        except Exception:  # the DB itself is failing: the log is all that is left
+            log.exception("could not record the failure of task %s (%s)", task_id, error)
+
+
+def _discard_partial(engine: Engine, kb_id: str, doc_id: str) -> None:
+    """A cancelled document keeps nothing: drop the chunks and mentions it got to write."""
+    kb = engine.meta.get_kb(engine.tenant, kb_id)
+    with engine.kb_lock(kb_id):
+        pipeline.delete_document(engine.context(kb), doc_id)
+    engine.meta.set_document_status(doc_id, "cancelled", progress=0.0, message="cancelled", chunk_count=0,
+                                    token_count=0)
+
+
+def _drop_orphan_rows(engine: Engine, tenant_id: str, kb_id: str, doc_id: str) -> None:
+    """Rows this run wrote after its document was deleted would outlive it: remove them."""
+    try:
+        kb = engine.meta.get_kb(tenant_id, kb_id)
+    except NotFound:
+        return  # the whole knowledge base went, rows and all
+    if engine.meta.find_document(kb_id, doc_id) is not None:
+        return
+    with engine.kb_lock(kb_id):
+        pipeline.delete_document(engine.context(kb), doc_id)
+
+
+def _is_latest_run(meta: MetaDB, kb_id: str, doc_id: str, task_id: str) -> bool:
+    newest = meta.list_tasks(kb_id, doc_id=doc_id, kind="index", newest_first=True, limit=1)
+    return not newest or newest[0].id == task_id
+
+
+def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
+    engine = app.engines().engine(tenant_id)
+    meta = engine.meta
+    try:
+        if meta.is_cancel_requested(task_id):  # cancelled while queued, or its document is gone
+            try:
+                meta.update_task(task_id, status="cancelled", message="cancelled before it started")
+            except NotFound:
+                pass
+            return {"status": "cancelled"}
+        meta.update_task(task_id, status="running", progress=0.0, message="Task has been received.", add_attempts=1)
+        kb = meta.get_kb(tenant_id, kb_id)
+        doc = meta.get_document(kb_id, doc_id)
+        try:
+            data = _read_upload(engine, doc.location, doc.size)
+        except OSError as exc:
+            error = f"the stored upload cannot be read: {exc}"
+            _record_failure(meta, task_id, doc_id, error)
+            return {"status": "failed", "error": error}
+        before = _llm_usage(engine.ledger)
+        outcome = engine.index_bytes(kb, doc, data, doc.size, progress=TaskProgress(meta, task_id),
+                                     cancel=CancelFlag(meta, task_id))
+        # exact under the prefork pool (one task per process at a time); approximate under threads
+        calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
+        usage = {"add_llm_calls": max(calls, 0), "add_prompt_tokens": max(prompt, 0),
+                 "add_completion_tokens": max(completion, 0)}
+        if outcome.status == "indexed":
+            meta.update_task(task_id, status="done", message=outcome.message, **usage)
+            if kb.graph.enabled:
+                schedule_refresh(app, tenant_id, kb_id)
+        elif outcome.status == "cancelled":
+            if _is_latest_run(meta, kb_id, doc_id, task_id):  # a newer run owns the document's rows now
+                _discard_partial(engine, kb_id, doc_id)
+            meta.update_task(task_id, status="cancelled", message="cancelled", **usage)
+        else:
+            meta.update_task(task_id, status="failed", message="failed", error=outcome.message, **usage)
+        return {"status": outcome.status, "chunks": outcome.chunks, "message": outcome.message}
+    except NotFound as exc:  # the knowledge base or document was deleted while we worked
+        _drop_orphan_rows(engine, tenant_id, kb_id, doc_id)
+        try:
+            meta.update_task(task_id, status="cancelled", message=str(exc))
+        except NotFound:
+            pass
+        return {"status": "cancelled", "message": str(exc)}
+    except Exception as exc:
+        _record_failure(meta, task_id, doc_id, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+@shared_task(bind=True, name="kbgraph.index_document")
+def index_document(self: CeleryTask, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
+    """Parse, embed and (graph on) extract and merge one uploaded document."""
+    return run_index(_app(self), tenant_id, kb_id, doc_id, task_id)
+
+
+def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str) -> bool:
+    """Queue one refresh of the KB's graph phases unless one is already waiting; True if queued.
+
+    The pending key expires on its own, so a lost refresh task cannot block later ones for long.
+    """
+    key = refresh_pending_key(app.settings.redis_prefix, kb_id)
+    if not app.redis.set(key, "1", nx=True, ex=max(60, int(app.refresh_delay * 10))):
+        return False
+    # through the given app's registry: the current app of this thread may be another one
+    app.tasks["kbgraph.refresh_graph"].apply_async((tenant_id, kb_id), countdown=app.refresh_delay)
+    return True
+
+
+@shared_task(bind=True, name="kbgraph.refresh_graph")
+def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str) -> dict[str, Any]:
+    """Recompute the KB's stale PageRank/communities/reports, under the KB lock."""
+    app = _app(self)
+    # cleared first: a document finishing during this refresh must schedule another one
+    app.redis.delete(refresh_pending_key(app.settings.redis_prefix, kb_id))
+    engine = app.engines().engine(tenant_id)
+    try:
+        kb = engine.meta.get_kb(tenant_id, kb_id)
+    except NotFound:
+        return {"status": "skipped", "reason": "knowledge base deleted"}
+    if not kb.graph.enabled:
+        return {"status": "skipped", "reason": "knowledge graph off"}
+    result = engine.refresh_graph(kb.name)
+    return {"status": "done", "version": result.version, "skipped": result.skipped,
+            "pagerank_updated": result.pagerank_updated, "communities": result.communities}
+
+
+@shared_task(bind=True, name="kbgraph.build_graph")
+def build_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str) -> dict[str, Any]:
+    """Bring every parsed document of a KB into its graph (extract + merge), then refresh the KB
+    phases: what RAGFlow's run_graphrag does, for documents parsed while the graph was off."""
+    app = _app(self)
+    engine = app.engines().engine(tenant_id)
+    meta = engine.meta
+    started = time.monotonic()
+    try:
+        meta.update_task(task_id, status="running", progress=0.0, message="created task graphrag", add_attempts=1)
+        kb = meta.get_kb(tenant_id, kb_id)
+        ctx = engine.context(kb)
+        cancel = CancelFlag(meta, task_id)
+        todo = [d for d in meta.list_documents(kb_id, status="done", limit=None) if not d.extracted]
+        before = _llm_usage(engine.ledger)
+        for number, doc in enumerate(todo, start=1):
+            pipeline.extract_document(ctx, doc.id, cancel=cancel)
+            with engine.kb_lock(kb_id):
+                pipeline.merge_document(ctx, doc.id)
+            meta.set_document_graph_state(doc.id, extracted=True)
+            meta.update_task(task_id, progress=0.9 * number / len(todo), message=f"extracted {number}/{len(todo)}")
+        with engine.kb_lock(kb_id):
+            pipeline.refresh_kb(ctx, cancel=cancel)
+        calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
+        meta.update_task(task_id, status="done", add_llm_calls=max(calls, 0), add_prompt_tokens=max(prompt, 0),
+                         add_completion_tokens=max(completion, 0),
+                         message=f"{len(todo)} document(s) extracted. Knowledge Graph done "
+                                 f"({time.monotonic() - started:.2f}s)")
+        return {"status": "done", "documents": len(todo)}
+    except pipeline.Cancelled:
+        meta.update_task(task_id, status="cancelled", message="cancelled")
+        return {"status": "cancelled"}
+    except NotFound as exc:
+        return {"status": "cancelled", "message": str(exc)}
+    except Exception as exc:
+        try:
+            meta.update_task(task_id, status="failed", message="failed", error=f"{type(exc).__name__}: {exc}")
+        except Exception:
+            log.exception("could not record the failure of graph task %s", task_id)
+        raise

@@ -1,0 +1,67 @@
+"""``kbgraph-web``: serve the REST API (development server) and manage API keys.
+
+    kbgraph-web serve --host 127.0.0.1 --port 9380
+    kbgraph-web apikey create --tenant acme [--name ci]
+    kbgraph-web apikey list --tenant acme
+
+For production run the same app under gunicorn (not a kbgraph dependency):
+``gunicorn -w 4 -b 0.0.0.0:9380 'web:create_app()'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kbgraph.config import ConfigError, load_settings
+from kbgraph.meta import MetaDB, MetaError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbgraph-web", description="kbgraph's REST service")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the API with Flask's development server")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=9380)
+    serve.add_argument("--debug", action="store_true")
+    keys = commands.add_parser("apikey", help="API keys (each maps to one tenant)")
+    key_commands = keys.add_subparsers(dest="action", required=True)
+    create = key_commands.add_parser("create", help="create a key and print it (shown only once)")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--name", default="")
+    listing = key_commands.add_parser("list", help="list a tenant's keys (hashes only)")
+    listing.add_argument("--tenant", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"kbgraph-web: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "serve":
+        from web.app import create_app
+
+        create_app(settings).run(host=args.host, port=args.port, debug=args.debug, threaded=True)
+        return 0
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with MetaDB.open(settings.meta_url) as meta:
+        try:
+            if args.action == "create":
+                meta.ensure_tenant(args.tenant)
+                _, token = meta.create_api_key(args.tenant, args.name)
+                print(token)
+            else:
+                for key in meta.list_api_keys(args.tenant):
+                    print(f"{key.token_hash[:16]}…  {key.name or '-'}  created {key.created}")
+        except MetaError as exc:
+            print(f"kbgraph-web: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

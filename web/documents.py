@@ -1,0 +1,209 @@
+"""Documents: upload, list, download, delete; parse (queue Celery tasks) and stop parsing.
+RAGFLOW_API.md §5."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from flask import Response, request, send_file
+
+from kbgraph.meta import Document, KnowledgeBase, NotFound
+from task_executor.submit import cancel_documents, enqueue_documents
+from task_executor.tasks import schedule_refresh
+from web.api import blueprint, dedupe, id_list, own_kb, tenant
+from web.envelope import ARGUMENT_ERROR, DATA_ERROR, EXCEPTION_ERROR, SERVER_ERROR, ApiError, json_body, ok
+from web.rows import RUN, document_row, file_type, suffix
+from web.services import Services, services
+
+
+def _unique_name(name: str, taken: set[str]) -> str:
+    """RAGFlow's ``stem(n).ext`` for a name already in the dataset (case-insensitively)."""
+    if name.casefold() not in taken:
+        return name
+    path = PurePosixPath(name)
+    stem, ext = path.stem, path.suffix
+    n = 1
+    while f"{stem}({n}){ext}".casefold() in taken:
+        n += 1
+    return f"{stem}({n}){ext}"
+
+
+def _store_upload(svc: Services, kb: KnowledgeBase, name: str, stream: Any, kind: str) -> Document:
+    folder = svc.upload_dir(kb.id)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".upload-{uuid.uuid4().hex}"
+    digest, size = hashlib.sha256(), 0
+    with partial.open("wb") as out:  # streamed: an upload is never held in memory whole
+        while block := stream.read(1 << 20):
+            digest.update(block)
+            size += len(block)
+            out.write(block)
+    extra = {"type": kind, "chunk_method": kb.extra.get("chunk_method", "naive")}
+    try:
+        doc, _ = svc.meta.upsert_document(kb.id, name, "", size, digest.hexdigest(), extra=extra)
+        final = folder / doc.id
+        os.replace(partial, final)
+        doc, _ = svc.meta.upsert_document(kb.id, name, str(final.resolve()), size, digest.hexdigest(), extra=extra)
+    finally:
+        partial.unlink(missing_ok=True)
+    return doc
+
+
+@blueprint.post("/datasets/<dataset_id>/documents")
+def upload_documents(dataset_id: str) -> Response:
+    svc = services()
+    if "file" not in request.files:
+        raise ApiError(ARGUMENT_ERROR, "No file part!")
+    files = request.files.getlist("file")
+    for f in files:
+        if not f.filename:
+            raise ApiError(ARGUMENT_ERROR, "No file selected!")
+        if len(f.filename.encode("utf-8")) > 255:
+            raise ApiError(ARGUMENT_ERROR, "File name must be 255 bytes or less.")
+    try:
+        kb = svc.meta.get_kb(tenant(), dataset_id)
+    except NotFound:
+        raise ApiError(EXCEPTION_ERROR, f"LookupError(\"Can't find the dataset with ID {dataset_id}!\")") from None
+    taken = {d.name.casefold() for d in svc.meta.list_documents(kb.id, limit=None)}
+    rows, errors = [], []
+    for f in files:
+        name = PurePosixPath(f.filename.replace("\\", "/")).name or f.filename
+        kind = file_type(name)
+        if kind is None:
+            errors.append(f"{name}: This type of file has not been supported yet!")
+            continue
+        name = _unique_name(name, taken)
+        taken.add(name.casefold())
+        rows.append(document_row(_store_upload(svc, kb, name, f.stream, kind), kb))
+    if errors:
+        raise ApiError(SERVER_ERROR, "\n".join(errors))
+    return ok(rows)
+
+
+def _int(name: str, default: int) -> int:
+    try:
+        return int(request.args.get(name, default))
+    except ValueError:
+        raise ApiError(ARGUMENT_ERROR, f"`{name}` should be an integer") from None
+
+
+@blueprint.get("/datasets/<dataset_id>/documents")
+def list_documents(dataset_id: str) -> Response:
+    svc = services()
+    kb = own_kb(dataset_id, f"You don't own the dataset {dataset_id}. ")
+    docs = svc.meta.list_documents(kb.id, limit=None)
+    doc_id, name = request.args.get("id"), request.args.get("name")
+    if doc_id:
+        docs = [d for d in docs if d.id == doc_id]
+        if not docs:
+            raise ApiError(DATA_ERROR, f"You don't own the document {doc_id}.")
+    if name:
+        docs = [d for d in docs if d.name == name]
+        if not docs:
+            raise ApiError(DATA_ERROR, f"You don't own the document {name}.")
+    keywords = (request.args.get("keywords") or "").casefold()
+    if keywords:
+        docs = [d for d in docs if keywords in d.name.casefold()]
+    suffixes = {s.lower().lstrip(".") for s in request.args.getlist("suffix")}
+    if suffixes:
+        docs = [d for d in docs if suffix(d.name) in suffixes]
+    runs = set(request.args.getlist("run"))
+    if runs:
+        numeric = {"0": "UNSTART", "1": "RUNNING", "2": "CANCEL", "3": "DONE", "4": "FAIL"}
+        wanted = {numeric.get(r, r.upper()) for r in runs}
+        docs = [d for d in docs if RUN[d.status] in wanted]
+    attr = "updated" if request.args.get("orderby") == "update_time" else "created"
+    descending = (request.args.get("desc") or "true").strip().lower() != "false"
+    docs.sort(key=lambda d: (getattr(d, attr), d.id), reverse=descending)
+    total = len(docs)
+    page, page_size = max(_int("page", 1), 1), max(_int("page_size", 30), 0)
+    docs = docs[(page - 1) * page_size:page * page_size]
+    since, until = _int("create_time_from", 0), _int("create_time_to", 0)
+    docs = [d for d in docs if (not since or d.created >= since) and (not until or d.created <= until)]
+    return ok({"total": total, "docs": [document_row(d, kb) for d in docs]})
+
+
+@blueprint.get("/datasets/<dataset_id>/documents/<document_id>")
+def download_document(dataset_id: str, document_id: str) -> Response:
+    svc = services()
+    kb = own_kb(dataset_id, f"You do not own the dataset {dataset_id}.")
+    try:
+        doc = svc.meta.get_document(kb.id, document_id)
+    except NotFound:
+        raise ApiError(DATA_ERROR, f"The dataset not own the document {document_id}.") from None
+    path = Path(doc.location) if doc.location else None
+    if path is None or not path.is_file() or path.stat().st_size == 0:
+        raise ApiError(DATA_ERROR, "This file is empty.")
+    return send_file(path, mimetype="application/octet-stream", as_attachment=True, download_name=doc.name)
+
+
+@blueprint.delete("/datasets/<dataset_id>/documents")
+def delete_documents(dataset_id: str) -> Response:
+    svc = services()
+    kb = own_kb(dataset_id, f"You don't own the dataset {dataset_id}. ")
+    body = json_body(required=False)
+    ids = id_list(body, "ids")
+    known = {d.id for d in svc.meta.list_documents(kb.id, limit=None)}
+    unique, dupes = dedupe(ids) if ids else (sorted(known), [])
+    engine = svc.engine(tenant())
+    missing = [i for i in unique if i not in known]
+    removed = 0
+    for doc_id in unique:
+        if doc_id not in known:
+            continue
+        svc.meta.request_cancel_document(kb.id, doc_id)  # a running index stops instead of writing on
+        engine.delete_document(kb.name, doc_id, refresh=False)
+        (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
+        removed += 1
+    if removed and kb.graph.enabled:
+        schedule_refresh(svc.celery, tenant(), kb.id)
+    if missing:
+        raise ApiError(DATA_ERROR, f"Documents not found: {missing}")
+    if dupes:
+        return ok({"success_count": removed, "errors": [f"Duplicate document ids: {d}" for d in dupes]})
+    return ok()
+
+
+def _document_ids(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    ids = id_list(body, "document_ids")
+    if not ids:
+        raise ApiError(DATA_ERROR, "`document_ids` is required")
+    return dedupe(ids)
+
+
+@blueprint.post("/datasets/<dataset_id>/chunks")
+def parse_documents(dataset_id: str) -> Response:
+    svc = services()
+    kb = own_kb(dataset_id)
+    ids, dupes = _document_ids(json_body(required=False))
+    docs = {d.id: d for d in svc.meta.list_documents(kb.id, limit=None)}
+    missing = [i for i in ids if i not in docs]
+    wanted = [i for i in ids if i in docs]
+    if any(docs[i].status == "running" for i in wanted):
+        raise ApiError(DATA_ERROR, "Can't parse document that is currently being processed")
+    enqueue_documents(svc.settings, tenant(), kb.id, wanted, meta=svc.meta, app=svc.celery)
+    if missing:
+        raise ApiError(DATA_ERROR, f"Documents not found: {missing}")
+    if dupes:
+        return ok({"success_count": len(wanted), "errors": [f"Duplicate document ids: {d}" for d in dupes]})
+    return ok()
+
+
+@blueprint.delete("/datasets/<dataset_id>/chunks")
+def stop_parsing(dataset_id: str) -> Response:
+    svc = services()
+    kb = own_kb(dataset_id)
+    ids, _ = _document_ids(json_body(required=False))
+    for doc_id in ids:
+        try:
+            doc = svc.meta.get_document(kb.id, doc_id)
+        except NotFound:
+            raise ApiError(DATA_ERROR, f"You don't own the document {doc_id}.") from None
+        if doc.status != "running":
+            raise ApiError(DATA_ERROR, "Can't stop parsing document with progress at 0 or 1")
+    cancel_documents(svc.settings, tenant(), kb.id, ids, meta=svc.meta, app=svc.celery)
+    return ok()

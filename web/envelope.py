@@ -1,0 +1,69 @@
+"""RAGFlow's response envelope and return codes (../shared/RAGFLOW_API.md §1.3).
+
+Every answer is HTTP 200 with a JSON body; errors carry a code and the exact message RAGFlow
+clients compare. Views raise ``ApiError`` and let the app's error handler render it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flask import Response, jsonify, request
+
+SUCCESS = 0
+EXCEPTION_ERROR = 100
+ARGUMENT_ERROR = 101
+DATA_ERROR = 102
+OPERATING_ERROR = 103
+PERMISSION_ERROR = 108
+AUTHENTICATION_ERROR = 109
+SERVER_ERROR = 500
+
+
+class ApiError(Exception):
+    """An error answer: ``{"code": code, "message": message}`` (plus ``data`` when ``with_data``)."""
+
+    def __init__(self, code: int, message: str, *, data: Any = None, with_data: bool = False) -> None:
+        super().__init__(message)
+        self.code, self.message, self.data, self.with_data = code, message, data, with_data
+
+    def response(self) -> Response:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.with_data:
+            body["data"] = self.data
+        return jsonify(body)
+
+
+def ok(data: Any = None, **extra: Any) -> Response:
+    """RAGFlow's get_result: no ``message`` on success, ``data`` only when there is some."""
+    body: dict[str, Any] = {"code": SUCCESS}
+    if data is not None:
+        body["data"] = data
+    body.update(extra)
+    return jsonify(body)
+
+
+def exception_response(exc: BaseException) -> Response:
+    """RAGFlow's server_error_response: code 100 and the exception's repr."""
+    return jsonify({"code": EXCEPTION_ERROR, "message": repr(exc), "data": None})
+
+
+def json_body(*, required: bool = True) -> dict[str, Any]:
+    """The request's JSON object, with RAGFlow's pre-validation messages.
+
+    ``required=False`` treats an empty body as ``{}`` (endpoints whose every key is optional).
+    """
+    raw = request.get_data(cache=True)
+    if not raw.strip() and not required:
+        return {}
+    content_type = request.mimetype or ""
+    if content_type != "application/json":
+        raise ApiError(ARGUMENT_ERROR, f"Unsupported content type: Expected application/json, got {request.content_type}")
+    try:
+        payload = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(ARGUMENT_ERROR, "Malformed JSON syntax: Missing commas/brackets or invalid encoding") from None
+    if not isinstance(payload, dict):
+        raise ApiError(ARGUMENT_ERROR, f"Invalid request payload: expected object, got {type(payload).__name__}")
+    return payload
