@@ -23,7 +23,10 @@ class Describer:
 
     def __call__(self, kind: str, name: str, fragments: Sequence[str]) -> str:
         joined = "\n".join(fragments)
-        if count_tokens(joined) <= self.max_tokens:
+        # a token is at least one byte, so a text of no more bytes than the budget fits
+        # without being tokenized
+        if len(joined) <= self.max_tokens // 4 or len(joined.encode("utf-8")) <= self.max_tokens \
+                or count_tokens(joined) <= self.max_tokens:
             return joined
         if self.chat is not None:
             try:

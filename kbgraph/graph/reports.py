@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from kbgraph.graph.communities import Community
@@ -140,6 +141,15 @@ def _csv(rows: Sequence[Sequence[Any]]) -> str:
     return buffer.getvalue()
 
 
+_ENTITY_HEAD = ["id", "entity", "type", "description"]
+_RELATION_HEAD = ["id", "source", "target", "description", "weight"]
+
+
+@lru_cache(maxsize=1)
+def _heads_tokens() -> int:
+    return count_tokens(_csv([_ENTITY_HEAD])) + count_tokens(_csv([_RELATION_HEAD]))
+
+
 def build_tables(community: Community, entities: Sequence[Entity], relations: Sequence[Relation],
                  max_tokens: int) -> tuple[str, str]:
     """The entity and relation CSV tables, most central rows first, within ``max_tokens`` together.
@@ -153,9 +163,12 @@ def build_tables(community: Community, entities: Sequence[Entity], relations: Se
     entity_rows = [[i, e.name or e.key, e.type, _shorten(e.description, 1500)] for i, e in enumerate(members)]
     relation_rows = [[i, r.src_name or names.get(r.src_key, r.src_key), r.tgt_name or names.get(r.tgt_key, r.tgt_key),
                       _shorten(r.description, 1500), round(r.weight, 3)] for i, r in enumerate(touching)]
-    entity_head, relation_head = ["id", "entity", "type", "description"], ["id", "source", "target",
-                                                                             "description", "weight"]
-    used = count_tokens(_csv([entity_head])) + count_tokens(_csv([relation_head]))
+    entity_head, relation_head = _ENTITY_HEAD, _RELATION_HEAD
+    used = _heads_tokens()
+    # A token is at least one byte: when all rows together have no more bytes than the budget,
+    # the three fills below take every row, so none needs tokenizing (most communities are small).
+    if used + len((_csv(entity_rows) + _csv(relation_rows)).encode("utf-8")) <= max_tokens:
+        return _csv([entity_head, *entity_rows]), _csv([relation_head, *relation_rows])
     taken_e: list[list[Any]] = []
     taken_r: list[list[Any]] = []
 
@@ -175,6 +188,13 @@ def build_tables(community: Community, entities: Sequence[Entity], relations: Se
     return _csv([entity_head, *taken_e]), _csv([relation_head, *taken_r])
 
 
+@lru_cache(maxsize=16)
+def _skeleton_tokens(language: str) -> int:
+    """Tokens of the report prompt without its tables: the same for every community."""
+    return count_tokens(render(PROMPT, entities_csv="", relations_csv="", language=language, min_findings=3,
+                               max_findings=8))
+
+
 def llm_report(chat: ChatModel, community: Community, entities: Sequence[Entity], relations: Sequence[Relation],
                language: str = "English", max_input_tokens: int = 8000,
                cancel: CancelCheck | None = None) -> ReportContent:
@@ -182,10 +202,8 @@ def llm_report(chat: ChatModel, community: Community, entities: Sequence[Entity]
 
     LLM failures (``LLMError``) and ``Cancelled`` propagate: only an answer we cannot read falls back.
     """
-    skeleton = render(PROMPT, entities_csv="", relations_csv="", language=language, min_findings=3,
-                      max_findings=8)
     entities_csv, relations_csv = build_tables(community, entities, relations,
-                                               max(200, max_input_tokens - count_tokens(skeleton)))
+                                               max(200, max_input_tokens - _skeleton_tokens(language)))
     prompt = render(PROMPT, entities_csv=entities_csv, relations_csv=relations_csv, language=language,
                     min_findings=3, max_findings=8)
     version = prompt_version(PROMPT)

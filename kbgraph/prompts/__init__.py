@@ -23,6 +23,9 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        # templates ship with the package and prompt_version() is cached per process, so a
+        # template edited at run time must not be picked up either: no stat() per render
+        auto_reload=False,
     )
 
 

@@ -32,6 +32,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,17 @@ def _kw(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+_KV, _TEXT = 1, 2
+
+
+@lru_cache(maxsize=4096)
+def _field_kind(name: str) -> int:
+    """_KV, _TEXT or 0 (stored in the body only): how a field is indexed."""
+    if not _NAME.match(name):
+        return 0
+    return _KV if _is_kv(name) else _TEXT if _is_text(name) else 0
 
 
 def _kv_values(name: str, value: Any) -> set[Any]:
@@ -170,6 +182,57 @@ def _script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
+class _IndexWrites:
+    """The index rows one write changes, applied together: one executemany per table and kind
+    of statement instead of several statements per document. Per document, deletions run before
+    insertions, as the per-document order was."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        self.kv_del: list[tuple[int, int]] = []
+        self.kv_add: list[tuple[int, Any, int]] = []
+        self.fts_del: dict[str, list[tuple[int, str]]] = {}
+        self.fts_add: dict[str, list[tuple[int, str]]] = {}
+        self.fts_rows: dict[int, int] = {}
+        self.vec_clear: list[tuple[int]] = []
+        self.vec_del: list[tuple[int, int]] = []
+        self.vec_put: list[tuple[Any, ...]] = []
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        tag = self.tag
+        if self.kv_del:
+            conn.executemany(f"DELETE FROM {tag}_kv WHERE doc=? AND field=?", self.kv_del)
+        if self.kv_add:
+            conn.executemany(f"INSERT OR IGNORE INTO {tag}_kv VALUES (?, ?, ?)", self.kv_add)
+        for table, rows in self.fts_del.items():
+            conn.executemany(f"INSERT INTO {table}({table}, rowid, tokens) VALUES ('delete', ?, ?)", rows)
+        for table, rows in self.fts_add.items():
+            conn.executemany(f"INSERT INTO {table}(rowid, tokens) VALUES (?, ?)", rows)
+        for code, delta in self.fts_rows.items():
+            if delta:
+                conn.execute("UPDATE kb_fts SET rows=rows+? WHERE tag=? AND code=?", (delta, tag, code))
+        if self.vec_clear:
+            conn.executemany(f"DELETE FROM {tag}_vec WHERE doc=?", self.vec_clear)
+        if self.vec_del:
+            conn.executemany(f"DELETE FROM {tag}_vec WHERE doc=? AND field=?", self.vec_del)
+        if self.vec_put:
+            conn.executemany(f"INSERT OR REPLACE INTO {tag}_vec VALUES (?, ?, ?, ?, ?)", self.vec_put)
+
+
+def _kinds_of(where: Sequence[Condition]) -> set[str | None] | None:
+    """The kinds (knowledge_graph_kwd values, None for chunks) the conditions allow; None = any."""
+    kinds: set[str | None] | None = None
+    for cond in where:
+        if cond.field == _KG and cond.op in ("eq", "in"):
+            raw = cond.value if cond.op == "in" and isinstance(cond.value, (list, tuple, set, frozenset)) \
+                else [cond.value]
+            wanted: set[str | None] = {_kw(v) for v in raw}
+            kinds = wanted if kinds is None else kinds & wanted
+        elif cond.field == _KG and cond.op == "missing":
+            kinds = {None} if kinds is None else kinds & {None}
+    return kinds
+
+
 class SQLiteStore(DocStore):
     """See the module docstring. Safe to share between threads (one connection per thread)."""
 
@@ -187,6 +250,8 @@ class SQLiteStore(DocStore):
         # (tag, kb, field code, kind) -> (vector generation, rowids, unit matrix)
         self._vectors: OrderedDict[tuple[Any, ...], tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
         self._masks: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
+        # (tag, kb, kind) -> (write generation, rowids of that kind)
+        self._kind_rows: OrderedDict[tuple[Any, ...], tuple[int, np.ndarray]] = OrderedDict()
         self._kinds: dict[tuple[Any, ...], tuple[int, list[str | None]]] = {}
         # kb_gen.n is bumped by every write to (tag, kb), kb_gen.vn only by writes that touch vectors
         with self._write() as conn:
@@ -261,6 +326,7 @@ class SQLiteStore(DocStore):
             self._conns.clear()
             self._vectors.clear()
             self._masks.clear()
+            self._kind_rows.clear()
 
     # ---------------------------------------------------------------- names
 
@@ -362,7 +428,7 @@ class SQLiteStore(DocStore):
     def _forget(self, tag: str) -> None:
         with self._lock:
             self._tables = {t for t in self._tables if not t.startswith(tag + "_")}
-            for cache in (self._vectors, self._masks, self._kinds):
+            for cache in (self._vectors, self._masks, self._kinds, self._kind_rows):
                 for key in [k for k in cache if k[0] == tag]:
                     del cache[key]
 
@@ -394,42 +460,47 @@ class SQLiteStore(DocStore):
             raise StoreError(f"{_KG} must be a string")
         return body, _dumps(body), vectors
 
-    def _index_fields(self, conn: sqlite3.Connection, tag: str, rowid: int, old: Doc, new: Doc,
+    def _index_fields(self, conn: sqlite3.Connection, batch: "_IndexWrites", rowid: int, old: Doc, new: Doc,
                       names: set[str]) -> None:
-        """Bring the kv and FTS rows of the named fields from ``old`` to ``new``."""
+        """Queue the kv and FTS changes that bring the named fields from ``old`` to ``new``."""
         for name in names:
-            if not _NAME.match(name) or _same(old.get(name), new.get(name)):
+            kind = _field_kind(name)
+            if not kind:
                 continue
-            if _is_kv(name):
+            before_value, after_value = old.get(name), new.get(name)
+            if _same(before_value, after_value):
+                continue
+            if kind == _KV:
                 code = self._code(conn, name, create=True)
-                conn.execute(f"DELETE FROM {tag}_kv WHERE doc=? AND field=?", (rowid, code))
-                conn.executemany(f"INSERT OR IGNORE INTO {tag}_kv VALUES (?, ?, ?)",
-                                 [(code, v, rowid) for v in _kv_values(name, new.get(name))])
-            elif _is_text(name):
-                table = self._fts(conn, tag, name, create=True)
-                code = self._codes[name]
-                before, after = _tokens(old.get(name)), _tokens(new.get(name))
+                if name in old:
+                    batch.kv_del.append((rowid, code))
+                if type(after_value) is str and not _is_num(name):  # the common case, quickly
+                    batch.kv_add.append((code, after_value, rowid))
+                else:
+                    batch.kv_add.extend((code, v, rowid) for v in _kv_values(name, after_value))
+            else:
+                table = self._fts(conn, batch.tag, name, create=True)
+                before, after = _tokens(before_value), _tokens(after_value)
                 if before:
                     # contentless FTS5 deletes by replaying the exact tokens that were inserted
-                    conn.execute(f"INSERT INTO {table}({table}, rowid, tokens) VALUES ('delete', ?, ?)",
-                                 (rowid, _hex(before)))
+                    batch.fts_del.setdefault(table, []).append((rowid, _hex(before)))
                 if after:
-                    conn.execute(f"INSERT INTO {table}(rowid, tokens) VALUES (?, ?)", (rowid, _hex(after)))
+                    batch.fts_add.setdefault(table, []).append((rowid, _hex(after)))
                 delta = bool(after) - bool(before)
                 if delta:
-                    conn.execute("UPDATE kb_fts SET rows=rows+? WHERE tag=? AND code=?", (delta, tag, code))
+                    code = self._codes[name]
+                    batch.fts_rows[code] = batch.fts_rows.get(code, 0) + delta
 
-    def _set_vectors(self, conn: sqlite3.Connection, tag: str, rowid: int, body: Doc,
+    def _set_vectors(self, conn: sqlite3.Connection, batch: "_IndexWrites", rowid: int, body: Doc,
                      vectors: Mapping[str, bytes | None], replace_all: bool) -> None:
         if replace_all:
-            conn.execute(f"DELETE FROM {tag}_vec WHERE doc=?", (rowid,))
+            batch.vec_clear.append((rowid,))
         for name, blob in vectors.items():
             code = self._code(conn, name, create=True)
             if blob is None:
-                conn.execute(f"DELETE FROM {tag}_vec WHERE doc=? AND field=?", (rowid, code))
+                batch.vec_del.append((rowid, code))
             else:
-                conn.execute(f"INSERT OR REPLACE INTO {tag}_vec VALUES (?, ?, ?, ?, ?)",
-                             (rowid, code, body["kb_id"], body.get(_KG), blob))
+                batch.vec_put.append((rowid, code, body["kb_id"], body.get(_KG), blob))
 
     def upsert(self, tenant_id: str, kb_id: str, docs: Sequence[Doc], *, refresh: bool = True) -> int:
         if not isinstance(kb_id, str) or not kb_id:
@@ -450,19 +521,28 @@ class SQLiteStore(DocStore):
                     f"SELECT rowid, id, kb_id, body FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?))",
                     (json.dumps(list(prepared)),))}
                 touched = {kb_id}
+                batch = _IndexWrites(tag)
+                # rowids as SQLite would choose them (max + 1), assigned here so that inserts
+                # can go in one executemany; the write lock is held, so nobody else takes them
+                next_rowid = conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {tag}_docs").fetchone()[0] + 1
+                inserts: list[tuple[Any, ...]] = []
+                updates: list[tuple[Any, ...]] = []
                 for doc_id, (body, text, vectors) in prepared.items():
                     old_row = existing.get(doc_id)
                     if old_row is None:
-                        rowid = conn.execute(f"INSERT INTO {tag}_docs(id, kb_id, kg, body) VALUES (?, ?, ?, ?)",
-                                             (doc_id, kb_id, body.get(_KG), text)).lastrowid
+                        rowid, next_rowid = next_rowid, next_rowid + 1
+                        inserts.append((rowid, doc_id, kb_id, body.get(_KG), text))
                         old: Doc = {}
                     else:
                         rowid, touched_kb, old = old_row[0], old_row[2], json.loads(old_row[3])
                         touched.add(touched_kb)
-                        conn.execute(f"UPDATE {tag}_docs SET kb_id=?, kg=?, body=? WHERE rowid=?",
-                                     (kb_id, body.get(_KG), text, rowid))
-                    self._index_fields(conn, tag, rowid, old, body, set(old) | set(body))
-                    self._set_vectors(conn, tag, rowid, body, vectors, replace_all=old_row is not None)
+                        updates.append((kb_id, body.get(_KG), text, rowid))
+                    self._index_fields(conn, batch, rowid, old, body, set(old) | set(body))
+                    self._set_vectors(conn, batch, rowid, body, vectors, replace_all=old_row is not None)
+                conn.executemany(f"INSERT INTO {tag}_docs(rowid, id, kb_id, kg, body) VALUES (?, ?, ?, ?, ?)",
+                                 inserts)
+                conn.executemany(f"UPDATE {tag}_docs SET kb_id=?, kg=?, body=? WHERE rowid=?", updates)
+                batch.flush(conn)
                 self._bump(conn, tag, touched, vectors=True)
         if failures:
             raise StoreError(f"{len(failures)} document(s) not written: " + "; ".join(failures[:20]))
@@ -472,6 +552,9 @@ class SQLiteStore(DocStore):
                 changes: Sequence[Doc]) -> tuple[int, bool]:
         """Apply partial changes to (rowid, body) rows. Returns (changed, vectors touched)."""
         vectors_touched = False
+        batch = _IndexWrites(tag)
+        updates: list[tuple[Any, ...]] = []
+        kinds: list[tuple[Any, ...]] = []
         for (rowid, text), change in zip(rows, changes):
             old = json.loads(text)
             vectors: dict[str, bytes | None] = {}
@@ -485,15 +568,17 @@ class SQLiteStore(DocStore):
                     new[name] = value
             if new.get(_KG) is not None and not isinstance(new.get(_KG), str):
                 raise StoreError(f"{_KG} must be a string")
-            conn.execute(f"UPDATE {tag}_docs SET kg=?, body=? WHERE rowid=?",
-                         (new.get(_KG), _dumps(new), rowid))
-            self._index_fields(conn, tag, rowid, old, new, set(change))
+            updates.append((new.get(_KG), _dumps(new), rowid))
+            self._index_fields(conn, batch, rowid, old, new, set(change))
             if old.get(_KG) != new.get(_KG):
-                conn.execute(f"UPDATE {tag}_vec SET kg=? WHERE doc=?", (new.get(_KG), rowid))
+                kinds.append((new.get(_KG), rowid))
                 vectors_touched = True
             if vectors:
-                self._set_vectors(conn, tag, rowid, new, vectors, replace_all=False)
+                self._set_vectors(conn, batch, rowid, new, vectors, replace_all=False)
                 vectors_touched = True
+        conn.executemany(f"UPDATE {tag}_docs SET kg=?, body=? WHERE rowid=?", updates)
+        conn.executemany(f"UPDATE {tag}_vec SET kg=? WHERE doc=?", kinds)
+        batch.flush(conn)
         return len(rows), vectors_touched
 
     def patch(self, tenant_id: str, kb_id: str, changes: Mapping[str, Doc], *, refresh: bool = True) -> int:
@@ -538,9 +623,11 @@ class SQLiteStore(DocStore):
                 return 0
             sql, params = self._where(conn, tag, kbs, where)
             rows = conn.execute(f"SELECT d.rowid, d.body FROM {tag}_docs d WHERE {sql}", params).fetchall()
+            batch = _IndexWrites(tag)
             for rowid, text in rows:
                 old = json.loads(text)
-                self._index_fields(conn, tag, rowid, old, {}, {n for n in old if _is_text(n)})
+                self._index_fields(conn, batch, rowid, old, {}, {n for n in old if _is_text(n)})
+            batch.flush(conn)
             ids = [(r[0],) for r in rows]
             for table, column in (("kv", "doc"), ("vec", "doc"), ("docs", "rowid")):
                 conn.executemany(f"DELETE FROM {tag}_{table} WHERE {column}=?", ids)
@@ -618,7 +705,7 @@ class SQLiteStore(DocStore):
             return f"EXISTS ({probe} AND k.value {compare} ?)", [code, *values]
 
         # any other field: read the JSON body (json_each treats a scalar as a one-element list)
-        each = f"SELECT 1 FROM json_each(d.body, ?) j WHERE j.type != 'null'"
+        each = "SELECT 1 FROM json_each(d.body, ?) j WHERE j.type != 'null'"
         if op in ("eq", "in", "not_in"):
             neg = "NOT " if op == "not_in" else ""
             return f"{neg}EXISTS ({each} AND j.value IN (SELECT value FROM json_each(?)))", [_path(name), listed]
@@ -837,6 +924,16 @@ class SQLiteStore(DocStore):
         rowids, scores = rowids[keep], scores[keep]
         if not len(rowids):
             return []
+        kinds = _kinds_of(where)
+        if kinds is not None:
+            # rows of another kind cannot pass: drop them with one vectorized lookup, so a search
+            # for a rare kind over a text field all kinds share does not send every matching row
+            # of the common kinds through SQL below (the filter still runs on what is left)
+            allowed = np.concatenate([self._kind_rowids(conn, tag, kb, kind) for kb in kbs for kind in kinds])
+            keep = np.isin(rowids, allowed)
+            rowids, scores = rowids[keep], scores[keep]
+            if not len(rowids):
+                return []
         # kb scope and filters: one query over the best-scored rows first (enough when the filter
         # keeps most rows), then over the rest only if too few of those passed
         sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
@@ -856,6 +953,23 @@ class SQLiteStore(DocStore):
                                 (json.dumps(rowids.tolist()),)).fetchall())
         ranked = sorted((-float(s), ids[int(r)], int(r)) for r, s in zip(rowids, scores))
         return [(r, doc_id, -neg) for neg, doc_id, r in ranked[:candidates]]
+
+    def _kind_rowids(self, conn: sqlite3.Connection, tag: str, kb: str, kind: str | None) -> np.ndarray:
+        """Rowids of one kind of row in one knowledge base, cached until the KB is written to."""
+        gen = self._gen(conn, tag, kb)[0]
+        key = (tag, kb, kind)
+        with self._lock:
+            cached = self._kind_rows.get(key)
+            if cached is not None and cached[0] == gen:
+                self._kind_rows.move_to_end(key)
+                return cached[1]
+        rows = np.fromiter((r[0] for r in conn.execute(
+            f"SELECT rowid FROM {tag}_docs WHERE kb_id=? AND kg IS ?", (kb, kind))), dtype=np.int64)
+        with self._lock:
+            self._kind_rows[key] = (gen, rows)
+            while len(self._kind_rows) > _MASK_CACHE_ENTRIES:
+                self._kind_rows.popitem(last=False)
+        return rows
 
     @staticmethod
     def _filter_rowids(conn: sqlite3.Connection, tag: str, sql: str, params: list[Any],

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# graphbench.sh: kbgraph's row beside LightRAG, nano-graphrag and GraphRAG (issue 6), one command.
+#
+# Starts graphbench's scripted server (fakellm, zero latency) on a free port, builds the Christmas
+# Carol corpora (1x and 5x, as graphbench's RESULTS.md did), runs bench/graphbench_kbgraph.py on
+# each after one untimed warm-up, and prints graphbench's table with kbgraph's runs next to the
+# peers' stored reports (graphbench/results/carol-1x, carol-5x).
+#
+# usage: bench/graphbench.sh [--repeat N] [--out DIR] [--no-warmup] [--concurrency N]
+#   PYTHON    interpreter with kbgraph installed (default: python3)
+#   GRAPHBENCH_DIR  graphbench checkout (default: ../shared/tools/graphbench from the repo root)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+GB="${GRAPHBENCH_DIR:-$ROOT/../shared/tools/graphbench}"
+PY="${PYTHON:-python3}"
+BOOK="$GB/../../data/christmas-carol/book.txt"
+REPEAT=3 OUT="" WARMUP=1 EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repeat) REPEAT="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --no-warmup) WARMUP=0; shift ;;
+    --concurrency) EXTRA+=(--concurrency "$2"); shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+OUT="${OUT:-$(mktemp -d /tmp/kbgraph-graphbench-XXXXXX)}"
+mkdir -p "$OUT"
+
+# corpora in their own directory: kbgraph indexes every supported file it finds there
+python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/carol-1x" 2>/dev/null
+python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/carol-5x" --copies 5 2>/dev/null
+python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/warmup" --max-chars 8000 2>/dev/null
+
+python3 "$GB/fakellm.py" --port 0 --port-file "$OUT/fakellm.port" --log "$OUT/fakellm.jsonl" \
+        >"$OUT/fakellm.out" 2>&1 &
+FAKE_PID=$!
+cleanup() { kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 1 100); do [ -s "$OUT/fakellm.port" ] && break; sleep 0.1; done
+[ -s "$OUT/fakellm.port" ] || { echo "fakellm did not start" >&2; cat "$OUT/fakellm.out" >&2; exit 1; }
+BASE="http://127.0.0.1:$(cat "$OUT/fakellm.port")/v1"
+
+run() {  # corpus-dir report.json
+  "$PY" "$ROOT/bench/graphbench_kbgraph.py" --corpus "$1" --base-url "$BASE" --api-key fake \
+        --queries "$GB/queries.txt" --out "$2" "${EXTRA[@]}" >/dev/null 2>"${2%.json}.stderr" \
+    || echo "[graphbench] kbgraph run $2 reported errors" >&2
+}
+[ "$WARMUP" = 1 ] && run "$OUT/corpus/warmup" "$OUT/warmup.json"
+for label in carol-1x carol-5x; do
+  mkdir -p "$OUT/$label"
+  for k in $(seq 1 "$REPEAT"); do
+    echo "[graphbench] kbgraph on $label, run $k/$REPEAT" >&2
+    run "$OUT/corpus/$label" "$OUT/$label/kbgraph.run$k.json"
+  done
+done
+
+{
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM," \
+       "$(uname -sr); $("$PY" -c 'import platform;print("Python", platform.python_version())');" \
+       "kbgraph $("$PY" -c 'from importlib.metadata import version;print(version("kbgraph"))');" \
+       "openai $("$PY" -c 'from importlib.metadata import version;print(version("openai"))');" \
+       "date $(date -u +%Y-%m-%dT%H:%MZ); fakellm latency 0 ms; peers: stored graphbench results"
+  for label in carol-1x carol-5x; do
+    echo
+    echo "### $label"
+    echo
+    python3 "$GB/table.py" "$OUT/$label"/kbgraph.run*.json "$GB/results/$label"/*.json
+  done
+} | tee "$OUT/table.md"
+echo "[graphbench] reports and table in $OUT" >&2

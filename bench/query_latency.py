@@ -1,0 +1,282 @@
+"""Query latency of `kg` and `ppr` retrieval on a large synthetic knowledge base (issue 6).
+
+Builds, once, a knowledge base of 100k entities and 300k relations on the embedded SQLite store,
+written straight through the DocStore (no extraction): relations grow by preferential attachment
+(each new entity links to ``--links`` earlier ones chosen in proportion to their degree, so a few
+hubs gather thousands of relations and most entities a handful), entities and relations carry
+names, descriptions, token fields and hash-embedder vectors (dim 384), PageRank is computed over
+the graph, and chunks cite the entities they mention. The store is kept in ``--data-dir`` and
+reused by later runs. Then ~200 questions naming existing entities are retrieved in each mode
+without an LLM (hash embedder, `nlp` query analysis), after a warm-up, and p50/p99 are printed.
+
+    python bench/query_latency.py --data-dir /tmp/kbgraph-qlat          # build (first run) + measure
+    python bench/query_latency.py --data-dir /tmp/kbgraph-qlat --entities 20000 --relations 60000
+
+Target on the 2-core development machine: p50 <= 30 ms, p99 <= 100 ms for both modes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kbgraph.config import Settings
+from kbgraph.graph.derive import entity_text, relation_text
+from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.pagerank import weighted_pagerank
+from kbgraph.llm.embedders import HashEmbedder
+from kbgraph.parse.tokenize import token_string
+from kbgraph.search.retrieve import retrieve
+from kbgraph.store.records import Chunk, Entity, GraphMeta, Relation, chunk_id
+from kbgraph.store.sqlite import SQLiteStore
+
+TENANT = "qlat"
+KB = "kb-synthetic"
+DIM = 384
+TYPES = ["person", "organization", "geo", "event", "category"]
+_SYLLABLES = ["ka", "lo", "mi", "ren", "tor", "sa", "vel", "dun", "ar", "is", "mon", "bel", "cor", "fen", "gal",
+              "hal", "jor", "kes", "lin", "mar", "nor", "ost", "pel", "quin", "ros", "tal", "ur", "vin", "wen", "zar"]
+_WORDS = ("guild harbor treaty council archive river tower fleet market scholar merchant captain library "
+          "festival storm bridge academy charter alliance debt lantern map observatory flood salt garden "
+          "rebellion order ledger canal forge mill temple court").split()
+
+
+class WordVectors:
+    """Hash-embedder vectors built from cached per-word vectors.
+
+    HashEmbedder sums one fixed feature vector per word (the word and its trigrams) and then
+    normalizes, so summing cached per-word vectors gives the same vectors at a fraction of the cost
+    for a few hundred thousand texts over a small vocabulary."""
+
+    def __init__(self, dim: int) -> None:
+        self.embedder = HashEmbedder(dim)
+        self.cache: dict[str, np.ndarray] = {}
+
+    def _word(self, word: str) -> np.ndarray:
+        vec = self.cache.get(word)
+        if vec is None:
+            import hashlib
+
+            vec = np.zeros(self.embedder.dim, dtype=np.float32)
+            for feat, weight in self.embedder._features(word):
+                h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
+                vec[h % self.embedder.dim] += weight if (h >> 63) & 1 else -weight
+            self.cache[word] = vec
+        return vec
+
+    def embed(self, text: str) -> list[float]:
+        from kbgraph.llm.embedders import _WORD
+
+        total = np.zeros(self.embedder.dim, dtype=np.float32)
+        for word in _WORD.findall(text.lower()):
+            total += self._word(word)
+        norm = float(np.linalg.norm(total))
+        return (total / norm if norm else total).tolist()
+
+
+def entity_names(n: int, rng: random.Random) -> list[str]:
+    names: set[str] = set()
+    out: list[str] = []
+    while len(out) < n:
+        first = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
+        last = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
+        name = f"{first} {last}"
+        if name not in names:
+            names.add(name)
+            out.append(name)
+    return out
+
+
+def preferential_edges(n: int, m: int, links: int, rng: random.Random) -> list[tuple[int, int]]:
+    """~m undirected edges over n nodes by preferential attachment (Barabási-Albert style)."""
+    targets: list[int] = list(range(links))  # one entry per edge end: sampling it is degree-proportional
+    edges: set[tuple[int, int]] = set()
+    for node in range(links, n):
+        for _ in range(links):
+            other = rng.choice(targets) if rng.random() < 0.9 else rng.randrange(node)
+            if other != node:
+                pair = (min(node, other), max(node, other))
+                if pair not in edges:
+                    edges.add(pair)
+                    targets += [node, other]
+        if len(edges) >= m:
+            break
+    while len(edges) < m:  # top up with random pairs when attachment fell short
+        a, b = rng.randrange(n), rng.randrange(n)
+        if a != b:
+            edges.add((min(a, b), max(a, b)))
+    return sorted(edges)[:m] if len(edges) > m else sorted(edges)
+
+
+def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    vectors = WordVectors(DIM)
+    started = time.perf_counter()
+    names = entity_names(n_entities, rng)
+    keys = [n.lower() for n in names]
+    types = [TYPES[min(len(TYPES) - 1, int(rng.expovariate(1.0)))] for _ in names]
+    edges = preferential_edges(n_entities, n_relations, max(1, round(n_relations / n_entities)), rng)
+    ranks = weighted_pagerank([(keys[a], keys[b], 1.0) for a, b in edges], keys)
+
+    # chunks: each mentions a few entities, hubs more often (drawn from the edge ends)
+    ends = [x for e in edges for x in e]
+    mentions: dict[int, list[str]] = {}
+    chunks: list[Chunk] = []
+    for pos in range(n_chunks):
+        members = sorted({rng.choice(ends) for _ in range(4)} | {rng.randrange(n_entities)})
+        cid = chunk_id("doc-synthetic", pos)
+        for i in members:
+            mentions.setdefault(i, []).append(cid)
+        text = " ".join(f"{names[i]} met the {rng.choice(_WORDS)} of {names[j]} near the {rng.choice(_WORDS)}."
+                        for i, j in zip(members, members[1:] + members[:1]))
+        chunks.append(Chunk(id=cid, kb_id=KB, doc_id="doc-synthetic", doc_name="synthetic.txt", content=text,
+                            content_tokens=token_string(text), title_tokens="synthetic", position=pos,
+                            start=0, end=len(text), token_count=len(text) // 4, page=0,
+                            vector=vectors.embed(text), created=0.0))
+    degree = [0] * n_entities
+    for a, b in edges:
+        degree[a] += 1
+        degree[b] += 1
+
+    def entity(i: int) -> Entity:
+        words = " ".join(rng.sample(_WORDS, 3))
+        desc = f"{names[i]} is a {types[i]} known for the {words}; linked to {degree[i]} others."
+        cited = mentions.get(i) or [chunks[i % n_chunks].id]
+        e = Entity(kb_id=KB, key=keys[i], name=names[i], type=types[i], description=desc,
+                   name_tokens=token_string(names[i]), description_tokens=token_string(desc), aliases=[],
+                   doc_ids=["doc-synthetic"], chunk_ids=sorted(cited)[:50], mention_count=len(cited),
+                   pagerank=round(float(ranks.get(keys[i], 0.0)), 9), community_ids=[])
+        e.vector = vectors.embed(entity_text(e))
+        return e
+
+    def relation(a: int, b: int) -> Relation:
+        word = rng.choice(_WORDS)
+        desc = f"{names[a]} and {names[b]} share the {word}."
+        cited = sorted(set(mentions.get(a, [])[:2] + mentions.get(b, [])[:2])) or [chunks[a % n_chunks].id]
+        r = Relation(kb_id=KB, src_key=keys[a], tgt_key=keys[b], src_name=names[a], tgt_name=names[b],
+                     description=desc, description_tokens=token_string(" ".join([names[a], names[b], desc, word])),
+                     keywords=[word], weight=float(1 + rng.randrange(5)), doc_ids=["doc-synthetic"],
+                     chunk_ids=cited, mention_count=1)
+        r.vector = vectors.embed(relation_text(r))
+        return r
+
+    def write(docs: list[dict]) -> None:
+        store.upsert(TENANT, KB, docs, refresh=False)
+
+    for start in range(0, n_chunks, 5000):
+        write([c.to_doc() for c in chunks[start:start + 5000]])
+    for start in range(0, n_entities, 5000):
+        write([entity(i).to_doc() for i in range(start, min(n_entities, start + 5000))])
+        print(f"[build] entities {min(n_entities, start + 5000)}/{n_entities}", file=sys.stderr)
+    for start in range(0, len(edges), 10000):
+        write([relation(a, b).to_doc() for a, b in edges[start:start + 10000]])
+        print(f"[build] relations {min(len(edges), start + 10000)}/{len(edges)}", file=sys.stderr)
+    meta = GraphMeta(kb_id=KB, version=1, entity_count=n_entities, relation_count=len(edges))
+    meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = 1, "done"
+    write([meta.to_doc()])
+    info = {"entities": n_entities, "relations": len(edges), "chunks": n_chunks, "seed": seed,
+            "max_degree": max(degree), "median_degree": statistics.median(degree),
+            "build_s": round(time.perf_counter() - started, 1), "names_sample": names[:5]}
+    return info
+
+
+def questions(store: SQLiteStore, n: int, seed: int) -> list[str]:
+    """Questions naming existing entities: hubs and ordinary ones, one or two per question."""
+    from kbgraph.store.base import eq
+
+    rows = [(d["name_kwd"], d.get("pagerank_flt", 0.0)) for d in
+            store.scan(TENANT, [KB], [eq("knowledge_graph_kwd", Entity.KIND)], fields=["name_kwd", "pagerank_flt"])]
+    rows.sort(key=lambda r: -r[1])
+    hubs = [r[0] for r in rows[:200]]
+    everyone = [r[0] for r in rows]
+    rng = random.Random(seed)
+    templates = ["Who is {a}?", "What is the relationship between {a} and {b}?", "How is {a} connected to {b}?",
+                 "What does {a} know about the {w}?", "Which organization is {a} part of?",
+                 "Tell me about {a} and the {w}."]
+    out = []
+    for i in range(n):
+        a = rng.choice(hubs) if i % 4 == 0 else rng.choice(everyone)
+        b = rng.choice(everyone)
+        out.append(rng.choice(templates).format(a=a, b=b, w=rng.choice(_WORDS)))
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data-dir", type=Path, required=True, help="where the synthetic store is kept between runs")
+    ap.add_argument("--entities", type=int, default=100_000)
+    ap.add_argument("--relations", type=int, default=300_000)
+    ap.add_argument("--chunks", type=int, default=30_000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--modes", default="kg,ppr")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--rebuild", action="store_true")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    a = ap.parse_args(argv)
+
+    a.data_dir.mkdir(parents=True, exist_ok=True)
+    tag = f"e{a.entities}-r{a.relations}-c{a.chunks}-s{a.seed}"
+    path = a.data_dir / f"synthetic-{tag}.db"
+    info_path = path.with_suffix(".json")
+    if a.rebuild or not info_path.exists():
+        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), info_path):
+            stale.unlink(missing_ok=True)
+        store = SQLiteStore(path)
+        store.ensure_index(TENANT)
+        info = build(store, a.entities, a.relations, a.chunks, a.seed)
+        info_path.write_text(json.dumps(info, indent=1))
+        store.close()
+    info = json.loads(info_path.read_text())
+    print(f"[kb] {info['entities']} entities, {info['relations']} relations, {info['chunks']} chunks; "
+          f"max degree {info['max_degree']}, median {info['median_degree']}; built in {info['build_s']} s; {path}")
+
+    store = SQLiteStore(path)
+    embedder = HashEmbedder(DIM)
+    settings = Settings(embedding_provider="hash", embedding_dim=DIM)
+    extractor = NLPExtractor(entity_types=TYPES)
+    qs = questions(store, a.queries + a.warmup, a.seed)
+    figures: dict[str, dict] = {"kb": info}
+    for mode in a.modes.split(","):
+        def run(question: str) -> float:
+            t = time.perf_counter()
+            result = retrieve(store, TENANT, [KB], question, mode, embedder=embedder, chat=None, settings=settings,
+                              extractor=extractor, entity_types=TYPES)
+            elapsed = time.perf_counter() - t
+            if not (result.entities or result.chunks):
+                empty.append(question)
+            return elapsed
+
+        empty: list[str] = []
+        cold = run(qs[0])
+        for q in qs[1:a.warmup]:
+            run(q)
+        times = [run(q) * 1000 for q in qs[a.warmup:]]
+        figures[mode] = {"first_query_ms": round(cold * 1000, 1), "p50_ms": round(pct(times, 0.5), 1),
+                         "p90_ms": round(pct(times, 0.9), 1), "p99_ms": round(pct(times, 0.99), 1),
+                         "max_ms": round(max(times), 1), "mean_ms": round(statistics.fmean(times), 1),
+                         "queries": len(times), "empty_results": len(empty)}
+        f = figures[mode]
+        print(f"[{mode}] p50 {f['p50_ms']} ms  p90 {f['p90_ms']} ms  p99 {f['p99_ms']} ms  max {f['max_ms']} ms  "
+              f"(first query {f['first_query_ms']} ms, {f['queries']} queries after {a.warmup} warm-up, "
+              f"{f['empty_results']} empty)")
+    store.close()
+    if a.json:
+        a.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
