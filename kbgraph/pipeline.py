@@ -336,7 +336,8 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         _, community = rid_community
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
-        if ctx.chat is not None:
+        # a community of one entity has nothing to summarize beyond that entity's own description
+        if ctx.chat is not None and len(member_entities) > 1:
             content = llm_report(ctx.chat, community, member_entities, member_relations(members),
                                  language=ctx.settings.language)
         else:

@@ -17,6 +17,7 @@ from kbgraph.graph.inspect import find_entity
 from kbgraph.graph.invariants import check_graph
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.pipeline import record_decisions
+from kbgraph.store.base import eq
 from kbgraph.store.records import ResolutionDecision
 from support.graph_model import GraphModel
 from support.scripted_llm import ScriptedError, ScriptedLLM
@@ -63,6 +64,11 @@ def test_general_extraction_builds_a_graph_and_reruns_cost_nothing(settings, scr
         assert "extract" in model.kinds and "glean_continue" in model.kinds and "report" in model.kinds
         first_calls = scripted_llm.counts["chat"]
         assert first_calls > 0
+        reports = list(engine.store.scan(engine.tenant, [engine.kb("lore").id],
+                                         [eq("knowledge_graph_kwd", "community_report")]))
+        shared = [r for r in reports if r["member_count_int"] > 1]
+        assert shared and len(shared) < len(reports)
+        assert model.kinds.count("report") == len(shared)  # a lone entity's report needs no LLM
         graph = _graph(engine, "lore")
         assert "mira castell" in graph["entities"]
         assert check_graph(engine.store, engine.tenant, engine.kb("lore").id, engine.context(engine.kb("lore")).describer()) == []
