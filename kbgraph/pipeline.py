@@ -215,11 +215,14 @@ def _count_kind(ctx: KBContext, kind: str) -> int:
 
 
 def _bump_version(ctx: KBContext, change: DeriveResult) -> GraphMeta:
+    """A new graph version when rows changed; counts kept by difference (a recount of every row
+    per merge would grow with the knowledge base; refresh_kb recounts exactly)."""
     meta = load_graph_meta(ctx)
-    if change.changed:
-        meta.version += 1
-    meta.entity_count = _count_kind(ctx, Entity.KIND)
-    meta.relation_count = _count_kind(ctx, Relation.KIND)
+    if not change.changed:
+        return meta
+    meta.version += 1
+    meta.entity_count += change.entities_created - change.entities_removed
+    meta.relation_count += change.relations_created - change.relations_removed
     save_graph_meta(ctx, meta)
     return meta
 
@@ -490,6 +493,8 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _n
         meta.phase_versions["communities"], meta.phase_status["communities"] = meta.version, "done"
     elif ctx.graph.community:
         result.skipped.append("communities")
+    meta.entity_count = _count_kind(ctx, Entity.KIND)
+    meta.relation_count = _count_kind(ctx, Relation.KIND)
     ctx.store.refresh(ctx.tenant)
     save_graph_meta(ctx, meta)
     result.version = meta.version

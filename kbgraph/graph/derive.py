@@ -33,9 +33,12 @@ _BATCH = 500
 
 @dataclass
 class DeriveResult:
+    # rows actually rewritten (created or changed), created, and removed
     entities_written: int = 0
+    entities_created: int = 0
     entities_removed: int = 0
     relations_written: int = 0
+    relations_created: int = 0
     relations_removed: int = 0
     renamed: set[str] = field(default_factory=set)
 
@@ -193,6 +196,14 @@ def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str],
     return out
 
 
+def _stored_ids(store: DocStore, tenant: str, kb_id: str, ids: set[str]) -> list[str]:
+    """Those of ``ids`` that have a stored row."""
+    found: list[str] = []
+    for batch in _batches(sorted(ids)):
+        found += [d["id"] for d in store.get(tenant, [kb_id], batch, fields=["id"])]
+    return found
+
+
 def _changed_rows(rows: list, previous: Mapping[str, dict], text_of: Callable[[object], str],
                   from_doc: Callable[[dict], object], embed: EmbedTexts | None) -> list:
     """The rows that differ from what is stored. A row keeps its stored vector while the text it
@@ -245,11 +256,12 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     changed = _changed_rows(entities, previous, entity_text, Entity.from_doc, embed)
     if changed:
         store.upsert(tenant, kb_id, [e.to_doc() for e in changed], refresh=False)
-    gone = sorted({entity_id(kb_id, k) for k in keys if k not in mentions}
-                  | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
+    gone = _stored_ids(store, tenant, kb_id, {entity_id(kb_id, k) for k in keys if k not in mentions}
+                       | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
     if gone:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone)], refresh=False)
-    result.entities_written, result.entities_removed = len(entities), len(gone)
+    result.entities_written, result.entities_removed = len(changed), len(gone)
+    result.entities_created = sum(1 for e in changed if e.id not in previous)
 
     # relations whose endpoint was renamed carry the old name: re-derive them as well
     if result.renamed:
@@ -262,11 +274,12 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     changed_rel = _changed_rows(relations, previous_rel, relation_text, Relation.from_doc, embed)
     if changed_rel:
         store.upsert(tenant, kb_id, [r.to_doc() for r in changed_rel], refresh=False)
-    gone_rel = sorted({relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions}
-                      | {relation_id(kb_id, *p) for p in raw_pairs if aliases.pair(*p) != p})
+    gone_rel = _stored_ids(store, tenant, kb_id, {relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions}
+                           | {relation_id(kb_id, *p) for p in raw_pairs if aliases.pair(*p) != p})
     if gone_rel:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone_rel)], refresh=False)
-    result.relations_written, result.relations_removed = len(relations), len(gone_rel)
+    result.relations_written, result.relations_removed = len(changed_rel), len(gone_rel)
+    result.relations_created = sum(1 for r in changed_rel if r.id not in previous_rel)
     store.refresh(tenant)
     return result
 

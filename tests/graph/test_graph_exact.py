@@ -17,7 +17,10 @@ from kbgraph.graph.invariants import check_graph, stored_graph
 from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
-from kbgraph.pipeline import KBContext, delete_document, extract_document, merge_document, parse_document
+from kbgraph.pipeline import (
+    KBContext, delete_document, extract_document, load_graph_meta, merge_document, parse_document,
+)
+from kbgraph.store.base import eq
 from kbgraph.store import DocStore, open_store
 from conftest import store_overrides
 
@@ -89,6 +92,9 @@ def test_adds_and_deletes_equal_a_rebuild(store: DocStore, tmp_path: Path, ops: 
             delete_document(ctx, name)
             present.discard(name)
         assert check_graph(store, tenant, kb_id, ctx.describer()) == []
+        meta = load_graph_meta(ctx)  # counts are kept by difference on every merge and delete
+        assert meta.entity_count == store.count(tenant, [kb_id], [eq("knowledge_graph_kwd", "entity")])
+        assert meta.relation_count == store.count(tenant, [kb_id], [eq("knowledge_graph_kwd", "relation")])
 
     fresh = _context(store, f"{tenant}fresh", kb_id, tmp_path)
     store.ensure_index(fresh.tenant)
