@@ -14,6 +14,8 @@ wire so that every attempt, failed or not, is counted once.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import hashlib
 import json
 import os
@@ -108,18 +110,18 @@ class TextStream:
             fn(self)
 
 
-class ChatBase:
-    """The ChatModel protocol on top of ``complete`` / ``open_stream``."""
+class ChatBase(ABC):
+    """The ChatModel protocol on top of ``complete`` / ``open_stream``, which each layer provides."""
 
     model_name: str = ""
     temperature: float = 0.0
     max_tokens: int | None = None
 
-    def complete(self, request: ChatRequest) -> Completion:
-        raise NotImplementedError
+    @abstractmethod
+    def complete(self, request: ChatRequest) -> Completion: ...
 
-    def open_stream(self, request: ChatRequest) -> TextStream:
-        raise NotImplementedError
+    @abstractmethod
+    def open_stream(self, request: ChatRequest) -> TextStream: ...
 
     def _request(self, messages: Sequence[Message], phase: str, prompt_version: str,
                  temperature: float | None, max_tokens: int | None,
