@@ -57,7 +57,7 @@ from kbgraph.store.base import (
     eq,
     vector_field,
 )
-from kbgraph.store.records import CommunityReport, Entity, Relation, entity_id
+from kbgraph.store.records import CommunityReport, Entity, EntityMention, Relation, entity_id
 
 ENTITY_FIELDS = ["id", "kb_id", "entity_key_kwd", "name_kwd", "entity_type_kwd", "content_with_weight",
                  "chunk_ids_kwd", "pagerank_flt", "community_ids_kwd", "mention_count_int"]
@@ -87,6 +87,15 @@ class KGParams:
     pagerank_weight: float = 0.1
     weight_prior: float = 0.1  # the same small prior for relations, from their weight
     min_score: float = 0.05
+    # once the question's own entities are found (an anchor scoring >= anchor_min), evidence that only
+    # matches the question's words elsewhere in the graph counts at loose_weight
+    anchor_min: float = 0.5
+    loose_weight: float = 0.5
+    relation_gain: float = 1.0  # how much an anchor relation's relevance to the question adds to a hop
+    anchor_relation_top_n: int = 24  # relations of the anchors scored against the question, per side
+    support_power: float = 2.0  # chunk support sums score**power: confident evidence dominates
+    prominence: bool = True  # spread an entity's support over its chunks by its mention weight in each
+    relation_support: float = 1.0  # weight of a chunk's best relation next to its entities' sum
     budget: Budget = field(default_factory=Budget)
 
 
@@ -159,16 +168,31 @@ def hop_factor(weight: float, max_weight: float, decay: float) -> float:
     return decay * (0.5 + 0.5 * min(1.0, share))
 
 
-def chunk_support(items: Iterable[tuple[float, Sequence[str]]]) -> dict[str, float]:
-    """Chunk id -> summed score of the items (entities, relations) citing it, each item's score
-    spread by 1/log2(1 + number of chunks it cites), normalized so the best chunk gets 1."""
+def chunk_support(items: Iterable[tuple[float, Sequence[str]] | tuple[float, Sequence[str], dict[str, float]]],
+                  power: float = 1.0, normalize: bool = True) -> dict[str, float]:
+    """Chunk id -> summed ``score ** power`` of the items (entities, relations) citing it, each
+    spread by 1/log2(1 + number of chunks it cites), normalized so the best chunk gets 1.
+
+    An item may carry its prominence per chunk (chunk id -> weight, e.g. how many sentences of the
+    chunk mention the entity): each chunk then gets the item's share times weight / best weight,
+    so the passage *about* an entity outranks the passages that name it once in passing.
+
+    With ``power`` > 1 a chunk holding one entity the question is surely about outranks a chunk
+    holding many that each match a word of it: summed plain scores reward a chunk for naming many
+    loosely relevant things (a registry of other guilds) over the one thing the question asks for.
+    """
     support: dict[str, float] = defaultdict(float)
-    for score, chunk_ids in items:
+    for item in items:
+        score, chunk_ids = item[0], item[1]
         if score <= 0 or not chunk_ids:
             continue
-        share = score / math.log2(1 + len(chunk_ids))
+        share = score ** power / math.log2(1 + len(chunk_ids))
+        prominence = item[2] if len(item) > 2 else None  # type: ignore[misc]
+        top = max((prominence.get(c, 0.0) for c in chunk_ids), default=0.0) if prominence else 0.0
         for cid in chunk_ids:
-            support[cid] += share
+            support[cid] += share * (prominence.get(cid, 0.0) / top if top > 0 else 1.0)
+    if not normalize:
+        return dict(support)
     top = max(support.values(), default=0.0)
     return {cid: s / top for cid, s in support.items()} if top > 0 else {}
 
@@ -186,6 +210,11 @@ class Seeds:
     scores: dict[Node, float]  # seed relevance r(e)
     docs: dict[Node, dict]  # their rows
     anchored: set[Node]  # matched by an analysed entity (by key or by its own search)
+    loose_factor: float = 1.0  # what question-only matches were scaled by (< 1 when anchors were found)
+
+    def anchors(self, min_score: float) -> dict[Node, float]:
+        """The anchored entities scoring at least ``min_score``."""
+        return {n: self.scores[n] for n in self.anchored if self.scores.get(n, 0.0) >= min_score}
 
 
 def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
@@ -200,13 +229,14 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
     "charge") then stay weak seeds.
     """
     docs: dict[Node, dict] = {}
-    parts: dict[Node, list[float]] = defaultdict(list)
+    parts: dict[Node, list[float]] = defaultdict(list)  # question-only (loose) evidence
+    anchor_parts: dict[Node, list[float]] = defaultdict(list)  # evidence from an analysed entity
     anchored: set[Node] = set()
 
     def note(doc: dict, score: float, anchor: bool = False) -> None:
         node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
         docs.setdefault(node, doc)
-        parts[node].append(score)
+        (anchor_parts if anchor else parts)[node].append(score)
         if anchor:
             anchored.add(node)
 
@@ -247,7 +277,14 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
             rank = float(hit.doc.get("pagerank_flt", 0.0) or 0.0)
             note(hit.doc, params.type_score * 0.5 * (1.0 + (rank / top_rank if top_rank > 0 else 0.0)))
 
-    return Seeds({node: any_of_scores(*values) for node, values in parts.items()}, docs, anchored)
+    anchor_scores = {node: any_of_scores(*values) for node, values in anchor_parts.items()}
+    # a question that names entities we found is about them: its other words matching entities
+    # elsewhere (a registry of other guilds, every "founder") is the lexical evidence naive search
+    # already has, so it counts for less than what is said about the named entities
+    loose = params.loose_weight if any(v >= params.anchor_min for v in anchor_scores.values()) else 1.0
+    scores = {node: any_of_scores(anchor_scores.get(node, 0.0), *(loose * v for v in parts.get(node, ())))
+              for node in set(parts) | set(anchor_parts)}
+    return Seeds(scores, docs, anchored, loose)
 
 
 def _relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]) -> list[dict]:
@@ -262,13 +299,50 @@ def _relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nod
     return [found[i] for i in sorted(found)]
 
 
-def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams
+def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: dict[Node, float],
+                     analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams
+                     ) -> dict[str, tuple[float, dict]]:
+    """The relations of the question's anchored entities, scored by how well they match the rest of
+    the question: relation id -> (hybrid score in [0, 1], row).
+
+    The text query leaves out the anchors' own names (every one of their relations says them), so
+    "the guild *founded* by Mira Castell" ranks Mira Castell's founding relation above her others.
+    This is what lets a retriever follow the relation the question asks about rather than whatever
+    the anchor is most often mentioned with.
+    """
+    if not anchors or params.anchor_relation_top_n <= 0:
+        return {}
+    keys = sorted({key for _, key in anchors})
+    named = {t for key in keys for t in tokenize(key)}
+    named.update(t for name in analysis.entities for t in tokenize(name))
+    tokens = [t for t in tokenize_query(" ".join([analysis.question, *analysis.keywords])) if t not in named]
+    if not tokens and vector is None:
+        return {}
+    out: dict[str, tuple[float, dict]] = {}
+    for side in ("src_key_kwd", "tgt_key_kwd"):
+        for hit in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
+                               params.anchor_relation_top_n, params.vector_weight, where=[any_of(side, keys)],
+                               returned=RELATION_FIELDS):
+            if (hit.doc.get("kb_id", ""), hit.doc.get(side, "")) not in anchors:
+                continue
+            if hit.score > out.get(hit.id, (0.0, hit.doc))[0]:
+                out[hit.id] = (hit.score, hit.doc)
+    return out
+
+
+def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
+           relevance: dict[str, float] | None = None
            ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, dict]]]:
     """Spread seed relevance along relations for ``params.hops`` hops.
+
+    ``relevance`` (relation id -> [0, 1], see ``anchor_relations``) widens a hop along a relation
+    the question asks about: it passes ``any_of(hop_factor, relation_gain * relevance)`` of the
+    entity's score instead of ``hop_factor`` alone.
 
     Returns entity scores (seeds included), the hop at which each entity was first reached, and
     for every relation walked its best path score and row.
     """
+    relevance = relevance or {}
     scores = dict(seeds)
     hops = {node: 0 for node in seeds}
     walked: dict[str, tuple[float, dict]] = {}
@@ -291,7 +365,8 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
             for a, b in ((src, tgt), (tgt, src)):
                 if a not in in_frontier:
                     continue
-                passed = scores[a] * hop_factor(w, heaviest[a], params.hop_decay)
+                passed = scores[a] * any_of_scores(hop_factor(w, heaviest[a], params.hop_decay),
+                                                   params.relation_gain * relevance.get(doc["id"], 0.0))
                 gained[b].append(passed)
                 if passed > walked.get(doc["id"], (0.0, doc))[0]:
                     walked[doc["id"]] = (passed, doc)
@@ -304,6 +379,24 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
         frontier = sorted((n for n in reached if scores[n] >= params.min_score), key=lambda n: (-scores[n], n))
         frontier = frontier[:params.frontier]
     return scores, hops, walked
+
+
+def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node]
+                    ) -> dict[Node, dict[str, float]]:
+    """Entity -> chunk id -> weight of its mention there (the nlp extractor's weight is the number
+    of the chunk's sentences naming it; an LLM's is its own strength), read from the mention rows."""
+    wanted = set(nodes)
+    out: dict[Node, dict[str, float]] = defaultdict(dict)
+    keys = sorted({key for _, key in wanted})
+    for start in range(0, len(keys), 200):
+        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", EntityMention.KIND),
+                                                      any_of("entity_key_kwd", keys[start:start + 200])],
+                              fields=["kb_id", "entity_key_kwd", "chunk_id_kwd", "weight_flt"]):
+            node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
+            if node in wanted:
+                cid = doc.get("chunk_id_kwd", "")
+                out[node][cid] = max(out[node].get(cid, 0.0), float(doc.get("weight_flt", 1.0) or 1.0))
+    return dict(out)
 
 
 def _fetch_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node]) -> dict[Node, dict]:
@@ -397,7 +490,10 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
                 ) -> GraphResult:
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder)
     seed_docs = seeds.docs
-    scores, hops, walked = expand(store, tenant, kb_ids, seeds.scores, params)
+    anchors = seeds.anchors(params.anchor_min)
+    about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params)
+    scores, hops, walked = expand(store, tenant, kb_ids, seeds.scores, params,
+                                  {rid: score for rid, (score, _) in about.items()})
 
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
@@ -407,9 +503,17 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     entities = within_budget(entities, entity_row, params.budget.entities)
 
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
-    found = {h.id: (h.score, h.doc) for h in kind_search(
-        store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
-        params.vector_weight, returned=RELATION_FIELDS)}
+    def touches_anchor(doc: dict) -> bool:
+        kb = doc.get("kb_id", "")
+        return (kb, doc.get("src_key_kwd", "")) in anchors or (kb, doc.get("tgt_key_kwd", "")) in anchors
+
+    # relations matching the question's words anywhere are loose evidence, like loose entity matches
+    found = {h.id: (h.score if touches_anchor(h.doc) else seeds.loose_factor * h.score, h.doc)
+             for h in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
+                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS)}
+    for rid, (score, doc) in about.items():
+        if score > found.get(rid, (0.0, doc))[0]:
+            found[rid] = (score, doc)
     chosen = {(e.kb_id, e.key) for e in entities}
     # only walked relations that end at a chosen entity explain anything shown
     walked = {rid: v for rid, v in walked.items()
@@ -423,7 +527,19 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
 
-    support = chunk_support([(e.score, e.chunk_ids) for e in entities] + [(r.score, r.chunk_ids) for r in relations])
+    prominence = mention_weights(store, tenant, kb_ids, [(e.kb_id, e.key) for e in entities]) if params.prominence else {}
+    support = chunk_support([(e.score, e.chunk_ids, prominence.get((e.kb_id, e.key), {})) for e in entities],
+                            params.support_power, normalize=False)
+    # a chunk's relations mostly restate one sentence (co-occurrence relations share it) and their
+    # endpoints' scores already count above: the chunk gets its best relation, not their sum
+    facts: dict[str, float] = defaultdict(float)
+    for r in relations:
+        for cid, share in chunk_support([(r.score, r.chunk_ids)], params.support_power, normalize=False).items():
+            facts[cid] = max(facts[cid], share * params.relation_support)
+    for cid, share in facts.items():
+        support[cid] = support.get(cid, 0.0) + share
+    top = max(support.values(), default=0.0)
+    support = {cid: v / top for cid, v in support.items()} if top > 0 else {}
     chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
     return GraphResult(entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))

@@ -40,6 +40,7 @@ from kbgraph.search.kg import (
     KGParams,
     Seeds,
     _fetch_entities,
+    anchor_relations,
     fetch_chunks,
     rank_entities,
     seed_entities,
@@ -55,8 +56,12 @@ class PPRParams:
     seed_top_n: int = 5  # a few precise seeds beat many weak ones (tuned on MuSiQue)
     seed_min_score: float = 0.5
     chunk_seed_share: float = 0.1  # of the restart mass given to the naive chunk hits
-    naive_weight: float = 0.3  # share of the naive score in the final chunk score
+    naive_weight: float = 0.2  # share of the naive score in the final chunk score
     chunk_link_weight: float = 1.0  # weight of an entity-chunk edge relative to a relation of weight 1
+    # the far ends of the anchors' relations that match the question seed the walk too (HippoRAG 2's
+    # fact-to-entity seeding, restricted to the facts of the entities the question names)
+    relation_seed_weight: float = 1.0
+    relation_seed_top_n: int = 3
     entity_top_n: int = 12
     chunk_top_n: int = 8
     kg: KGParams = field(default_factory=KGParams)
@@ -149,16 +154,31 @@ def _normalized(values: dict[str, float]) -> dict[str, float]:
     return {k: v / top for k, v in values.items()} if top > 0 else {}
 
 
-def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams) -> dict[str, float]:
+def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
+              about: dict[str, tuple[float, dict]] | None = None) -> dict[str, float]:
     """Entity restart weights: relevance times specificity (an entity cited by few chunks points
     somewhere; one cited by every chunk does not), the best ``seed_top_n`` only.
 
     When the question's analysed entities matched something, only those matches seed the walk:
     entities found by the whole-question search alone are mostly generic words of the question
-    ("guild", "country") and pull the walk toward every chunk that shares them.
+    ("guild", "country") and pull the walk toward every chunk that shares them. ``about`` (the
+    anchors' relations scored against the question, ``kg.anchor_relations``) adds the far end of
+    the best ``relation_seed_top_n`` of them, at anchor score x relation score: the entity the
+    question reaches through the relation it asks about ("the guild *founded by* Mira Castell").
     """
     weighted: dict[str, float] = {}
     strong = {n for n in seeds.anchored if seeds.scores.get(n, 0.0) >= params.seed_min_score}
+    far: dict[str, float] = {}
+    if about and strong and params.relation_seed_weight > 0:
+        for score, doc in sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.relation_seed_top_n]:
+            kb = doc.get("kb_id", "")
+            src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+            for a, b in ((src, tgt), (tgt, src)):
+                if a in strong and b not in strong:
+                    node = entity_node(*b)
+                    if node in graph.graph.index:
+                        w = params.relation_seed_weight * seeds.scores[a] * score
+                        far[node] = max(far.get(node, 0.0), w / math.log2(1 + max(1, graph.mentions.get(node, 1))))
     for (kb, key), score in seeds.scores.items():
         node = entity_node(kb, key)
         if strong and (kb, key) not in strong:
@@ -167,7 +187,10 @@ def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams) -> dict[str, 
             continue
         weighted[node] = score / math.log2(1 + max(1, graph.mentions.get(node, 1)))
     best = sorted(weighted, key=lambda n: (-weighted[n], n))[:params.seed_top_n]
-    return {n: weighted[n] for n in best}
+    out = {n: weighted[n] for n in best}
+    for node, w in far.items():
+        out[node] = max(out.get(node, 0.0), w)
+    return out
 
 
 def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequence[ChunkHit],
@@ -223,7 +246,8 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
                  embedder: Embedder | None = None) -> PPRResult:
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder)
-    entity_seeds = ppr_seeds(seeds, graph, params)
+    about = anchor_relations(store, tenant, kb_ids, seeds.anchors(params.seed_min_score), analysis, vector, params.kg)
+    entity_seeds = ppr_seeds(seeds, graph, params, about)
     scores, walk = chunk_scores(graph, entity_seeds, naive, params)
 
     by_id = {h.chunk_id: h for h in naive}

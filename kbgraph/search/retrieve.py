@@ -43,8 +43,12 @@ GRAPH_MODES = frozenset({"kg", "ppr", "global", "mix"})
 
 @dataclass(frozen=True)
 class MixParams:
-    naive_weight: float = 0.5  # the graph's chunk support gets the rest
+    naive_weight: float = 0.25  # the graph's chunk support gets the rest
     candidates: int = 32  # naive and graph chunks considered before fusing
+    # the graph's part of the fusion counts only what the graph adds: once the question's entities are
+    # anchored, entities and relations that merely share the question's words (the lexical evidence
+    # the naive part already holds) get this weight in it (KGParams.loose_weight)
+    graph_loose_weight: float = 0.25
 
 
 @dataclass
@@ -146,7 +150,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             if mode == "kg":
                 kg = replace(kg, chunk_top_n=top_n, budget=budget)
             else:  # the fused list is fitted to the chunk budget, not the graph's candidates
-                kg = replace(kg, chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30))
+                kg = replace(kg, chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30),
+                             loose_weight=mix.graph_loose_weight)
             graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder)
             result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
             if mode == "kg":

@@ -72,6 +72,23 @@ def sample_engine(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
     engine.close()
 
 
+def test_sample_graph_modes_follow_the_relation_where_naive_takes_the_distractor(sample_engine) -> None:  # type: ignore[no-untyped-def]
+    # The shipped corpus holds a registry of another city's guilds, their founders and emblems: it
+    # repeats the question's words ("emblem", "guild", "founded") and shares no entity with Mira
+    # Castell, so plain similarity ranks it above the guild's own document. The graph links Mira
+    # Castell to the Lumen Cartographers Guild by the relation that says she founded it.
+    engine, kb = sample_engine
+    question = next(q for q in json.loads(Path(SAMPLE_QUESTIONS).read_text(encoding="utf-8"))
+                    if q["question"] == "What is the emblem of the guild founded by Mira Castell?")
+    supporting = set(question["supporting_docs"])
+    assert supporting == {"mira_castell.md", "lumen_cartographers_guild.md"}
+    naive = _names(engine, kb.id, question["question"], "naive", 2)
+    assert "guild_registry.md" in naive and not supporting <= set(naive), naive
+    for mode in ("kg", "ppr", "mix"):
+        found = _names(engine, kb.id, question["question"], mode, 2)
+        assert supporting <= set(found), (mode, found)
+
+
 def test_sample_two_hop_questions_find_both_documents(sample_engine) -> None:  # type: ignore[no-untyped-def]
     # On this small corpus naive search already finds both documents of every two-hop question in its
     # top 3 (with the hash embedder: BM25 matches the names), so this checks that the graph modes do
@@ -84,7 +101,10 @@ def test_sample_two_hop_questions_find_both_documents(sample_engine) -> None:  #
         for mode in found:
             found[mode] += set(q["supporting_docs"]) <= set(_names(engine, kb.id, q["question"], mode, 3))
     assert found["ppr"] >= len(questions) - 1 and found["mix"] >= len(questions) - 1, found
-    assert found["kg"] >= len(questions) - 2, found
+    # kg trades breadth for precision (loose word matches count less once the question's own entity
+    # is found); with nlp extraction some bridges are never linked ("the guild is headquartered in
+    # the Glass Tower" names no guild), so kg may miss up to three of the nine here
+    assert found["kg"] >= len(questions) - 3, found
 
 
 def test_sample_context_and_citations(sample_engine) -> None:  # type: ignore[no-untyped-def]
