@@ -244,6 +244,11 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     Touches only the keys the document's mentions name, plus the keys of rows that still cite
     the document (an earlier extraction of it may have named keys the new one does not).
     """
+    with ctx.store.batch():
+        return _merge(ctx, doc_id)
+
+
+def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
     keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
@@ -254,15 +259,16 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     """Remove a document's chunks and mentions and re-derive exactly the rows it touched."""
-    keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
-    cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
-    ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id)])
-    change = DeriveResult()
-    if keys or pairs or cited_keys or cited_pairs:
-        change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                           ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
-        _bump_version(ctx, change)
-    return change
+    with ctx.store.batch():  # all of it or nothing
+        keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
+        cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id)])
+        change = DeriveResult()
+        if keys or pairs or cited_keys or cited_pairs:
+            change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
+                               ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+            _bump_version(ctx, change)
+        return change
 
 
 # ------------------------------------------------------------------------------------ KB phases

@@ -30,6 +30,7 @@ neighbours (both after the filters), so hybrid search looks at the same window o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -196,6 +197,11 @@ class DocStore(ABC):
     @abstractmethod
     def refresh(self, tenant_id: str) -> None:
         """Make every write so far visible to searches."""
+
+    def batch(self) -> AbstractContextManager[None]:
+        """Group this thread's writes: an engine with transactions commits them once, at the end of
+        the block (all or nothing); others (Elasticsearch) write as they go."""
+        return nullcontext()
 
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""

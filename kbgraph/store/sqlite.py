@@ -242,6 +242,7 @@ class SQLiteStore(DocStore):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._batch = threading.local()  # depth of batch() blocks open in this thread
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._codes: dict[str, int] = {}
@@ -288,8 +289,22 @@ class SQLiteStore(DocStore):
         return conn
 
     @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write of this thread inside the block is one transaction: one commit (and its WAL
+        pages) instead of one per operation, and all-or-nothing."""
+        with self._write():
+            self._batch.depth = getattr(self._batch, "depth", 0) + 1
+            try:
+                yield
+            finally:
+                self._batch.depth -= 1
+
+    @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         conn = self._conn()
+        if getattr(self._batch, "depth", 0):  # inside batch(): its transaction is ours
+            yield conn
+            return
         try:
             conn.execute("BEGIN IMMEDIATE")
             yield conn
@@ -309,6 +324,12 @@ class SQLiteStore(DocStore):
     def _read(self) -> Iterator[sqlite3.Connection]:
         # one read transaction = one consistent snapshot for the several queries of a search
         conn = self._conn()
+        if getattr(self._batch, "depth", 0):  # inside batch(): read its own writes
+            try:
+                yield conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite read failed: {exc}") from exc
+            return
         try:
             conn.execute("BEGIN")
             yield conn

@@ -75,3 +75,24 @@ def test_kill_during_writes_leaves_whole_batches(tmp_path: Path) -> None:
         assert store.count("tenant", ["kb"], [eq("batch_kwd", "after")]) == 1
     finally:
         store.close()
+
+
+def test_batch_is_one_transaction(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kbgraph.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "batch.db")
+    store.ensure_index("t")
+    with store.batch():
+        store.upsert("t", "kb", [{"id": "a", "name_kwd": "x"}])
+        assert [d["id"] for d in store.get("t", ["kb"], ["a"])] == ["a"]  # reads see the batch's writes
+        store.upsert("t", "kb", [{"id": "b", "name_kwd": "y"}])
+    assert store.count("t", ["kb"]) == 2
+    try:
+        with store.batch():
+            store.delete("t", ["kb"])
+            assert store.count("t", ["kb"]) == 0
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    assert store.count("t", ["kb"]) == 2  # all or nothing
+    store.close()
