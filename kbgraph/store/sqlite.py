@@ -278,6 +278,7 @@ class SQLiteStore(DocStore):
                 conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA wal_autocheckpoint=8000")  # fewer, larger checkpoints (each one syncs)
                 conn.execute("PRAGMA busy_timeout=60000")
                 conn.execute("PRAGMA cache_size=-65536")
                 conn.execute("PRAGMA temp_store=MEMORY")
