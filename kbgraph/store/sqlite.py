@@ -190,6 +190,7 @@ class _IndexWrites:
     def __init__(self, tag: str) -> None:
         self.tag = tag
         self.kv_del: list[tuple[int, int]] = []
+        self.kv_del_values: list[tuple[int, int, Any]] = []
         self.kv_add: list[tuple[int, Any, int]] = []
         self.fts_del: dict[str, list[tuple[int, str]]] = {}
         self.fts_add: dict[str, list[tuple[int, str]]] = {}
@@ -202,6 +203,8 @@ class _IndexWrites:
         tag = self.tag
         if self.kv_del:
             conn.executemany(f"DELETE FROM {tag}_kv WHERE doc=? AND field=?", self.kv_del)
+        if self.kv_del_values:
+            conn.executemany(f"DELETE FROM {tag}_kv WHERE doc=? AND field=? AND value=?", self.kv_del_values)
         if self.kv_add:
             conn.executemany(f"INSERT OR IGNORE INTO {tag}_kv VALUES (?, ?, ?)", self.kv_add)
         for table, rows in self.fts_del.items():
@@ -494,6 +497,13 @@ class SQLiteStore(DocStore):
                 continue
             if kind == _KV:
                 code = self._code(conn, name, create=True)
+                if name in old and name in new:
+                    # a list that gained one value (a document id, a chunk id) rewrites one row,
+                    # not all of them: this keeps a merge's writes from growing with an entity
+                    before_values, after_values = _kv_values(name, before_value), _kv_values(name, after_value)
+                    batch.kv_del_values.extend((rowid, code, v) for v in before_values - after_values)
+                    batch.kv_add.extend((code, v, rowid) for v in after_values - before_values)
+                    continue
                 if name in old:
                     batch.kv_del.append((rowid, code))
                 if type(after_value) is str and not _is_num(name):  # the common case, quickly

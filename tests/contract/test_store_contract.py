@@ -112,6 +112,17 @@ def test_upsert_get_and_replace(store: DocStore, tenant: str, kb: str) -> None:
     assert ids_of(text_search(store, tenant, kb, ["delta"], {"title_tks": 1})) == ["a"]
 
 
+def test_a_list_field_that_changes_is_filtered_by_its_new_values(store: DocStore, tenant: str, kb: str) -> None:
+    store.upsert(tenant, kb, [{"id": "e", "doc_ids_kwd": ["d1", "d2"], "n_int": 1}])
+    store.upsert(tenant, kb, [{"id": "e", "doc_ids_kwd": ["d2", "d3", "d4"], "n_int": 2}])
+    assert store.count(tenant, [kb], [eq("doc_ids_kwd", "d1")]) == 0
+    for value in ("d2", "d3", "d4"):
+        assert store.count(tenant, [kb], [eq("doc_ids_kwd", value)]) == 1
+    assert store.count(tenant, [kb], [eq("n_int", 1)]) == 0 and store.count(tenant, [kb], [eq("n_int", 2)]) == 1
+    store.patch(tenant, kb, {"e": {"doc_ids_kwd": ["d4"]}})
+    assert [store.count(tenant, [kb], [eq("doc_ids_kwd", v)]) for v in ("d2", "d3", "d4")] == [0, 0, 1]
+
+
 def test_upsert_reports_bad_documents_and_writes_the_rest(store: DocStore, tenant: str, kb: str) -> None:
     with pytest.raises(StoreError):
         store.upsert(tenant, kb, [{"id": "good", "n_int": 1}, {"title_tks": "no id"}])
