@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print only the metrics as one JSON object")
     parser.add_argument("--embedding", choices=["local", "hash"], default="local")
     parser.add_argument("--data-dir", type=Path, default=None, help="keep the index here and reuse it")
+    parser.add_argument("--vector-weight", type=float, default=None,
+                        help="vector_similarity_weight of the naive part (default: the library's, 0.3; "
+                             "the same for every dataset)")
     args = parser.parse_args(argv)
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -139,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         questions = questions[:args.limit]
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="kbgraph-eval-"))
-    settings = load_settings(data_dir=data_dir, embedding_provider=args.embedding, similarity_threshold=0.0)
+    overrides = {} if args.vector_weight is None else {"vector_similarity_weight": args.vector_weight}
+    settings = load_settings(data_dir=data_dir, embedding_provider=args.embedding, similarity_threshold=0.0, **overrides)
     out: dict[str, dict[str, float]] = {}
     try:
         with Engine.open(settings) as engine:
