@@ -171,9 +171,16 @@ def kb_rm(ctx: click.Context, name: str) -> None:
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @click.pass_context
 def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool, progress: bool | None) -> None:
-    """Index files and folders into a knowledge base (unchanged files are skipped)."""
+    """Index files and folders into a knowledge base (created if new; unchanged files are skipped)."""
     bars = ProgressBars(sys.stderr.isatty() if progress is None else progress)
     with _engine(ctx) as engine:
+        if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
+            missing = [p for p in paths if not p.exists()]
+            if missing:
+                _fail(f"{missing[0]} does not exist")
+            engine.create_kb(kb_name)
+            click.echo(f"created knowledge base {kb_name!r} (graph off; `kbgraph kb create {kb_name} --graph nlp` "
+                       "before indexing switches it on)", err=True)
         try:
             report = engine.index_paths(kb_name, list(paths), progress=bars, force=force)
         finally:

@@ -75,6 +75,13 @@ def test_index_query_graph_and_remove(env: dict[str, str], tmp_path: Path) -> No
 def test_errors_are_clear_and_exit_codes_mean_something(env: dict[str, str], tmp_path: Path) -> None:
     missing = run(env, "query", "anything", "--kb", "nope", check=False)
     assert missing.returncode == 2 and "no knowledge base named 'nope'" in missing.stderr
+    no_file = run(env, "index", str(tmp_path / "absent.txt"), "--kb", "nope", check=False)
+    assert no_file.returncode == 2 and "does not exist" in no_file.stderr
+    assert "nope" not in run(env, "kb", "list").stdout  # nothing created for a failed command
+    single = tmp_path / "note.txt"
+    single.write_text("Marley was dead: to begin with.")
+    created = run(env, "index", str(single), "--kb", "fresh")
+    assert "created knowledge base 'fresh'" in created.stderr and "1 indexed" in created.stdout
     run(env, "kb", "create", "docs")
     duplicate = run(env, "kb", "create", "docs", check=False)
     assert duplicate.returncode == 2 and "already exists" in duplicate.stderr
