@@ -22,8 +22,7 @@ from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
 from kbgraph.meta.repo import MetaDB
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
-from kbgraph.pipeline import KBContext, Progress, ProgressFn
-from kbgraph.search.chunks import ChunkQuery, ChunkResults, retrieve_chunks
+from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
 if TYPE_CHECKING:
@@ -67,14 +66,6 @@ class _ThreadLocks:
     def __call__(self, kb_id: str) -> AbstractContextManager:
         with self._guard:
             return self._locks.setdefault(kb_id, threading.RLock())
-
-
-def _no_progress(_: Progress) -> None:
-    return None
-
-
-def _never() -> bool:
-    return False
 
 
 class Engine:
@@ -183,8 +174,8 @@ class Engine:
 
     # -- documents ----------------------------------------------------------------------------
 
-    def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = _no_progress,
-                    cancel: CancelCheck = _never, force: bool = False, refresh: bool = True) -> IndexReport:
+    def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = no_progress,
+                    cancel: CancelCheck = never, force: bool = False, refresh: bool = True) -> IndexReport:
         """Index files and folders into a KB; unchanged files are skipped unless ``force``."""
         kb = self.kb(kb_name)
         report = IndexReport(ledger=self.ledger)
@@ -249,7 +240,7 @@ class Engine:
         return report
 
     def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
-                    progress: ProgressFn = _no_progress, cancel: CancelCheck = _never) -> DocOutcome:
+                    progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
         meta = self.meta
         progress = self._tracked(doc.id, progress)
@@ -307,7 +298,7 @@ class Engine:
         return change
 
     def refresh_graph(self, kb_name: str, *, force: bool = False,
-                      progress: ProgressFn = _no_progress) -> pipeline.RefreshResult:
+                      progress: ProgressFn = no_progress) -> pipeline.RefreshResult:
         kb = self.kb(kb_name)
         if not kb.graph.enabled:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; create it with --graph")
@@ -349,18 +340,3 @@ class Engine:
         config = AssistantConfig(system_prompt=system_prompt, empty_response=self.settings.empty_response,
                                  language=self.settings.language)
         return Dialog(lambda q: self.query(kb_names, q, mode=mode, top_n=top_n), self.chat_for(kbs[0]), config)
-
-    def query_chunks(self, kb_names: Sequence[str], question: str, *, top_n: int | None = None,
-                     vector_similarity_weight: float | None = None,
-                     similarity_threshold: float | None = None) -> ChunkResults:
-        kbs = [self.kb(n) for n in kb_names]
-        for kb in kbs:
-            self.context(kb)  # checks the embedding model matches
-        s = self.settings
-        query = ChunkQuery(
-            question=question, kb_ids=[k.id for k in kbs], top_n=top_n or s.top_n, top_k=s.top_k,
-            vector_similarity_weight=s.vector_similarity_weight if vector_similarity_weight is None
-            else vector_similarity_weight,
-            similarity_threshold=s.similarity_threshold if similarity_threshold is None else similarity_threshold)
-        return retrieve_chunks(self.store, self.tenant, query, self.embedder)
-

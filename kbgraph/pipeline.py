@@ -44,11 +44,11 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
-def _no_progress(_: Progress) -> None:
+def no_progress(_: Progress) -> None:
     return None
 
 
-def _never() -> bool:
+def never() -> bool:
     return False
 
 
@@ -100,8 +100,8 @@ class ParseResult:
     tokens: int
 
 
-def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = _no_progress,
-                   cancel: CancelCheck = _never, batch_size: int = 64) -> ParseResult:
+def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
+                   cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
     """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
     spans = chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap)
     # earlier chunks of this document (an older version, or a killed run) must not survive
@@ -152,8 +152,8 @@ def build_document_extractor(ctx: KBContext) -> Extractor:
                            max_gleanings=ctx.graph.max_gleanings)
 
 
-def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = _no_progress,
-                     cancel: CancelCheck = _never, extractor: Extractor | None = None) -> ExtractResult:
+def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = no_progress,
+                     cancel: CancelCheck = never, extractor: Extractor | None = None) -> ExtractResult:
     """Extract entity and relation mentions from every chunk of a document and store them.
 
     The document's earlier mentions are replaced. A chunk whose extraction fails (after the
@@ -435,7 +435,7 @@ def _refresh_resolution(ctx: KBContext, entities: list[Entity], result: "Refresh
     record_decisions(ctx, [ResolutionDecision(ctx.kb_id, d.a, d.b, d.same) for d in judged])
 
 
-def embed_pending(ctx: KBContext, *, progress: ProgressFn = _no_progress, cancel: CancelCheck = _never,
+def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel: CancelCheck = never,
                   batch_size: int = 256) -> int:
     """Give every entity and relation row whose text changed since its last vector a new one.
 
@@ -464,8 +464,8 @@ def embed_pending(ctx: KBContext, *, progress: ProgressFn = _no_progress, cancel
     return done
 
 
-def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = _no_progress,
-               cancel: CancelCheck = _never) -> RefreshResult:
+def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no_progress,
+               cancel: CancelCheck = never) -> RefreshResult:
     """Recompute the stale KB phases: PageRank, then communities and their reports (if enabled).
 
     Each phase is stamped with the graph version it saw; a phase that is current is skipped
