@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from io import BytesIO
 
 import networkx as nx
 
 from kbgraph.graph.keys import normalize_key
-from kbgraph.store.base import DocStore, SearchRequest, TextQuery, any_of, eq
+from kbgraph.store.base import DocStore, SearchRequest, TextQuery, eq
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.store.records import CommunityReport, Entity, GraphMeta, Relation, entity_id, graph_meta_id
-
-_ROW_FIELDS_NO_VECTORS = None  # scans return every stored field but vectors
-
 
 @dataclass
 class GraphStats:
@@ -119,8 +115,3 @@ def entity_view(store: DocStore, tenant: str, kb_id: str, entity: Entity, doc_na
     relations.sort(key=lambda r: (-r.weight, r.id))
     neighbours = [(r, r.tgt_name if r.src_key == entity.key else r.src_name) for r in relations[:limit]]
     return EntityView(entity, neighbours, {d: doc_names.get(d, d) for d in entity.doc_ids})
-
-
-def entities_by_keys(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str]) -> list[Entity]:
-    return [Entity.from_doc(d) for d in store.scan(
-        tenant, [kb_id], [eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_key_kwd", list(keys))])]
