@@ -114,6 +114,8 @@ class SearchRequest:
     fields: Sequence[str] | None = None
     # used when neither text nor vector is given: [(field, "asc"|"desc")], then id
     order_by: Sequence[tuple[str, str]] = ()
+    # listings only: False skips counting every match (total is then offset + hits returned)
+    count_total: bool = True
 
 
 @dataclass

@@ -604,12 +604,14 @@ class ElasticStore(DocStore):
                              f"of {MAX_RESULT_WINDOW}; use DocStore.scan() to read everything")
         answer = self._read("search", index, self._client.search, index=index, query=query,
                             sort=build_sort(request.order_by), from_=request.offset, size=request.limit,
-                            source=source_spec(request.fields), track_total_hits=True)
+                            source=source_spec(request.fields), track_total_hits=request.count_total)
         if answer is None:
             return SearchResult()
         hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
                 for h in answer["hits"]["hits"]]
-        return SearchResult(hits=hits, total=int(answer["hits"]["total"]["value"]))
+        if request.count_total:
+            return SearchResult(hits=hits, total=int(answer["hits"]["total"]["value"]))
+        return SearchResult(hits=hits, total=request.offset + len(hits))
 
     def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
              fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:

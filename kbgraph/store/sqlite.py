@@ -1,4 +1,4 @@
-"""The embedded DocStore: one SQLite file, FTS5 for BM25, exact kNN with numpy.
+"""The embedded DocStore: one SQLite file; BM25 and kNN from in-memory indexes kept in step with it.
 
 Per tenant (``t<hash>`` tag, so any tenant string maps to a safe identifier) the file holds:
 
@@ -9,13 +9,17 @@ Per tenant (``t<hash>`` tag, so any tenant string maps to a safe identifier) the
   lookups instead of JSON scans;
 - ``<tag>_vec``: float32 blobs per (doc, vector field), with kb and kind for cache partitions;
 - ``<tag>_fts<code>``: one contentless FTS5 table per text field, so BM25 statistics (document count,
-  average length, document frequency) are per field, as in Elasticsearch.
+  document frequency; ``kb_fts`` keeps row and token counts) are per field, as in Elasticsearch;
+- ``<tag>_log``: a change log filled by triggers on ``<tag>_docs`` (see ``_ensure_log``).
 
 Text tokens are written to FTS5 hex-encoded: every token becomes a run of [0-9a-f], so FTS5's
 tokenizer splits on spaces only, never folds case and never mangles CJK or punctuation; matching is
 exact, like Elasticsearch's whitespace analyzer. Scores are Lucene's BM25 (idf = ln(1 + (N - n +
-0.5) / (n + 0.5))): FTS5's own bm25() clamps the idf of any term found in half the rows to ~0, so we
-ask FTS5 one term at a time, divide its idf back out and apply Lucene's.
+0.5) / (n + 0.5)), k1 1.2, b 0.75) from those statistics and per-row term frequencies held in memory
+(``text_index``) per KB and kind; vectors are held in memory the same way (``vector_index``: exact
+for small slices, an inverted file for large ones). A process keeps these indexes current by
+reading the change log since the generation it last saw, so another process's writes cost it only
+what changed.
 
 Every write runs in one ``BEGIN IMMEDIATE`` transaction (WAL, synchronous=NORMAL): a killed process
 leaves either the whole batch or none of it.
@@ -41,6 +45,8 @@ import numpy as np
 from kbgraph.store.base import (
     Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery, fuse,
 )
+from kbgraph.store.text_index import FieldPostings, TermRows, bm25
+from kbgraph.store.vector_index import VectorSlice
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VEC = re.compile(r"^q_(\d+)_vec$")
@@ -49,6 +55,13 @@ _COLUMNS = {"id": "d.id", "kb_id": "d.kb_id", _KG: "d.kg"}
 # bytes of cached vector matrices kept per store before the least recently used are dropped
 _VECTOR_CACHE_BYTES = 1 << 30
 _MASK_CACHE_ENTRIES = 64
+# a listing ordered by a numeric field sorts up to this many matching rows in memory (else walks the index)
+_SORT_IN_MEMORY = 5000
+# bytes of cached text postings kept per store
+_POSTINGS_CACHE_BYTES = 512 << 20
+# the change log keeps about this many entries; it is trimmed every _LOG_PRUNE_EVERY writes
+_LOG_KEEP = 500_000
+_LOG_PRUNE_EVERY = 256
 
 
 def _is_text(name: str) -> bool:
@@ -75,6 +88,7 @@ def _kw(value: Any) -> str:
 
 
 _KV, _TEXT = 1, 2
+_ANY_KIND = ("any kind",)  # a postings slice over all of a KB's rows, whatever their kind
 
 
 @lru_cache(maxsize=4096)
@@ -182,6 +196,72 @@ def _script(conn: sqlite3.Connection, script: str) -> None:
             conn.execute(statement)
 
 
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's big-endian varints (7 bits a byte, a 9th byte of 8), as FTS5 records use them."""
+    out: list[int] = []
+    i = 0
+    while i < len(blob):
+        value = 0
+        for j in range(9):
+            byte = blob[i]
+            i += 1
+            if j == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
+def _count_fts_tokens(conn: sqlite3.Connection) -> None:
+    """Stores written before kb_fts counted tokens: add the column and fill it from each FTS5
+    table's averages record (row count, then total tokens), exact for committed data."""
+    if "tokens" in {row[1] for row in conn.execute("PRAGMA table_info(kb_fts)")}:
+        return
+    conn.execute("ALTER TABLE kb_fts ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0")
+    for tag, code in conn.execute("SELECT tag, code FROM kb_fts").fetchall():
+        row = conn.execute(f"SELECT block FROM {tag}_fts{code}_data WHERE id=1").fetchone()
+        values = _varints(row[0]) if row and row[0] else []
+        if len(values) >= 2:
+            conn.execute("UPDATE kb_fts SET tokens=? WHERE tag=? AND code=?", (values[1], tag, code))
+
+
+def _ensure_log(conn: sqlite3.Connection, tag: str) -> None:
+    """The change log: triggers note (write sequence number, kb, rowid) for every row written or
+    deleted, so a process's in-memory indexes catch up on what changed instead of rebuilding.
+
+    An entry carries the sequence number *before* its write's ``_bump``; a cache built at KB
+    generation G therefore needs the entries with n >= G. A log created now covers nothing earlier,
+    so the floor starts at the current sequence number."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (f"{tag}_log",)).fetchone():
+        return
+    conn.execute(f"CREATE TABLE {tag}_log (n INTEGER NOT NULL, kb_id TEXT NOT NULL, doc INTEGER NOT NULL)")
+    conn.execute(f"CREATE INDEX {tag}_log_kb ON {tag}_log(kb_id, n)")
+    seq = "(SELECT n FROM kb_seq WHERE k=0)"
+    conn.execute(f"CREATE TRIGGER {tag}_log_ins AFTER INSERT ON {tag}_docs BEGIN "
+                 f"INSERT INTO {tag}_log VALUES ({seq}, NEW.kb_id, NEW.rowid); END")
+    conn.execute(f"CREATE TRIGGER {tag}_log_upd AFTER UPDATE ON {tag}_docs BEGIN "
+                 f"INSERT INTO {tag}_log VALUES ({seq}, NEW.kb_id, NEW.rowid); "
+                 f"INSERT INTO {tag}_log SELECT {seq}, OLD.kb_id, OLD.rowid WHERE OLD.kb_id != NEW.kb_id; END")
+    conn.execute(f"CREATE TRIGGER {tag}_log_del AFTER DELETE ON {tag}_docs BEGIN "
+                 f"INSERT INTO {tag}_log VALUES ({seq}, OLD.kb_id, OLD.rowid); END")
+    conn.execute(f"INSERT OR REPLACE INTO kb_log_floor VALUES (?, {seq} + 1)", (tag,))
+
+
+def _prune_log(conn: sqlite3.Connection, tag: str) -> None:
+    """Keep the newest ~_LOG_KEEP log entries; caches older than what is dropped rebuild."""
+    row = conn.execute(f"SELECT rowid, n FROM {tag}_log ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                       (_LOG_KEEP,)).fetchone()
+    if row is None:
+        return
+    # entries are appended in sequence order, so everything up to this rowid has n <= row's n
+    conn.execute(f"DELETE FROM {tag}_log WHERE rowid <= ?", (row[0],))
+    conn.execute("INSERT INTO kb_log_floor VALUES (?, ?) ON CONFLICT(tag) DO UPDATE SET n=max(n, excluded.n)",
+                 (tag, row[1] + 1))
+
+
 class _IndexWrites:
     """The index rows one write changes, applied together: one executemany per table and kind
     of statement instead of several statements per document. Per document, deletions run before
@@ -195,6 +275,7 @@ class _IndexWrites:
         self.fts_del: dict[str, list[tuple[int, str]]] = {}
         self.fts_add: dict[str, list[tuple[int, str]]] = {}
         self.fts_rows: dict[int, int] = {}
+        self.fts_tokens: dict[int, int] = {}
         self.vec_clear: list[tuple[int]] = []
         self.vec_del: list[tuple[int, int]] = []
         self.vec_put: list[tuple[Any, ...]] = []
@@ -211,9 +292,11 @@ class _IndexWrites:
             conn.executemany(f"INSERT INTO {table}({table}, rowid, tokens) VALUES ('delete', ?, ?)", rows)
         for table, rows in self.fts_add.items():
             conn.executemany(f"INSERT INTO {table}(rowid, tokens) VALUES (?, ?)", rows)
-        for code, delta in self.fts_rows.items():
-            if delta:
-                conn.execute("UPDATE kb_fts SET rows=rows+? WHERE tag=? AND code=?", (delta, tag, code))
+        for code in self.fts_rows.keys() | self.fts_tokens.keys():
+            rows, tokens = self.fts_rows.get(code, 0), self.fts_tokens.get(code, 0)
+            if rows or tokens:
+                conn.execute("UPDATE kb_fts SET rows=rows+?, tokens=tokens+? WHERE tag=? AND code=?",
+                             (rows, tokens, tag, code))
         if self.vec_clear:
             conn.executemany(f"DELETE FROM {tag}_vec WHERE doc=?", self.vec_clear)
         if self.vec_del:
@@ -251,11 +334,12 @@ class SQLiteStore(DocStore):
         self._codes: dict[str, int] = {}
         self._tables: set[str] = set()  # FTS tables known to exist (saves re-parsing DDL per row)
         self._closed = False
-        # (tag, kb, field code, kind) -> (vector generation, rowids, unit matrix)
-        self._vectors: OrderedDict[tuple[Any, ...], tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
+        # (tag, kb, field code, kind) -> (vector generation, vectors of that slice)
+        self._vectors: OrderedDict[tuple[Any, ...], tuple[int, VectorSlice]] = OrderedDict()
+        # (tag, kb, conditions, generation) -> sorted rowids passing them
         self._masks: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
-        # (tag, kb, kind) -> (write generation, rowids of that kind)
-        self._kind_rows: OrderedDict[tuple[Any, ...], tuple[int, np.ndarray]] = OrderedDict()
+        # (tag, kb, field code, kind) -> (write generation, postings of that slice)
+        self._postings: OrderedDict[tuple[Any, ...], tuple[int, FieldPostings]] = OrderedDict()
         self._kinds: dict[tuple[Any, ...], tuple[int, list[str | None]]] = {}
         # kb_gen.n is bumped by every write to (tag, kb), kb_gen.vn only by writes that touch vectors
         with self._write() as conn:
@@ -263,12 +347,16 @@ class SQLiteStore(DocStore):
                 CREATE TABLE IF NOT EXISTS kb_tenants (tag TEXT PRIMARY KEY, tenant_id TEXT NOT NULL);
                 CREATE TABLE IF NOT EXISTS kb_fields (code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
                 CREATE TABLE IF NOT EXISTS kb_fts (tag TEXT, code INTEGER, rows INTEGER NOT NULL DEFAULT 0,
-                                                   PRIMARY KEY (tag, code));
+                                                   tokens INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (tag, code));
                 CREATE TABLE IF NOT EXISTS kb_gen (tag TEXT, kb_id TEXT, n INTEGER, vn INTEGER,
                                                    PRIMARY KEY (tag, kb_id));
                 CREATE TABLE IF NOT EXISTS kb_seq (k INTEGER PRIMARY KEY, n INTEGER NOT NULL);
                 INSERT OR IGNORE INTO kb_seq VALUES (0, 0);
+                CREATE TABLE IF NOT EXISTS kb_log_floor (tag TEXT PRIMARY KEY, n INTEGER NOT NULL);
             """)
+            _count_fts_tokens(conn)
+            for (tag,) in conn.execute("SELECT tag FROM kb_tenants").fetchall():
+                _ensure_log(conn, tag)
 
     # ---------------------------------------------------------------- connections and transactions
 
@@ -316,10 +404,13 @@ class SQLiteStore(DocStore):
         except BaseException as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            # codes assigned inside the rolled-back transaction no longer exist
+            # codes assigned inside the rolled-back transaction no longer exist, and caches built
+            # on its uncommitted generations would match the next write's reused numbers
             with self._lock:
                 self._codes.clear()
                 self._tables.clear()
+                for cache in (self._vectors, self._masks, self._kinds, self._postings):
+                    cache.clear()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"SQLite write failed: {exc}") from exc
             raise
@@ -351,7 +442,7 @@ class SQLiteStore(DocStore):
             self._conns.clear()
             self._vectors.clear()
             self._masks.clear()
-            self._kind_rows.clear()
+            self._postings.clear()
 
     # ---------------------------------------------------------------- names
 
@@ -398,6 +489,8 @@ class SQLiteStore(DocStore):
 
     def _bump(self, conn: sqlite3.Connection, tag: str, kbs: set[str], vectors: bool) -> None:
         seq = conn.execute("UPDATE kb_seq SET n=n+1 WHERE k=0 RETURNING n").fetchone()[0]
+        if seq % _LOG_PRUNE_EVERY == 0:
+            _prune_log(conn, tag)
         for kb in kbs:
             conn.execute(
                 "INSERT INTO kb_gen VALUES (?, ?, ?, ?) ON CONFLICT(tag, kb_id) DO UPDATE SET n=excluded.n"
@@ -430,6 +523,7 @@ class SQLiteStore(DocStore):
                                     v BLOB NOT NULL, PRIMARY KEY (doc, field));
             CREATE INDEX {tag}_vec_part ON {tag}_vec(field, kb_id, kg, doc);
         """)
+        _ensure_log(conn, tag)
         return tag
 
     def ensure_index(self, tenant_id: str) -> None:
@@ -444,16 +538,16 @@ class SQLiteStore(DocStore):
             for (code,) in conn.execute("SELECT code FROM kb_fts WHERE tag=?", (tag,)).fetchall():
                 conn.execute(f"DROP TABLE IF EXISTS {tag}_fts{code}_vocab")
                 conn.execute(f"DROP TABLE IF EXISTS {tag}_fts{code}")
-            for suffix in ("docs", "kv", "vec"):
+            for suffix in ("docs", "kv", "vec", "log"):
                 conn.execute(f"DROP TABLE IF EXISTS {tag}_{suffix}")
-            for table in ("kb_fts", "kb_gen", "kb_tenants"):
+            for table in ("kb_fts", "kb_gen", "kb_tenants", "kb_log_floor"):
                 conn.execute(f"DELETE FROM {table} WHERE tag=?", (tag,))
         self._forget(tag)
 
     def _forget(self, tag: str) -> None:
         with self._lock:
             self._tables = {t for t in self._tables if not t.startswith(tag + "_")}
-            for cache in (self._vectors, self._masks, self._kinds, self._kind_rows):
+            for cache in (self._vectors, self._masks, self._kinds, self._postings):
                 for key in [k for k in cache if k[0] == tag]:
                     del cache[key]
 
@@ -518,10 +612,11 @@ class SQLiteStore(DocStore):
                     batch.fts_del.setdefault(table, []).append((rowid, _hex(before)))
                 if after:
                     batch.fts_add.setdefault(table, []).append((rowid, _hex(after)))
-                delta = bool(after) - bool(before)
-                if delta:
+                delta, length = bool(after) - bool(before), len(after) - len(before)
+                if delta or length:
                     code = self._codes[name]
                     batch.fts_rows[code] = batch.fts_rows.get(code, 0) + delta
+                    batch.fts_tokens[code] = batch.fts_tokens.get(code, 0) + length
 
     def _set_vectors(self, conn: sqlite3.Connection, batch: "_IndexWrites", rowid: int, body: Doc,
                      vectors: Mapping[str, bytes | None], replace_all: bool) -> None:
@@ -892,7 +987,65 @@ class SQLiteStore(DocStore):
 
     def _listing(self, conn: sqlite3.Connection, tag: str, kbs: list[str], req: SearchRequest) -> SearchResult:
         sql, params = self._where(conn, tag, kbs, req.where)
-        total = conn.execute(f"SELECT count(*) FROM {tag}_docs d WHERE {sql}", params).fetchone()[0]
+        total = conn.execute(f"SELECT count(*) FROM {tag}_docs d WHERE {sql}", params).fetchone()[0] \
+            if req.count_total else None
+        if len(req.order_by) == 1 and _is_num(req.order_by[0][0]) and req.order_by[0][1] in ("asc", "desc"):
+            rows = self._numeric_order(conn, tag, kbs, req, sql, params)
+        else:
+            rows = self._json_order(conn, tag, sql, params, req)
+        docs = self._load(conn, tag, [r[0] for r in rows], req.fields)
+        return SearchResult(hits=[Hit(id=doc_id, doc=docs[rowid], score=0.0) for rowid, doc_id in rows],
+                            total=int(total) if total is not None else req.offset + len(rows))
+
+    def _numeric_order(self, conn: sqlite3.Connection, tag: str, kbs: list[str], req: SearchRequest,
+                       filter_sql: str, filter_params: list[Any]) -> list[tuple[int, str]]:
+        """A page of rows ordered by one numeric field, without sorting every matching row by a
+        value parsed out of its JSON: few matching rows are sorted by their indexed values; many
+        are read by walking the field's (value, doc) index from the right end, stopping once the
+        page and every row tied with its last value are in."""
+        name, direction = req.order_by[0]
+        need = req.offset + req.limit
+        code = self._code(conn, name)
+        found: dict[int, tuple[Any, str]] = {}
+        few = conn.execute(f"SELECT d.rowid, d.id FROM {tag}_docs d WHERE {filter_sql} LIMIT ?",
+                           [*filter_params, _SORT_IN_MEMORY + 1]).fetchall()
+        if len(few) <= _SORT_IN_MEMORY:
+            pick = max if direction == "desc" else min  # a list sorts by its max descending, min ascending, as ES
+            values: dict[int, list[Any]] = {}
+            for rowid, value in conn.execute(
+                    f"SELECT doc, value FROM {tag}_kv WHERE field=? AND doc IN (SELECT value FROM json_each(?))",
+                    (code if code is not None else -1, json.dumps([r[0] for r in few]))):
+                values.setdefault(rowid, []).append(value)
+            found = {rowid: (pick(values[rowid]), doc_id) for rowid, doc_id in few if rowid in values}
+            missing = sorted((doc_id, rowid) for rowid, doc_id in few if rowid not in values)
+            sign = -1 if direction == "desc" else 1
+            ordered = sorted(found.items(), key=lambda item: (sign * item[1][0], item[1][1]))
+            rows = [(rowid, doc_id) for rowid, (_, doc_id) in ordered] + [(r, i) for i, r in missing]
+            return rows[req.offset:need]
+        sql, params = self._where(conn, tag, kbs, req.where, by_rowid=True)
+        if code is not None and need > 0:
+            walk = conn.execute(
+                f"SELECT d.rowid, d.id, k.value FROM {tag}_kv k CROSS JOIN {tag}_docs d ON d.rowid=k.doc "
+                f"WHERE k.field=? AND {sql} ORDER BY k.value {direction.upper()}", [code, *params])
+            boundary: Any = None
+            for rowid, doc_id, value in walk:
+                if len(found) >= need and value != boundary:
+                    break
+                if rowid not in found:  # a list keeps its first value met: max when descending, as ES
+                    found[rowid] = (value, doc_id)
+                    boundary = value
+        sign = -1 if direction == "desc" else 1
+        ordered = sorted(found.items(), key=lambda item: (sign * item[1][0], item[1][1]))
+        rows = [(rowid, doc_id) for rowid, (_, doc_id) in ordered]
+        if len(rows) < need:  # rows without the field come last, in id order
+            rows += conn.execute(
+                f"SELECT d.rowid, d.id FROM {tag}_docs d WHERE {sql} AND NOT EXISTS "
+                f"(SELECT 1 FROM {tag}_kv k WHERE k.doc=d.rowid AND k.field=?) ORDER BY d.id LIMIT ?",
+                [*params, code if code is not None else -1, need - len(rows)]).fetchall()
+        return rows[req.offset:need]
+
+    def _json_order(self, conn: sqlite3.Connection, tag: str, sql: str, params: list[Any],
+                    req: SearchRequest) -> list[tuple[int, str]]:
         order: list[str] = []
         order_params: list[Any] = []
         for name, direction in req.order_by:
@@ -909,11 +1062,8 @@ class SQLiteStore(DocStore):
             if expr.endswith("?)"):
                 order_params.append(_path(name))
         order.append("d.id")
-        rows = conn.execute(f"SELECT d.rowid, d.id FROM {tag}_docs d WHERE {sql} ORDER BY {', '.join(order)} "
+        return conn.execute(f"SELECT d.rowid, d.id FROM {tag}_docs d WHERE {sql} ORDER BY {', '.join(order)} "
                             f"LIMIT ? OFFSET ?", [*params, *order_params, req.limit, req.offset]).fetchall()
-        docs = self._load(conn, tag, [r[0] for r in rows], req.fields)
-        return SearchResult(hits=[Hit(id=doc_id, doc=docs[rowid], score=0.0) for rowid, doc_id in rows],
-                            total=int(total))
 
     def _bm25(self, conn: sqlite3.Connection, tag: str, kbs: list[str], where: Sequence[Condition],
               text: TextQuery, candidates: int) -> list[tuple[int, str, float]]:
@@ -921,87 +1071,124 @@ class SQLiteStore(DocStore):
         tokens = list(dict.fromkeys(t for tok in text.tokens for t in str(tok).split()))
         if not tokens:
             return []
-        parts: list[np.ndarray] = []  # rows of (rowid, boosted score, token number)
+        kinds = _kinds_of(where)
+        found_rows: list[np.ndarray] = []
+        found_scores: list[np.ndarray] = []
+        found_tokens: list[np.ndarray] = []
         for name, boost in text.fields.items():
             _check_name(name)
             table = self._fts(conn, tag, name) if boost > 0 else None
             if table is None:
                 continue
-            rows = conn.execute("SELECT rows FROM kb_fts WHERE tag=? AND code=?",
-                                (tag, self._codes[name])).fetchone()[0]
+            # collection statistics are the whole field's (tenant-wide), as in Elasticsearch
+            rows, total = conn.execute("SELECT rows, tokens FROM kb_fts WHERE tag=? AND code=?",
+                                       (tag, self._codes[name])).fetchone()
+            average = total / rows if rows else 0.0
+            slices = [self._slice_postings(conn, tag, kb, name, kind)
+                      for kb in kbs for kind in (kinds if kinds is not None else [_ANY_KIND])]
             for number, token in enumerate(tokens):
-                encoded = token.encode("utf-8").hex()
-                df_row = conn.execute(f"SELECT doc FROM {table}_vocab WHERE term=?", (encoded,)).fetchone()
+                df_row = conn.execute(f"SELECT doc FROM {table}_vocab WHERE term=?",
+                                      (token.encode("utf-8").hex(),)).fetchone()
                 if df_row is None:
                     continue
-                df = df_row[0]
-                # FTS5 multiplies by max(1e-6, ln((N-n+.5)/(n+.5))); Lucene by ln(1+(N-n+.5)/(n+.5))
-                fts_idf = max(1e-6, math.log((rows - df + 0.5) / (df + 0.5)))
-                factor = boost * math.log(1.0 + (rows - df + 0.5) / (df + 0.5)) / fts_idf
-                hits = conn.execute(f"SELECT rowid, -bm25({table}), {number} FROM {table} WHERE {table} MATCH ?",
-                                    (f'"{encoded}"',)).fetchall()
-                if hits:
-                    part = np.array(hits, dtype=np.float64)
-                    part[:, 1] *= factor
-                    parts.append(part)
-        if not parts:
+                idf = math.log(1.0 + (rows - df_row[0] + 0.5) / (df_row[0] + 0.5))
+                for postings in slices:
+                    match: TermRows = postings.term(token)
+                    if len(match.rowids):
+                        found_rows.append(match.rowids)
+                        found_scores.append(boost * bm25(match.tf, match.lengths, idf, average))
+                        found_tokens.append(np.full(len(match.rowids), number, dtype=np.int64))
+        if not found_rows:
             return []
-        table_ = np.concatenate(parts)
-        rowids, where_in = np.unique(table_[:, 0].astype(np.int64), return_inverse=True)
-        scores = np.bincount(where_in, weights=table_[:, 1], minlength=len(rowids))
-        pairs = np.unique(where_in * len(tokens) + table_[:, 2].astype(np.int64))
+        rowids, where_in = np.unique(np.concatenate(found_rows), return_inverse=True)
+        scores = np.bincount(where_in, weights=np.concatenate(found_scores), minlength=len(rowids))
+        pairs = np.unique(where_in * len(tokens) + np.concatenate(found_tokens))
         matched = np.bincount(pairs // len(tokens), minlength=len(rowids))
         need = max(1, math.floor(text.minimum_should_match * len(tokens) + 1e-9))
         keep = matched >= need
         rowids, scores = rowids[keep], scores[keep]
         if not len(rowids):
             return []
-        kinds = _kinds_of(where)
-        if kinds is not None:
-            # rows of another kind cannot pass: drop them with one vectorized lookup, so a search
-            # for a rare kind over a text field all kinds share does not send every matching row
-            # of the common kinds through SQL below (the filter still runs on what is left)
-            allowed = np.concatenate([self._kind_rowids(conn, tag, kb, kind) for kb in kbs for kind in kinds])
-            keep = np.isin(rowids, allowed)
+        # the postings slices hold only the KBs' rows of the wanted kinds; any other condition is
+        # checked on the best-scored rows first (enough when the filter keeps most rows), and
+        # against the set of rows passing it when too few of those passed (a selective filter)
+        if any(c.field != _KG for c in where):
+            sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
+            order = np.argsort(-scores, kind="stable")
+            first = order[:4 * candidates]
+            passed = self._filter_rowids(conn, tag, sql, params, rowids[first])
+            if len(passed) < candidates and len(order) > len(first):
+                gens = {kb: self._gen(conn, tag, kb)[0] for kb in kbs}
+                passed = np.concatenate([self._allowed(conn, tag, kb, where, gen) for kb, gen in gens.items()])
+            keep = np.isin(rowids, passed)
             rowids, scores = rowids[keep], scores[keep]
-            if not len(rowids):
-                return []
-        # kb scope and filters: one query over the best-scored rows first (enough when the filter
-        # keeps most rows), then over the rest only if too few of those passed
-        sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
-        order = np.argsort(-scores, kind="stable")
-        first = order[:4 * candidates]
-        passed = self._filter_rowids(conn, tag, sql, params, rowids[first])
-        if len(passed) < candidates and len(order) > len(first):
-            passed = np.concatenate([passed, self._filter_rowids(conn, tag, sql, params, rowids[order[len(first):]])])
-        keep = np.isin(rowids, passed)
-        rowids, scores = rowids[keep], scores[keep]
         if len(rowids) > candidates:
-            # everything tied with the last place comes along, so ties are then broken by id
+            # everything tied with the last place comes along, so ties are then broken by id; when a
+            # common word ties thousands of rows, the earliest written of them are taken
             cut = -np.partition(-scores, candidates - 1)[candidates - 1]
             keep = scores >= cut
+            if np.count_nonzero(keep) > 4 * candidates:
+                keep = np.lexsort((rowids, -scores))[:candidates]
             rowids, scores = rowids[keep], scores[keep]
         ids = dict(conn.execute(f"SELECT rowid, id FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
                                 (json.dumps(rowids.tolist()),)).fetchall())
         ranked = sorted((-float(s), ids[int(r)], int(r)) for r, s in zip(rowids, scores))
         return [(r, doc_id, -neg) for neg, doc_id, r in ranked[:candidates]]
 
-    def _kind_rowids(self, conn: sqlite3.Connection, tag: str, kb: str, kind: str | None) -> np.ndarray:
-        """Rowids of one kind of row in one knowledge base, cached until the KB is written to."""
+    def _changed_since(self, conn: sqlite3.Connection, tag: str, kb: str, generation: int) -> np.ndarray | None:
+        """Rowids of ``kb`` written or deleted since the KB was at ``generation``; None when the
+        change log does not reach back that far (the caller rebuilds)."""
+        try:
+            floor = conn.execute("SELECT n FROM kb_log_floor WHERE tag=?", (tag,)).fetchone()
+            if floor is None or generation < floor[0]:
+                return None
+            return np.fromiter((r[0] for r in conn.execute(
+                f"SELECT DISTINCT doc FROM {tag}_log WHERE kb_id=? AND n >= ?", (kb, generation))), dtype=np.int64)
+        except sqlite3.OperationalError:  # a store from before the change log
+            return None
+
+    def _field_tokens(self, conn: sqlite3.Connection, tag: str, kb: str, name: str, kind: Any,
+                      rowids: np.ndarray | None = None) -> Iterator[tuple[int, list[str]]]:
+        """(rowid, tokens) of one text field for the KB's rows of ``kind`` (or only ``rowids``)."""
+        sql = f"SELECT rowid, json_type(body, ?), json_extract(body, ?) FROM {tag}_docs WHERE kb_id=?"
+        params: list[Any] = [_path(name), _path(name), kb]
+        if kind is not _ANY_KIND:
+            sql += " AND kg IS ?"
+            params.append(kind)
+        if rowids is not None:
+            sql += " AND rowid IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(rowids.tolist()))
+        for rowid, kind_of_value, value in conn.execute(sql, params):
+            if kind_of_value == "array":
+                value = json.loads(value)
+            yield rowid, _tokens(value)
+
+    def _slice_postings(self, conn: sqlite3.Connection, tag: str, kb: str, name: str, kind: Any) -> FieldPostings:
+        """Postings of a text field over the KB's rows of one kind, kept current from the change log."""
         gen = self._gen(conn, tag, kb)[0]
-        key = (tag, kb, kind)
+        key = (tag, kb, self._codes[name], kind)
         with self._lock:
-            cached = self._kind_rows.get(key)
-            if cached is not None and cached[0] == gen:
-                self._kind_rows.move_to_end(key)
-                return cached[1]
-        rows = np.fromiter((r[0] for r in conn.execute(
-            f"SELECT rowid FROM {tag}_docs WHERE kb_id=? AND kg IS ?", (kb, kind))), dtype=np.int64)
+            cached = self._postings.get(key)
+            if cached is not None:
+                self._postings.move_to_end(key)
+        if cached is not None and cached[0] == gen:
+            return cached[1]
+        postings: FieldPostings | None = None
+        if cached is not None:
+            changed = self._changed_since(conn, tag, kb, cached[0])
+            if changed is not None:
+                postings = cached[1].updated(changed, self._field_tokens(conn, tag, kb, name, kind, changed))
+                if postings.stale:
+                    postings = None
+        if postings is None:
+            postings = FieldPostings(self._field_tokens(conn, tag, kb, name, kind))
         with self._lock:
-            self._kind_rows[key] = (gen, rows)
-            while len(self._kind_rows) > _MASK_CACHE_ENTRIES:
-                self._kind_rows.popitem(last=False)
-        return rows
+            self._postings[key] = (gen, postings)
+            total = sum(p.nbytes for _, p in self._postings.values())
+            while total > _POSTINGS_CACHE_BYTES and len(self._postings) > 1:
+                _, (_, old) = self._postings.popitem(last=False)
+                total -= old.nbytes
+        return postings
 
     @staticmethod
     def _filter_rowids(conn: sqlite3.Connection, tag: str, sql: str, params: list[Any],
@@ -1033,7 +1220,7 @@ class SQLiteStore(DocStore):
         code = self._code(conn, name)
         if code is None:
             return {}
-        # the kind conditions choose cache partitions; any other condition needs a row mask
+        # the kind conditions choose cache partitions; any other condition narrows to allowed rows
         kinds: set[str | None] | None = None
         masked = False
         for cond in where:
@@ -1045,26 +1232,17 @@ class SQLiteStore(DocStore):
                 kinds = {None} if kinds is None else kinds & {None}
             else:
                 masked = True
-        best_rows: list[np.ndarray] = []
-        best_sims: list[np.ndarray] = []
+        found: list[tuple[np.ndarray, np.ndarray]] = []
         for kb in kbs:
             gen, vgen = self._gen(conn, tag, kb)
+            allowed = self._allowed(conn, tag, kb, where, gen) if masked else None
             for kind in self._partitions(conn, tag, kb, code, vgen, kinds):
-                rowids, matrix = self._matrix(conn, tag, kb, code, kind, vgen)
-                if not len(rowids):
-                    continue
-                sims = matrix @ query
-                if masked:
-                    mask = self._mask(conn, tag, kb, code, kind, where, gen, rowids)
-                    rowids, sims = rowids[mask], sims[mask]
-                if len(sims) > k:
-                    top = np.argpartition(-sims, k - 1)[:k]
-                    rowids, sims = rowids[top], sims[top]
-                best_rows.append(rowids)
-                best_sims.append(sims)
-        if not best_rows:
+                vectors = self._vector_slice(conn, tag, kb, code, kind, vgen)
+                found.append(vectors.search(query, k) if allowed is None else vectors.search_within(query, allowed, k))
+        found = [f for f in found if len(f[0])]
+        if not found:
             return {}
-        rows, sims = np.concatenate(best_rows), np.concatenate(best_sims)
+        rows, sims = np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
         order = np.lexsort((rows, -sims))[:k]
         return {int(rows[i]): float(sims[i]) for i in order}
 
@@ -1080,46 +1258,62 @@ class SQLiteStore(DocStore):
                 self._kinds[key] = cached
         return [k for k in cached[1] if kinds is None or k in kinds]
 
-    def _matrix(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, kind: str | None,
-                vgen: int) -> tuple[np.ndarray, np.ndarray]:
+    def _slice_vectors(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, kind: str | None,
+                       rowids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, unit matrix) of one vector field over the KB's rows of ``kind`` (or only ``rowids``)."""
+        sql = f"SELECT doc, v FROM {tag}_vec WHERE field=? AND kb_id=? AND kg IS ?"
+        params: list[Any] = [code, kb, kind]
+        if rowids is not None:
+            sql += " AND doc IN (SELECT value FROM json_each(?))"
+            params.append(json.dumps(rowids.tolist()))
+        rows = conn.execute(sql + " ORDER BY doc", params).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.zeros((0, 0), dtype=np.float32)
+        return ids, _unit(np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1))
+
+    def _vector_slice(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, kind: str | None,
+                      vgen: int) -> VectorSlice:
+        """The KB's vectors of one field and kind, kept current from the change log."""
         key = (tag, kb, code, kind)
         with self._lock:
             cached = self._vectors.get(key)
-            if cached is not None and cached[0] == vgen:
+            if cached is not None:
                 self._vectors.move_to_end(key)
-                return cached[1], cached[2]
-        rows = conn.execute(f"SELECT doc, v FROM {tag}_vec WHERE field=? AND kb_id=? AND kg IS ? ORDER BY doc",
-                            (code, kb, kind)).fetchall()
-        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        if rows:
-            matrix = _unit(np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1))
-        else:
-            matrix = np.zeros((0, 1), dtype=np.float32)
+        if cached is not None and cached[0] == vgen:
+            return cached[1]
+        vectors: VectorSlice | None = None
+        if cached is not None:
+            changed = self._changed_since(conn, tag, kb, cached[0])
+            if changed is not None:
+                vectors = cached[1].updated(changed, *self._slice_vectors(conn, tag, kb, code, kind, changed))
+        if vectors is None:
+            vectors = VectorSlice(*self._slice_vectors(conn, tag, kb, code, kind))
         with self._lock:
-            self._vectors[key] = (vgen, rowids, matrix)
-            total = sum(m.nbytes for _, _, m in self._vectors.values())
+            self._vectors[key] = (vgen, vectors)
+            total = sum(v.nbytes for _, v in self._vectors.values())
             while total > _VECTOR_CACHE_BYTES and len(self._vectors) > 1:
-                _, (_, _, old) = self._vectors.popitem(last=False)
+                _, (_, old) = self._vectors.popitem(last=False)
                 total -= old.nbytes
-        return rowids, matrix
+        return vectors
 
-    def _mask(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, kind: str | None,
-              where: Sequence[Condition], gen: int, rowids: np.ndarray) -> np.ndarray:
-        key = (tag, kb, code, kind, repr(list(where)), gen)
+    def _allowed(self, conn: sqlite3.Connection, tag: str, kb: str, where: Sequence[Condition],
+                 gen: int) -> np.ndarray:
+        """Rowids of the KB passing every condition, cached until the KB is written to."""
+        key = (tag, kb, repr(list(where)), gen)
         with self._lock:
-            mask = self._masks.get(key)
-            if mask is not None and len(mask) == len(rowids):
+            allowed = self._masks.get(key)
+            if allowed is not None:
                 self._masks.move_to_end(key)
-                return mask
+                return allowed
         sql, params = self._where(conn, tag, [kb], where)
-        allowed = np.fromiter((r[0] for r in conn.execute(f"SELECT d.rowid FROM {tag}_docs d WHERE {sql}", params)),
-                              dtype=np.int64)
-        mask = np.isin(rowids, allowed)
+        allowed = np.sort(np.fromiter((r[0] for r in conn.execute(
+            f"SELECT d.rowid FROM {tag}_docs d WHERE {sql}", params)), dtype=np.int64))
         with self._lock:
-            self._masks[key] = mask
+            self._masks[key] = allowed
             while len(self._masks) > _MASK_CACHE_ENTRIES:
                 self._masks.popitem(last=False)
-        return mask
+        return allowed
 
 
 __all__ = ["SQLiteStore"]

@@ -240,6 +240,29 @@ def test_listing_order_by(store: DocStore, filter_docs: tuple[str, str]) -> None
     assert listing(store, tenant, [kb], []) == ["a", "b", "c", "d"]
 
 
+
+def test_numeric_order_pages_ties_and_missing_values(store: DocStore, tenant: str, kb: str) -> None:
+    # ties broken by id, rows without the field last (by id) in both directions, filters applied
+    ranks = {"r01": 0.5, "r02": 0.9, "r03": 0.5, "r04": 0.1, "r05": None, "r06": 0.9, "r07": 0.5,
+             "r08": None, "r09": 0.3, "r10": 0.7}
+    store.upsert(tenant, kb, [{"id": i, "kind_kwd": "odd" if int(i[1:]) % 2 else "even",
+                               **({"rank_flt": r} if r is not None else {})} for i, r in ranks.items()])
+    ranked = [i for i in ranks if ranks[i] is not None]
+    desc = sorted(ranked, key=lambda i: (-ranks[i], i)) + ["r05", "r08"]
+    asc = sorted(ranked, key=lambda i: (ranks[i], i)) + ["r05", "r08"]
+    for direction, expected in (("desc", desc), ("asc", asc)):
+        assert listing(store, tenant, [kb], [], order_by=[("rank_flt", direction)]) == expected
+        pages = [ids_of(store.search(tenant, SearchRequest(kb_ids=[kb], order_by=[("rank_flt", direction)],
+                                                           offset=start, limit=3))) for start in range(0, 10, 3)]
+        assert [i for page in pages for i in page] == expected
+    odd = [i for i in desc if int(i[1:]) % 2]
+    assert listing(store, tenant, [kb], [eq("kind_kwd", "odd")], order_by=[("rank_flt", "desc")]) == odd
+    uncounted = store.search(tenant, SearchRequest(kb_ids=[kb], order_by=[("rank_flt", "desc")], limit=2,
+                                                   count_total=False))
+    assert ids_of(uncounted) == desc[:2] and uncounted.total >= 2
+    assert store.search(tenant, SearchRequest(kb_ids=[kb], order_by=[("rank_flt", "desc")], limit=2)).total == 10
+
+
 # ---------------------------------------------------------------------------- full text
 
 

@@ -1,0 +1,185 @@
+"""In-memory vectors of one vector field over one slice of a store's rows (one KB, one kind).
+
+Small slices are searched exactly (one matrix-vector product). From ``IVF_MIN_ROWS`` rows on, a
+slice also keeps an inverted-file index: k-means centroids, with the rows stored grouped by their
+nearest centroid, so a query scores the centroids and then only the rows of the ``probe`` nearest
+lists (an eighth of the slice by default) -- the approximation Elasticsearch makes too, with HNSW.
+A filter that leaves few rows is searched exactly over those rows.
+
+Like ``text_index.FieldPostings``, a slice is kept current from the store's change log: changed
+rows are masked out and their new vectors go to an exactly-searched tail; once the tail and the
+masked rows pass a share of the slice it is compacted (vectors re-assigned to the existing
+centroids, re-trained when the slice has doubled). Instances are never changed after construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+IVF_MIN_ROWS = 20_000
+_ROWS_PER_LIST = 1000
+_MIN_LISTS, _MAX_LISTS = 32, 1024
+_PROBE_SHARE = 8  # probe 1/8 of the lists
+_MIN_PROBE = 8
+_TRAIN_SAMPLE = 40_000
+_TRAIN_ROUNDS = 8
+_TAIL_SHARE = 0.1
+_TAIL_FLOOR = 2000
+_BLOCK = 16_384  # rows per block when assigning, to bound temporary memory
+_WIDEN = 4  # a filter keeping most rows: look this many times deeper, then filter
+
+
+def _top(rowids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(sims) > k:
+        keep = np.argpartition(-sims, k - 1)[:k]
+        return rowids[keep], sims[keep]
+    return rowids, sims
+
+
+def _assign(matrix: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    out = np.empty(len(matrix), dtype=np.int32)
+    for start in range(0, len(matrix), _BLOCK):
+        out[start:start + _BLOCK] = np.argmax(matrix[start:start + _BLOCK] @ centroids.T, axis=1)
+    return out
+
+
+def _train(matrix: np.ndarray, lists: int, seed: int = 0) -> np.ndarray:
+    """Spherical k-means on a sample: unit centroids."""
+    rng = np.random.default_rng(seed)
+    sample = matrix[rng.choice(len(matrix), size=min(len(matrix), _TRAIN_SAMPLE), replace=False)]
+    centroids = sample[rng.choice(len(sample), size=lists, replace=False)].copy()
+    for _ in range(_TRAIN_ROUNDS):
+        labels = _assign(sample, centroids)
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, labels, sample)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = norms[:, 0] == 0
+        # an empty list restarts at a random sample row
+        sums[empty] = sample[rng.choice(len(sample), size=int(empty.sum()))]
+        norms[empty] = 1.0
+        centroids = (sums / norms).astype(np.float32)
+    return centroids
+
+
+class VectorSlice:
+    """Unit vectors of one slice, searchable by cosine; see the module docstring."""
+
+    def __init__(self, rowids: np.ndarray, matrix: np.ndarray, centroids: np.ndarray | None = None,
+                 trained_rows: int = 0) -> None:
+        """``matrix`` rows must be unit vectors (zero rows allowed), ``rowids`` their row ids."""
+        self.dim = matrix.shape[1] if matrix.ndim == 2 else 0
+        self._centroids: np.ndarray | None = None
+        self._offsets: np.ndarray | None = None
+        self._trained_rows = trained_rows
+        if len(rowids) >= IVF_MIN_ROWS:
+            lists = int(np.clip(len(rowids) // _ROWS_PER_LIST, _MIN_LISTS, _MAX_LISTS))
+            if centroids is None or len(rowids) > 2 * max(trained_rows, 1) or len(centroids) * 2 < lists:
+                centroids, self._trained_rows = _train(matrix, lists), len(rowids)
+            labels = _assign(matrix, centroids)
+            order = np.argsort(labels, kind="stable")
+            rowids, matrix = rowids[order], matrix[order]
+            self._centroids = centroids
+            self._offsets = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=len(centroids)))])
+        self._rowids = rowids
+        self._matrix = matrix
+        self._by_rowid = np.argsort(rowids, kind="stable")  # positions in rowid order, for lookups
+        self._sorted_rowids = rowids[self._by_rowid]
+        self._alive = np.ones(len(rowids), dtype=bool)
+        self._dead = 0
+        self._tail_rowids = np.zeros(0, dtype=np.int64)
+        self._tail = np.zeros((0, self.dim), dtype=np.float32)
+
+    # ------------------------------------------------------------------------------ upkeep
+
+    @property
+    def rows(self) -> int:
+        return int(len(self._rowids) - self._dead + len(self._tail_rowids))
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._matrix.nbytes + self._tail.nbytes + 3 * self._rowids.nbytes)
+
+    def _positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Base positions of those ``rowids`` held in the base matrix."""
+        at = np.searchsorted(self._sorted_rowids, rowids)
+        inside = at < len(self._sorted_rowids)
+        at, rowids = at[inside], rowids[inside]
+        return self._by_rowid[at[self._sorted_rowids[at] == rowids]]
+
+    def updated(self, changed: np.ndarray, rowids: np.ndarray, matrix: np.ndarray) -> VectorSlice:
+        """A slice in which the ``changed`` rows hold ``matrix`` (rows of ``rowids``) or are gone."""
+        new = object.__new__(VectorSlice)
+        new.__dict__.update(self.__dict__)
+        new._alive = self._alive.copy()
+        new._alive[self._positions(changed)] = False
+        new._dead = int(len(new._alive) - np.count_nonzero(new._alive))
+        keep = ~np.isin(self._tail_rowids, changed)
+        new._tail_rowids = np.concatenate([self._tail_rowids[keep], rowids])
+        new._tail = np.concatenate([self._tail[keep], matrix.reshape(-1, self.dim or matrix.shape[-1])])
+        if not self.dim and len(matrix):
+            new.dim = matrix.shape[1]
+        if new._dead + len(new._tail_rowids) > max(_TAIL_FLOOR, _TAIL_SHARE * len(self._rowids)):
+            return new.compacted()
+        return new
+
+    def compacted(self) -> VectorSlice:
+        rowids = np.concatenate([self._rowids[self._alive], self._tail_rowids])
+        matrix = np.concatenate([self._matrix[self._alive], self._tail]) if self.dim else self._matrix
+        return VectorSlice(rowids, matrix, self._centroids, self._trained_rows)
+
+    # ------------------------------------------------------------------------------ search
+
+    def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best (rowids, cosines): exact on small slices, probed lists on large ones."""
+        if self._centroids is None or self._offsets is None:
+            positions = np.flatnonzero(self._alive) if self._dead else None
+            rowids, matrix = (self._rowids, self._matrix) if positions is None else \
+                (self._rowids[positions], self._matrix[positions])
+            found = [(rowids, matrix @ query if len(rowids) else np.zeros(0, np.float32))]
+        else:
+            probe = max(_MIN_PROBE, len(self._centroids) // _PROBE_SHARE)
+            lists = np.argpartition(-(self._centroids @ query), min(probe, len(self._centroids)) - 1)[:probe]
+            found = []
+            for number in lists:
+                start, end = self._offsets[number], self._offsets[number + 1]
+                if end > start:
+                    rowids, sims = self._rowids[start:end], self._matrix[start:end] @ query
+                    if self._dead:
+                        live = self._alive[start:end]
+                        rowids, sims = rowids[live], sims[live]
+                    found.append(_top(rowids, sims, k))
+        if len(self._tail_rowids):
+            found.append((self._tail_rowids, self._tail @ query))
+        return self._best(found, k)
+
+    def search_within(self, query: np.ndarray, allowed: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best among the ``allowed`` rowids (sorted): exact over them when they are few;
+        when they are most of the slice, the unfiltered search's wider best list, filtered."""
+        if 2 * len(allowed) >= self.rows:
+            rowids, sims = self.search(query, _WIDEN * k)
+            at = np.searchsorted(allowed, rowids)
+            keep = (at < len(allowed)) & (allowed[np.minimum(at, len(allowed) - 1)] == rowids)
+            if np.count_nonzero(keep) >= k:
+                return _top(rowids[keep], sims[keep], k)
+        positions = self._positions(allowed)
+        if self._dead:
+            positions = positions[self._alive[positions]]
+        found: list[tuple[np.ndarray, np.ndarray]] = []
+        if len(positions):
+            found.append((self._rowids[positions], self._matrix[positions] @ query))
+        if len(self._tail_rowids):
+            in_tail = np.isin(self._tail_rowids, allowed)
+            if in_tail.any():
+                found.append((self._tail_rowids[in_tail], self._tail[in_tail] @ query))
+        return self._best(found, k)
+
+    @staticmethod
+    def _best(found: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+        found = [f for f in found if len(f[0])]
+        if not found:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        rowids = np.concatenate([f[0] for f in found])
+        sims = np.concatenate([f[1] for f in found])
+        return _top(rowids, sims, k)

@@ -1,0 +1,149 @@
+"""The embedded store's in-memory search indexes (text postings, vector slices) stay exact while
+other writers change the store: a long-lived reader must answer exactly as a store opened afresh."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kbgraph.store import sqlite as sqlite_store
+from kbgraph.store import text_index, vector_index
+from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery, any_of, eq
+from kbgraph.store.sqlite import SQLiteStore
+
+WORDS = [f"w{i}" for i in range(40)]
+DIM = 8
+KINDS = ["entity", "relation", None]
+
+
+def random_doc(rng: random.Random, number: int) -> dict:
+    doc = {"id": f"d{number}", "content_ltks": " ".join(rng.choices(WORDS, k=rng.randint(1, 12))),
+           "tag_kwd": rng.choice(["a", "b", "c"]), f"q_{DIM}_vec": [rng.uniform(-1, 1) for _ in range(DIM)]}
+    if rng.random() < 0.5:
+        doc["name_ltks"] = " ".join(rng.choices(WORDS[:10], k=rng.randint(1, 3)))
+    kind = rng.choice(KINDS)
+    if kind:
+        doc["knowledge_graph_kwd"] = kind
+    return doc
+
+
+def searches(rng: random.Random) -> list[SearchRequest]:
+    out = []
+    for kind in ("entity", "relation"):
+        for where in ([eq("knowledge_graph_kwd", kind)], [eq("knowledge_graph_kwd", kind), eq("tag_kwd", "a")]):
+            out.append(SearchRequest(kb_ids=["kb1"], where=where, limit=8, candidates=16,
+                                     text=TextQuery(rng.sample(WORDS, 3), {"content_ltks": 1.0, "name_ltks": 2.0})))
+            out.append(SearchRequest(kb_ids=["kb1", "kb2"], where=where, limit=8, candidates=16,
+                                     vector=VectorQuery(f"q_{DIM}_vec", [rng.uniform(-1, 1) for _ in range(DIM)]),
+                                     text=TextQuery(rng.sample(WORDS, 2), {"content_ltks": 1.0}), vector_weight=0.5))
+    out.append(SearchRequest(kb_ids=["kb1"], limit=8, text=TextQuery(rng.sample(WORDS, 2), {"content_ltks": 1.0})))
+    return out
+
+
+def answers(store: SQLiteStore, requests: list[SearchRequest]) -> list[list[tuple[str, float]]]:
+    return [[(h.id, round(h.score, 5)) for h in store.search("t", r).hits] for r in requests]
+
+
+def churn(writer: SQLiteStore, rng: random.Random, next_id: int, size: int = 30) -> int:
+    for _ in range(size):
+        action = rng.random()
+        if action < 0.6:
+            writer.upsert("t", rng.choice(["kb1", "kb2"]), [random_doc(rng, rng.randrange(next_id + 1))])
+            next_id += 1
+        elif action < 0.75:
+            writer.patch("t", "kb1", {f"d{rng.randrange(max(1, next_id))}": {"content_ltks": " ".join(rng.sample(WORDS, 4))}})
+        elif action < 0.85:
+            writer.patch("t", "kb1", {f"d{rng.randrange(max(1, next_id))}": {"knowledge_graph_kwd": rng.choice(["entity", "relation"])}})
+        else:
+            writer.delete("t", ["kb1", "kb2"], [any_of("id", [f"d{rng.randrange(max(1, next_id))}" for _ in range(3)])])
+    return next_id
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_long_lived_reader_matches_a_fresh_store(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # small delta limits so that both incremental updates and rebuilds happen
+    monkeypatch.setattr(text_index, "_DELTA_FLOOR", 25)
+    monkeypatch.setattr(vector_index, "_TAIL_FLOOR", 25)
+    rng = random.Random(seed)
+    path = tmp_path / "store.db"
+    writer, reader = SQLiteStore(path), SQLiteStore(path)  # two processes, in effect
+    writer.ensure_index("t")
+    next_id = churn(writer, rng, 0, 120)
+    for _ in range(8):
+        requests = searches(rng)
+        fresh = SQLiteStore(path)
+        assert answers(reader, requests) == answers(fresh, requests)
+        fresh.close()
+        next_id = churn(writer, rng, next_id)
+    writer.close()
+    reader.close()
+
+
+def test_reader_rebuilds_when_the_change_log_was_trimmed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_store, "_LOG_KEEP", 5)
+    monkeypatch.setattr(sqlite_store, "_LOG_PRUNE_EVERY", 1)
+    rng = random.Random(9)
+    path = tmp_path / "store.db"
+    writer, reader = SQLiteStore(path), SQLiteStore(path)
+    writer.ensure_index("t")
+    next_id = churn(writer, rng, 0, 60)
+    requests = searches(rng)
+    answers(reader, requests)  # caches built
+    churn(writer, rng, next_id, 60)
+    with sqlite3.connect(path) as conn:
+        (tag,) = conn.execute("SELECT tag FROM kb_tenants").fetchone()
+        assert conn.execute(f"SELECT count(*) FROM {tag}_log").fetchone()[0] <= 10
+    assert answers(reader, requests) == answers(SQLiteStore(path), requests)
+
+
+def test_store_from_before_the_change_log_and_token_counts(tmp_path: Path) -> None:
+    rng = random.Random(4)
+    path = tmp_path / "store.db"
+    store = SQLiteStore(path)
+    store.ensure_index("t")
+    churn(store, rng, 0, 80)
+    requests = searches(rng)
+    expected = answers(store, requests)
+    store.close()
+    with sqlite3.connect(path) as conn:  # what an earlier version of the store wrote
+        (tag,) = conn.execute("SELECT tag FROM kb_tenants").fetchone()
+        for trigger in ("ins", "upd", "del"):
+            conn.execute(f"DROP TRIGGER {tag}_log_{trigger}")
+        conn.execute(f"DROP TABLE {tag}_log")
+        conn.execute("DROP TABLE kb_log_floor")
+        conn.execute("ALTER TABLE kb_fts DROP COLUMN tokens")
+    reopened = SQLiteStore(path)
+    assert answers(reopened, requests) == expected
+    churn(reopened, rng, 80, 20)  # and it keeps working incrementally afterwards
+    assert answers(reopened, requests) == answers(SQLiteStore(path), requests)
+
+
+def test_inverted_file_search_finds_the_true_neighbours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_index, "IVF_MIN_ROWS", 2000)
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(40, 32)).astype(np.float32)
+    points = centers[rng.integers(0, 40, size=6000)] + 0.4 * rng.normal(size=(6000, 32)).astype(np.float32)
+    store = SQLiteStore(tmp_path / "store.db")
+    store.upsert("t", "kb", [{"id": f"p{i}", "knowledge_graph_kwd": "entity", "q_32_vec": p.tolist()}
+                             for i, p in enumerate(points)])
+    unit = points / np.linalg.norm(points, axis=1, keepdims=True)
+    recalls = []
+    for query in rng.normal(size=(30, 32)).astype(np.float32) + centers[rng.integers(0, 40, size=30)]:
+        truth = {f"p{i}" for i in np.argsort(-(unit @ (query / np.linalg.norm(query))))[:10]}
+        found = store.search("t", SearchRequest(kb_ids=["kb"], where=[eq("knowledge_graph_kwd", "entity")],
+                                                vector=VectorQuery("q_32_vec", query.tolist()), limit=10,
+                                                candidates=10))
+        recalls.append(len(truth & {h.id for h in found.hits}) / 10)
+    assert np.mean(recalls) >= 0.9
+    # a filter leaving few rows is searched exactly
+    allowed = [f"p{i}" for i in range(0, 6000, 97)]
+    query = points[5]
+    hits = store.search("t", SearchRequest(kb_ids=["kb"], where=[eq("knowledge_graph_kwd", "entity"), any_of("id", allowed)],
+                                           vector=VectorQuery("q_32_vec", query.tolist()), limit=5, candidates=5)).hits
+    index = [int(a[1:]) for a in allowed]
+    exact = [f"p{index[i]}" for i in np.argsort(-(unit[index] @ (query / np.linalg.norm(query))))[:5]]
+    assert [h.id for h in hits] == exact
