@@ -271,7 +271,7 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
         types = sorted({k.strip().lower() for k in analysis.keywords if k.strip()})
         typed = store.search(tenant, SearchRequest(
             kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_type_kwd", types)],
-            order_by=[("pagerank_flt", "desc")], limit=params.search_top_n, fields=fields)).hits
+            order_by=[("pagerank_flt", "desc")], limit=params.search_top_n, fields=fields, count_total=False)).hits
         top_rank = max((float(h.doc.get("pagerank_flt", 0.0) or 0.0) for h in typed), default=0.0)
         for hit in typed:
             rank = float(hit.doc.get("pagerank_flt", 0.0) or 0.0)

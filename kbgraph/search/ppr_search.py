@@ -193,9 +193,13 @@ def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     return out
 
 
+# chunk candidates kept from a walk: enough to fill a page when some of the best have gone since
+_CANDIDATE_FACTOR, _CANDIDATE_FLOOR = 8, 64
+
+
 def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequence[ChunkHit],
                  params: PPRParams) -> tuple[dict[str, float], np.ndarray]:
-    """Final chunk scores (in [0, 1]) and the raw PPR vector."""
+    """Final chunk scores (in [0, 1]) of the best candidates, and the raw PPR vector."""
     restart: dict[str, float] = {}
     entity_mass = sum(entity_seeds.values())
     naive_scores = {h.chunk_id: h.similarity for h in naive if h.similarity > 0}
@@ -210,11 +214,21 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
                 restart[node] = restart.get(node, 0.0) + share * s / naive_mass
     vector = ppr_vector(graph.graph, restart, damping=params.damping) if restart else np.zeros(graph.graph.size)
     walked = vector[graph.chunk_nodes] if len(graph.chunk_nodes) else np.zeros(0)
-    ppr = {graph.chunk_ids[i]: float(walked[i]) for i in np.flatnonzero(walked > 0)}
-    ppr_norm = _normalized(ppr)
-    naive_norm = _normalized(naive_scores)
-    final = {cid: (1.0 - params.naive_weight) * ppr_norm.get(cid, 0.0) + params.naive_weight * naive_norm.get(cid, 0.0)
-             for cid in set(ppr_norm) | set(naive_norm)}
+    top_walked = float(walked.max()) if len(walked) else 0.0
+    # the walk reaches most chunks of a large graph: score them as one array, keep the best few
+    combined = (1.0 - params.naive_weight) * walked / top_walked if top_walked > 0 else np.zeros(len(walked))
+    final: dict[str, float] = {}
+    for cid, s in _normalized(naive_scores).items():
+        position = graph.chunk_index.get(cid)
+        if position is None:
+            final[cid] = params.naive_weight * s
+        else:
+            combined[position] += params.naive_weight * s
+    keep = max(_CANDIDATE_FLOOR, _CANDIDATE_FACTOR * params.chunk_top_n)
+    best = np.flatnonzero(combined > 0)
+    if len(best) > keep:
+        best = best[np.argpartition(-combined[best], keep - 1)[:keep]]
+    final.update({graph.chunk_ids[i]: float(combined[i]) for i in best})
     return final, vector
 
 
