@@ -338,6 +338,8 @@ class SQLiteStore(DocStore):
         self._vectors: OrderedDict[tuple[Any, ...], tuple[int, VectorSlice]] = OrderedDict()
         # (tag, kb, conditions, generation) -> sorted rowids passing them
         self._masks: OrderedDict[tuple[Any, ...], np.ndarray] = OrderedDict()
+        # FTS table -> (tenant's write generation, token -> document frequency)
+        self._df: dict[str, tuple[int, dict[str, int]]] = {}
         # (tag, kb, field code, kind) -> (write generation, postings of that slice)
         self._postings: OrderedDict[tuple[Any, ...], tuple[int, FieldPostings]] = OrderedDict()
         self._kinds: dict[tuple[Any, ...], tuple[int, list[str | None]]] = {}
@@ -409,7 +411,7 @@ class SQLiteStore(DocStore):
             with self._lock:
                 self._codes.clear()
                 self._tables.clear()
-                for cache in (self._vectors, self._masks, self._kinds, self._postings):
+                for cache in (self._vectors, self._masks, self._kinds, self._postings, self._df):
                     cache.clear()
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"SQLite write failed: {exc}") from exc
@@ -443,6 +445,7 @@ class SQLiteStore(DocStore):
             self._vectors.clear()
             self._masks.clear()
             self._postings.clear()
+            self._df.clear()
 
     # ---------------------------------------------------------------- names
 
@@ -547,6 +550,7 @@ class SQLiteStore(DocStore):
     def _forget(self, tag: str) -> None:
         with self._lock:
             self._tables = {t for t in self._tables if not t.startswith(tag + "_")}
+            self._df = {t: v for t, v in self._df.items() if not t.startswith(tag + "_")}
             for cache in (self._vectors, self._masks, self._kinds, self._postings):
                 for key in [k for k in cache if k[0] == tag]:
                     del cache[key]
@@ -964,9 +968,12 @@ class SQLiteStore(DocStore):
             vec: dict[int, float] = {}
             if req.vector is not None:
                 query = self._query_vector(req.vector)
-                vec = self._knn(conn, tag, kbs, req.where, req.vector.field, query, req.candidates)
-                missing = [r for r in term if r not in vec]
-                vec.update(self._cosines(conn, tag, missing, req.vector.field, query))
+                vec, slices = self._knn(conn, tag, kbs, req.where, req.vector.field, query, req.candidates)
+                missing = np.fromiter((r for r in term if r not in vec), dtype=np.int64)
+                for vectors in slices:  # text candidates the kNN did not reach, from the same slices
+                    if len(missing):
+                        rowids, sims = vectors.cosines(query, missing)
+                        vec.update(zip(rowids.tolist(), sims.tolist()))
                 unknown = [r for r in vec if r not in ids]
                 if unknown:
                     ids.update(conn.execute(
@@ -1086,12 +1093,12 @@ class SQLiteStore(DocStore):
             average = total / rows if rows else 0.0
             slices = [self._slice_postings(conn, tag, kb, name, kind)
                       for kb in kbs for kind in (kinds if kinds is not None else [_ANY_KIND])]
+            frequencies = self._doc_frequencies(conn, tag, table, tokens)
             for number, token in enumerate(tokens):
-                df_row = conn.execute(f"SELECT doc FROM {table}_vocab WHERE term=?",
-                                      (token.encode("utf-8").hex(),)).fetchone()
-                if df_row is None:
+                df = frequencies.get(token, 0)
+                if not df:
                     continue
-                idf = math.log(1.0 + (rows - df_row[0] + 0.5) / (df_row[0] + 0.5))
+                idf = math.log(1.0 + (rows - df + 0.5) / (df + 0.5))
                 for postings in slices:
                     match: TermRows = postings.term(token)
                     if len(match.rowids):
@@ -1113,13 +1120,16 @@ class SQLiteStore(DocStore):
         # checked on the best-scored rows first (enough when the filter keeps most rows), and
         # against the set of rows passing it when too few of those passed (a selective filter)
         if any(c.field != _KG for c in where):
-            sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
-            order = np.argsort(-scores, kind="stable")
-            first = order[:4 * candidates]
-            passed = self._filter_rowids(conn, tag, sql, params, rowids[first])
-            if len(passed) < candidates and len(order) > len(first):
-                gens = {kb: self._gen(conn, tag, kb)[0] for kb in kbs}
-                passed = np.concatenate([self._allowed(conn, tag, kb, where, gen) for kb, gen in gens.items()])
+            gens = {kb: self._gen(conn, tag, kb)[0] for kb in kbs}
+            cached = [self._allowed(conn, tag, kb, where, gen, only_cached=True) for kb, gen in gens.items()]
+            if all(allowed is not None for allowed in cached):  # e.g. left by the kNN half of a hybrid search
+                passed = np.concatenate(cached)
+            else:
+                sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
+                first = np.argpartition(-scores, min(len(scores), 4 * candidates) - 1)[:4 * candidates]
+                passed = self._filter_rowids(conn, tag, sql, params, rowids[first])
+                if len(passed) < candidates and len(scores) > len(first):
+                    passed = np.concatenate([self._allowed(conn, tag, kb, where, gen) for kb, gen in gens.items()])
             keep = np.isin(rowids, passed)
             rowids, scores = rowids[keep], scores[keep]
         if len(rowids) > candidates:
@@ -1134,6 +1144,22 @@ class SQLiteStore(DocStore):
                                 (json.dumps(rowids.tolist()),)).fetchall())
         ranked = sorted((-float(s), ids[int(r)], int(r)) for r, s in zip(rowids, scores))
         return [(r, doc_id, -neg) for neg, doc_id, r in ranked[:candidates]]
+
+    def _doc_frequencies(self, conn: sqlite3.Connection, tag: str, table: str, tokens: Sequence[str]) -> dict[str, int]:
+        """Token -> number of rows holding it in one FTS table. fts5vocab counts a common token by
+        reading its whole doclist (about a millisecond per 10k rows), so counts are cached until the
+        tenant is next written to."""
+        generation = conn.execute("SELECT max(n) FROM kb_gen WHERE tag=?", (tag,)).fetchone()[0]
+        with self._lock:
+            cached = self._df.get(table)
+            if cached is None or cached[0] != generation:
+                cached = self._df[table] = (generation, {})
+        known = cached[1]
+        for token in tokens:
+            if token not in known:
+                row = conn.execute(f"SELECT doc FROM {table}_vocab WHERE term=?", (token.encode("utf-8").hex(),)).fetchone()
+                known[token] = row[0] if row else 0
+        return known
 
     def _changed_since(self, conn: sqlite3.Connection, tag: str, kb: str, generation: int) -> np.ndarray | None:
         """Rowids of ``kb`` written or deleted since the KB was at ``generation``; None when the
@@ -1207,19 +1233,12 @@ class SQLiteStore(DocStore):
             raise StoreError(f"query vector for {vq.field} needs {m.group(1)} numbers, got shape {arr.shape}")
         return _unit(arr)
 
-    def _cosines(self, conn: sqlite3.Connection, tag: str, rowids: list[int], name: str,
-                 query: np.ndarray) -> dict[int, float]:
-        vecs = self._vectors_of(conn, tag, rowids, [name])
-        if not vecs:
-            return {}
-        matrix = np.frombuffer(b"".join(v[name] for v in vecs.values()), dtype=np.float32).reshape(len(vecs), -1)
-        return dict(zip(vecs, (_unit(matrix) @ query).tolist()))
-
     def _knn(self, conn: sqlite3.Connection, tag: str, kbs: list[str], where: Sequence[Condition], name: str,
-             query: np.ndarray, k: int) -> dict[int, float]:
+             query: np.ndarray, k: int) -> tuple[dict[int, float], list[VectorSlice]]:
+        """The ``k`` nearest allowed rows (rowid -> cosine) and the vector slices searched."""
         code = self._code(conn, name)
         if code is None:
-            return {}
+            return {}, []
         # the kind conditions choose cache partitions; any other condition narrows to allowed rows
         kinds: set[str | None] | None = None
         masked = False
@@ -1233,18 +1252,20 @@ class SQLiteStore(DocStore):
             else:
                 masked = True
         found: list[tuple[np.ndarray, np.ndarray]] = []
+        slices: list[VectorSlice] = []
         for kb in kbs:
             gen, vgen = self._gen(conn, tag, kb)
             allowed = self._allowed(conn, tag, kb, where, gen) if masked else None
             for kind in self._partitions(conn, tag, kb, code, vgen, kinds):
                 vectors = self._vector_slice(conn, tag, kb, code, kind, vgen)
+                slices.append(vectors)
                 found.append(vectors.search(query, k) if allowed is None else vectors.search_within(query, allowed, k))
         found = [f for f in found if len(f[0])]
         if not found:
-            return {}
+            return {}, slices
         rows, sims = np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
         order = np.lexsort((rows, -sims))[:k]
-        return {int(rows[i]): float(sims[i]) for i in order}
+        return {int(rows[i]): float(sims[i]) for i in order}, slices
 
     def _partitions(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, vgen: int,
                     kinds: set[str | None] | None) -> list[str | None]:
@@ -1298,14 +1319,17 @@ class SQLiteStore(DocStore):
         return vectors
 
     def _allowed(self, conn: sqlite3.Connection, tag: str, kb: str, where: Sequence[Condition],
-                 gen: int) -> np.ndarray:
-        """Rowids of the KB passing every condition, cached until the KB is written to."""
+                 gen: int, only_cached: bool = False) -> np.ndarray | None:
+        """Sorted rowids of the KB passing every condition, cached until the KB is written to
+        (with ``only_cached``, None unless cached)."""
         key = (tag, kb, repr(list(where)), gen)
         with self._lock:
             allowed = self._masks.get(key)
             if allowed is not None:
                 self._masks.move_to_end(key)
                 return allowed
+        if only_cached:
+            return None
         sql, params = self._where(conn, tag, [kb], where)
         allowed = np.sort(np.fromiter((r[0] for r in conn.execute(
             f"SELECT d.rowid FROM {tag}_docs d WHERE {sql}", params)), dtype=np.int64))

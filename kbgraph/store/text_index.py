@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from itertools import chain
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,30 +46,22 @@ class FieldPostings:
     """
 
     def __init__(self, rows: Iterable[tuple[int, list[str]]]) -> None:
-        rowids: list[int] = []
-        lengths: list[int] = []
-        vocab: dict[str, int] = {}
-        term_of: list[int] = []
-        row_of: list[int] = []
-        tf_of: list[int] = []
-        for rowid, tokens in sorted(rows):
-            if not tokens:
-                continue
-            position = len(rowids)
-            rowids.append(rowid)
-            lengths.append(len(tokens))
-            for token, count in Counter(tokens).items():
-                term_of.append(vocab.setdefault(token, len(vocab)))
-                row_of.append(position)
-                tf_of.append(count)
-        terms = np.asarray(term_of, dtype=np.int64)
-        order = np.argsort(terms, kind="stable")  # postings of a term stay in rowid order
+        kept = sorted((rowid, tokens) for rowid, tokens in rows if tokens)
+        rowids = np.fromiter((rowid for rowid, _ in kept), dtype=np.int64, count=len(kept))
+        lengths = np.fromiter((len(tokens) for _, tokens in kept), dtype=np.int64, count=len(kept))
+        flat = list(chain.from_iterable(tokens for _, tokens in kept))
+        vocab = {token: number for number, token in enumerate(dict.fromkeys(flat))}
+        terms = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int64, count=len(flat))
+        positions = np.repeat(np.arange(len(kept), dtype=np.int64), lengths)
+        # one (term, row) pair per posting, counted: sorted by term, then row, which is CSR order
+        pairs, tf = np.unique(terms * max(1, len(kept)) + positions, return_counts=True)
+        posting_terms = pairs // max(1, len(kept))
         self._vocab = vocab
-        self._indptr = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=len(vocab)))]).astype(np.int64)
-        self._rows = np.asarray(row_of, dtype=np.int32)[order]
-        self._tf = np.asarray(tf_of, dtype=np.float32)[order]
-        self._rowids = np.asarray(rowids, dtype=np.int64)
-        self._lengths = np.asarray(lengths, dtype=np.float32)
+        self._indptr = np.concatenate([[0], np.cumsum(np.bincount(posting_terms, minlength=len(vocab)))]).astype(np.int64)
+        self._rows = (pairs % max(1, len(kept))).astype(np.int32)
+        self._tf = tf.astype(np.float32)
+        self._rowids = rowids
+        self._lengths = lengths.astype(np.float32)
         self._alive = np.ones(len(rowids), dtype=bool)
         self._dead = 0
         # rows added or changed since the build: term -> {rowid: tf}, and rowid -> length

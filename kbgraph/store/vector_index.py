@@ -139,17 +139,15 @@ class VectorSlice:
                 (self._rowids[positions], self._matrix[positions])
             found = [(rowids, matrix @ query if len(rowids) else np.zeros(0, np.float32))]
         else:
-            probe = max(_MIN_PROBE, len(self._centroids) // _PROBE_SHARE)
-            lists = np.argpartition(-(self._centroids @ query), min(probe, len(self._centroids)) - 1)[:probe]
-            found = []
-            for number in lists:
-                start, end = self._offsets[number], self._offsets[number + 1]
-                if end > start:
-                    rowids, sims = self._rowids[start:end], self._matrix[start:end] @ query
-                    if self._dead:
-                        live = self._alive[start:end]
-                        rowids, sims = rowids[live], sims[live]
-                    found.append(_top(rowids, sims, k))
+            probe = min(len(self._centroids), max(_MIN_PROBE, len(self._centroids) // _PROBE_SHARE))
+            lists = np.sort(np.argpartition(-(self._centroids @ query), probe - 1)[:probe])
+            spans = [slice(self._offsets[n], self._offsets[n + 1]) for n in lists]
+            rowids = np.concatenate([self._rowids[span] for span in spans])
+            sims = np.concatenate([self._matrix[span] @ query for span in spans])
+            if self._dead:
+                live = np.concatenate([self._alive[span] for span in spans])
+                rowids, sims = rowids[live], sims[live]
+            found = [(rowids, sims)]
         if len(self._tail_rowids):
             found.append((self._tail_rowids, self._tail @ query))
         return self._best(found, k)
@@ -163,17 +161,19 @@ class VectorSlice:
             keep = (at < len(allowed)) & (allowed[np.minimum(at, len(allowed) - 1)] == rowids)
             if np.count_nonzero(keep) >= k:
                 return _top(rowids[keep], sims[keep], k)
-        positions = self._positions(allowed)
+        return _top(*self.cosines(query, allowed), k)
+
+    def cosines(self, query: np.ndarray, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cosines of those ``rowids`` this slice holds (rowids, cosines)."""
+        positions = self._positions(rowids)
         if self._dead:
             positions = positions[self._alive[positions]]
-        found: list[tuple[np.ndarray, np.ndarray]] = []
-        if len(positions):
-            found.append((self._rowids[positions], self._matrix[positions] @ query))
+        found = [(self._rowids[positions], self._matrix[positions] @ query)] if len(positions) else []
         if len(self._tail_rowids):
-            in_tail = np.isin(self._tail_rowids, allowed)
+            in_tail = np.isin(self._tail_rowids, rowids)
             if in_tail.any():
                 found.append((self._tail_rowids[in_tail], self._tail[in_tail] @ query))
-        return self._best(found, k)
+        return self._best(found, len(rowids) + len(self._tail_rowids))
 
     @staticmethod
     def _best(found: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
