@@ -59,6 +59,9 @@ class ChunkQuery:
     similarity_threshold: float = 0.2
     doc_ids: Sequence[str] = ()
     offset: int = 0
+    # False: only the page is read (total and doc_aggs then cover the page alone); graph modes
+    # fuse the best chunks and have no use for the rest of the candidates' rows
+    aggregate: bool = True
 
 
 def chunk_filter(doc_ids: Sequence[str] = ()) -> list[Condition]:
@@ -82,7 +85,8 @@ def retrieve_chunks(store: DocStore, tenant: str, query: ChunkQuery, embedder: E
         text=TextQuery(tokens=tokens, fields=CHUNK_TEXT_FIELDS) if tokens else None,
         vector=VectorQuery(field=vector_field(len(vector)), vector=[float(x) for x in vector]),
         vector_weight=query.vector_similarity_weight, threshold=query.similarity_threshold,
-        candidates=candidates, offset=0, limit=candidates, fields=CHUNK_FIELDS,
+        candidates=candidates, offset=0, limit=candidates if query.aggregate else query.offset + query.top_n,
+        fields=CHUNK_FIELDS,
     )
     found = store.search(tenant, request)
     hits = [
