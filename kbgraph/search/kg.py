@@ -30,7 +30,6 @@ import numpy as np
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize, tokenize_query
-from kbgraph.search.aside import aside
 from kbgraph.search.context import (
     Budget,
     EntityHit,
@@ -436,18 +435,8 @@ def rank_relations(found: dict[str, tuple[float, dict]], walked: dict[str, tuple
     return hits
 
 
-def report_search(store: DocStore, tenant: str, kb_ids: Sequence[str], tokens: Sequence[str],
-                  vector: np.ndarray | None, params: KGParams) -> list[Hit]:
-    """Reports matching the question's own words and vector."""
-    return kind_search(store, tenant, kb_ids, CommunityReport.KIND, tokens, {"content_ltks": 1.0}, vector,
-                       params.search_top_n, params.vector_weight, returned=REPORT_FIELDS)
-
-
 def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: Sequence[EntityHit],
-                 tokens: Sequence[str], vector: np.ndarray | None, params: KGParams,
-                 text_hits: Sequence[Hit] | None = None) -> list[ReportHit]:
-    """Reports ranked by their chosen member entities and their own match to the question
-    (``text_hits``: that match, when already searched)."""
+                 tokens: Sequence[str], vector: np.ndarray | None, params: KGParams) -> list[ReportHit]:
     member: dict[str, float] = defaultdict(float)
     docs: dict[str, dict] = {}
     by_kb: dict[str, dict[str, float]] = defaultdict(dict)
@@ -460,9 +449,8 @@ def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: 
             member[doc["id"]] = sum(keyed.get(k, 0.0) for k in doc.get("entity_keys_kwd") or [])
     top_member = max(member.values(), default=0.0)
     text: dict[str, float] = {}
-    if text_hits is None:
-        text_hits = report_search(store, tenant, kb_ids, tokens, vector, params)
-    for hit in text_hits:
+    for hit in kind_search(store, tenant, kb_ids, CommunityReport.KIND, tokens, {"content_ltks": 1.0}, vector,
+                           params.search_top_n, params.vector_weight, returned=REPORT_FIELDS):
         docs.setdefault(hit.id, hit.doc)
         text[hit.id] = hit.score
     hits = []
@@ -500,12 +488,6 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None
                 ) -> GraphResult:
-    tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
-    # the whole-question searches depend on nothing found below: run them beside the entity work
-    question_relations = aside(kind_search, store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0},
-                               vector, params.search_top_n, params.vector_weight, returned=RELATION_FIELDS)
-    report_tokens = tokenize_query(analysis.question)
-    question_reports = aside(report_search, store, tenant, kb_ids, report_tokens, vector, params)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder)
     seed_docs = seeds.docs
     anchors = seeds.anchors(params.anchor_min)
@@ -520,13 +502,15 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     entities = rank_entities(scores, hops, docs, params.pagerank_weight)[:params.entity_top_n]
     entities = within_budget(entities, entity_row, params.budget.entities)
 
+    tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
     def touches_anchor(doc: dict) -> bool:
         kb = doc.get("kb_id", "")
         return (kb, doc.get("src_key_kwd", "")) in anchors or (kb, doc.get("tgt_key_kwd", "")) in anchors
 
     # relations matching the question's words anywhere are loose evidence, like loose entity matches
     found = {h.id: (h.score if touches_anchor(h.doc) else seeds.loose_factor * h.score, h.doc)
-             for h in question_relations.result()}
+             for h in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
+                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS)}
     for rid, (score, doc) in about.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)
@@ -539,7 +523,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
     relations = within_budget(relations, relation_row, params.budget.relations)
 
-    reports = rank_reports(store, tenant, kb_ids, entities, report_tokens, vector, params, question_reports.result())
+    reports = rank_reports(store, tenant, kb_ids, entities, tokenize_query(analysis.question), vector, params)
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -260,16 +260,12 @@ class PPRResult:
 
 
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                 vector: np.ndarray | None, naive: Sequence[ChunkHit] | Callable[[], Sequence[ChunkHit]],
-                 params: PPRParams = PPRParams(), embedder: Embedder | None = None) -> PPRResult:
-    """``naive`` is the plain chunk search's hits, or a callable giving them (a search started
-    beside this one: it is waited for only once the walk needs its chunks)."""
+                 vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
+                 embedder: Embedder | None = None) -> PPRResult:
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder)
     about = anchor_relations(store, tenant, kb_ids, seeds.anchors(params.seed_min_score), analysis, vector, params.kg)
     entity_seeds = ppr_seeds(seeds, graph, params, about)
-    if callable(naive):
-        naive = naive()
     scores, walk = chunk_scores(graph, entity_seeds, naive, params)
 
     by_id = {h.chunk_id: h for h in naive}

@@ -18,7 +18,6 @@ import numpy as np
 from kbgraph.config import Settings
 from kbgraph.graph.extract import DEFAULT_ENTITY_TYPES, Extractor
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
-from kbgraph.search.aside import aside
 from kbgraph.search.chunks import ChunkHit, ChunkQuery, embed_question, retrieve_chunks
 from kbgraph.search.context import (
     Budget,
@@ -141,8 +140,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         if mode == "ppr":
             params = ppr_params or PPRParams()
             params = replace(params, chunk_top_n=top_n, budget=budget)
-            naive = aside(naive_hits, max(top_n, (mix_params or MixParams()).candidates))
-            found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive.result, params, embedder)
+            found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector,
+                                     naive_hits(max(top_n, (mix_params or MixParams()).candidates)), params, embedder)
             result.chunks, result.entities = found_ppr.chunks, found_ppr.entities
             result.context = found_ppr.context
         else:
@@ -153,14 +152,12 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             else:  # the fused list is fitted to the chunk budget, not the graph's candidates
                 kg = replace(kg, chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30),
                              loose_weight=mix.graph_loose_weight)
-            naive = aside(naive_hits, max(top_n, mix.candidates)) if mode == "mix" else None
             graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder)
             result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
             if mode == "kg":
                 result.chunks = graph.chunks
             else:
-                assert naive is not None
-                fused = fuse_chunks(naive.result(), graph.chunks, mix.naive_weight)
+                fused = fuse_chunks(naive_hits(max(top_n, mix.candidates)), graph.chunks, mix.naive_weight)
                 result.chunks = fit_chunks(fused[:top_n], budget.chunks)
             result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
     result.citations = citation_map(result.chunks)
