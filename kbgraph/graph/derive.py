@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.base import Condition, DocStore, any_of, eq
@@ -29,6 +30,7 @@ EmbedTexts = Callable[[Sequence[str]], list[list[float]]]
 
 UNTYPED = {"", "unknown", "other"}
 _BATCH = 500
+_TARGETS_MAX = 20 * _BATCH
 
 
 @dataclass
@@ -89,12 +91,18 @@ def _most_frequent(values: Iterable[str], *, avoid: set[str] = frozenset()) -> s
     return min(preferred, key=lambda v: (-preferred[v], v))
 
 
+@lru_cache(maxsize=65536)
+def _squeezed(fragment: str) -> str:
+    # a frequent entity's fragments are trimmed again every time a new mention re-derives it
+    return " ".join(fragment.split())
+
+
 def unique_fragments(fragments: Iterable[str]) -> list[str]:
     """Fragments with duplicates (after trimming) removed, in the order given."""
     seen: set[str] = set()
     out: list[str] = []
     for fragment in fragments:
-        text = " ".join(fragment.split())
+        text = _squeezed(fragment)
         if text and text not in seen:
             seen.add(text)
             out.append(text)
@@ -115,7 +123,8 @@ def relation_text(relation: Relation) -> str:
     return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:EMBED_CHARS]
 
 
-def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe) -> Entity:
+def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe,
+                  tokens: Callable[[str], str] = token_string) -> Entity:
     ordered = sorted(mentions, key=lambda m: _mention_order(m.doc_id, m.chunk_id))
     name = _most_frequent(m.name for m in ordered) or key
     aliases = sorted({m.name for m in ordered if m.name and m.name != name})
@@ -123,7 +132,7 @@ def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], descr
     return Entity(
         kb_id=kb_id, key=key, name=name, type=_most_frequent((m.type for m in ordered), avoid=UNTYPED) or "unknown",
         description=description, name_tokens=token_string(" ".join([name, *aliases])),
-        description_tokens=token_string(description), aliases=aliases,
+        description_tokens=tokens(description), aliases=aliases,
         doc_ids=sorted({m.doc_id for m in ordered}), chunk_ids=sorted({m.chunk_id for m in ordered}),
         mention_count=len(ordered),
     )
@@ -169,11 +178,14 @@ def _relation_mentions(store: DocStore, tenant: str, kb_id: str, pairs: Iterable
     """Mentions grouped by canonical pair, for the given canonical pairs (aliases included)."""
     wanted = set(pairs)
     found: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
-    # a mention is stored under its sorted raw keys: look up every member of every endpoint as
-    # the first key, then keep the mentions whose canonical pair is wanted
+    # a mention is stored under its sorted raw keys: look up the mentions whose both keys are
+    # members of endpoints, then keep those whose canonical pair is wanted (asking for the first key
+    # alone would read every mention of a frequent entity to keep a few)
     members = sorted({m for pair in wanted for key in pair for m in aliases.members(key)})
+    # (past some thousands of keys, a list of them all is too long a filter; the batches alone then)
+    targets = [any_of("tgt_key_kwd", members)] if len(members) <= _TARGETS_MAX else []
     for batch in _batches(members):
-        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", batch)]
+        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", batch), *targets]
         for doc in store.scan(tenant, [kb_id], where):
             mention = RelationMention.from_doc(doc)
             pair = aliases.pair(mention.src_key, mention.tgt_key)
@@ -189,9 +201,11 @@ def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str],
     for batch in _batches(list(ids)):
         for doc in store.get(tenant, [kb_id], batch):
             out[doc["id"]] = doc
-        if vector_name is not None:
-            for doc in store.get(tenant, [kb_id], batch, fields=["id", vector_name]):
-                if vector_name in doc and doc["id"] in out:
+        # only a row the embedding pass has reached has a vector to carry over
+        embedded = [i for i in batch if i in out and out[i].get("embedded_int") != 0]
+        if vector_name is not None and embedded:
+            for doc in store.get(tenant, [kb_id], embedded, fields=["id", vector_name]):
+                if vector_name in doc:
                     out[doc["id"]][vector_name] = doc[vector_name]
     return out
 
@@ -202,6 +216,18 @@ def _stored_ids(store: DocStore, tenant: str, kb_id: str, ids: set[str]) -> list
     for batch in _batches(sorted(ids)):
         found += [d["id"] for d in store.get(tenant, [kb_id], batch, fields=["id"])]
     return found
+
+
+def _stored_tokens(previous: Mapping[str, dict]) -> Callable[[str], str]:
+    """token_string, answered from the stored entity rows for a description they already hold: a
+    frequent entity's description stops changing once it is full, and is long to tokenize."""
+    known = {doc.get("content_with_weight"): doc.get("content_ltks") for doc in previous.values()}
+
+    def tokens(text: str) -> str:
+        found = known.get(text)
+        return found if isinstance(found, str) else token_string(text)
+
+    return tokens
 
 
 def _changed_rows(rows: list, previous: Mapping[str, dict], text_of: Callable[[object], str],
@@ -241,11 +267,12 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
 
     mentions = _entity_mentions(store, tenant, kb_id, keys, aliases)
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
+    tokens = _stored_tokens(previous)
     entities: list[Entity] = []
     for key in keys:
         if key not in mentions:
             continue
-        entity = derive_entity(kb_id, key, mentions[key], describe)
+        entity = derive_entity(kb_id, key, mentions[key], describe, tokens)
         old = previous.get(entity.id)
         if old is not None:
             entity.pagerank = float(old.get("pagerank_flt", 0.0))

@@ -8,10 +8,17 @@ contributed a fragment yields a new set and a new summary (its text is gone from
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from kbgraph.llm.base import ChatModel, LLMError, Message
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.prompts import prompt_version, render
+
+
+@lru_cache(maxsize=65536)
+def _fragment_tokens(fragment: str) -> int:
+    # an entity's fragments are counted again every time a new mention re-derives it
+    return count_tokens(fragment)
 
 
 class Describer:
@@ -47,7 +54,7 @@ class Describer:
         kept: list[str] = []
         used = 0
         for fragment in fragments:
-            cost = count_tokens(fragment)
+            cost = _fragment_tokens(fragment)
             if kept and used + cost > self.max_tokens:
                 break
             kept.append(fragment)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 _WS = re.compile(r"\s+")
 # LLMs and PDF text put spaces between CJK characters ("清华 大学"); a key should not care.
@@ -67,6 +68,8 @@ def _once(name: str) -> str:
     return _trim(s)
 
 
+# extraction output names the same entities over and over (every relation repeats two names)
+@lru_cache(maxsize=65536)
 def normalize_key(name: str) -> str:
     """The key of an entity name: NFKC, casefolded, one space between words, no surrounding
     punctuation or quotes, no trailing possessive "'s"; "" when nothing is left.
@@ -83,6 +86,7 @@ def normalize_key(name: str) -> str:
     return s
 
 
+@lru_cache(maxsize=65536)
 def clean_name(name: str) -> str:
     """A display name: surrounding quotes, markup and whitespace removed, case kept."""
     s = unicodedata.normalize("NFKC", name or "")

@@ -62,6 +62,8 @@ _POSTINGS_CACHE_BYTES = 512 << 20
 # the change log keeps about this many entries; it is trimmed every _LOG_PRUNE_EVERY writes
 _LOG_KEEP = 500_000
 _LOG_PRUNE_EVERY = 256
+# a kv filter probe with at most this many values seeks each of them; with more it scans the row's values
+_SEEK_VALUES = 4
 
 
 def _is_text(name: str) -> bool:
@@ -100,8 +102,11 @@ def _field_kind(name: str) -> int:
 
 
 def _kv_values(name: str, value: Any) -> set[Any]:
+    items = value if isinstance(value, list) else [value]
+    if not _is_num(name) and all(type(item) is str for item in items):
+        return set(items)  # the common case (ids, keys, names), without the per-item checks below
     out: set[Any] = set()
-    for item in value if isinstance(value, list) else [value]:
+    for item in items:
         if item is None or isinstance(item, (dict, list)):
             continue
         if _is_num(name):
@@ -112,6 +117,17 @@ def _kv_values(name: str, value: Any) -> set[Any]:
         else:
             out.add(_kw(item))
     return out
+
+
+def _plain_kv(name: str, value: Any) -> bool:
+    """Whether ``value`` is already the one kv value of the field: a string of a keyword field,
+    or a float or 64-bit int (not a bool) of a numeric one."""
+    kind = type(value)
+    if kind is str:
+        return not _is_num(name)
+    if kind is float:
+        return _is_num(name)
+    return kind is int and _is_num(name) and -(1 << 63) <= value < (1 << 63)
 
 
 def _cond_value(name: str, value: Any) -> Any:
@@ -179,7 +195,7 @@ def _unit(arr: np.ndarray) -> np.ndarray:
 
 def _project(body: Doc, fields: Sequence[str] | None, vectors: Mapping[str, bytes]) -> Doc:
     if fields is None:
-        return dict(body)
+        return body  # freshly decoded, so nobody else holds it
     out: Doc = {"id": body["id"]}
     for name in fields:
         if name in body:
@@ -303,6 +319,21 @@ class _IndexWrites:
             conn.executemany(f"DELETE FROM {tag}_vec WHERE doc=? AND field=?", self.vec_del)
         if self.vec_put:
             conn.executemany(f"INSERT OR REPLACE INTO {tag}_vec VALUES (?, ?, ?, ?, ?)", self.vec_put)
+
+
+def _rewrite_rows(conn: sqlite3.Connection, tag: str, rows: Sequence[tuple[int, str, Any, str, Any, str]]) -> None:
+    """Store new bodies of existing rows, given as (rowid, old kb, old kind, kb, kind, body).
+
+    SQLite rewrites the entries of every index on a column named in SET, changed or not, and the
+    kb/kind indexes are ordered by the random ids, so naming kb_id and kg for a row whose kb and kind
+    stay the same dirties two more random pages per row: only rows that move are given them."""
+    same = [(text, rowid) for rowid, old_kb, old_kind, kb, kind, text in rows if old_kb == kb and old_kind == kind]
+    moved = [(kb, kind, text, rowid) for rowid, old_kb, old_kind, kb, kind, text in rows
+             if old_kb != kb or old_kind != kind]
+    if same:
+        conn.executemany(f"UPDATE {tag}_docs SET body=? WHERE rowid=?", same)
+    if moved:
+        conn.executemany(f"UPDATE {tag}_docs SET kb_id=?, kg=?, body=? WHERE rowid=?", moved)
 
 
 def _kinds_of(where: Sequence[Condition]) -> set[str | None] | None:
@@ -604,7 +635,7 @@ class SQLiteStore(DocStore):
                     continue
                 if name in old:
                     batch.kv_del.append((rowid, code))
-                if type(after_value) is str and not _is_num(name):  # the common case, quickly
+                if _plain_kv(name, after_value):  # the common case, quickly
                     batch.kv_add.append((code, after_value, rowid))
                 else:
                     batch.kv_add.extend((code, v, rowid) for v in _kv_values(name, after_value))
@@ -649,7 +680,7 @@ class SQLiteStore(DocStore):
             with self._write() as conn:
                 tag = self._create(conn, tenant_id)
                 existing = {row[1]: row for row in conn.execute(
-                    f"SELECT rowid, id, kb_id, body FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?))",
+                    f"SELECT rowid, id, kb_id, kg, body FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?))",
                     (json.dumps(list(prepared)),))}
                 touched = {kb_id}
                 batch = _IndexWrites(tag)
@@ -665,14 +696,14 @@ class SQLiteStore(DocStore):
                         inserts.append((rowid, doc_id, kb_id, body.get(_KG), text))
                         old: Doc = {}
                     else:
-                        rowid, touched_kb, old = old_row[0], old_row[2], json.loads(old_row[3])
+                        rowid, touched_kb, old = old_row[0], old_row[2], json.loads(old_row[4])
                         touched.add(touched_kb)
-                        updates.append((kb_id, body.get(_KG), text, rowid))
+                        updates.append((rowid, touched_kb, old_row[3], kb_id, body.get(_KG), text))
                     self._index_fields(conn, batch, rowid, old, body, set(old) | set(body))
                     self._set_vectors(conn, batch, rowid, body, vectors, replace_all=old_row is not None)
                 conn.executemany(f"INSERT INTO {tag}_docs(rowid, id, kb_id, kg, body) VALUES (?, ?, ?, ?, ?)",
                                  inserts)
-                conn.executemany(f"UPDATE {tag}_docs SET kb_id=?, kg=?, body=? WHERE rowid=?", updates)
+                _rewrite_rows(conn, tag, updates)
                 batch.flush(conn)
                 self._bump(conn, tag, touched, vectors=True)
         if failures:
@@ -699,7 +730,7 @@ class SQLiteStore(DocStore):
                     new[name] = value
             if new.get(_KG) is not None and not isinstance(new.get(_KG), str):
                 raise StoreError(f"{_KG} must be a string")
-            updates.append((new.get(_KG), _dumps(new), rowid))
+            updates.append((rowid, old["kb_id"], old.get(_KG), old["kb_id"], new.get(_KG), _dumps(new)))
             self._index_fields(conn, batch, rowid, old, new, set(change))
             if old.get(_KG) != new.get(_KG):
                 kinds.append((new.get(_KG), rowid))
@@ -707,7 +738,7 @@ class SQLiteStore(DocStore):
             if vectors:
                 self._set_vectors(conn, batch, rowid, new, vectors, replace_all=False)
                 vectors_touched = True
-        conn.executemany(f"UPDATE {tag}_docs SET kg=?, body=? WHERE rowid=?", updates)
+        _rewrite_rows(conn, tag, updates)
         conn.executemany(f"UPDATE {tag}_vec SET kg=? WHERE doc=?", kinds)
         batch.flush(conn)
         return len(rows), vectors_touched
@@ -830,7 +861,11 @@ class SQLiteStore(DocStore):
                         f"AND k.value IN (SELECT value FROM json_each(?)))"), [code, listed]
             if op in ("eq", "in", "not_in"):
                 neg = "NOT " if op == "not_in" else ""
-                return f"{neg}EXISTS ({probe} AND k.value IN (SELECT value FROM json_each(?)))", [code, listed]
+                # a probe runs once per candidate row: with few values, one index seek each; with
+                # many, read the row's values of the field and test them against the list (unary
+                # +), since a seek per listed value would rebuild and walk the whole list per row
+                member = "k.value" if len(values) <= _SEEK_VALUES else "+k.value"
+                return f"{neg}EXISTS ({probe} AND {member} IN (SELECT value FROM json_each(?)))", [code, listed]
             if op in ("exists", "missing"):
                 return f"{'NOT ' if op == 'missing' else ''}EXISTS ({probe})", [code]
             return f"EXISTS ({probe} AND k.value {compare} ?)", [code, *values]
