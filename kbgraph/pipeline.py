@@ -8,7 +8,7 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -110,10 +110,9 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     now = time.time()
     total_tokens = 0
     _report(ctx, progress, "parse", 0, len(spans), parsed.name)
-    for start in range(0, len(spans), batch_size):
-        _check(cancel)
-        batch = spans[start:start + batch_size]
-        vectors = ctx.embed([s.text for s in batch])
+    batches = [spans[start:start + batch_size] for start in range(0, len(spans), batch_size)]
+    done = 0
+    for vectors, batch in zip(embed_ahead(ctx, [[s.text for s in b] for b in batches], cancel), batches):
         chunks = [
             Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
                   content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
@@ -123,9 +122,27 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
         ]
         ctx.store.upsert(ctx.tenant, ctx.kb_id, [c.to_doc() for c in chunks], refresh=False)
         total_tokens += sum(s.token_count for s in batch)
-        _report(ctx, progress, "parse", start + len(batch), len(spans), parsed.name)
+        done += len(batch)
+        _report(ctx, progress, "parse", done, len(spans), parsed.name)
     ctx.store.refresh(ctx.tenant)
     return ParseResult(chunks=len(spans), tokens=total_tokens)
+
+
+def embed_ahead(ctx: KBContext, batches: Sequence[Sequence[str]], cancel: CancelCheck = never
+                ) -> Iterator[list[list[float]]]:
+    """The vectors of each batch of texts, in order. The next batch is being embedded while the
+    caller stores this one, so the embedding endpoint's time and the store's overlap."""
+    if not batches:
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        _check(cancel)
+        pending = pool.submit(ctx.embed, batches[0])
+        for number in range(len(batches)):
+            vectors = pending.result()
+            if number + 1 < len(batches):
+                _check(cancel)
+                pending = pool.submit(ctx.embed, batches[number + 1])
+            yield vectors
 
 
 # -------------------------------------------------------------------------------------- extract
@@ -452,10 +469,9 @@ def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel:
     for kind, text_of in kinds:
         pending = [kind.from_doc(d) for d in ctx.store.scan(
             ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])]
-        for start in range(0, len(pending), batch_size):
-            _check(cancel)
-            batch = pending[start:start + batch_size]
-            vectors = ctx.embed([text_of(row) for row in batch])
+        batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
+        texts = [[text_of(row) for row in batch] for batch in batches]
+        for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
             ctx.store.patch(ctx.tenant, ctx.kb_id, {row.id: {ctx.vector_name: vector, "embedded_int": 1}
                                                     for row, vector in zip(batch, vectors)}, refresh=False)
             done += len(batch)

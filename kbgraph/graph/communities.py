@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 
 import graspologic_native as gn
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from kbgraph.graph.ppr import edge_weight
 from kbgraph.store.records import stable_id
@@ -68,8 +66,7 @@ def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, flo
     pairs = sorted(weights)
     rows = np.fromiter((index[a] for a, _ in pairs), dtype=np.int64, count=len(pairs))
     cols = np.fromiter((index[b] for _, b in pairs), dtype=np.int64, count=len(pairs))
-    graph = sp.csr_matrix((np.ones(len(pairs)), (rows, cols)), shape=(len(ordered), len(ordered)))
-    _, component_of = connected_components(graph, directed=False)
+    component_of = _component_labels(len(ordered), rows, cols)
 
     members: dict[int, list[str]] = defaultdict(list)
     for name, comp in zip(ordered, component_of.tolist()):
@@ -86,6 +83,27 @@ def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, flo
             communities.extend(_leiden(component_edges[comp], max_cluster_size, seed))
     communities.sort(key=lambda c: (c.level, c.label))
     return communities
+
+
+def _component_labels(count: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """One label per node, the same for the nodes of one connected component: roots hook onto the
+    smaller root across each edge, then every node jumps to its root, until nothing changes.
+    (scipy.sparse.csgraph does the same at the price of a tenth of a second of imports.)"""
+    labels = np.arange(count)
+    while True:
+        before = labels
+        low = np.minimum(labels[rows], labels[cols])
+        hooked = labels.copy()
+        np.minimum.at(hooked, labels[rows], low)
+        np.minimum.at(hooked, labels[cols], low)
+        labels = hooked
+        while True:
+            jumped = labels[labels]
+            if np.array_equal(jumped, labels):
+                break
+            labels = jumped
+        if np.array_equal(labels, before):
+            return labels
 
 
 def _leiden(edges: list[tuple[str, str, float]], max_cluster_size: int, seed: int) -> list[Community]:

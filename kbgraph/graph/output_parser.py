@@ -44,6 +44,8 @@ _LABELLED = re.compile(r"^(?:relationship[_ ])?(?:strength|weight|score|confiden
 _STRENGTH_WORDS = frozenset({"high", "medium", "low", "strong", "weak", "moderate", "very high", "very low",
                              "very strong", "very weak", "none", "n/a", "unknown"})
 _KEYWORD_SPLIT = re.compile(r"[,，;；、]")
+_SQUARE = re.compile(r"[\[\]]")
+_ROUND = re.compile(r"[()（）]")
 
 
 @dataclass
@@ -202,14 +204,14 @@ class _Parser:
         """Where the record's text ends within body: at the bracket closing ``opener``, else at the
         end of the line."""
         if opener:
-            opens, closes = ("[", "]") if opener == "[" else ("(（", ")）")
+            opens = "[" if opener == "[" else "(（"
             depth = 0
-            for i, ch in enumerate(body):
-                if ch in opens:
+            for m in (_SQUARE if opener == "[" else _ROUND).finditer(body):  # only the brackets
+                if m.group() in opens:
                     depth += 1
-                elif ch in closes:
-                    if depth == 0:
-                        return i
+                elif depth == 0:
+                    return m.start()
+                else:
                     depth -= 1
         nl = body.find("\n")
         return len(body) if nl < 0 else nl

@@ -176,7 +176,7 @@ def build_tables(community: Community, entities: Sequence[Entity], relations: Se
         nonlocal used
         while len(taken) < len(rows):
             row = rows[len(taken)]
-            cost = count_tokens(_csv([row]))
+            cost = _row_tokens(row)
             if taken and used + cost > limit:
                 return
             taken.append(row)
@@ -186,6 +186,26 @@ def build_tables(community: Community, entities: Sequence[Entity], relations: Se
     fill(relation_rows, taken_r, max_tokens)
     fill(entity_rows, taken_e, max_tokens)
     return _csv([entity_head, *taken_e]), _csv([relation_head, *taken_r])
+
+
+def _row_tokens(row: list[Any]) -> int:
+    """Tokens of one CSV row. The row number is a token run of its own (the tokenizer never joins
+    digits with the comma after them), so the rest of the row, which is the same in every
+    community an entity or relation belongs to, is counted once per text."""
+    text, number = _csv([row]), str(row[0])
+    if isinstance(row[0], int) and text.startswith(number + ","):
+        return _number_tokens(number) + _tail_tokens(text[len(number):])
+    return count_tokens(text)
+
+
+@lru_cache(maxsize=4096)
+def _number_tokens(number: str) -> int:
+    return count_tokens(number)
+
+
+@lru_cache(maxsize=65536)
+def _tail_tokens(tail: str) -> int:
+    return count_tokens(tail)
 
 
 @lru_cache(maxsize=16)

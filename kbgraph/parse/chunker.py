@@ -29,6 +29,8 @@ _BOUNDARY_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
     (_LINE, re.compile(r"\n\s*")),
     (_WORD, re.compile(r"\s+|[，、：](?=\S)")),
 )
+# the same patterns as one capturing group each, for re.split (none of them matches the empty string)
+_SPLITTERS = tuple((level, re.compile(f"({pattern.pattern})")) for level, pattern in _BOUNDARY_PATTERNS)
 
 _encoding_lock = threading.Lock()
 _encoding: tiktoken.Encoding | None = None
@@ -67,29 +69,68 @@ def _token_starts(text: str) -> list[int]:
     offset is a safe place to cut.
     """
     enc = get_encoding()
-    pieces = enc.decode_tokens_bytes(enc.encode_ordinary(text))
-    if not pieces:
+    tokens = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
+    if not len(tokens):
         return []
-    data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+    lengths = _token_byte_lengths()[tokens]
+    try:
+        encoded = text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates, which tiktoken encodes as replacement characters
+        encoded = b""
+    if len(encoded) != int(lengths.sum()):
+        encoded = b"".join(enc.decode_tokens_bytes(tokens.tolist()))
+    # the tokens' bytes are the text's UTF-8 bytes, so their lengths place them in it
+    data = np.frombuffer(encoded, dtype=np.uint8)
     # chars_upto[p] = characters begun within the first p bytes (UTF-8 continuation bytes begin none).
     chars_upto = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))
-    byte_starts = np.cumsum([0] + [len(piece) for piece in pieces[:-1]])
+    byte_starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
     starts = np.minimum(chars_upto[byte_starts + 1] - 1, len(text))
-    return [int(x) for x in starts]
+    return starts.tolist()
+
+
+_lengths_lock = threading.Lock()
+_lengths: np.ndarray | None = None
+
+
+def _token_byte_lengths() -> np.ndarray:
+    """Bytes of each token id of the encoding: one table instead of decoding every token of a text."""
+    global _lengths
+    if _lengths is None:
+        with _lengths_lock:
+            if _lengths is None:
+                _lengths = _vocabulary_byte_lengths(get_encoding())
+    return _lengths
+
+
+def _vocabulary_byte_lengths(enc: tiktoken.Encoding) -> np.ndarray:
+    lengths = np.zeros(enc.n_vocab, dtype=np.int64)
+    ranks = getattr(enc, "_mergeable_ranks", None)  # tiktoken's own table: read, not decoded
+    if isinstance(ranks, dict):
+        for piece, rank in ranks.items():
+            lengths[rank] = len(piece)
+        return lengths
+    for token in range(enc.n_vocab):
+        try:
+            lengths[token] = len(enc.decode_single_token_bytes(token))
+        except KeyError:  # an id the encoding does not use
+            pass
+    return lengths
 
 
 def _boundaries(text: str) -> dict[int, list[int]]:
     """For each level, the sorted positions where a chunk may start after a cut of that level or better."""
-    found: dict[int, set[int]] = {level: set() for level, _ in _BOUNDARY_PATTERNS}
-    for level, pattern in _BOUNDARY_PATTERNS:
-        for match in pattern.finditer(text):
-            if 0 < match.end() < len(text):
-                found[level].add(match.end())
+    found: dict[int, np.ndarray] = {}
+    for level, pattern in _SPLITTERS:
+        # split() alternates the text between matches with the matches themselves, so the
+        # running sum of the pieces' lengths gives every match's end without a Python loop
+        pieces = pattern.split(text)
+        ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))[1::2]
+        found[level] = ends[(ends > 0) & (ends < len(text))]
     merged: dict[int, list[int]] = {}
-    running: set[int] = set()
+    running = np.zeros(0, dtype=np.int64)
     for level in sorted(found, reverse=True):
-        running |= found[level]
-        merged[level] = sorted(running)
+        running = np.union1d(running, found[level])
+        merged[level] = running.tolist()
     return merged
 
 

@@ -145,7 +145,10 @@ def tokenize(text: str) -> list[str]:
     if not text:
         return []
     text = unicodedata.normalize("NFKC", text).casefold()
-    text = _INNER_APOSTROPHE.sub("", _POSSESSIVE.sub("", text))
+    if "'" in text or "\u2019" in text:
+        text = _INNER_APOSTROPHE.sub("", _POSSESSIVE.sub("", text))
+    if _CJK_RUN.search(text) is None:  # the common case: every word is stemmed, none segmented
+        return list(map(_stem, _WORD.findall(text)))
     tokens: list[str] = []
     for match in _WORD.finditer(text):
         piece = match.group()
