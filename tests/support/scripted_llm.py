@@ -165,7 +165,15 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
+        # the request stops counting as in flight before its reply goes out: a client may send
+        # its next request (freeing a concurrency slot) as soon as the reply arrives
+        self._leave_once()
         self.wfile.write(data)
+
+    def _leave_once(self) -> None:
+        if getattr(self, "_in_flight", False):
+            self._in_flight = False
+            self.llm._leave()
 
     def _send_error(self, err: ScriptedError) -> None:
         if err.delay_s:
@@ -184,13 +192,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _guard(self, fn: Callable[[], None]) -> None:
         self.llm._enter()
+        self._in_flight = True
         try:
             fn()
         except (BrokenPipeError, ConnectionResetError):
             # The client gave up (timeout test); nothing left to answer.
             self.close_connection = True
         finally:
-            self.llm._leave()
+            self._leave_once()
 
     # -- routes --------------------------------------------------------------------------------
 
