@@ -34,7 +34,7 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -1226,30 +1226,41 @@ class SQLiteStore(DocStore):
 
     def _slice_postings(self, conn: sqlite3.Connection, tag: str, kb: str, name: str, kind: Any) -> FieldPostings:
         """Postings of a text field over the KB's rows of one kind, kept current from the change log."""
-        gen = self._gen(conn, tag, kb)[0]
-        key = (tag, kb, self._codes[name], kind)
+
+        def update(old: FieldPostings, changed: np.ndarray) -> FieldPostings | None:
+            postings = old.updated(changed, self._field_tokens(conn, tag, kb, name, kind, changed))
+            return None if postings.stale else postings
+
+        return self._kept_current(
+            self._postings, (tag, kb, self._codes[name], kind), conn, tag, kb, self._gen(conn, tag, kb)[0],
+            lambda: FieldPostings(self._field_tokens(conn, tag, kb, name, kind)), update, _POSTINGS_CACHE_BYTES)
+
+    def _kept_current(self, cache: OrderedDict[tuple[Any, ...], tuple[int, Any]], key: tuple[Any, ...],
+                      conn: sqlite3.Connection, tag: str, kb: str, generation: int, build: Callable[[], Any],
+                      update: Callable[[Any, np.ndarray], Any], budget: int) -> Any:
+        """One slice's cached in-memory index at ``generation``: reused as is, updated with the rows the
+        change log names (``update`` may give None: rebuild instead), or built; the least recently
+        used indexes are dropped past ``budget`` bytes."""
         with self._lock:
-            cached = self._postings.get(key)
+            cached = cache.get(key)
             if cached is not None:
-                self._postings.move_to_end(key)
-        if cached is not None and cached[0] == gen:
+                cache.move_to_end(key)
+        if cached is not None and cached[0] == generation:
             return cached[1]
-        postings: FieldPostings | None = None
+        index = None
         if cached is not None:
             changed = self._changed_since(conn, tag, kb, cached[0])
             if changed is not None:
-                postings = cached[1].updated(changed, self._field_tokens(conn, tag, kb, name, kind, changed))
-                if postings.stale:
-                    postings = None
-        if postings is None:
-            postings = FieldPostings(self._field_tokens(conn, tag, kb, name, kind))
+                index = update(cached[1], changed)
+        if index is None:
+            index = build()
         with self._lock:
-            self._postings[key] = (gen, postings)
-            total = sum(p.nbytes for _, p in self._postings.values())
-            while total > _POSTINGS_CACHE_BYTES and len(self._postings) > 1:
-                _, (_, old) = self._postings.popitem(last=False)
-                total -= old.nbytes
-        return postings
+            cache[key] = (generation, index)
+            total = sum(held.nbytes for _, held in cache.values())
+            while total > budget and len(cache) > 1:
+                _, (_, dropped) = cache.popitem(last=False)
+                total -= dropped.nbytes
+        return index
 
     @staticmethod
     def _filter_rowids(conn: sqlite3.Connection, tag: str, sql: str, params: list[Any],
@@ -1331,27 +1342,11 @@ class SQLiteStore(DocStore):
     def _vector_slice(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, kind: str | None,
                       vgen: int) -> VectorSlice:
         """The KB's vectors of one field and kind, kept current from the change log."""
-        key = (tag, kb, code, kind)
-        with self._lock:
-            cached = self._vectors.get(key)
-            if cached is not None:
-                self._vectors.move_to_end(key)
-        if cached is not None and cached[0] == vgen:
-            return cached[1]
-        vectors: VectorSlice | None = None
-        if cached is not None:
-            changed = self._changed_since(conn, tag, kb, cached[0])
-            if changed is not None:
-                vectors = cached[1].updated(changed, *self._slice_vectors(conn, tag, kb, code, kind, changed))
-        if vectors is None:
-            vectors = VectorSlice(*self._slice_vectors(conn, tag, kb, code, kind))
-        with self._lock:
-            self._vectors[key] = (vgen, vectors)
-            total = sum(v.nbytes for _, v in self._vectors.values())
-            while total > _VECTOR_CACHE_BYTES and len(self._vectors) > 1:
-                _, (_, old) = self._vectors.popitem(last=False)
-                total -= old.nbytes
-        return vectors
+        return self._kept_current(
+            self._vectors, (tag, kb, code, kind), conn, tag, kb, vgen,
+            lambda: VectorSlice(*self._slice_vectors(conn, tag, kb, code, kind)),
+            lambda old, changed: old.updated(changed, *self._slice_vectors(conn, tag, kb, code, kind, changed)),
+            _VECTOR_CACHE_BYTES)
 
     def _allowed(self, conn: sqlite3.Connection, tag: str, kb: str, where: Sequence[Condition],
                  gen: int, only_cached: bool = False) -> np.ndarray | None:
