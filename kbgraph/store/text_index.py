@@ -69,10 +69,6 @@ class FieldPostings:
         self._delta_lengths: dict[int, int] = {}
 
     @property
-    def rows(self) -> int:
-        return int(len(self._rowids) - self._dead + len(self._delta_lengths))
-
-    @property
     def stale(self) -> bool:
         """Whether the changes since the build are many enough to rebuild instead."""
         changed = self._dead + len(self._delta_lengths)
