@@ -35,7 +35,7 @@ def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
             # Local servers (Ollama, vLLM) take no key, but the client insists on one.
             client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
                                    timeout=timeout, max_retries=0,
-                                   http_client=sdk_http_client(timeout))
+                                   http_client=sdk_http_client(base_url, timeout))
             _CLIENTS[key] = client
         return client
 
