@@ -51,6 +51,8 @@ class Settings:
     embedding_base_url: str = ""
     embedding_api_key: str = ""
     embedding_batch_size: int = 64
+    # batches of one embed call in flight at once ("openai" provider)
+    embedding_concurrency: int = 4
     embedding_dim: int = 384  # only for the hash embedder; the others report their own
 
     # chat model over the OpenAI protocol; unset base URL and model = no LLM configured
@@ -136,6 +138,9 @@ def _validate(settings: Settings) -> None:
             raise ConfigError(f"setting {name!r} is {value!r}; choose one of {sorted(allowed)}")
     if not 0.0 <= settings.vector_similarity_weight <= 1.0:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
+    for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
     if settings.chunk_overlap >= settings.chunk_tokens:
         raise ConfigError("setting 'chunk_overlap' must be smaller than 'chunk_tokens'")
 

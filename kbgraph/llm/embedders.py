@@ -12,6 +12,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -84,13 +85,14 @@ class OpenAIEmbedder:
     """
 
     def __init__(self, base_url: str, model: str, api_key: str = "", *, batch_size: int = 64,
-                 timeout: float = 120.0, retry: RetryPolicy | None = None,
+                 concurrency: int = 4, timeout: float = 120.0, retry: RetryPolicy | None = None,
                  ledger: UsageLedger | None = None) -> None:
         from kbgraph.llm.openai_chat import shared_client
 
         self.base_url = base_url
         self.model_name = model
         self.batch_size = max(1, batch_size)
+        self.concurrency = max(1, concurrency)
         self.client = shared_client(base_url, api_key, timeout)
         self.retry = retry or RetryPolicy()
         self.ledger = ledger
@@ -144,18 +146,25 @@ class OpenAIEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        parts: list[np.ndarray] = []
-        for start in range(0, len(texts), self.batch_size):
-            # Servers reject empty strings; a space embeds as "nothing" just as well.
-            batch = [t if t.strip() else " " for t in texts[start:start + self.batch_size]]
-            rows, tokens = call_with_retry(lambda b=batch: self._call_accounted(b), self.retry,
-                                           self._where)
-            record_usage(self.ledger, "embed", calls=1,
-                         prompt=tokens if tokens is not None else sum(map(count_tokens, batch)))
-            parts.append(rows)
+        # Servers reject empty strings; a space embeds as "nothing" just as well.
+        batches = [[t if t.strip() else " " for t in texts[start:start + self.batch_size]]
+                   for start in range(0, len(texts), self.batch_size)]
+        if len(batches) == 1 or self.concurrency == 1:
+            parts = [self._embed_batch(b) for b in batches]
+        else:
+            # several requests in flight, so the server's work and ours (encoding the request,
+            # decoding the vectors) overlap; results keep the order of the batches
+            with ThreadPoolExecutor(max_workers=min(self.concurrency, len(batches))) as pool:
+                parts = list(pool.map(self._embed_batch, batches))
         out = _normalize(np.concatenate(parts))
         self._dim = out.shape[1]
         return out
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        rows, tokens = call_with_retry(lambda: self._call_accounted(batch), self.retry, self._where)
+        record_usage(self.ledger, "embed", calls=1,
+                     prompt=tokens if tokens is not None else sum(map(count_tokens, batch)))
+        return rows
 
 
 # ---------------------------------------------------------------------------------------------

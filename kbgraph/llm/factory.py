@@ -78,6 +78,7 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
                 " plus KBGRAPH_EMBEDDING_API_KEY if the endpoint needs one")
         inner = OpenAIEmbedder(base_url, settings.embedding_model, api_key,
                                batch_size=settings.embedding_batch_size,
+                               concurrency=settings.embedding_concurrency,
                                timeout=settings.llm_timeout,
                                retry=RetryPolicy(settings.llm_max_retries, backoff_base,
                                                  backoff_max),

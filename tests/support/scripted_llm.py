@@ -57,6 +57,7 @@ class ScriptedLLM:
         self.stream_piece_chars = stream_piece_chars
         self.embedder = HashEmbedder(embedding_dim)
         self.embedding_errors: deque[ScriptedError] = deque()
+        self.embedding_delay_s = 0.0  # each embeddings answer waits this long (makes overlap visible)
         self.requests: list[dict[str, Any]] = []  # {"kind", "path", "body"}
         self.counts: Counter[str] = Counter()
         self.in_flight = 0
@@ -280,6 +281,8 @@ class _Handler(BaseHTTPRequestHandler):
         if any(t == "" for t in texts):
             self._send_json(400, {"error": {"message": "input cannot contain empty strings"}})
             return
+        if self.llm.embedding_delay_s:
+            time.sleep(self.llm.embedding_delay_s)
         vectors = self.llm.embedding_vectors(texts)
         as_base64 = body.get("encoding_format") == "base64"
         data = []

@@ -78,6 +78,24 @@ def test_openai_embedder_batches_and_cache(scripted_llm: ScriptedLLM, settings: 
     assert np.array_equal(mixed[:2], vecs[:2])
 
 
+def test_openai_embedder_batches_in_flight_together_keep_order(scripted_llm: ScriptedLLM,
+                                                               settings: Settings) -> None:
+    s = scripted_llm.settings(settings, embedding_provider="openai", embedding_batch_size=2,
+                              embedding_concurrency=3)
+    scripted_llm.embedding_delay_s = 0.2  # long enough for the batches to overlap at the server
+    texts = [f"text {i} about subject {i % 4}" for i in range(11)]
+    vecs = build_embedder(s, cache=False).embed(texts)
+    assert scripted_llm.counts["embeddings"] == 6
+    assert scripted_llm.max_in_flight == 3
+    assert np.allclose(vecs, HashEmbedder(64).embed(texts), atol=1e-6)  # row i is text i
+
+    scripted_llm.reset()
+    one_at_a_time = scripted_llm.settings(settings, embedding_provider="openai", embedding_batch_size=2,
+                                          embedding_concurrency=1)
+    build_embedder(one_at_a_time, cache=False).embed(texts)
+    assert scripted_llm.max_in_flight == 1
+
+
 def test_openai_embedder_float_format_and_dim_probe(scripted_llm: ScriptedLLM) -> None:
     emb = OpenAIEmbedder(scripted_llm.base_url, "scripted-embed", "k", batch_size=8)
     assert emb.dim == 64  # learned from a probe request
