@@ -11,8 +11,10 @@ row beside the peers':
 Settings match the peers' runs: graph method ``general`` (GraphRAG-style prompt, 1 gleaning round),
 chunks of 1200 tokens with 100 overlap, embeddings from the endpoint (``openai`` provider, fakellm
 serves 384-dim vectors), communities and a report for every one of them. As in the peers' in-process
-drivers, importing the package is outside the timed index phase; opening the store, creating the
-knowledge base and every lazy import inside it are in.
+drivers, importing the package (kbgraph's OpenAI binding included) and building the system (opening
+the store, creating the knowledge base: reported apart as ``wall_s_setup``) are outside the timed
+index phase; the indexing call and every lazy import and load inside it (the tokenizer's BPE table,
+graspologic_native, prompt templates) are in.
 """
 
 from __future__ import annotations
@@ -155,6 +157,12 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = None
     try:
+        # Like the peers' drivers, which build the system (LightRAG(...) and initialize_storages(),
+        # GraphRAG(...)) before the clock and time only the insert call: opening the store and
+        # creating the knowledge base are timed on their own, as "setup".
+        with phase("setup"):
+            engine = Engine.open(settings)
+            engine.create_kb("bench", graph=graph, chunk_tokens=a.chunk_tokens, chunk_overlap=a.chunk_overlap)
         with phase("index"):
             profiler = None
             if a.profile:
@@ -162,8 +170,6 @@ def main(argv: list[str] | None = None) -> int:
 
                 profiler = cProfile.Profile()
                 profiler.enable()
-            engine = Engine.open(settings)
-            engine.create_kb("bench", graph=graph, chunk_tokens=a.chunk_tokens, chunk_overlap=a.chunk_overlap)
             report = engine.index_paths("bench", [a.corpus])
             if profiler is not None:
                 profiler.disable()
@@ -199,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     res.update({
         "wall_s_index": idx.get("wall_s"),
         "cpu_s_index": idx.get("cpu_s"),
+        "wall_s_setup": phases.get("setup", {}).get("wall_s"),
         "wall_s_query_avg": round(qry["wall_s"] / nq, 3) if qry.get("wall_s") is not None and nq else None,
         "queries": nq,
         "llm_calls": {k: v.get("calls") for k, v in idx.get("llm", {}).items()},
