@@ -117,21 +117,68 @@ def _vocabulary_byte_lengths(enc: tiktoken.Encoding) -> np.ndarray:
     return lengths
 
 
-def _boundaries(text: str) -> dict[int, list[int]]:
-    """For each level, the sorted positions where a chunk may start after a cut of that level or better."""
-    found: dict[int, np.ndarray] = {}
-    for level, pattern in _SPLITTERS:
-        # split() alternates the text between matches with the matches themselves, so the
-        # running sum of the pieces' lengths gives every match's end without a Python loop
-        pieces = pattern.split(text)
-        ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))[1::2]
-        found[level] = ends[(ends > 0) & (ends < len(text))]
-    merged: dict[int, list[int]] = {}
-    running = np.zeros(0, dtype=np.int64)
-    for level in sorted(found, reverse=True):
-        running = np.union1d(running, found[level])
-        merged[level] = running.tolist()
-    return merged
+_CJK_COMMAS = frozenset("，、：")
+
+
+class _Boundaries:
+    """Where a chunk may start after a cut of a given level or better (a cut goes at the end of a
+    boundary pattern's match).
+
+    Paragraph, sentence and line boundaries are found once for the whole text. Word boundaries
+    are looked up around the few positions that need them (only a window without any better
+    boundary does): a word boundary is a local property, the end of a whitespace run or a CJK
+    comma before a non-space, so it can be found by looking at two characters, and listing all
+    of a book's ~300k of them would cost more than all the rest of the chunking.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        found: dict[int, np.ndarray] = {}
+        for level, pattern in _SPLITTERS:
+            if level == _WORD:
+                continue
+            # split() alternates the text between matches with the matches themselves, so the
+            # running sum of the pieces' lengths gives every match's end without a Python loop
+            pieces = pattern.split(text)
+            ends = np.cumsum(np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces)))[1::2]
+            found[level] = ends[(ends > 0) & (ends < len(text))]
+        self.merged: dict[int, list[int]] = {}
+        running = np.zeros(0, dtype=np.int64)
+        for level in sorted(found, reverse=True):
+            running = np.union1d(running, found[level])
+            self.merged[level] = running.tolist()
+        self.levels = [_PARAGRAPH, _SENTENCE, _LINE, _WORD]
+
+    def _is_word_boundary(self, pos: int) -> bool:
+        text = self.text
+        if not 0 < pos < len(text):
+            return False
+        before, after = text[pos - 1], text[pos]
+        if before.isspace():
+            return not after.isspace()
+        return before in _CJK_COMMAS and not after.isspace()
+
+    def latest(self, level: int, low: int, high: int) -> int | None:
+        """The last boundary of ``level`` or better in ``[low, high]``."""
+        if level != _WORD:
+            return _latest(self.merged[level], low, high)
+        better = _latest(self.merged[_LINE], low, high)
+        floor = low if better is None else better + 1
+        for pos in range(high, floor - 1, -1):
+            if self._is_word_boundary(pos):
+                return pos
+        return better
+
+    def earliest(self, level: int, low: int, high: int) -> int | None:
+        """The first boundary of ``level`` or better in ``[low, high]``."""
+        if level != _WORD:
+            return _earliest(self.merged[level], low, high)
+        better = _earliest(self.merged[_LINE], low, high)
+        ceiling = high if better is None else better - 1
+        for pos in range(low, ceiling + 1):
+            if self._is_word_boundary(pos):
+                return pos
+        return better
 
 
 def _latest(points: list[int], low: int, high: int) -> int | None:
@@ -176,8 +223,7 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
 
     starts = _token_starts(text)
     n_tokens = len(starts)
-    bounds = _boundaries(text)
-    levels = sorted(bounds, reverse=True)
+    bounds = _Boundaries(text)
     text_end = _trim_end(text, 0, len(text))
 
     def token_at(pos: int) -> int:
@@ -195,8 +241,8 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
             return text_end
         half = max(char_at(first + budget // 2), floor)
         for low in (half, floor):
-            for level in levels:
-                point = _latest(bounds[level], low, limit)
+            for level in bounds.levels:
+                point = bounds.latest(level, low, limit)
                 # Trimming the whitespace before a boundary must not fall back below the floor.
                 if point is not None and _trim_end(text, start, point) >= floor:
                     return _trim_end(text, start, point)
@@ -233,22 +279,22 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
             last = bisect.bisect_left(starts, end)  # tokens wholly before the cut
             target = char_at(max(last - overlap, 0))
             keep = char_at(max(last - max(overlap // 4, 1), 0))
-            start = _next_start(text, bounds, levels, start, end, target, keep)
+            start = _next_start(text, bounds, start, end, target, keep)
         previous_end = end
     return spans
 
 
 def _next_start(
-    text: str, bounds: dict[int, list[int]], levels: list[int], start: int, end: int, target: int, keep: int
+    text: str, bounds: _Boundaries, start: int, end: int, target: int, keep: int
 ) -> int:
     """Where the window after ``[start, end)`` begins: within ``[target, end)`` (about the last
     ``overlap`` tokens), at the best boundary that still keeps at least a quarter of that overlap
     (``keep`` is its character position), else at the best boundary anywhere in the range."""
     low = max(target, start + 1)
     for high in (keep, end - 1):
-        for level in levels:
+        for level in bounds.levels:
             # The earliest boundary of the best level keeps as much overlap as the budget allows.
-            point = _earliest(bounds[level], low, high)
+            point = bounds.earliest(level, low, high)
             if point is not None:
                 return _skip_space(text, point)
     return _skip_space(text, low if low < end else end)
