@@ -20,6 +20,11 @@ from kbgraph.llm.http import sdk_http_client
 from kbgraph.llm.layers import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
 
 _CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
+# The SDK describes the caller's platform in seven headers on every request, for OpenAI's own
+# statistics. A plain-HTTP (local) server has no use for them, and each costs both ends parsing.
+_WITHOUT_SDK_TELEMETRY: dict[str, Any] = {
+    f"X-Stainless-{name}": openai.Omit()
+    for name in ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Async")}
 _CLIENTS_LOCK = threading.Lock()
 
 
@@ -32,10 +37,11 @@ def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
+            http_client = sdk_http_client(base_url, timeout)
             # Local servers (Ollama, vLLM) take no key, but the client insists on one.
             client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
-                                   timeout=timeout, max_retries=0,
-                                   http_client=sdk_http_client(base_url, timeout))
+                                   timeout=timeout, max_retries=0, http_client=http_client,
+                                   default_headers=_WITHOUT_SDK_TELEMETRY if http_client is not None else None)
             _CLIENTS[key] = client
         return client
 

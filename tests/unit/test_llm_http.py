@@ -122,6 +122,7 @@ def test_keep_alive_one_connection_for_many_calls(serve: Callable[..., RawServer
     assert first.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
     assert b"authorization: bearer key-1" in first.lower()
     assert json.loads(first.partition(b"\r\n\r\n")[2])["messages"] == [{"role": "user", "content": "ping"}]
+    assert b"x-stainless-os" not in first.lower()  # the SDK's platform headers stay home
 
 
 def test_connection_closed_between_requests_is_replaced(serve: Callable[..., RawServer]) -> None:
