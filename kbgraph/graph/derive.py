@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.base import Condition, DocStore, any_of, eq
@@ -64,7 +64,15 @@ class AliasMap:
         return low, high
 
     def members(self, key: str) -> set[str]:
-        return {key, *(alias for alias, canon in self.canonical.items() if canon == key)}
+        return {key, *self._aliases_of.get(key, ())}
+
+    @cached_property
+    def _aliases_of(self) -> dict[str, list[str]]:
+        # members() is asked for every touched key: one pass over the map, not one per key
+        grouped: dict[str, list[str]] = defaultdict(list)
+        for alias, canon in self.canonical.items():
+            grouped[canon].append(alias)
+        return dict(grouped)
 
 
 NO_ALIASES = AliasMap()

@@ -52,6 +52,14 @@ def graph_meta_id(kb_id: str) -> str:
     return stable_id("graph_meta", kb_id)
 
 
+# Keyword and numeric fields of these records that no query filters, sorts or aggregates on. An engine
+# may keep them out of its filter indexes (the embedded store does: each value is one more index entry,
+# on a random page, to write per row); a condition on one must still give the same answer, only slower.
+# (A field taken off this list needs its index entries rebuilt on the stores that left them out.)
+UNFILTERED_FIELDS = frozenset({"name_kwd", "src_name_kwd", "tgt_name_kwd", "chunk_id_kwd", "mention_count_int",
+                               "weight_flt"})
+
+
 def _vector_fields(doc: Doc) -> list[float] | None:
     for name, value in doc.items():
         if name.startswith("q_") and name.endswith("_vec"):

@@ -6,7 +6,9 @@ Per tenant (``t<hash>`` tag, so any tenant string maps to a safe identifier) the
   as JSON without its vectors;
 - ``<tag>_kv``: one row per (field, value, doc) for every ``*_kwd``/``*_int``/``*_flt`` value and
   ``doc_id`` (list elements each get a row), indexed both ways, so keyword/range filters are index
-  lookups instead of JSON scans;
+  lookups instead of JSON scans. Fields no query filters on (``records.UNFILTERED_FIELDS``, e.g.
+  display names) get no kv rows: a condition, ordering or aggregation on one computes the values its
+  kv rows would hold from each body instead (same answer, slower);
 - ``<tag>_vec``: float32 blobs per (doc, vector field), with kb and kind for cache partitions;
 - ``<tag>_fts<code>``: one contentless FTS5 table per text field, so BM25 statistics (document count,
   document frequency; ``kb_fts`` keeps row and token counts) are per field, as in Elasticsearch;
@@ -45,6 +47,7 @@ import numpy as np
 from kbgraph.store.base import (
     Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery, fuse,
 )
+from kbgraph.store.records import UNFILTERED_FIELDS
 from kbgraph.store.text_index import FieldPostings, TermRows, bm25
 from kbgraph.store.vector_index import VectorSlice
 
@@ -78,6 +81,11 @@ def _is_kv(name: str) -> bool:
     return name != _KG and (name.endswith("_kwd") or _is_num(name) or name == "doc_id")
 
 
+def _has_kv_rows(name: str) -> bool:
+    """Whether a keyword or numeric field's values are kept in the kv table (else in the body only)."""
+    return _is_kv(name) and name not in UNFILTERED_FIELDS
+
+
 def _is_vec(name: str) -> bool:
     return name.startswith("q_") and name.endswith("_vec")
 
@@ -98,7 +106,7 @@ def _field_kind(name: str) -> int:
     """_KV, _TEXT or 0 (stored in the body only): how a field is indexed."""
     if not _NAME.match(name):
         return 0
-    return _KV if _is_kv(name) else _TEXT if _is_text(name) else 0
+    return _KV if _has_kv_rows(name) else _TEXT if _is_text(name) else 0
 
 
 def _kv_values(name: str, value: Any) -> set[Any]:
@@ -117,6 +125,13 @@ def _kv_values(name: str, value: Any) -> set[Any]:
         else:
             out.add(_kw(item))
     return out
+
+
+def _body_kv_values(body: str, name: str) -> str:
+    """The values a field's kv rows would hold, as a JSON array, from a document body: how filters,
+    orderings and aggregations read a field kept in the body only (SQL function kb_kv_values)."""
+    value = json.loads(body).get(name)
+    return json.dumps(list(_kv_values(name, value)) if value is not None else [])
 
 
 def _plain_kv(name: str, value: Any) -> bool:
@@ -266,6 +281,16 @@ def _ensure_log(conn: sqlite3.Connection, tag: str) -> None:
     conn.execute(f"INSERT OR REPLACE INTO kb_log_floor VALUES (?, {seq} + 1)", (tag,))
 
 
+def _drop_unfiltered_kv(conn: sqlite3.Connection, tag: str) -> None:
+    """Stores written before UNFILTERED_FIELDS were kept in the body only: drop their kv rows, which
+    nothing reads any more and no write would keep current."""
+    names = json.dumps(sorted(UNFILTERED_FIELDS))
+    for (code,) in conn.execute("SELECT code FROM kb_fields WHERE name IN (SELECT value FROM json_each(?))",
+                                (names,)).fetchall():
+        if conn.execute(f"SELECT 1 FROM {tag}_kv WHERE field=? LIMIT 1", (code,)).fetchone():
+            conn.execute(f"DELETE FROM {tag}_kv WHERE field=?", (code,))
+
+
 def _prune_log(conn: sqlite3.Connection, tag: str) -> None:
     """Keep the newest ~_LOG_KEEP log entries; caches older than what is dropped rebuild."""
     row = conn.execute(f"SELECT rowid, n FROM {tag}_log ORDER BY rowid DESC LIMIT 1 OFFSET ?",
@@ -390,6 +415,7 @@ class SQLiteStore(DocStore):
             _count_fts_tokens(conn)
             for (tag,) in conn.execute("SELECT tag FROM kb_tenants").fetchall():
                 _ensure_log(conn, tag)
+                _drop_unfiltered_kv(conn, tag)
 
     # ---------------------------------------------------------------- connections and transactions
 
@@ -406,6 +432,7 @@ class SQLiteStore(DocStore):
                 conn.execute("PRAGMA busy_timeout=60000")
                 conn.execute("PRAGMA cache_size=-65536")
                 conn.execute("PRAGMA temp_store=MEMORY")
+                conn.create_function("kb_kv_values", 2, _body_kv_values, deterministic=True)
             except sqlite3.Error as exc:
                 raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
             self._local.conn = conn
@@ -512,7 +539,10 @@ class SQLiteStore(DocStore):
         if table in self._tables:
             return table
         if create:
-            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(tokens, content='', tokenize='ascii')")
+            # FTS5 gives document frequencies only (term frequencies and lengths come from text_index):
+            # no per-row size table, which a rewritten row would update on a page of its own
+            conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(tokens, content='', columnsize=0, "
+                         f"tokenize='ascii')")
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_vocab USING fts5vocab({table}, 'row')")
             conn.execute("INSERT OR IGNORE INTO kb_fts(tag, code) VALUES (?, ?)", (tag, code))
         elif conn.execute("SELECT 1 FROM kb_fts WHERE tag=? AND code=?", (tag, code)).fetchone() is None:
@@ -810,7 +840,7 @@ class SQLiteStore(DocStore):
         driver: int | None = None
         if drive and not by_rowid and not any(c.field == "id" and c.op in ("eq", "in") for c in where):
             ranked = [(_is_num(c.field), i) for i, c in enumerate(where)
-                      if _is_kv(c.field) and c.op in ("eq", "in")]
+                      if _has_kv_rows(c.field) and c.op in ("eq", "in")]
             driver = min(ranked)[1] if ranked else None
         parts = [("+" if driver is not None or by_rowid else "") + "d.kb_id IN (SELECT value FROM json_each(?))"]
         params: list[Any] = [json.dumps(list(kbs))]
@@ -853,6 +883,9 @@ class SQLiteStore(DocStore):
             neg = "" if op == "exists" else "NOT "
             return f"{neg}EXISTS (SELECT 1 FROM {tag}_vec v WHERE v.doc=d.rowid AND v.field=?)", [code or -1]
 
+        if _is_kv(name) and not _has_kv_rows(name):
+            return self._body_kv_condition(name, op, listed, values, compare)
+
         if _is_kv(name):
             code = self._code(conn, name) or -1
             probe = f"SELECT 1 FROM {tag}_kv k WHERE k.doc=d.rowid AND k.field=?"
@@ -878,6 +911,19 @@ class SQLiteStore(DocStore):
         if op in ("exists", "missing"):
             return f"{'NOT ' if op == 'missing' else ''}EXISTS ({each})", [_path(name)]
         return f"EXISTS ({each} AND j.value {compare} ?)", [_path(name), *values]
+
+    @staticmethod
+    def _body_kv_condition(name: str, op: str, listed: str, values: list[Any], compare: str | None
+                           ) -> tuple[str, list[Any]]:
+        """A kv condition on a field kept in the body only: the kv probe's test, run on the values
+        its kv rows would hold (kb_kv_values), so types compare exactly as in the kv table."""
+        each = "SELECT 1 FROM json_each(kb_kv_values(d.body, ?)) j"
+        if op in ("eq", "in", "not_in"):
+            neg = "NOT " if op == "not_in" else ""
+            return f"{neg}EXISTS ({each} WHERE j.value IN (SELECT value FROM json_each(?)))", [name, listed]
+        if op in ("exists", "missing"):
+            return f"{'NOT ' if op == 'missing' else ''}EXISTS ({each})", [name]
+        return f"EXISTS ({each} WHERE j.value {compare} ?)", [name, *values]
 
     # ---------------------------------------------------------------- reading
 
@@ -966,10 +1012,14 @@ class SQLiteStore(DocStore):
                 col = _COLUMNS[field_name]
                 query = (f"SELECT {col}, count(*) AS c FROM {tag}_docs d WHERE {sql} AND {col} IS NOT NULL "
                          f"GROUP BY {col}")
-            elif _is_kv(field_name):
+            elif _has_kv_rows(field_name):
                 query = (f"SELECT k.value, count(*) AS c FROM {tag}_kv k JOIN {tag}_docs d ON d.rowid=k.doc "
                          f"WHERE k.field=? AND {sql} GROUP BY k.value")
                 params = [self._code(conn, field_name) or -1, *params]
+            elif _is_kv(field_name):  # kept in the body only: each body's would-be kv values
+                query = (f"SELECT j.value, count(*) AS c FROM {tag}_docs d, json_each(kb_kv_values(d.body, ?)) j "
+                         f"WHERE {sql} GROUP BY j.value")
+                params = [field_name, *params]
             else:
                 query = (f"SELECT j.value, count(DISTINCT d.rowid) AS c FROM {tag}_docs d, json_each(d.body, ?) j "
                          f"WHERE j.type NOT IN ('null', 'object', 'array') AND {sql} GROUP BY j.value")
@@ -1049,15 +1099,12 @@ class SQLiteStore(DocStore):
         need = req.offset + req.limit
         code = self._code(conn, name)
         found: dict[int, tuple[Any, str]] = {}
+        indexed = _has_kv_rows(name)  # a field kept in the body only has no index to walk: always sorted here
         few = conn.execute(f"SELECT d.rowid, d.id FROM {tag}_docs d WHERE {filter_sql} LIMIT ?",
-                           [*filter_params, _SORT_IN_MEMORY + 1]).fetchall()
-        if len(few) <= _SORT_IN_MEMORY:
+                           [*filter_params, _SORT_IN_MEMORY + 1 if indexed else -1]).fetchall()
+        if len(few) <= _SORT_IN_MEMORY or not indexed:
             pick = max if direction == "desc" else min  # a list sorts by its max descending, min ascending, as ES
-            values: dict[int, list[Any]] = {}
-            for rowid, value in conn.execute(
-                    f"SELECT doc, value FROM {tag}_kv WHERE field=? AND doc IN (SELECT value FROM json_each(?))",
-                    (code if code is not None else -1, json.dumps([r[0] for r in few]))):
-                values.setdefault(rowid, []).append(value)
+            values = self._sort_values(conn, tag, name, code, [r[0] for r in few])
             found = {rowid: (pick(values[rowid]), doc_id) for rowid, doc_id in few if rowid in values}
             missing = sorted((doc_id, rowid) for rowid, doc_id in few if rowid not in values)
             sign = -1 if direction == "desc" else 1
@@ -1085,6 +1132,24 @@ class SQLiteStore(DocStore):
                 f"(SELECT 1 FROM {tag}_kv k WHERE k.doc=d.rowid AND k.field=?) ORDER BY d.id LIMIT ?",
                 [*params, code if code is not None else -1, need - len(rows)]).fetchall()
         return rows[req.offset:need]
+
+    @staticmethod
+    def _sort_values(conn: sqlite3.Connection, tag: str, name: str, code: int | None,
+                     rowids: Sequence[int]) -> dict[int, list[Any]]:
+        """Rowid -> the kv values of a numeric field (from the kv table, or the bodies)."""
+        values: dict[int, list[Any]] = {}
+        if _has_kv_rows(name):
+            for rowid, value in conn.execute(
+                    f"SELECT doc, value FROM {tag}_kv WHERE field=? AND doc IN (SELECT value FROM json_each(?))",
+                    (code if code is not None else -1, json.dumps(list(rowids)))):
+                values.setdefault(rowid, []).append(value)
+            return values
+        for rowid, held in conn.execute(
+                f"SELECT rowid, kb_kv_values(body, ?) FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
+                (name, json.dumps(list(rowids)))):
+            if held != "[]":
+                values[rowid] = json.loads(held)
+        return values
 
     def _json_order(self, conn: sqlite3.Connection, tag: str, sql: str, params: list[Any],
                     req: SearchRequest) -> list[tuple[int, str]]:
