@@ -78,7 +78,8 @@ class KBContext:
         return vector_field(self.embedder.dim)
 
     def describer(self) -> Describer:
-        return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language)
+        return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language,
+                         concurrency=self.settings.llm_concurrency)
 
 
 def _report(ctx: KBContext, progress: ProgressFn, phase: str, done: int, total: int, message: str = "") -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 
+from kbgraph.graph.describe import Describer
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.base import Condition, DocStore, any_of, eq
 from kbgraph.store.records import (
@@ -131,12 +132,34 @@ def relation_text(relation: Relation) -> str:
     return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:EMBED_CHARS]
 
 
+def _entity_description_input(key: str, ordered: Sequence[EntityMention]) -> tuple[str, str, list[str]]:
+    """What an entity's description is made from: (kind, display name, fragments), mentions in order."""
+    name = _most_frequent(m.name for m in ordered) or key
+    return "entity", name, unique_fragments(m.description for m in ordered)
+
+
+def _relation_description_input(src: str, tgt: str, ordered: Sequence[RelationMention],
+                                names: Mapping[str, str]) -> tuple[str, str, list[str]]:
+    return ("relation", f"{names.get(src, src)} -- {names.get(tgt, tgt)}",
+            unique_fragments(m.description for m in ordered))
+
+
+def _in_order(mentions: Sequence[EntityMention] | Sequence[RelationMention]) -> list:
+    return sorted(mentions, key=lambda m: _mention_order(m.doc_id, m.chunk_id))
+
+
+def _prefetch_summaries(describe: Describe, inputs: Iterable[tuple[str, str, list[str]]]) -> None:
+    # only a describer that can ask the LLM several things at once gains from knowing them ahead
+    if isinstance(describe, Describer) and describe.chat is not None and describe.concurrency > 1:
+        describe.prefetch(list(inputs))
+
+
 def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe,
                   tokens: Callable[[str], str] = token_string) -> Entity:
-    ordered = sorted(mentions, key=lambda m: _mention_order(m.doc_id, m.chunk_id))
-    name = _most_frequent(m.name for m in ordered) or key
+    ordered = _in_order(mentions)
+    kind, name, fragments = _entity_description_input(key, ordered)
     aliases = sorted({m.name for m in ordered if m.name and m.name != name})
-    description = describe("entity", name, unique_fragments(m.description for m in ordered))
+    description = describe(kind, name, fragments)
     return Entity(
         kb_id=kb_id, key=key, name=name, type=_most_frequent((m.type for m in ordered), avoid=UNTYPED) or "unknown",
         description=description, name_tokens=token_string(" ".join([name, *aliases])),
@@ -148,10 +171,9 @@ def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], descr
 
 def derive_relation(kb_id: str, src: str, tgt: str, mentions: Sequence[RelationMention],
                     names: Mapping[str, str], describe: Describe) -> Relation:
-    ordered = sorted(mentions, key=lambda m: _mention_order(m.doc_id, m.chunk_id))
+    ordered = _in_order(mentions)
     src_name, tgt_name = names.get(src, src), names.get(tgt, tgt)
-    description = describe("relation", f"{src_name} -- {tgt_name}",
-                           unique_fragments(m.description for m in ordered))
+    description = describe(*_relation_description_input(src, tgt, ordered, names))
     keyword_counts = Counter(k.strip().lower() for m in ordered for k in m.keywords if k.strip())
     keywords = sorted(keyword_counts, key=lambda k: (-keyword_counts[k], k))[:12]
     return Relation(
@@ -276,6 +298,8 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     mentions = _entity_mentions(store, tenant, kb_id, keys, aliases)
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
     tokens = _stored_tokens(previous)
+    _prefetch_summaries(describe, (_entity_description_input(key, _in_order(mentions[key]))
+                                   for key in keys if key in mentions))
     entities: list[Entity] = []
     for key in keys:
         if key not in mentions:
@@ -303,6 +327,8 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
         pairs = sorted(set(pairs) | {aliases.pair(*p) for p in pairs_touching(store, tenant, kb_id, result.renamed)})
     names = _display_names(store, tenant, kb_id, {k for p in pairs for k in p}, entities)
     rel_mentions = _relation_mentions(store, tenant, kb_id, pairs, aliases)
+    _prefetch_summaries(describe, (_relation_description_input(s, t, _in_order(rel_mentions[(s, t)]), names)
+                                   for s, t in pairs if (s, t) in rel_mentions))
     relations = [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
                  for s, t in pairs if (s, t) in rel_mentions]
     previous_rel = _existing(store, tenant, kb_id, [r.id for r in relations], vector_name)

@@ -7,7 +7,9 @@ contributed a fragment yields a new set and a new summary (its text is gone from
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 from kbgraph.llm.base import ChatModel, LLMError, Message
@@ -22,19 +24,45 @@ def _fragment_tokens(fragment: str) -> int:
 
 
 class Describer:
-    def __init__(self, chat: ChatModel | None, max_tokens: int = 500, language: str = "English") -> None:
+    def __init__(self, chat: ChatModel | None, max_tokens: int = 500, language: str = "English",
+                 concurrency: int = 1) -> None:
         self.chat = chat
         self.max_tokens = max_tokens
         self.language = language
+        self.concurrency = max(1, concurrency)
         self.summaries = 0
+        self._count_lock = threading.Lock()
+        self._ready: dict[tuple[str, str, tuple[str, ...]], str] = {}
 
     def __call__(self, kind: str, name: str, fragments: Sequence[str]) -> str:
+        if self._ready:  # only descriptions too long to fit were fetched ahead
+            ready = self._ready.pop((kind, name, tuple(fragments)), None)
+            if ready is not None:
+                return ready
         joined = "\n".join(fragments)
-        # a token is at least one byte, so a text of no more bytes than the budget fits
-        # without being tokenized
-        if len(joined) <= self.max_tokens // 4 or len(joined.encode("utf-8")) <= self.max_tokens \
-                or count_tokens(joined) <= self.max_tokens:
+        if self._fits(joined):
             return joined
+        return self._summary_or_fragments(kind, name, fragments)
+
+    def prefetch(self, wanted: Sequence[tuple[str, str, Sequence[str]]]) -> None:
+        """Ask for the summaries these (kind, name, fragments) descriptions will need, several at a
+        time; calls for them then answer at once. A merge derives its rows one after another, and
+        with a model that takes seconds per answer, its summaries are what the merge waits for."""
+        todo = list(dict.fromkeys((kind, name, tuple(fragments)) for kind, name, fragments in wanted
+                                  if not self._fits("\n".join(fragments))))
+        if self.chat is None or len(todo) < 2 or self.concurrency == 1:
+            return
+        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo))) as pool:
+            for item, text in zip(todo, pool.map(lambda item: self._summary_or_fragments(*item), todo)):
+                self._ready[item] = text
+
+    def _fits(self, joined: str) -> bool:
+        # a token is at least one byte, so a text of no more bytes than the budget fits without
+        # being tokenized
+        return (len(joined) <= self.max_tokens // 4 or len(joined.encode("utf-8")) <= self.max_tokens
+                or count_tokens(joined) <= self.max_tokens)
+
+    def _summary_or_fragments(self, kind: str, name: str, fragments: Sequence[str]) -> str:
         if self.chat is not None:
             try:
                 return self._summarize(kind, name, fragments)
@@ -47,7 +75,8 @@ class Describer:
                         max_tokens=self.max_tokens, language=self.language)
         answer = self.chat.chat([Message("user", prompt)], phase="summarize",
                                 prompt_version=prompt_version("summarize_descriptions"))
-        self.summaries += 1
+        with self._count_lock:
+            self.summaries += 1
         return answer.strip() or self._truncate(fragments)
 
     def _truncate(self, fragments: Sequence[str]) -> str:

@@ -1,0 +1,62 @@
+"""Descriptions: joined while short, summarized by the LLM when long; a merge's summaries asked for
+several at a time (over real HTTP, scripted model)."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from support.scripted_llm import ScriptedLLM  # tests/ is on sys.path (conftest)
+
+from kbgraph.config import Settings
+from kbgraph.graph.describe import Describer
+from kbgraph.llm import build_chat
+
+LONG = [f"Fragment {i} says something rather long about the subject, with detail number {i}." for i in range(8)]
+
+
+def summarizing(llm: ScriptedLLM, delay_s: float = 0.0) -> None:
+    def answer(request: dict[str, Any]) -> str:
+        time.sleep(delay_s)  # a slow model: requests in flight together show up at the server
+        prompt = request["messages"][-1]["content"]
+        subject = re.search(r"Fragment (\d+)", prompt)
+        return f"Summary of {len(re.findall('Fragment', prompt))} fragments from {subject.group(1) if subject else '?'}."
+    llm.responder = answer
+
+
+def inputs() -> list[tuple[str, str, list[str]]]:
+    return [("entity", f"Subject {n}", LONG[n:] + LONG[:n]) for n in range(5)] + [("entity", "Short", ["tiny"])]
+
+
+def test_short_descriptions_are_joined_long_ones_summarized(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    summarizing(scripted_llm)
+    describe = Describer(build_chat(scripted_llm.settings(settings), cache=False), max_tokens=40)
+    assert describe("entity", "Short", ["one", "two"]) == "one\ntwo"
+    assert scripted_llm.counts["chat"] == 0
+    assert describe("entity", "Subject", LONG).startswith("Summary of 8 fragments")
+    assert scripted_llm.counts["chat"] == 1 and describe.summaries == 1
+
+
+def test_prefetch_asks_together_and_answers_as_asked_one_by_one(scripted_llm: ScriptedLLM,
+                                                                 settings: Settings) -> None:
+    summarizing(scripted_llm)
+    chat = build_chat(scripted_llm.settings(settings), cache=False)
+    one_by_one = [Describer(chat, max_tokens=40)(*item) for item in inputs()]
+    assert scripted_llm.counts["chat"] == 5  # the short one needs no summary
+
+    scripted_llm.reset()
+    summarizing(scripted_llm, delay_s=0.2)
+    describe = Describer(chat, max_tokens=40, concurrency=3)
+    describe.prefetch(inputs())
+    assert scripted_llm.counts["chat"] == 5 and scripted_llm.max_in_flight == 3
+    assert [describe(*item) for item in inputs()] == one_by_one
+    assert scripted_llm.counts["chat"] == 5  # every later call was answered from what was fetched
+    assert describe.summaries == 5
+
+
+def test_prefetch_without_concurrency_asks_nothing_ahead(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    summarizing(scripted_llm)
+    describe = Describer(build_chat(scripted_llm.settings(settings), cache=False), max_tokens=40)
+    describe.prefetch(inputs())
+    assert scripted_llm.counts["chat"] == 0
