@@ -23,8 +23,11 @@ _CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 _WORD = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+")
 # The possessive goes before splitting, else "marley's" would leave a stray "s" token; other inner
 # apostrophes join their word ("don't" -> "dont") so contractions stay one token.
-_POSSESSIVE = re.compile(r"(?<=\w)['\u2019]s\b")
-_INNER_APOSTROPHE = re.compile(r"(?<=\w)['\u2019](?=\w)")
+# One pass for both, and starting with the apostrophe so the regex engine can skip to the next one
+# instead of trying a look-behind at every character.
+_APOSTROPHE = re.compile(r"['\u2019](?<=\w['\u2019])(?:s\b|(?=\w))")
+# Without CJK in the text, a word is just a run of letters and digits.
+_PLAIN_WORD = re.compile(r"[^\W_]+")
 
 _ENGLISH_STOP_RAW = (
     """a about above after again against all am an and any are as at be because been before being
@@ -146,9 +149,9 @@ def tokenize(text: str) -> list[str]:
         return []
     text = unicodedata.normalize("NFKC", text).casefold()
     if "'" in text or "\u2019" in text:
-        text = _INNER_APOSTROPHE.sub("", _POSSESSIVE.sub("", text))
+        text = _APOSTROPHE.sub("", text)
     if _CJK_RUN.search(text) is None:  # the common case: every word is stemmed, none segmented
-        return list(map(_stem, _WORD.findall(text)))
+        return list(map(_stem, _PLAIN_WORD.findall(text)))
     tokens: list[str] = []
     for match in _WORD.finditer(text):
         piece = match.group()
