@@ -2,6 +2,12 @@
 
 Building a ``SparseGraph`` costs a pass over every relation; do it once per knowledge base and graph
 version and cache it (the caller's job). One PPR is then a handful of sparse mat-vec products.
+
+Tried for the `ppr` mode on a 130k-node / 958k-entry graph and left out: a local push (Andersen-Chung-
+Lang, synchronous rounds) gave the converged top-8 chunks of all 100 questions only at a threshold
+(1e-7 x degree) where it cost 2.5x this walk, and at 1e-6 it was faster but changed 3 of them, as
+mass reaches most of a small-world graph within a few hops; Chebyshev acceleration did not pay either
+(the error left after a few steps lies in eigenvalues well inside [-d, d]).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import DTypeLike
 
 
 def edge_weight(weight: float) -> float:
@@ -19,8 +26,10 @@ def edge_weight(weight: float) -> float:
     return weight if weight > 0 and math.isfinite(weight) else 1.0
 
 
-# while the walk has touched fewer nodes than this fraction, step only from the touched rows
-_SPARSE_FRACTION = 0.02
+# a step from the touched rows alone pays while they hold under 1/_SPARSE_SHARE of the graph's
+# entries: slicing them out and collecting the next touched set costs far more per entry than a
+# whole-graph product (measured on a 958k-entry graph: 1/32 beat 1/10, 1/3 and no local steps at all)
+_SPARSE_SHARE = 32
 
 
 @dataclass
@@ -42,8 +51,16 @@ class SparseGraph:
         return len(self.nodes)
 
     @classmethod
-    def from_edges(cls, nodes: Iterable[str], edges: Iterable[tuple[str, str, float]]) -> "SparseGraph":
-        """Nodes are the union of ``nodes`` and edge endpoints; parallel edges add up, self-loops are dropped."""
+    def from_edges(cls, nodes: Iterable[str], edges: Iterable[tuple[str, str, float]],
+                   hubs_first: bool = False, dtype: DTypeLike = np.float64) -> "SparseGraph":
+        """Nodes are the union of ``nodes`` and edge endpoints; parallel edges add up, self-loops are dropped.
+
+        Nodes are numbered in name order, or with ``hubs_first`` by decreasing number of neighbours
+        (ties in name order): a walk then reads the scores of the busiest nodes from a few cache
+        lines, which makes a mat-vec on a preferential-attachment graph ~1.4x faster. Walks run in
+        ``dtype``: float32 reads half the bytes per step (~25% faster) and moves each score by less
+        than 1e-7 of the total mass, far below what stopping a walk at a tolerance of 1e-3 leaves.
+        """
         edge_list = list(edges)
         sources, targets, raw = zip(*edge_list) if edge_list else ((), (), ())
         names = set(nodes)
@@ -64,13 +81,24 @@ class SparseGraph:
         vals = np.concatenate([wts, wts])
         adjacency = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
         adjacency.sum_duplicates()
+        if hubs_first:
+            ordered, adjacency = _hubs_first(ordered, adjacency)
+            index = {name: i for i, name in enumerate(ordered)}
         strength = np.asarray(adjacency.sum(axis=1)).ravel()
         dangling = strength <= 0
         inverse = np.zeros(n)
         inverse[~dangling] = 1.0 / strength[~dangling]
-        matrix = sp.csr_matrix(sp.diags(inverse) @ adjacency)
+        matrix = sp.csr_matrix(sp.diags(inverse) @ adjacency, dtype=dtype)
         transposed = sp.csr_matrix(matrix.T)
         return cls(ordered, index, matrix, transposed, np.flatnonzero(dangling))
+
+
+def _hubs_first(names: list[str], adjacency: sp.csr_matrix) -> tuple[list[str], sp.csr_matrix]:
+    """The names and the adjacency renumbered by decreasing degree, ties kept in name order."""
+    order = np.argsort(-np.diff(adjacency.indptr), kind="stable")
+    renumbered = sp.csr_matrix(adjacency[order][:, order])
+    renumbered.sort_indices()
+    return [names[i] for i in order], renumbered
 
 
 def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5, max_iter: int = 30,
@@ -91,24 +119,27 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
     if total <= 0:
         return restart
     restart /= total
-    scores = restart.copy()
-    new = np.empty(n)
-    sparse_steps = True
+    seed_nodes = np.flatnonzero(restart)
+    scores = restart.astype(graph.matrix.dtype)
+    support: np.ndarray | None = seed_nodes  # the nodes holding mass, while few enough to step from alone
     for _ in range(max_iter):
-        if sparse_steps:
-            support = np.flatnonzero(scores)
-            # the touched set only grows, so once it is large we stop looking
-            sparse_steps = len(support) < _SPARSE_FRACTION * n
-        if sparse_steps:
-            np.multiply(graph.matrix[support].T @ scores[support], damping, out=new)
-        else:
-            np.multiply(graph.transposed @ scores, damping, out=new)
+        if support is not None:
+            entries = graph.matrix.indptr[support + 1] - graph.matrix.indptr[support]
+            if int(entries.sum()) * _SPARSE_SHARE < graph.matrix.nnz:
+                rows = graph.matrix[support]
+                new = rows.T @ scores[support]
+                support = np.union1d(rows.indices, seed_nodes)  # every edge weight is positive
+            else:
+                support = None
+        if support is None:
+            new = graph.transposed @ scores
+        new *= damping
         # mass that reached a node with no edges goes back to the seeds rather than leaking away
         lost = scores[graph.dangling].sum() if len(graph.dangling) else 0.0
-        new += (1.0 - damping + damping * lost) * restart
-        scores -= new
+        new[seed_nodes] += (1.0 - damping + damping * lost) * restart[seed_nodes]
+        np.subtract(scores, new, out=scores)
         delta = np.abs(scores, out=scores).sum()
-        scores, new = new, scores
+        scores = new
         if delta < tol:
             break
     return scores

@@ -96,12 +96,30 @@ def within_budget(items: Iterable[T], render: Callable[[T], str], budget: int) -
     lower-ranked item is never shown while a better one was dropped. The first item is always
     kept when the budget is positive, so one long description cannot empty a section.
     """
-    kept: list[T] = []
-    used = 0
     if budget <= 0:
-        return kept
+        return []
+    return _leading_that_fit(items, lambda _, item: render(item), budget)
+
+
+def _leading_that_fit(items: Iterable[T], render: Callable[[int, T], str], budget: int) -> list[T]:
+    """The leading items whose blocks (``render(position, item)``) fit in ``budget`` tokens, the
+    first always. A token holds at least one byte, so while the blocks' UTF-8 sizes add up to no
+    more than the budget nothing needs tokenizing (~40 us a block); after that, counts are exact."""
+    kept: list[T] = []
+    texts: list[str] = []
+    size = 0  # UTF-8 bytes of the kept blocks: a bound on their tokens
+    used: int | None = None  # their exact token count, once the bound no longer settles it
     for item in items:
-        cost = count_tokens(render(item))
+        text = render(len(kept), item)
+        if used is None:
+            nbytes = len(text.encode("utf-8"))
+            if size + nbytes <= budget:
+                kept.append(item)
+                texts.append(text)
+                size += nbytes
+                continue
+            used = sum(count_tokens(t) for t in texts)
+        cost = count_tokens(text)
         if kept and used + cost > budget:
             break
         kept.append(item)
@@ -140,15 +158,7 @@ def citation_map(chunks: Sequence[RetrievedChunk]) -> dict[int, str]:
 
 
 def fit_chunks(chunks: Sequence[RetrievedChunk], budget: int) -> list[RetrievedChunk]:
-    kept: list[RetrievedChunk] = []
-    used = 0
-    for chunk in chunks:
-        cost = count_tokens(chunk_block(len(kept), chunk))
-        if kept and used + cost > budget:
-            break
-        kept.append(chunk)
-        used += cost
-    return kept
+    return _leading_that_fit(chunks, chunk_block, budget)
 
 
 def render_context(chunks: Sequence[RetrievedChunk], entities: Sequence[EntityHit] = (),

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +44,18 @@ from kbgraph.search.context import (
     render_context,
     report_block,
     within_budget,
+)
+from kbgraph.search.graph_cache import (
+    LISTING_ENTRIES,
+    Edge,
+    GraphState,
+    RelationAdjacency,
+    cached,
+    edges_in_order,
+    graph_state,
+    holds_kind,
+    read_relations_touching,
+    relation_adjacency,
 )
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import (
@@ -155,7 +167,7 @@ def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, 
     request = SearchRequest(
         kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind), *where],
         text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
-        vector=VectorQuery(field=vector_field(len(vector)), vector=[float(x) for x in vector])
+        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist())
         if vector is not None else None,
         vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
     return store.search(tenant, request).hits
@@ -217,8 +229,27 @@ class Seeds:
         return {n: self.scores[n] for n in self.anchored if self.scores.get(n, 0.0) >= min_score}
 
 
+def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: Sequence[str], limit: int,
+                   fields: Sequence[str], state: GraphState) -> list[Hit]:
+    """The ``limit`` entities of these types with the highest PageRank, best first.
+
+    The same few answer types ("organization", "person") come back question after question and
+    their listing walks the PageRank index, so it is kept until the graph changes (``graph_cache``).
+    """
+    def listing() -> list[Hit]:
+        return store.search(tenant, SearchRequest(
+            kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_type_kwd", types)],
+            order_by=[("pagerank_flt", "desc")], limit=limit, fields=list(fields), count_total=False)).hits
+
+    key = ("typed", tenant, tuple(sorted(kb_ids)), tuple(types), limit, tuple(fields))
+    # callers keep the rows they are handed: each gets its own copies
+    return [Hit(id=h.id, doc=dict(h.doc), score=h.score) for h in
+            cached(store, key, state, listing, LISTING_ENTRIES)]
+
+
 def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                  vector: np.ndarray | None, params: KGParams, embedder: Embedder | None = None) -> Seeds:
+                  vector: np.ndarray | None, params: KGParams, embedder: Embedder | None = None,
+                  state: GraphState | None = None) -> Seeds:
     """Seed relevance r(e) of entities matched by the question.
 
     Each analysed entity is looked up by its key (exact, score 1) and searched on its own (its
@@ -226,7 +257,8 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
     name overlap and vector similarity), so one entity of the question cannot be crowded out by
     another. The whole question is searched as well, at ``question_weight``, because an analysis
     can miss entities; generic words of the question that happen to be entity names ("country",
-    "charge") then stay weak seeds.
+    "charge") then stay weak seeds. ``state`` (read when not given) lets the answer-type listing
+    come from the cache.
     """
     docs: dict[Node, dict] = {}
     parts: dict[Node, list[float]] = defaultdict(list)  # question-only (loose) evidence
@@ -269,9 +301,8 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
                                params.search_top_n, 0.0, returned=fields):
             note(hit.doc, params.type_score * hit.score)
         types = sorted({k.strip().lower() for k in analysis.keywords if k.strip()})
-        typed = store.search(tenant, SearchRequest(
-            kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_type_kwd", types)],
-            order_by=[("pagerank_flt", "desc")], limit=params.search_top_n, fields=fields, count_total=False)).hits
+        typed = typed_entities(store, tenant, kb_ids, types, params.search_top_n, fields,
+                               state if state is not None else graph_state(store, tenant, kb_ids))
         top_rank = max((float(h.doc.get("pagerank_flt", 0.0) or 0.0) for h in typed), default=0.0)
         for hit in typed:
             rank = float(hit.doc.get("pagerank_flt", 0.0) or 0.0)
@@ -287,16 +318,8 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
     return Seeds(scores, docs, anchored, loose)
 
 
-def _relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]) -> list[dict]:
-    keys = sorted({key for _, key in nodes})
-    wanted = set(nodes)
-    found: dict[str, dict] = {}
-    for side in ("src_key_kwd", "tgt_key_kwd"):
-        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)],
-                              fields=RELATION_FIELDS):
-            if (doc.get("kb_id", ""), doc.get(side, "")) in wanted:
-                found[doc["id"]] = doc
-    return [found[i] for i in sorted(found)]
+def _relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]) -> list[Edge]:
+    return edges_in_order(read_relations_touching(store, tenant, kb_ids, nodes).values())
 
 
 def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: dict[Node, float],
@@ -331,8 +354,8 @@ def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchor
 
 
 def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
-           relevance: dict[str, float] | None = None
-           ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, dict]]]:
+           relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None
+           ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, Edge]]]:
     """Spread seed relevance along relations for ``params.hops`` hops.
 
     ``relevance`` (relation id -> [0, 1], see ``anchor_relations``) widens a hop along a relation
@@ -340,36 +363,37 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
     entity's score instead of ``hop_factor`` alone.
 
     Returns entity scores (seeds included), the hop at which each entity was first reached, and
-    for every relation walked its best path score and row.
+    for every relation walked its best path score and the relation (``relation_rows`` reads the rows
+    of those that are shown). Relations come from ``adjacency`` when given (cached per graph state:
+    hubs are met by question after question and have hundreds of relations), else from the store.
     """
     relevance = relevance or {}
     scores = dict(seeds)
     hops = {node: 0 for node in seeds}
-    walked: dict[str, tuple[float, dict]] = {}
+    walked: dict[str, tuple[float, Edge]] = {}
     frontier = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
     frontier = frontier[:params.frontier]
     for hop in range(1, params.hops + 1):
         if not frontier:
             break
-        rows = _relations_touching(store, tenant, kb_ids, frontier)
-        heaviest: dict[Node, float] = defaultdict(float)
-        for doc in rows:
-            kb, w = doc.get("kb_id", ""), float(doc.get("weight_flt", 0.0) or 0.0)
-            for side in ("src_key_kwd", "tgt_key_kwd"):
-                heaviest[(kb, doc.get(side, ""))] = max(heaviest[(kb, doc.get(side, ""))], w)
+        edges = adjacency.touching(frontier) if adjacency is not None else \
+            _relations_touching(store, tenant, kb_ids, frontier)
+        heaviest = dict.fromkeys(frontier, 0.0)  # each frontier entity's heaviest relation
+        for _, src, tgt, weight in edges:
+            for end in (src, tgt):
+                if end in heaviest and weight > heaviest[end]:
+                    heaviest[end] = weight
         gained: dict[Node, list[float]] = defaultdict(list)
-        in_frontier = set(frontier)
-        for doc in rows:
-            kb, w = doc.get("kb_id", ""), float(doc.get("weight_flt", 0.0) or 0.0)
-            src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+        for edge in edges:
+            rid, src, tgt, weight = edge
             for a, b in ((src, tgt), (tgt, src)):
-                if a not in in_frontier:
+                if a not in heaviest:
                     continue
-                passed = scores[a] * any_of_scores(hop_factor(w, heaviest[a], params.hop_decay),
-                                                   params.relation_gain * relevance.get(doc["id"], 0.0))
+                passed = scores[a] * any_of_scores(hop_factor(weight, heaviest[a], params.hop_decay),
+                                                   params.relation_gain * relevance.get(rid, 0.0))
                 gained[b].append(passed)
-                if passed > walked.get(doc["id"], (0.0, doc))[0]:
-                    walked[doc["id"]] = (passed, doc)
+                if passed > walked.get(rid, (0.0, edge))[0]:
+                    walked[rid] = (passed, edge)
         reached: list[Node] = []
         for node, values in gained.items():
             scores[node] = any_of_scores(scores.get(node, 0.0), *values)
@@ -421,6 +445,16 @@ def rank_entities(scores: dict[Node, float], hops: dict[Node, int], docs: dict[N
     return hits
 
 
+def relation_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], walked: dict[str, tuple[float, Edge]],
+                  found: dict[str, tuple[float, dict]]) -> dict[str, tuple[float, dict]]:
+    """The walked relations with their rows: taken from ``found`` (search hits) where there, else read.
+    A relation whose row has gone since it was walked is left out."""
+    unread = [rid for rid in walked if rid not in found]
+    rows = {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), unread, fields=RELATION_FIELDS)} if unread else {}
+    rows.update({rid: found[rid][1] for rid in walked if rid in found})
+    return {rid: (score, rows[rid]) for rid, (score, _) in walked.items() if rid in rows}
+
+
 def rank_relations(found: dict[str, tuple[float, dict]], walked: dict[str, tuple[float, dict]],
                    weight_prior: float) -> list[RelationHit]:
     rows = {rid: doc for rid, (_, doc) in found.items()}
@@ -465,19 +499,26 @@ def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: 
 
 
 def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[str, float],
-                 limit: int, source: str) -> list[RetrievedChunk]:
-    """The ``limit`` best-scored chunks that still exist and are visible, best first."""
+                 limit: int, source: str, known: Mapping[str, dict] | None = None) -> list[RetrievedChunk]:
+    """The ``limit`` best-scored chunks that still exist and are visible, best first.
+
+    ``known`` holds rows (CHUNK_FIELDS) the caller has already read, e.g. from a chunk search of the
+    same question; the others are read from the store."""
+    known = known or {}
     ranked = sorted(scores, key=lambda cid: (-scores[cid], cid))
     out: list[RetrievedChunk] = []
     start = 0
     # a chunk may have gone (document deleted since the graph was derived): read on until full
     while len(out) < limit and start < len(ranked):
-        batch = ranked[start:start + max(limit * 2, 16)]
+        batch = ranked[start:start + limit - len(out)]
         start += len(batch)
-        for doc in store.get(tenant, list(kb_ids), batch, fields=CHUNK_FIELDS):
-            if doc.get("available_int", 1) != 1 or len(out) >= limit:
+        unread = [cid for cid in batch if cid not in known]
+        read = {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), unread, fields=CHUNK_FIELDS)} if unread else {}
+        for cid in batch:
+            doc = known.get(cid) or read.get(cid)
+            if doc is None or doc.get("available_int", 1) != 1:
                 continue
-            score = round(scores[doc["id"]], 6)
+            score = round(scores[cid], 6)
             out.append(RetrievedChunk(chunk_id=doc["id"], kb_id=doc.get("kb_id", ""), doc_id=doc.get("doc_id", ""),
                                       doc_name=doc.get("docnm_kwd", ""), content=doc.get("content_with_weight", ""),
                                       position=int(doc.get("position_int", 0) or 0), score=score,
@@ -488,12 +529,14 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None
                 ) -> GraphResult:
-    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder)
+    state = graph_state(store, tenant, kb_ids)
+    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder, state)
     seed_docs = seeds.docs
     anchors = seeds.anchors(params.anchor_min)
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params)
     scores, hops, walked = expand(store, tenant, kb_ids, seeds.scores, params,
-                                  {rid: score for rid, (score, _) in about.items()})
+                                  {rid: score for rid, (score, _) in about.items()},
+                                  relation_adjacency(store, tenant, kb_ids, state))
 
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
@@ -516,18 +559,18 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
             found[rid] = (score, doc)
     chosen = {(e.kb_id, e.key) for e in entities}
     # only walked relations that end at a chosen entity explain anything shown
-    walked = {rid: v for rid, v in walked.items()
-              if (v[1].get("kb_id", ""), v[1].get("src_key_kwd", "")) in chosen
-              and (v[1].get("kb_id", ""), v[1].get("tgt_key_kwd", "")) in chosen}
-    relations = rank_relations(found, walked, params.weight_prior)
+    shown = {rid: v for rid, v in walked.items() if v[1].src in chosen and v[1].tgt in chosen}
+    relations = rank_relations(found, relation_rows(store, tenant, kb_ids, shown, found), params.weight_prior)
     relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
     relations = within_budget(relations, relation_row, params.budget.relations)
 
-    reports = rank_reports(store, tenant, kb_ids, entities, tokenize_query(analysis.question), vector, params)
+    reports = rank_reports(store, tenant, kb_ids, entities, tokenize_query(analysis.question), vector, params) \
+        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else []
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
 
-    prominence = mention_weights(store, tenant, kb_ids, [(e.kb_id, e.key) for e in entities]) if params.prominence else {}
+    prominence = mention_weights(store, tenant, kb_ids, [(e.kb_id, e.key) for e in entities]) \
+        if params.prominence and holds_kind(store, tenant, kb_ids, EntityMention.KIND, state) else {}
     support = chunk_support([(e.score, e.chunk_ids, prominence.get((e.kb_id, e.key), {})) for e in entities],
                             params.support_power, normalize=False)
     # a chunk's relations mostly restate one sentence (co-occurrence relations share it) and their

@@ -45,9 +45,10 @@ from kbgraph.search.kg import (
     rank_entities,
     seed_entities,
 )
+from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, eq
-from kbgraph.store.records import Entity, Relation, graph_meta_id
+from kbgraph.store.records import Entity, Relation
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,11 @@ def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], vers
         kb = doc.get("kb_id", "")
         edges.append((entity_node(kb, doc.get("src_key_kwd", "")), entity_node(kb, doc.get("tgt_key_kwd", "")),
                       float(doc.get("weight_flt", 0.0) or 0.0)))
-    graph = SparseGraph.from_edges(nodes, edges)
+    graph = SparseGraph.from_edges(nodes, edges, hubs_first=True, dtype=np.float32)
     chunk_ids = sorted(chunks)
     chunk_nodes = np.fromiter((graph.index[chunk_node(c)] for c in chunk_ids), dtype=np.int64, count=len(chunk_ids))
-    entity_nodes = np.array([i for i, n in enumerate(graph.nodes) if n.startswith("e\x1f")], dtype=np.int64)
+    # in name order, whatever the walk's numbering, so that equal masses rank by name
+    entity_nodes = np.array([graph.index[n] for n in sorted(graph.index) if n.startswith("e\x1f")], dtype=np.int64)
     return EntityGraph(versions=versions, graph=graph, chunk_nodes=chunk_nodes, chunk_ids=chunk_ids,
                        chunk_index={c: i for i, c in enumerate(chunk_ids)}, mentions=mentions,
                        entity_nodes=entity_nodes)
@@ -126,15 +128,14 @@ _cache_lock = threading.Lock()
 
 
 def graph_versions(store: DocStore, tenant: str, kb_ids: Sequence[str]) -> tuple[tuple[str, int], ...]:
-    found = {d.get("kb_id", ""): int(d.get("version_int", 0) or 0)
-             for d in store.get(tenant, list(kb_ids), [graph_meta_id(kb) for kb in kb_ids],
-                                fields=["kb_id", "version_int"])}
-    return tuple((kb, found.get(kb, -1)) for kb in sorted(kb_ids))
+    return graph_state(store, tenant, kb_ids).versions
 
 
-def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link_weight: float = 1.0) -> EntityGraph:
-    """The cached graph for these knowledge bases, rebuilt when any of their versions moved."""
-    versions = graph_versions(store, tenant, kb_ids)
+def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link_weight: float = 1.0,
+                 versions: tuple[tuple[str, int], ...] | None = None) -> EntityGraph:
+    """The cached graph for these knowledge bases, rebuilt when any of their versions (read when not
+    given) moved."""
+    versions = versions if versions is not None else graph_versions(store, tenant, kb_ids)
     key = (tenant, tuple(sorted(kb_ids)), chunk_link_weight)
     with _cache_lock:
         per_store = _cache.setdefault(store, {})
@@ -217,7 +218,7 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
                 restart[node] = restart.get(node, 0.0) + share * s / naive_mass
     vector = ppr_vector(graph.graph, restart, damping=params.damping, tol=params.tol) if restart \
         else np.zeros(graph.graph.size)
-    walked = vector[graph.chunk_nodes] if len(graph.chunk_nodes) else np.zeros(0)
+    walked = vector[graph.chunk_nodes].astype(np.float64) if len(graph.chunk_nodes) else np.zeros(0)
     top_walked = float(walked.max()) if len(walked) else 0.0
     # the walk reaches most chunks of a large graph: score them as one array, keep the best few
     combined = (1.0 - params.naive_weight) * walked / top_walked if top_walked > 0 else np.zeros(len(walked))
@@ -236,19 +237,64 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
     return final, vector
 
 
+def largest(values: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the ``limit`` largest positive values and of any tied with the last, unsorted.
+
+    A partition of 100k floats costs ~0.7 ms; the ``limit``-th largest of a strided sample is a floor
+    that can only be lower than the true one, so everything above it is a superset of the answer,
+    a few thousand values that partition in microseconds.
+    """
+    if limit <= 0:
+        return np.zeros(0, dtype=np.int64)
+    sample = values[::max(1, len(values) // _SAMPLE)]
+    floor = np.partition(sample, len(sample) - limit)[len(sample) - limit] if len(sample) > limit else 0.0
+    candidates = np.flatnonzero((values > 0) & (values >= floor))
+    if len(candidates) > limit:
+        chosen = values[candidates]
+        candidates = candidates[chosen >= np.partition(chosen, len(chosen) - limit)[len(chosen) - limit]]
+    return candidates
+
+
+# values sampled to find a floor for the largest few (see ``largest``)
+_SAMPLE = 2048
+
+
 def top_entities(graph: EntityGraph, walk: np.ndarray, limit: int) -> dict[tuple[str, str], float]:
     """(kb_id, key) -> PPR mass of the ``limit`` entity nodes with the most mass."""
     if not len(graph.entity_nodes) or not walk.any():
         return {}
     mass = walk[graph.entity_nodes]
-    order = np.argsort(-mass, kind="stable")[:limit]
+    candidates = largest(mass, limit)
+    order = candidates[np.lexsort((candidates, -mass[candidates]))][:limit]
     out: dict[tuple[str, str], float] = {}
     for i in order:
-        if mass[i] <= 0:
-            break
         _, kb, key = graph.graph.nodes[graph.entity_nodes[i]].split("\x1f", 2)
         out[(kb, key)] = float(mass[i])
     return out
+
+
+def entity_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[tuple[str, str], float],
+                known: dict[tuple[str, str], dict], limit: int) -> dict[tuple[str, str], dict]:
+    """The rows ``rank_entities`` needs to rank the first ``limit`` of ``scores`` with no PageRank
+    prior (by score rounded to 6 places, then name): those scoring at least the ``limit``-th, the
+    others only when some of those have gone. Rows in ``known`` (read by the seed searches) are
+    not read again."""
+    ordered = sorted(scores, key=lambda n: -round(scores[n], 6))
+    cut = round(scores[ordered[limit - 1]], 6) if len(ordered) > limit else -math.inf
+    first = [n for n in ordered if round(scores[n], 6) >= cut]
+    docs: dict[tuple[str, str], dict] = {}
+    for group in (first, ordered[len(first):]):
+        docs.update({n: known[n] for n in group if n in known})
+        docs.update(_fetch_entities(store, tenant, kb_ids, [n for n in group if n not in docs]))
+        if len(docs) >= limit:
+            break
+    return docs
+
+
+def chunk_row(hit: ChunkHit) -> dict:
+    """A chunk search hit as the row ``fetch_chunks`` would read (the search only finds visible chunks)."""
+    return {"id": hit.chunk_id, "kb_id": hit.kb_id, "doc_id": hit.doc_id, "docnm_kwd": hit.doc_name,
+            "content_with_weight": hit.content, "position_int": hit.position, "available_int": 1}
 
 
 @dataclass
@@ -262,14 +308,16 @@ class PPRResult:
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                  vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
                  embedder: Embedder | None = None) -> PPRResult:
-    graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight)
-    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder)
+    state = graph_state(store, tenant, kb_ids)
+    graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
+    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state)
     about = anchor_relations(store, tenant, kb_ids, seeds.anchors(params.seed_min_score), analysis, vector, params.kg)
     entity_seeds = ppr_seeds(seeds, graph, params, about)
     scores, walk = chunk_scores(graph, entity_seeds, naive, params)
 
     by_id = {h.chunk_id: h for h in naive}
-    chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr")
+    chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr",
+                          {h.chunk_id: chunk_row(h) for h in naive})
     for chunk in chunks:
         hit = by_id.get(chunk.chunk_id)
         if hit is not None:
@@ -282,7 +330,7 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
     entity_mass = top_entities(graph, walk, params.entity_top_n * 3)
     top = max(entity_mass.values(), default=0.0)
     normalized = {n: m / top for n, m in entity_mass.items()} if top > 0 else {}
-    docs = _fetch_entities(store, tenant, kb_ids, normalized)
+    docs = entity_rows(store, tenant, kb_ids, normalized, seeds.docs, params.entity_top_n)
     entities = rank_entities(normalized, {}, docs, 0.0)[:params.entity_top_n]
     entities = within_budget(entities, entity_row, params.budget.entities)
     return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),

@@ -1,0 +1,196 @@
+"""In-process caches of graph reads that change only when the knowledge base's graph does.
+
+Entity and relation rows are written by merges, which bump the graph version in the knowledge base's
+``graph_meta`` row, and patched by the refresh phases (PageRank, communities), which stamp the
+version they ran at in the same row. So a read of those rows stays valid while that row stays the
+same: the caches here are keyed by it (``GraphState``, one small get per query). Knowledge bases
+without a ``graph_meta`` row (rows written by hand, as some tests do) are never cached.
+
+Caches are per store object and bounded; each one is rebuilt from scratch once its state moves.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeVar
+
+from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
+from kbgraph.store.records import Relation, graph_meta_id
+
+Node = tuple[str, str]  # (kb_id, entity key)
+T = TypeVar("T")
+
+# relations held by one adjacency cache (~0.3 KB each); 220 benchmark questions on a 300k-relation
+# graph left 26k, most of them the hubs' (which are what makes caching pay)
+ADJACENCY_EDGES = 100_000
+# adjacency caches per store (one per set of knowledge bases searched together)
+ADJACENCY_CACHES = 4
+# what an edge is read from
+EDGE_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]
+# cached typed listings per store
+LISTING_ENTRIES = 256
+
+
+class Edge(NamedTuple):
+    """A relation as the expansion walks it.
+
+    Only strings and numbers, so that the garbage collector stops tracking cached edges: a cache of
+    row dicts (and their lists) would be traversed by every full collection, ~0.15 s each on a
+    large knowledge base, and would make such collections more frequent as it fills.
+    """
+
+    id: str
+    src: Node
+    tgt: Node
+    weight: float
+
+
+def edge_of(doc: dict) -> Edge:
+    kb = doc.get("kb_id", "")
+    return Edge(doc["id"], (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", "")),
+                float(doc.get("weight_flt", 0.0) or 0.0))
+
+
+@dataclass(frozen=True)
+class GraphState:
+    """What the graph_meta rows of a set of knowledge bases say: (kb, version, phase stamps) per KB."""
+
+    kbs: tuple[tuple[str, int, str], ...]
+
+    @property
+    def versions(self) -> tuple[tuple[str, int], ...]:
+        """(kb, version) per KB; -1 for a KB without a graph_meta row."""
+        return tuple((kb, version) for kb, version, _ in self.kbs)
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether every KB has a graph_meta row, so that a change of its graph shows in this state."""
+        return all(version >= 0 for _, version, _ in self.kbs)
+
+
+def graph_state(store: DocStore, tenant: str, kb_ids: Sequence[str]) -> GraphState:
+    found = {d.get("kb_id", ""): d for d in store.get(tenant, list(kb_ids), [graph_meta_id(kb) for kb in kb_ids],
+                                                       fields=["kb_id", "version_int", "phases_with_weight"])}
+    kbs = []
+    for kb in sorted(set(kb_ids)):
+        doc = found.get(kb)
+        if doc is None:
+            kbs.append((kb, -1, ""))
+        else:
+            phases = json.dumps(doc.get("phases_with_weight") or {}, sort_keys=True)
+            kbs.append((kb, int(doc.get("version_int", 0) or 0), phases))
+    return GraphState(tuple(kbs))
+
+
+_caches: weakref.WeakKeyDictionary[DocStore, OrderedDict[tuple, tuple[GraphState, Any]]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def cached(store: DocStore, key: tuple, state: GraphState, build: Callable[[], T], entries: int) -> T:
+    """The value cached under ``key`` for this store at ``state``, else ``build()`` (kept while the
+    state holds, the least recently used dropped past ``entries`` keys of this kind)."""
+    if not state.cacheable:
+        return build()
+    with _lock:
+        per_store = _caches.setdefault(store, OrderedDict())
+        held = per_store.get(key)
+        if held is not None and held[0] == state:
+            per_store.move_to_end(key)
+            return held[1]
+    value = build()
+    with _lock:
+        per_store[key] = (state, value)
+        per_store.move_to_end(key)
+        same_kind = [k for k in per_store if k[0] == key[0]]
+        for stale in same_kind[:max(0, len(same_kind) - entries)]:
+            del per_store[stale]
+    return value
+
+
+def clear_caches() -> None:
+    with _lock:
+        _caches.clear()
+
+
+def holds_kind(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, state: GraphState) -> bool:
+    """Whether these knowledge bases hold any row of this graph kind (community reports, mentions):
+    a knowledge base built without communities need not search for reports on every query."""
+    def look() -> bool:
+        return bool(store.search(tenant, SearchRequest(kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind)],
+                                                       limit=1, fields=["id"], count_total=False)).hits)
+
+    return cached(store, ("kind", tenant, tuple(sorted(kb_ids)), kind), state, look, LISTING_ENTRIES)
+
+
+class RelationAdjacency:
+    """The relations touching each entity, read from the store the first time an entity is asked for
+    and kept (up to ``max_edges`` edges, least recently used entities dropped first).
+
+    One instance belongs to one graph state: callers get it through ``relation_adjacency``.
+    """
+
+    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_edges: int = ADJACENCY_EDGES) -> None:
+        self._store, self._tenant, self._kb_ids = store, tenant, list(kb_ids)
+        self._max_edges = max_edges
+        self._edges: OrderedDict[Node, tuple[Edge, ...]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def touching(self, nodes: Sequence[Node]) -> list[Edge]:
+        """Every relation with an end in ``nodes``, each once, in id order."""
+        with self._lock:
+            known = {n: self._edges[n] for n in nodes if n in self._edges}
+            for node in known:
+                self._edges.move_to_end(node)
+        missing = [n for n in dict.fromkeys(nodes) if n not in known]
+        if missing:
+            read = read_relations_touching(self._store, self._tenant, self._kb_ids, missing)
+            known.update(read)
+            self._keep(read)
+        return edges_in_order(known.values())
+
+    def _keep(self, read: dict[Node, tuple[Edge, ...]]) -> None:
+        if self._max_edges <= 0:
+            return
+        with self._lock:
+            for node, edges in read.items():
+                if node not in self._edges:
+                    self._edges[node] = edges
+                    self._held += len(edges)
+            while self._held > self._max_edges and len(self._edges) > 1:
+                _, dropped = self._edges.popitem(last=False)
+                self._held -= len(dropped)
+
+
+def edges_in_order(groups: Iterable[Sequence[Edge]]) -> list[Edge]:
+    """The edges of all groups, each once, in id order."""
+    merged = {edge.id: edge for edges in groups for edge in edges}
+    return [merged[i] for i in sorted(merged)]
+
+
+def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]
+                            ) -> dict[Node, tuple[Edge, ...]]:
+    """Entity -> the relations with an end at it (in id order), for each of ``nodes``."""
+    keys = sorted({key for _, key in nodes})
+    out: dict[Node, dict[str, Edge]] = {node: {} for node in nodes}
+    for side in ("src_key_kwd", "tgt_key_kwd"):
+        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)],
+                              fields=EDGE_FIELDS):
+            edges = out.get((doc.get("kb_id", ""), doc.get(side, "")))
+            if edges is not None:
+                edges[doc["id"]] = edge_of(doc)
+    return {node: tuple(edges[i] for i in sorted(edges)) for node, edges in out.items()}
+
+
+def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> RelationAdjacency:
+    """The shared adjacency cache of these knowledge bases at ``state`` (a private reader that keeps
+    nothing when the state cannot be cached)."""
+    if not state.cacheable:
+        return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
+    key = ("adjacency", tenant, tuple(sorted(kb_ids)))
+    return cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)

@@ -1,0 +1,233 @@
+"""The query-speed shortcuts of the graph modes give what the plain reads give, and follow changes.
+
+Graph reads are cached per store until the knowledge base's graph_meta row changes; token budgets
+skip the tokenizer when byte sizes settle them; chunk rows a search already read are not read again.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from kbgraph.parse.chunker import count_tokens
+from kbgraph.search.context import RetrievedChunk, fit_chunks, within_budget
+from kbgraph.search.graph_cache import (
+    RelationAdjacency,
+    cached,
+    clear_caches,
+    graph_state,
+    holds_kind,
+    read_relations_touching,
+    relation_adjacency,
+)
+from kbgraph.search.kg import (
+    CHUNK_FIELDS,
+    ENTITY_FIELDS,
+    KGParams,
+    expand,
+    fetch_chunks,
+    retrieve_kg,
+    typed_entities,
+)
+from kbgraph.search.query_analysis import QueryAnalysis
+from kbgraph.store.base import eq
+from kbgraph.store.records import (
+    CommunityReport,
+    EntityMention,
+    GraphMeta,
+    Relation,
+    entity_id,
+    graph_meta_id,
+    relation_id,
+)
+from kbgraph.store.sqlite import SQLiteStore
+
+from . import EMBEDDER, KB, TENANT, cid, toy_kb
+
+QUESTION = "What is the emblem of the guild founded by Mira Castell?"
+ANALYSIS = QueryAnalysis(QUESTION, ["Mira Castell"], ["emblem", "guild", "organization"], "nlp")
+
+
+@pytest.fixture
+def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+    clear_caches()
+    s = toy_kb(tmp_path)
+    yield s
+    s.close()
+
+
+def bump(store: SQLiteStore, version: int) -> None:
+    store.upsert(TENANT, KB, [GraphMeta(kb_id=KB, version=version).to_doc()])
+
+
+def add_relation(store: SQLiteStore, src: str, tgt: str, weight: float) -> None:
+    store.upsert(TENANT, KB, [Relation(kb_id=KB, src_key=src, tgt_key=tgt, src_name=src, tgt_name=tgt,
+                                       description=f"{src} and {tgt}", description_tokens=f"{src} {tgt}",
+                                       weight=weight, chunk_ids=[cid("salt")]).to_doc()])
+
+
+def test_graph_state_follows_the_meta_row(store: SQLiteStore) -> None:
+    state = graph_state(store, TENANT, [KB])
+    assert state.versions == ((KB, 1),) and state.cacheable
+    assert graph_state(store, TENANT, [KB]) == state
+    bump(store, 2)
+    assert graph_state(store, TENANT, [KB]).versions == ((KB, 2),)
+    # a pagerank refresh stamps its phase without a new version: the state moves too
+    meta = GraphMeta(kb_id=KB, version=2)
+    meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = 2, "done"
+    store.upsert(TENANT, KB, [meta.to_doc()])
+    assert graph_state(store, TENANT, [KB]) != graph_state(store, TENANT, [KB, "other"])
+    assert graph_state(store, TENANT, [KB, "other"]).versions == ((KB, 2), ("other", -1))
+    assert not graph_state(store, TENANT, [KB, "other"]).cacheable
+
+
+def test_cached_values_last_until_the_state_moves(store: SQLiteStore) -> None:
+    calls: list[int] = []
+
+    def build() -> int:
+        calls.append(1)
+        return len(calls)
+
+    state = graph_state(store, TENANT, [KB])
+    assert cached(store, ("t", 1), state, build, 4) == 1
+    assert cached(store, ("t", 1), state, build, 4) == 1  # reused
+    bump(store, 2)
+    assert cached(store, ("t", 1), graph_state(store, TENANT, [KB]), build, 4) == 2  # rebuilt
+    store.delete(TENANT, [KB], [eq("id", graph_meta_id(KB))])
+    unversioned = graph_state(store, TENANT, [KB])
+    assert cached(store, ("t", 1), unversioned, build, 4) == 3
+    assert cached(store, ("t", 1), unversioned, build, 4) == 4  # never kept without a meta row
+    for n in range(10):  # bounded per kind
+        cached(store, ("t", 100 + n), graph_state(store, TENANT, [KB]), build, 4)
+
+
+def test_adjacency_matches_the_store_and_sees_a_new_version(store: SQLiteStore) -> None:
+    nodes = [(KB, "mira castell"), (KB, "silver heron")]
+    adjacency = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
+    direct = read_relations_touching(store, TENANT, [KB], nodes)
+    expected = sorted({e.id: e for edges in direct.values() for e in edges}.values())
+    assert adjacency.touching(nodes) == expected
+    assert adjacency.touching(nodes) == expected  # from the cache
+    assert [e.id for e in adjacency.touching(nodes[:1])] == sorted(e.id for e in direct[nodes[0]])
+
+    add_relation(store, "mira castell", "salt war", 3.0)
+    same = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
+    assert same is adjacency  # the graph_meta row has not moved: a merge always moves it
+    bump(store, 2)
+    fresh = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
+    assert fresh is not adjacency
+    assert (KB, "salt war") in {e.tgt for e in fresh.touching(nodes[:1])}
+
+
+def test_adjacency_drops_the_least_recently_used_entities(store: SQLiteStore) -> None:
+    small = RelationAdjacency(store, TENANT, [KB], max_edges=2)
+    full = read_relations_touching(store, TENANT, [KB], [(KB, k) for k in ("mira castell", "silver heron")])
+    assert small.touching([(KB, "mira castell")]) == list(full[(KB, "mira castell")])
+    assert small.touching([(KB, "silver heron")]) == list(full[(KB, "silver heron")])
+    assert small.touching([(KB, "mira castell")]) == list(full[(KB, "mira castell")])  # read again
+
+
+def test_expansion_is_the_same_with_the_adjacency_cache(store: SQLiteStore) -> None:
+    seeds = {(KB, "mira castell"): 1.0, (KB, "saltmere"): 0.4}
+    params = KGParams(hops=2, frontier=3)
+    relevance = {relation_id(KB, "lumen cartographers guild", "mira castell"): 0.7}
+    plain = expand(store, TENANT, [KB], seeds, params, relevance)
+    assert set(relevance) <= set(plain[2])  # the relevant relation was walked
+    adjacency = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
+    assert expand(store, TENANT, [KB], seeds, params, relevance, adjacency) == plain
+    assert expand(store, TENANT, [KB], seeds, params, relevance, adjacency) == plain  # warm cache
+
+
+def test_typed_listing_is_cached_until_pagerank_changes(store: SQLiteStore) -> None:
+    fields = [*ENTITY_FIELDS, "name_ltks"]
+    state = graph_state(store, TENANT, [KB])
+    first = typed_entities(store, TENANT, [KB], ["geo"], 5, fields, state)
+    assert [h.doc["entity_key_kwd"] for h in first] == ["varrow", "saltmere"]
+    first[0].doc["name_kwd"] = "changed by a caller"
+    assert typed_entities(store, TENANT, [KB], ["geo"], 5, fields, state)[0].doc["name_kwd"] == "Varrow"
+
+    store.patch(TENANT, KB, {entity_id(KB, "saltmere"): {"pagerank_flt": 0.9}})
+    meta = GraphMeta(kb_id=KB, version=1)
+    meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = 1, "done"
+    store.upsert(TENANT, KB, [meta.to_doc()])
+    moved = typed_entities(store, TENANT, [KB], ["geo"], 5, fields, graph_state(store, TENANT, [KB]))
+    assert [h.doc["entity_key_kwd"] for h in moved] == ["saltmere", "varrow"]
+
+
+def test_kinds_absent_are_not_searched(store: SQLiteStore) -> None:
+    state = graph_state(store, TENANT, [KB])
+    assert holds_kind(store, TENANT, [KB], CommunityReport.KIND, state)
+    assert not holds_kind(store, TENANT, [KB], EntityMention.KIND, state)
+    vector = EMBEDDER.embed([QUESTION])[0]
+    with_reports = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER)
+    assert with_reports.reports
+    store.delete(TENANT, [KB], [eq("knowledge_graph_kwd", CommunityReport.KIND)])
+    bump(store, 2)
+    assert not holds_kind(store, TENANT, [KB], CommunityReport.KIND, graph_state(store, TENANT, [KB]))
+    without = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER)
+    assert without.reports == [] and [c.chunk_id for c in without.chunks] == [c.chunk_id for c in with_reports.chunks]
+
+
+def test_kg_gives_the_same_answer_cold_and_warm(store: SQLiteStore) -> None:
+    vector = EMBEDDER.embed([QUESTION])[0]
+    cold = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER)
+    warm = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER)
+    clear_caches()
+    again = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER)
+    assert cold == warm == again
+    assert cold.relations  # walked relations keep their full rows
+    assert all(r.description and r.src_name for r in cold.relations)
+
+
+def test_fetch_chunks_uses_rows_already_read(store: SQLiteStore) -> None:
+    scores = {cid("guild"): 0.9, cid("mira"): 0.8, cid("heron"): 0.5, "gone": 0.95}
+    plain = fetch_chunks(store, TENANT, [KB], scores, 2, "ppr")
+    assert [c.chunk_id for c in plain] == [cid("guild"), cid("mira")]
+    row = store.get(TENANT, [KB], [cid("mira")], fields=CHUNK_FIELDS)[0]
+    assert fetch_chunks(store, TENANT, [KB], scores, 2, "ppr", {cid("mira"): row}) == plain
+    hidden = dict(row, available_int=0)
+    assert [c.chunk_id for c in fetch_chunks(store, TENANT, [KB], scores, 2, "ppr", {cid("mira"): hidden})] == \
+        [cid("guild"), cid("heron")]
+
+
+def exact_leading(texts: list[str], budget: int) -> int:
+    """How many leading texts fit when every one is tokenized (the rule before the byte bound)."""
+    used = kept = 0
+    for text in texts:
+        cost = count_tokens(text)
+        if kept and used + cost > budget:
+            break
+        kept += 1
+        used += cost
+    return kept
+
+
+def test_budgets_agree_with_counting_every_token() -> None:
+    rng = random.Random(3)
+    words = ["guild", "heron", "Варроу", "城市", "emblem", "x" * 30, "The", "of", "🙂", "1024"]
+    for _ in range(200):
+        texts = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 40))) for _ in range(rng.randint(0, 12))]
+        budget = rng.choice([0, 1, 5, 40, 200, 800, 5000])
+        expected = exact_leading(texts, budget) if budget > 0 else 0
+        assert len(within_budget(texts, lambda t: t, budget)) == expected
+        chunks = [RetrievedChunk(chunk_id=str(n), kb_id="kb", doc_id="d", doc_name="d.md", content=t, score=1.0)
+                  for n, t in enumerate(texts)]
+        blocks = [f"[ID:{n}] d.md\n{t.strip()}" for n, t in enumerate(texts)]
+        assert len(fit_chunks(chunks, budget)) == exact_leading(blocks, budget)
+
+
+def test_entity_rows_rank_like_reading_every_row(store: SQLiteStore) -> None:
+    from kbgraph.search.kg import _fetch_entities, rank_entities
+    from kbgraph.search.ppr_search import entity_rows
+
+    rng = random.Random(7)
+    keys = ["mira castell", "lumen cartographers guild", "varrow", "silver heron", "saltmere", "salt war", "gone"]
+    for _ in range(50):
+        scores = {(KB, k): rng.choice([1.0, 0.5, 0.5000001, 0.25, rng.random()]) for k in keys}
+        known = {n: d for n, d in _fetch_entities(store, TENANT, [KB], [(KB, "varrow")]).items()}
+        limit = rng.randint(1, 6)
+        every = _fetch_entities(store, TENANT, [KB], list(scores))
+        want = rank_entities(scores, {}, every, 0.0)[:limit]
+        assert rank_entities(scores, {}, entity_rows(store, TENANT, [KB], scores, known, limit), 0.0)[:limit] == want

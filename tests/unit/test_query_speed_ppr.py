@@ -1,0 +1,138 @@
+"""The PPR walk of the `ppr` mode: hub-first numbering and steps from the touched rows change its cost,
+not its scores. Checked against a dense power iteration written out here, on random graphs with hubs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from kbgraph.graph.ppr import SparseGraph, personalized_pagerank, ppr_vector
+from kbgraph.search.ppr_search import EntityGraph, largest, top_entities
+
+# agreement with the reference: the walks stop at the same step, so only summation order differs
+TOLERANCE = 1e-12
+
+
+def hub_graph(nodes: int, edges: int, seed: int) -> tuple[list[str], list[tuple[str, str, float]]]:
+    """A preferential-attachment-like graph with a few isolated nodes and parallel edges."""
+    rng = random.Random(seed)
+    names = [f"n{i:04d}" for i in range(nodes)]
+    ends = [0, 1]
+    out = []
+    for _ in range(edges):
+        a = rng.choice(ends) if rng.random() < 0.7 else rng.randrange(nodes - 3)
+        b = rng.randrange(nodes - 3)
+        out.append((names[a], names[b], rng.choice([0.0, 1.0, 2.5, 5.0])))
+        ends += [a, b]
+    return names, out
+
+
+def dense_ppr(graph: SparseGraph, seeds: dict[str, float], damping: float, tol: float) -> np.ndarray:
+    """``ppr_vector`` written out with a dense matrix and whole-graph steps only."""
+    n = graph.size
+    restart = np.zeros(n)
+    for key, weight in seeds.items():
+        restart[graph.index[key]] += weight
+    restart /= restart.sum()
+    matrix = graph.matrix.toarray()
+    dangling = matrix.sum(axis=1) == 0
+    scores = restart.copy()
+    for _ in range(30):
+        new = damping * (matrix.T @ scores) + (1.0 - damping + damping * scores[dangling].sum()) * restart
+        delta = np.abs(new - scores).sum()
+        scores = new
+        if delta < tol:
+            break
+    return scores
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_walk_matches_a_dense_power_iteration(seed: int) -> None:
+    names, edges = hub_graph(400, 900, seed)
+    rng = random.Random(seed)
+    for hubs_first in (False, True):
+        graph = SparseGraph.from_edges(names, edges, hubs_first=hubs_first)
+        for seeds in ({names[0]: 1.0}, {names[rng.randrange(400)]: 1.0, names[rng.randrange(400)]: 0.3},
+                      {names[-1]: 1.0, names[5]: 1.0}):  # names[-1] has no edges
+            got = ppr_vector(graph, seeds, damping=0.5, tol=1e-6)
+            want = dense_ppr(graph, seeds, 0.5, 1e-6)
+            assert np.abs(got - want).max() < TOLERANCE
+            assert got.sum() == pytest.approx(1.0)
+
+
+def test_walk_in_a_small_component_of_a_large_graph() -> None:
+    names, edges = hub_graph(3000, 9000, 11)
+    chain = [f"z{i}" for i in range(6)]
+    edges += [(a, b, 1.0) for a, b in zip(chain, chain[1:])]
+    graph = SparseGraph.from_edges(names + chain, edges, hubs_first=True)
+    got = ppr_vector(graph, {"z0": 1.0, "z3": 0.5}, damping=0.5, tol=1e-8)
+    want = dense_ppr(graph, {"z0": 1.0, "z3": 0.5}, 0.5, 1e-8)
+    assert np.abs(got - want).max() < TOLERANCE
+    assert set(np.flatnonzero(got)) == {graph.index[z] for z in chain}  # no mass leaves the chain
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hub_first_numbering_keeps_scores_and_ranking(seed: int) -> None:
+    names, edges = hub_graph(300, 700, seed)
+    by_name = SparseGraph.from_edges(names, edges)
+    by_hub = SparseGraph.from_edges(names, edges, hubs_first=True)
+    assert sorted(by_hub.nodes) == by_name.nodes and by_hub.index[by_hub.nodes[7]] == 7
+    degrees = np.diff(by_hub.matrix.indptr)
+    assert all(degrees[:-1] >= degrees[1:])
+    assert np.allclose(by_hub.matrix.sum(axis=1).A.ravel()[degrees > 0], 1.0)
+    seeds = {names[3]: 1.0, names[17]: 0.5}
+    name_scores = personalized_pagerank(by_name, seeds, top_k=50)
+    hub_scores = personalized_pagerank(by_hub, seeds, top_k=50)
+    assert list(name_scores) == list(hub_scores)
+    for key, score in name_scores.items():
+        assert hub_scores[key] == pytest.approx(score, rel=0, abs=TOLERANCE)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_float32_walk_agrees_with_float64(seed: int) -> None:
+    names, edges = hub_graph(500, 1500, seed)
+    wide = SparseGraph.from_edges(names, edges, hubs_first=True)
+    narrow = SparseGraph.from_edges(names, edges, hubs_first=True, dtype=np.float32)
+    seeds = {names[seed]: 1.0, names[100 + seed]: 0.4}
+    # tol 0: both take all 20 steps, so only rounding separates them
+    a = ppr_vector(wide, seeds, damping=0.5, max_iter=20, tol=0.0)
+    b = ppr_vector(narrow, seeds, damping=0.5, max_iter=20, tol=0.0)
+    assert b.dtype == np.float32 and np.abs(a - b).max() < 1e-6 and b.sum() == pytest.approx(1.0, abs=1e-5)
+    order_a, order_b = np.argsort(-a, kind="stable"), np.argsort(-b.astype(np.float64), kind="stable")
+    gaps = [k for k in range(1, 40) if a[order_a[k - 1]] - a[order_a[k]] > 1e-5]
+    assert gaps  # the top-k sets agree wherever the scores leave a clear gap after rank k
+    for k in gaps:
+        assert set(order_a[:k]) == set(order_b[:k])
+
+
+def test_top_entities_ranks_by_mass_then_name() -> None:
+    nodes = [f"e\x1fkb\x1f{k}" for k in ("a", "b", "c", "d", "e")] + ["c\x1fchunk"]
+    graph = SparseGraph.from_edges(nodes, [(nodes[0], nodes[5], 1.0), (nodes[1], nodes[5], 1.0),
+                                           (nodes[2], nodes[3], 1.0)], hubs_first=True)
+    entity_nodes = np.array([graph.index[n] for n in sorted(nodes) if n.startswith("e\x1f")])
+    entities = EntityGraph(versions=(), graph=graph, chunk_nodes=np.array([graph.index["c\x1fchunk"]]),
+                           chunk_ids=["chunk"], chunk_index={"chunk": 0}, mentions={}, entity_nodes=entity_nodes)
+    walk = np.zeros(graph.size)
+    for key, mass in (("a", 0.2), ("b", 0.3), ("c", 0.2), ("d", 0.0), ("e", 0.2)):
+        walk[graph.index[f"e\x1fkb\x1f{key}"]] = mass
+    assert list(top_entities(entities, walk, 3)) == [("kb", "b"), ("kb", "a"), ("kb", "c")]
+    assert list(top_entities(entities, walk, 10)) == [("kb", "b"), ("kb", "a"), ("kb", "c"), ("kb", "e")]
+    assert top_entities(entities, np.zeros(graph.size), 3) == {}
+
+
+def test_largest_equals_a_full_partition() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(600):
+        n, limit = int(rng.integers(0, 20_000)), int(rng.integers(1, 60))
+        if trial % 3 == 0:  # many ties and zeros
+            values = rng.choice([0.0, 0.25, 0.5, 1.0], n)
+        else:
+            values = rng.random(n) ** 6 * (rng.random(n) > 0.3)
+        values = values.astype(np.float32 if trial % 2 else np.float64)
+        held = values > 0
+        if len(values) > limit:
+            held &= values >= np.partition(values, len(values) - limit)[len(values) - limit]
+        assert np.array_equal(np.sort(largest(values, limit)), np.flatnonzero(held))
+    assert len(largest(np.ones(10), 0)) == 0
