@@ -156,7 +156,9 @@ def tokenize(text: str) -> list[str]:
     for match in _WORD.finditer(text):
         piece = match.group()
         if _CJK_RUN.fullmatch(piece):
-            tokens.extend(tok for tok in _cut_cjk(piece) if not tok.isspace())
+            # the CJK ranges hold unassigned code points too (U+FADA...), which are no letters:
+            # keep only the word characters of what jieba returns
+            tokens.extend(word for tok in _cut_cjk(piece) for word in _PLAIN_WORD.findall(tok))
         else:
             tokens.append(_stem(piece))
     return tokens

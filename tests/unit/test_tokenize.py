@@ -121,6 +121,11 @@ def test_book_tokens_are_safe() -> None:
     assert "scrooge" in tokens and "marley" in tokens
 
 
+def test_unassigned_code_points_in_cjk_ranges_are_no_tokens() -> None:
+    # U+FADA lies in the CJK compatibility block but is unassigned: not a letter, so no token
+    assert tokenize("a\ufadab \ufada 豈") == ["a", "b", "豈"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=200))
 def test_tokens_never_hold_whitespace_or_fts_syntax(text: str) -> None:
