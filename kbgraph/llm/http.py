@@ -108,6 +108,14 @@ def build_transport_class(httpx: ModuleType) -> type:
     """The transport class, built against the SDK's httpx module (so its exception and stream
     types are the ones the SDK catches)."""
 
+    def as_httpx_error(exc: BaseException, doing: str) -> Exception:
+        """The httpx exception the SDK turns into its own timeout or connection error."""
+        if isinstance(exc, TimeoutError):
+            return httpx.ReadTimeout(f"{doing}: {exc}")
+        if isinstance(exc, http.client.HTTPException):
+            return httpx.RemoteProtocolError(f"{doing}: {exc!r}")
+        return httpx.ReadError(f"{doing}: {exc}")
+
     class ResponseBody(httpx.SyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, response: http.client.HTTPResponse, conn: http.client.HTTPConnection,
                      release: Any) -> None:
@@ -119,12 +127,8 @@ def build_transport_class(httpx: ModuleType) -> type:
                 _ack_promptly(self._conn.sock)
                 try:
                     piece = self._response.read1(_READ_SIZE)
-                except TimeoutError as exc:
-                    raise httpx.ReadTimeout(f"reading the response: {exc}") from exc
-                except http.client.HTTPException as exc:
-                    raise httpx.RemoteProtocolError(f"reading the response: {exc!r}") from exc
-                except OSError as exc:
-                    raise httpx.ReadError(f"reading the response: {exc}") from exc
+                except (OSError, http.client.HTTPException) as exc:
+                    raise as_httpx_error(exc, "reading the response") from exc
                 if not piece:
                     self._finished = True
                     break
@@ -213,12 +217,8 @@ def build_transport_class(httpx: ModuleType) -> type:
                 return conn.getresponse()
             except _STALE_ERRORS:
                 raise
-            except TimeoutError as exc:
-                raise httpx.ReadTimeout(f"waiting for the response: {exc}") from exc
-            except http.client.HTTPException as exc:
-                raise httpx.RemoteProtocolError(f"reading the response: {exc!r}") from exc
-            except OSError as exc:
-                raise httpx.ReadError(f"talking to the server: {exc}") from exc
+            except (OSError, http.client.HTTPException) as exc:
+                raise as_httpx_error(exc, "waiting for the response") from exc
 
         def close(self) -> None:
             self._pool.close()
