@@ -1,5 +1,10 @@
 """One description from many fragments: joined while short, summarized by the LLM when long.
 
+A description's size is the sum of its fragments' token counts plus one per line break between
+them. Counting fragment by fragment (each count cached) rather than tokenizing the joined text
+keeps the check cheap for a frequent entity, whose fragments are the same every merge but one;
+the sum is never below the joined text's count by more than the line breaks.
+
 The summary is asked for with the fragments in a fixed order, so the LLM cache key is a function
 of the set of fragments: the same set is never paid for twice, and deleting a document that
 contributed a fragment yields a new set and a new summary (its text is gone from the graph).
@@ -39,9 +44,8 @@ class Describer:
             ready = self._ready.pop((kind, name, tuple(fragments)), None)
             if ready is not None:
                 return ready
-        joined = "\n".join(fragments)
-        if self._fits(joined):
-            return joined
+        if self._fits(fragments):
+            return "\n".join(fragments)
         return self._summary_or_fragments(kind, name, fragments)
 
     def prefetch(self, wanted: Sequence[tuple[str, str, Sequence[str]]]) -> None:
@@ -49,18 +53,19 @@ class Describer:
         time; calls for them then answer at once. A merge derives its rows one after another, and
         with a model that takes seconds per answer, its summaries are what the merge waits for."""
         todo = list(dict.fromkeys((kind, name, tuple(fragments)) for kind, name, fragments in wanted
-                                  if not self._fits("\n".join(fragments))))
+                                  if not self._fits(fragments)))
         if self.chat is None or len(todo) < 2 or self.concurrency == 1:
             return
         with ThreadPoolExecutor(max_workers=min(self.concurrency, len(todo))) as pool:
             for item, text in zip(todo, pool.map(lambda item: self._summary_or_fragments(*item), todo)):
                 self._ready[item] = text
 
-    def _fits(self, joined: str) -> bool:
-        # a token is at least one byte, so a text of no more bytes than the budget fits without
-        # being tokenized
-        return (len(joined) <= self.max_tokens // 4 or len(joined.encode("utf-8")) <= self.max_tokens
-                or count_tokens(joined) <= self.max_tokens)
+    def _fits(self, fragments: Sequence[str]) -> bool:
+        # a token is at least one byte: fragments of no more bytes than the budget fit uncounted
+        chars = sum(len(f) for f in fragments) + len(fragments) - 1
+        if chars <= self.max_tokens // 4:
+            return True
+        return sum(_fragment_tokens(f) for f in fragments) + len(fragments) - 1 <= self.max_tokens
 
     def _summary_or_fragments(self, kind: str, name: str, fragments: Sequence[str]) -> str:
         if self.chat is not None:
@@ -83,7 +88,7 @@ class Describer:
         kept: list[str] = []
         used = 0
         for fragment in fragments:
-            cost = _fragment_tokens(fragment)
+            cost = _fragment_tokens(fragment) + (1 if kept else 0)  # the line break before it
             if kept and used + cost > self.max_tokens:
                 break
             kept.append(fragment)

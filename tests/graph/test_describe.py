@@ -60,3 +60,16 @@ def test_prefetch_without_concurrency_asks_nothing_ahead(scripted_llm: ScriptedL
     describe = Describer(build_chat(scripted_llm.settings(settings), cache=False), max_tokens=40)
     describe.prefetch(inputs())
     assert scripted_llm.counts["chat"] == 0
+
+
+def test_budget_is_fragment_tokens_plus_line_breaks_without_a_model() -> None:
+    from kbgraph.parse.chunker import count_tokens
+
+    fragments = [f"Fragment {i} tells one more thing about the lighthouse keeper and the storm." for i in range(6)]
+    cost = [count_tokens(f) for f in fragments]
+    exactly_three = sum(cost[:3]) + 2  # three fragments and the two line breaks between them
+    describe = Describer(None, max_tokens=exactly_three)
+    assert describe("entity", "Keeper", fragments[:3]) == "\n".join(fragments[:3])
+    # without a model, a description over the budget keeps the first fragments that fit, in order
+    assert describe("entity", "Keeper", fragments) == "\n".join(fragments[:3])
+    assert Describer(None, max_tokens=exactly_three - 1)("entity", "Keeper", fragments) == "\n".join(fragments[:2])
