@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from kbgraph.store.base import (
     Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery, fuse,
@@ -130,7 +131,7 @@ def _kv_values(name: str, value: Any) -> set[Any]:
 def _body_kv_values(body: str, name: str) -> str:
     """The values a field's kv rows would hold, as a JSON array, from a document body: how filters,
     orderings and aggregations read a field kept in the body only (SQL function kb_kv_values)."""
-    value = json.loads(body).get(name)
+    value = _loads(body).get(name)
     return json.dumps(list(_kv_values(name, value)) if value is not None else [])
 
 
@@ -168,9 +169,38 @@ def _same(a: Any, b: Any) -> bool:
 
 def _dumps(body: Doc) -> str:
     try:
-        return json.dumps(body, ensure_ascii=False, allow_nan=False)
+        _refuse_non_finite(body)
+        try:
+            return orjson.dumps(body).decode("utf-8")
+        except orjson.JSONEncodeError:
+            # integers past 64 bits: orjson neither writes them nor reads them back exactly; the
+            # leading space (still JSON) tells _loads to read this body with the stdlib
+            return " " + json.dumps(body, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise StoreError(f"document {body.get('id')!r} is not plain JSON: {exc}") from None
+
+
+def _loads(text: str) -> Doc:
+    return json.loads(text) if text[:1] == " " else orjson.loads(text)
+
+
+def _refuse_non_finite(value: Any) -> None:
+    # orjson writes NaN and infinities as null; a stored document must not change that silently
+    kind = type(value)
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a JSON number")
+    elif kind is dict:
+        for item in value.values():
+            if type(item) not in _SCALARS:
+                _refuse_non_finite(item)
+    elif kind is list:
+        for item in value:
+            if type(item) not in _SCALARS:
+                _refuse_non_finite(item)
+
+
+_SCALARS = frozenset({str, int, bool, type(None)})
 
 
 def _path(name: str) -> str:
@@ -726,7 +756,7 @@ class SQLiteStore(DocStore):
                         inserts.append((rowid, doc_id, kb_id, body.get(_KG), text))
                         old: Doc = {}
                     else:
-                        rowid, touched_kb, old = old_row[0], old_row[2], json.loads(old_row[4])
+                        rowid, touched_kb, old = old_row[0], old_row[2], _loads(old_row[4])
                         touched.add(touched_kb)
                         updates.append((rowid, touched_kb, old_row[3], kb_id, body.get(_KG), text))
                     self._index_fields(conn, batch, rowid, old, body, set(old) | set(body))
@@ -748,7 +778,7 @@ class SQLiteStore(DocStore):
         updates: list[tuple[Any, ...]] = []
         kinds: list[tuple[Any, ...]] = []
         for (rowid, text), change in zip(rows, changes):
-            old = json.loads(text)
+            old = _loads(text)
             vectors: dict[str, bytes | None] = {}
             new = dict(old)
             for name, value in change.items():
@@ -817,7 +847,7 @@ class SQLiteStore(DocStore):
             rows = conn.execute(f"SELECT d.rowid, d.body FROM {tag}_docs d WHERE {sql}", params).fetchall()
             batch = _IndexWrites(tag)
             for rowid, text in rows:
-                old = json.loads(text)
+                old = _loads(text)
                 self._index_fields(conn, batch, rowid, old, {}, {n for n in old if _is_text(n)})
             batch.flush(conn)
             ids = [(r[0],) for r in rows]
@@ -945,7 +975,7 @@ class SQLiteStore(DocStore):
         rows = conn.execute(f"SELECT rowid, body FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
                             (json.dumps(list(rowids)),)).fetchall()
         vecs = self._vectors_of(conn, tag, [r[0] for r in rows], fields or [])
-        return {r[0]: _project(json.loads(r[1]), fields, vecs.get(r[0], {})) for r in rows}
+        return {r[0]: _project(_loads(r[1]), fields, vecs.get(r[0], {})) for r in rows}
 
     def get(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str],
             fields: Sequence[str] | None = None) -> list[Doc]:
