@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kbgraph.config import Settings
-from kbgraph.graph.derive import AliasMap, DeriveResult, load_aliases, recompute, touched_keys, pairs_touching
+from kbgraph.graph.derive import (
+    MENTION_FORMAT, AliasMap, DeriveResult, load_aliases, pairs_touching, recompute, touched_keys, upgrade_mentions,
+)
 from kbgraph.graph.describe import Describer
 from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
@@ -245,6 +247,16 @@ def _bump_version(ctx: KBContext, change: DeriveResult) -> GraphMeta:
     return meta
 
 
+def _ensure_mention_format(ctx: KBContext) -> None:
+    """Upgrade mentions an earlier kbgraph stored, once per KB, before anything derives from them."""
+    meta = load_graph_meta(ctx)
+    if meta.mention_format >= MENTION_FORMAT:
+        return
+    upgrade_mentions(ctx.store, ctx.tenant, ctx.kb_id)
+    meta.mention_format = MENTION_FORMAT
+    save_graph_meta(ctx, meta)
+
+
 def _rows_citing(ctx: KBContext, doc_id: str) -> tuple[set[str], set[tuple[str, str]]]:
     """Keys of derived rows that cite the document (they may come from mentions since replaced)."""
     keys = {d["entity_key_kwd"] for d in ctx.store.scan(
@@ -267,6 +279,7 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 
 def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
+    _ensure_mention_format(ctx)
     keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
@@ -278,6 +291,7 @@ def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
 def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     """Remove a document's chunks and mentions and re-derive exactly the rows it touched."""
     with ctx.store.batch():  # all of it or nothing
+        _ensure_mention_format(ctx)
         keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
         cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id)])
@@ -418,6 +432,7 @@ def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
     keys = {m for k in keys for m in after.members(k) | before.members(k)}
     if not keys:
         return DeriveResult()
+    _ensure_mention_format(ctx)
     pairs = pairs_touching(ctx.store, ctx.tenant, ctx.kb_id, keys)
     raw_pairs = {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", sorted(keys))],

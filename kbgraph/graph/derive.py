@@ -19,7 +19,7 @@ from functools import cached_property, lru_cache
 
 from kbgraph.graph.describe import Describer
 from kbgraph.parse.tokenize import token_string
-from kbgraph.store.base import Condition, DocStore, any_of, eq
+from kbgraph.store.base import Condition, DocStore, any_of, eq, missing
 from kbgraph.store.records import (
     Entity, EntityMention, Relation, RelationMention, ResolutionDecision, entity_id, relation_id,
 )
@@ -31,7 +31,6 @@ EmbedTexts = Callable[[Sequence[str]], list[list[float]]]
 
 UNTYPED = {"", "unknown", "other"}
 _BATCH = 500
-_TARGETS_MAX = 20 * _BATCH
 
 
 @dataclass
@@ -207,21 +206,34 @@ def _relation_mentions(store: DocStore, tenant: str, kb_id: str, pairs: Iterable
                        aliases: AliasMap) -> dict[tuple[str, str], list[RelationMention]]:
     """Mentions grouped by canonical pair, for the given canonical pairs (aliases included)."""
     wanted = set(pairs)
+    # a canonical pair's mentions are stored under the raw pairs of its endpoints' alias groups
+    raw_ids = sorted({relation_id(kb_id, a, b) for s, t in wanted
+                      for a in aliases.members(s) for b in aliases.members(t)})
     found: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
-    # a mention is stored under its sorted raw keys: look up the mentions whose both keys are
-    # members of endpoints, then keep those whose canonical pair is wanted (asking for the first key
-    # alone would read every mention of a frequent entity to keep a few)
-    members = sorted({m for pair in wanted for key in pair for m in aliases.members(key)})
-    # (past some thousands of keys, a list of them all is too long a filter; the batches alone then)
-    targets = [any_of("tgt_key_kwd", members)] if len(members) <= _TARGETS_MAX else []
-    for batch in _batches(members):
-        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("src_key_kwd", batch), *targets]
+    for batch in _batches(raw_ids):
+        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("relation_id_kwd", batch)]
         for doc in store.scan(tenant, [kb_id], where):
             mention = RelationMention.from_doc(doc)
             pair = aliases.pair(mention.src_key, mention.tgt_key)
             if pair in wanted:
                 found[pair].append(mention)
     return found
+
+
+# The format of stored mentions this code writes and reads (GraphMeta.mention_format).
+MENTION_FORMAT = 2
+
+
+def upgrade_mentions(store: DocStore, tenant: str, kb_id: str) -> int:
+    """Bring mentions written by an earlier format up to MENTION_FORMAT; returns how many changed.
+    Format 2: relation mentions name their relation row (relation_id_kwd)."""
+    where = [eq("knowledge_graph_kwd", RelationMention.KIND), missing("relation_id_kwd")]
+    changes: dict[str, dict] = {}
+    for doc in store.scan(tenant, [kb_id], where, fields=["id", "src_key_kwd", "tgt_key_kwd"]):
+        changes[doc["id"]] = {"relation_id_kwd": relation_id(kb_id, doc["src_key_kwd"], doc["tgt_key_kwd"])}
+    for batch in _batches(list(changes)):
+        store.patch(tenant, kb_id, {i: changes[i] for i in batch})
+    return len(changes)
 
 
 def _existing(store: DocStore, tenant: str, kb_id: str, ids: Sequence[str],

@@ -177,6 +177,9 @@ class RelationMention:
         return {
             "id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "doc_id": self.doc_id,
             "chunk_id_kwd": self.chunk_id, "src_key_kwd": self.src_key, "tgt_key_kwd": self.tgt_key,
+            # the relation row it derives: how a merge finds a pair's mentions without reading every
+            # mention of a frequent endpoint
+            "relation_id_kwd": relation_id(self.kb_id, self.src_key, self.tgt_key),
             "content_with_weight": self.description, "keywords_kwd": list(self.keywords),
             "weight_flt": self.weight, "available_int": 0,
         }
@@ -362,6 +365,9 @@ class GraphMeta:
     # phase name -> graph version it was computed at (-1: never)
     phase_versions: dict[str, int] = field(default_factory=dict)
     phase_status: dict[str, str] = field(default_factory=dict)
+    # the format of the KB's stored mentions (MENTION_FORMAT once kbgraph.graph.derive.upgrade_mentions
+    # has run); 1: written before relation mentions named their relation row
+    mention_format: int = 1
 
     @property
     def id(self) -> str:
@@ -374,7 +380,7 @@ class GraphMeta:
         return {
             "id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "version_int": self.version,
             "entity_count_int": self.entity_count, "relation_count_int": self.relation_count,
-            "report_count_int": self.report_count,
+            "report_count_int": self.report_count, "mention_format_int": self.mention_format,
             "phases_with_weight": {p: {"version": self.phase_versions.get(p, -1),
                                        "status": self.phase_status.get(p, "never")} for p in PHASES},
             "available_int": 0,
@@ -386,7 +392,7 @@ class GraphMeta:
         return cls(
             kb_id=doc["kb_id"], version=int(doc.get("version_int", 0)),
             entity_count=int(doc.get("entity_count_int", 0)), relation_count=int(doc.get("relation_count_int", 0)),
-            report_count=int(doc.get("report_count_int", 0)),
+            report_count=int(doc.get("report_count_int", 0)), mention_format=int(doc.get("mention_format_int", 1)),
             phase_versions={p: int(v.get("version", -1)) for p, v in phases.items()},
             phase_status={p: str(v.get("status", "never")) for p, v in phases.items()},
         )

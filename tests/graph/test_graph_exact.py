@@ -20,7 +20,7 @@ from kbgraph.parse.readers import ParsedDocument
 from kbgraph.pipeline import (
     KBContext, delete_document, extract_document, load_graph_meta, merge_document, parse_document,
 )
-from kbgraph.store.base import eq
+from kbgraph.store.base import eq, missing
 from kbgraph.store import DocStore, open_store
 from conftest import store_overrides
 
@@ -147,3 +147,27 @@ def test_pairs_of_documents_commute(store: DocStore, tmp_path: Path) -> None:
             _add(ctx, name)
         graphs.append(_comparable(ctx))
     assert graphs[0] == graphs[1] == graphs[2]
+
+
+def test_mentions_stored_by_an_earlier_format_are_upgraded_before_a_merge(store: DocStore, tmp_path: Path) -> None:
+    """Relation mentions written before they named their relation row are found all the same: the
+    first merge upgrades them once, and the graph still equals a rebuild."""
+    tenant = f"t{uuid.uuid4().hex[:8]}"
+    store.ensure_index(tenant)
+    ctx = _context(store, tenant, "kb", tmp_path)
+    for name in ("doc0", "doc1", "doc2"):
+        _add(ctx, name)
+    old = [{k: v for k, v in d.items() if k != "relation_id_kwd"}
+           for d in store.scan(tenant, ["kb"], [eq("knowledge_graph_kwd", "relation_mention")])]
+    store.upsert(tenant, "kb", old)  # an upsert replaces the whole row: format 1
+    meta = load_graph_meta(ctx)
+    meta.mention_format = 1
+    store.upsert(tenant, "kb", [meta.to_doc()])
+
+    _add(ctx, "doc3")  # shares pairs with the earlier documents
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+    assert load_graph_meta(ctx).mention_format == 2
+    assert store.count(tenant, ["kb"], [eq("knowledge_graph_kwd", "relation_mention"), missing("relation_id_kwd")]) == 0
+    delete_document(ctx, "doc1")
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+    store.drop_index(tenant)
