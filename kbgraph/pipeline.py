@@ -16,7 +16,8 @@ import numpy as np
 
 from kbgraph.config import Settings
 from kbgraph.graph.derive import (
-    MENTION_FORMAT, AliasMap, DeriveResult, load_aliases, pairs_touching, recompute, touched_keys, upgrade_mentions,
+    MENTION_FORMAT, AliasMap, DeriveResult, document_entity_mentions, load_aliases, pairs_touching, recompute,
+    touched_keys, touched_pairs, upgrade_mentions,
 )
 from kbgraph.graph.describe import Describer
 from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
@@ -280,10 +281,12 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
     _ensure_mention_format(ctx)
-    keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
+    added = document_entity_mentions(ctx.store, ctx.tenant, ctx.kb_id, doc_id)
+    pairs = touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                       ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, set(added) | cited_keys, pairs | cited_pairs,
+                       ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name,
+                       added=added)
     _bump_version(ctx, change)
     return change
 

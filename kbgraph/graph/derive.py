@@ -2,9 +2,14 @@
 
 Mentions are the source of truth. For a set of touched keys this module reads every remaining
 mention of those keys, derives the rows from them alone, writes the rows, and removes rows with
-no mention left. Derivation depends only on the set of mentions (every choice is order-free or
-made on a sorted order), so the graph after any sequence of adds and deletes equals a rebuild
-from the remaining mentions; ``kbgraph.graph.invariants`` checks exactly that.
+no mention left. When a merge adds one document's mentions to an entity row that does not cite the
+document yet, the row's stored state (counts, and where the fragments its description shows first
+occur) stands in for the older mentions, so a frequent entity costs the same to merge as a rare one;
+the result is the same row, which tests/graph/test_extend_entity.py checks.
+
+Derivation depends only on the set of mentions (every choice is order-free or made on a sorted
+order), so the graph after any sequence of adds and deletes equals a rebuild from the remaining
+mentions; ``kbgraph.graph.invariants`` checks exactly that.
 
 Phase products stored on entity rows (PageRank, community ids) are carried over from the
 existing row: the KB phases own them and are marked stale whenever the graph changes.
@@ -16,6 +21,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import Any
 
 from kbgraph.graph.describe import Describer
 from kbgraph.parse.tokenize import token_string
@@ -90,9 +96,9 @@ def _mention_order(doc_id: str, chunk_id: str) -> tuple[str, str]:
     return (doc_id, chunk_id)
 
 
-def _most_frequent(values: Iterable[str], *, avoid: set[str] = frozenset()) -> str:
-    counts = Counter(v for v in values if v)
-    preferred = {v: c for v, c in counts.items() if v.lower() not in avoid} or dict(counts)
+def _most_common(counts: Mapping[str, int], *, avoid: set[str] = frozenset()) -> str:
+    counts = {v: c for v, c in counts.items() if v and c > 0}
+    preferred = {v: c for v, c in counts.items() if v.lower() not in avoid} or counts
     if not preferred:
         return ""
     # highest count wins; ties go to the lexicographically smallest, so order never matters
@@ -131,12 +137,6 @@ def relation_text(relation: Relation) -> str:
     return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:EMBED_CHARS]
 
 
-def _entity_description_input(key: str, ordered: Sequence[EntityMention]) -> tuple[str, str, list[str]]:
-    """What an entity's description is made from: (kind, display name, fragments), mentions in order."""
-    name = _most_frequent(m.name for m in ordered) or key
-    return "entity", name, unique_fragments(m.description for m in ordered)
-
-
 def _relation_description_input(src: str, tgt: str, ordered: Sequence[RelationMention],
                                 names: Mapping[str, str]) -> tuple[str, str, list[str]]:
     return ("relation", f"{names.get(src, src)} -- {names.get(tgt, tgt)}",
@@ -153,19 +153,140 @@ def _prefetch_summaries(describe: Describe, inputs: Iterable[tuple[str, str, lis
         describe.prefetch(list(inputs))
 
 
+Order = tuple[str, str]  # where a fragment first occurs: (doc_id, chunk_id)
+
+
+@dataclass
+class EntityFacts:
+    """What an entity row is derived from: counts and sets over its mentions, and its unique
+    description fragments (trimmed) in mention order, each with where it first occurs."""
+
+    names: Counter[str]
+    types: Counter[str]
+    fragments: list[tuple[Order, str]]
+    doc_ids: set[str]
+    chunk_ids: set[str]
+    mention_count: int
+    # a row's state keeps only the fragments its description shows; this is where the first one
+    # past them occurs, None when there is none
+    beyond: Order | None = None
+
+
+def entity_facts(mentions: Sequence[EntityMention]) -> EntityFacts:
+    fragments: list[tuple[Order, str]] = []
+    seen: set[str] = set()
+    for m in _in_order(mentions):
+        text = _squeezed(m.description)
+        if text and text not in seen:
+            seen.add(text)
+            fragments.append((_mention_order(m.doc_id, m.chunk_id), text))
+    return EntityFacts(names=Counter(m.name for m in mentions), types=Counter(m.type for m in mentions),
+                       fragments=fragments, doc_ids={m.doc_id for m in mentions},
+                       chunk_ids={m.chunk_id for m in mentions}, mention_count=len(mentions))
+
+
+def _description_input(key: str, facts: EntityFacts) -> tuple[str, str, list[str]]:
+    """What an entity's description is made from: (kind, display name, fragments)."""
+    return "entity", _most_common(facts.names) or key, [text for _, text in facts.fragments]
+
+
+def _entity_from_facts(kb_id: str, key: str, facts: EntityFacts, describe: Describe,
+                       tokens: Callable[[str], str]) -> Entity:
+    kind, name, fragments = _description_input(key, facts)
+    aliases = sorted(n for n in facts.names if n and n != name)
+    description = describe(kind, name, fragments)
+    doc_ids, chunk_ids = sorted(facts.doc_ids), sorted(facts.chunk_ids)
+    return Entity(
+        kb_id=kb_id, key=key, name=name, type=_most_common(facts.types, avoid=UNTYPED) or "unknown",
+        description=description, name_tokens=token_string(" ".join([name, *aliases])),
+        description_tokens=tokens(description), aliases=aliases, doc_ids=doc_ids, chunk_ids=chunk_ids,
+        mention_count=facts.mention_count, derivation=_derivation_state(facts, description, doc_ids, chunk_ids),
+    )
+
+
+def _derivation_state(facts: EntityFacts, description: str, doc_ids: list[str],
+                      chunk_ids: list[str]) -> dict | None:
+    """The state extended_facts needs, when the description is its first fragments joined (not an
+    LLM summary): the counts, where each shown fragment first occurs (as positions in the row's
+    doc and chunk ids) and the first fragment past them."""
+    shown = description.count("\n") + 1 if description else 0
+    texts = [text for _, text in facts.fragments[:shown]]
+    if len(texts) < shown or "\n".join(texts) != description:
+        return None
+    doc_at = {d: i for i, d in enumerate(doc_ids)}
+    chunk_at = {c: i for i, c in enumerate(chunk_ids)}
+    beyond = facts.fragments[shown][0] if shown < len(facts.fragments) else facts.beyond
+    return {"names": dict(facts.names), "types": dict(facts.types),
+            "order": [[doc_at[doc], chunk_at[chunk]] for (doc, chunk), _ in facts.fragments[:shown]],
+            "next": list(beyond) if beyond else None}
+
+
+def _facts_from_row(row: Mapping[str, Any]) -> EntityFacts | None:
+    state = row.get("derivation_with_weight")
+    if not isinstance(state, dict):
+        return None  # written before rows kept a state, or its description is a summary
+    doc_ids, chunk_ids = list(row.get("doc_ids_kwd") or []), list(row.get("chunk_ids_kwd") or [])
+    description = row.get("content_with_weight") or ""
+    try:
+        texts = description.split("\n") if state["order"] else []
+        if len(texts) != len(state["order"]):
+            return None
+        beyond = state.get("next")
+        return EntityFacts(
+            names=Counter(state["names"]), types=Counter(state["types"]),
+            fragments=[((doc_ids[d], chunk_ids[c]), text) for (d, c), text in zip(state["order"], texts)],
+            doc_ids=set(doc_ids), chunk_ids=set(chunk_ids), mention_count=int(row.get("mention_count_int", 0)),
+            beyond=(beyond[0], beyond[1]) if beyond else None)
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None  # a state that does not fit its row: derive the row from its mentions instead
+
+
+def _add_mentions(facts: EntityFacts, added: Sequence[EntityMention]) -> None:
+    """Fold one new document's mentions into facts read from a row."""
+    first: dict[str, Order] = {text: order for order, text in facts.fragments}
+    for m in _in_order(added):
+        text, order = _squeezed(m.description), _mention_order(m.doc_id, m.chunk_id)
+        if not text:
+            continue
+        if facts.beyond is not None and order > facts.beyond:
+            # the description stops at or before that first fragment it could not take: even with
+            # new fragments before it (which only take room), it cannot reach one that sorts after
+            continue
+        if text not in first or order < first[text]:
+            first[text] = order
+    facts.fragments = sorted((order, text) for text, order in first.items())
+    facts.names.update(m.name for m in added)
+    facts.types.update(m.type for m in added)
+    facts.doc_ids.update(m.doc_id for m in added)
+    facts.chunk_ids.update(m.chunk_id for m in added)
+    facts.mention_count += len(added)
+
+
+def _truncates(describe: Describe) -> bool:
+    """Whether a description too long for the budget is its first fragments (no LLM summary)."""
+    return isinstance(describe, Describer) and describe.chat is None
+
+
 def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe,
                   tokens: Callable[[str], str] = token_string) -> Entity:
-    ordered = _in_order(mentions)
-    kind, name, fragments = _entity_description_input(key, ordered)
-    aliases = sorted({m.name for m in ordered if m.name and m.name != name})
-    description = describe(kind, name, fragments)
-    return Entity(
-        kb_id=kb_id, key=key, name=name, type=_most_frequent((m.type for m in ordered), avoid=UNTYPED) or "unknown",
-        description=description, name_tokens=token_string(" ".join([name, *aliases])),
-        description_tokens=tokens(description), aliases=aliases,
-        doc_ids=sorted({m.doc_id for m in ordered}), chunk_ids=sorted({m.chunk_id for m in ordered}),
-        mention_count=len(ordered),
-    )
+    return _entity_from_facts(kb_id, key, entity_facts(mentions), describe, tokens)
+
+
+def extended_facts(row: Mapping[str, Any], added: Sequence[EntityMention], describe: Describe) -> EntityFacts | None:
+    """The facts of a stored entity row with one new document's mentions added, equal to those of
+    all its mentions, without reading the earlier ones; None where the row cannot tell them.
+
+    The row must not cite the document yet. A description that is an LLM summary depends on every
+    fragment, so only rows whose description is their first fragments joined can be extended, and
+    while fragments lie past those, only with a describer that truncates (a summary would need them).
+    """
+    facts = _facts_from_row(row)
+    if facts is None or any(m.doc_id in facts.doc_ids for m in added):
+        return None
+    if facts.beyond is not None and not _truncates(describe):
+        return None
+    _add_mentions(facts, added)
+    return facts
 
 
 def derive_relation(kb_id: str, src: str, tgt: str, mentions: Sequence[RelationMention],
@@ -292,13 +413,34 @@ def _changed_rows(rows: list, previous: Mapping[str, dict], text_of: Callable[[o
     return [row for row in rows if previous.get(row.id) != row.to_doc()]
 
 
+def _gather_facts(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str], previous: Mapping[str, dict],
+                  added: Mapping[str, Sequence[EntityMention]], aliases: AliasMap,
+                  describe: Describe) -> dict[str, EntityFacts]:
+    """Facts per key that has mentions: extended from the stored row where one document's mentions
+    are all that is new (a frequent entity's older mentions are not read again), else from all."""
+    facts: dict[str, EntityFacts] = {}
+    for key in keys:
+        row = previous.get(entity_id(kb_id, key))
+        if key in added and row is not None and aliases.members(key) == {key}:
+            extended = extended_facts(row, added[key], describe)
+            if extended is not None:
+                facts[key] = extended
+    rest = [key for key in keys if key not in facts]
+    for key, mentions in _entity_mentions(store, tenant, kb_id, rest, aliases).items():
+        facts[key] = entity_facts(mentions)
+    return facts
+
+
 def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[str],
               relation_pairs: Iterable[tuple[str, str]], describe: Describe,
               embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES,
-              vector_name: str | None = None) -> DeriveResult:
+              vector_name: str | None = None,
+              added: Mapping[str, Sequence[EntityMention]] | None = None) -> DeriveResult:
     """Re-derive the rows of the given keys from their remaining mentions; write or remove them.
 
     Keys may be raw or aliased: an alias's own row is removed and its canonical key re-derived.
+    ``added``: when the only change is one document's new mentions, those mentions by entity key
+    (every one of the document's), so rows that do not cite the document yet can be extended.
     """
     result = DeriveResult()
     raw_keys = set(entity_keys)
@@ -307,16 +449,15 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     pairs = {aliases.pair(*p) for p in raw_pairs}
     pairs = sorted(p for p in pairs if p[0] != p[1])
 
-    mentions = _entity_mentions(store, tenant, kb_id, keys, aliases)
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
     tokens = _stored_tokens(previous)
-    _prefetch_summaries(describe, (_entity_description_input(key, _in_order(mentions[key]))
-                                   for key in keys if key in mentions))
+    facts = _gather_facts(store, tenant, kb_id, keys, previous, added or {}, aliases, describe)
+    _prefetch_summaries(describe, (_description_input(key, facts[key]) for key in keys if key in facts))
     entities: list[Entity] = []
     for key in keys:
-        if key not in mentions:
+        if key not in facts:
             continue
-        entity = derive_entity(kb_id, key, mentions[key], describe, tokens)
+        entity = _entity_from_facts(kb_id, key, facts[key], describe, tokens)
         old = previous.get(entity.id)
         if old is not None:
             entity.pagerank = float(old.get("pagerank_flt", 0.0))
@@ -327,7 +468,7 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     changed = _changed_rows(entities, previous, entity_text, Entity.from_doc, embed)
     if changed:
         store.upsert(tenant, kb_id, [e.to_doc() for e in changed], refresh=False)
-    gone = _stored_ids(store, tenant, kb_id, {entity_id(kb_id, k) for k in keys if k not in mentions}
+    gone = _stored_ids(store, tenant, kb_id, {entity_id(kb_id, k) for k in keys if k not in facts}
                        | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
     if gone:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone)], refresh=False)
@@ -377,15 +518,24 @@ def _display_names(store: DocStore, tenant: str, kb_id: str, keys: set[str],
     return names
 
 
+def document_entity_mentions(store: DocStore, tenant: str, kb_id: str, doc_id: str) -> dict[str, list[EntityMention]]:
+    """A document's entity mentions by key."""
+    found: dict[str, list[EntityMention]] = defaultdict(list)
+    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND), eq("doc_id", doc_id)]):
+        mention = EntityMention.from_doc(doc)
+        found[mention.key].append(mention)
+    return dict(found)
+
+
 def touched_keys(store: DocStore, tenant: str, kb_id: str,
                  where: Sequence[Condition]) -> tuple[set[str], set[tuple[str, str]]]:
     """The entity keys and relation pairs of the mentions matching ``where`` (e.g. one document's)."""
-    keys: set[str] = set()
-    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND), *where],
-                          fields=["entity_key_kwd"]):
-        keys.add(doc["entity_key_kwd"])
-    pairs: set[tuple[str, str]] = set()
-    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), *where],
-                          fields=["src_key_kwd", "tgt_key_kwd"]):
-        pairs.add((doc["src_key_kwd"], doc["tgt_key_kwd"]))
-    return keys, pairs
+    keys = {doc["entity_key_kwd"] for doc in store.scan(
+        tenant, [kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND), *where], fields=["entity_key_kwd"])}
+    return keys, touched_pairs(store, tenant, kb_id, where)
+
+
+def touched_pairs(store: DocStore, tenant: str, kb_id: str, where: Sequence[Condition]) -> set[tuple[str, str]]:
+    """The relation pairs of the mentions matching ``where``."""
+    return {(doc["src_key_kwd"], doc["tgt_key_kwd"]) for doc in store.scan(
+        tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), *where], fields=["src_key_kwd", "tgt_key_kwd"])}

@@ -213,6 +213,9 @@ class Entity:
     pagerank: float = 0.0
     community_ids: list[str] = field(default_factory=list)
     vector: list[float] | None = None
+    # what a later merge needs to extend this row with a new document's mentions without reading
+    # the older ones again (kbgraph.graph.derive.extend_entity); None when it cannot
+    derivation: dict[str, Any] | None = None
 
     @property
     def id(self) -> str:
@@ -229,6 +232,8 @@ class Entity:
             # 0 until the KB's embedding pass gives the row a vector (kbgraph.pipeline.embed_pending)
             "embedded_int": int(self.vector is not None),
         }
+        if self.derivation is not None:
+            doc["derivation_with_weight"] = self.derivation
         _put_vector(doc, self.vector)
         return doc
 
@@ -241,7 +246,7 @@ class Entity:
             aliases=list(doc.get("aliases_kwd") or []), doc_ids=list(doc.get("doc_ids_kwd") or []),
             chunk_ids=list(doc.get("chunk_ids_kwd") or []), mention_count=int(doc.get("mention_count_int", 0)),
             pagerank=float(doc.get("pagerank_flt", 0.0)), community_ids=list(doc.get("community_ids_kwd") or []),
-            vector=_vector_fields(doc),
+            vector=_vector_fields(doc), derivation=doc.get("derivation_with_weight"),
         )
 
 

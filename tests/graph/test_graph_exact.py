@@ -171,3 +171,37 @@ def test_mentions_stored_by_an_earlier_format_are_upgraded_before_a_merge(store:
     delete_document(ctx, "doc1")
     assert check_graph(store, tenant, "kb", ctx.describer()) == []
     store.drop_index(tenant)
+
+
+class _CountingStore:
+    """The store, noting which documents' entity mentions each scan hands out."""
+
+    def __init__(self, inner: DocStore) -> None:
+        self._inner = inner
+        self.mention_docs: set[str] = set()
+
+    def __getattr__(self, name: str):
+        return getattr(self._inner, name)
+
+    def scan(self, *args, **kwargs):
+        for doc in self._inner.scan(*args, **kwargs):
+            if doc.get("knowledge_graph_kwd") == "entity_mention":
+                self.mention_docs.add(doc["doc_id"])
+            yield doc
+
+
+def test_merging_a_document_does_not_reread_a_frequent_entitys_older_mentions(store: DocStore,
+                                                                             tmp_path: Path) -> None:
+    tenant = f"t{uuid.uuid4().hex[:8]}"
+    store.ensure_index(tenant)
+    counting = _CountingStore(store)
+    ctx = _context(counting, tenant, "kb", tmp_path)  # type: ignore[arg-type]
+    for name in ("doc0", "doc1", "doc2", "doc3"):
+        _add(ctx, name)
+    parse_document(ctx, "doc4", ParsedDocument(name="doc4", text=DOCS["doc4"], pages=[], mime="text/plain"))
+    extract_document(ctx, "doc4")
+    counting.mention_docs.clear()
+    merge_document(ctx, "doc4")
+    assert counting.mention_docs <= {"doc4"}  # Mira Castell and the others recur, their history is not read
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+    store.drop_index(tenant)
