@@ -570,9 +570,10 @@ class SQLiteStore(DocStore):
             return table
         if create:
             # FTS5 gives document frequencies only (term frequencies and lengths come from text_index):
-            # no per-row size table, which a rewritten row would update on a page of its own
+            # no token positions and no per-row size table, which a rewritten row would update on a
+            # page of its own (tables made before detail=none keep their positions; both count alike)
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING fts5(tokens, content='', columnsize=0, "
-                         f"tokenize='ascii')")
+                         f"detail=none, tokenize='ascii')")
             conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {table}_vocab USING fts5vocab({table}, 'row')")
             conn.execute("INSERT OR IGNORE INTO kb_fts(tag, code) VALUES (?, ?)", (tag, code))
         elif conn.execute("SELECT 1 FROM kb_fts WHERE tag=? AND code=?", (tag, code)).fetchone() is None:
