@@ -62,8 +62,8 @@ class Describer:
 
     def _fits(self, fragments: Sequence[str]) -> bool:
         # a token is at least one byte: fragments of no more bytes than the budget fit uncounted
-        chars = sum(len(f) for f in fragments) + len(fragments) - 1
-        if chars <= self.max_tokens // 4:
+        size = sum(len(f) if f.isascii() else len(f.encode("utf-8")) for f in fragments) + len(fragments) - 1
+        if size <= self.max_tokens:
             return True
         return sum(_fragment_tokens(f) for f in fragments) + len(fragments) - 1 <= self.max_tokens
 
