@@ -56,8 +56,15 @@ def graph_meta_id(kb_id: str) -> str:
 # may keep them out of its filter indexes (the embedded store does: each value is one more index entry,
 # on a random page, to write per row); a condition on one must still give the same answer, only slower.
 # (A field taken off this list needs its index entries rebuilt on the stores that left them out.)
-UNFILTERED_FIELDS = frozenset({"name_kwd", "src_name_kwd", "tgt_name_kwd", "chunk_id_kwd", "mention_count_int",
-                               "weight_flt"})
+UNFILTERED_FIELDS = frozenset({
+    # graph rows
+    "name_kwd", "src_name_kwd", "tgt_name_kwd", "chunk_id_kwd", "chunk_ids_kwd", "community_ids_kwd",
+    "mention_count_int", "weight_flt",
+    # community reports
+    "title_kwd", "parent_kwd", "member_count_int", "graph_version_int",
+    # chunks
+    "docnm_kwd", "position_int", "page_num_int", "start_int", "end_int", "token_count_int", "create_timestamp_flt",
+})
 
 
 def _vector_fields(doc: Doc) -> list[float] | None:
