@@ -6,27 +6,37 @@
 # each after one untimed warm-up, and prints graphbench's table with kbgraph's runs next to the
 # peers' stored reports (graphbench/results/carol-1x, carol-5x).
 #
-# usage: bench/graphbench.sh [--repeat N] [--out DIR] [--no-warmup] [--concurrency N]
+# usage: bench/graphbench.sh [--repeat N] [--out DIR] [--no-warmup] [--concurrency N] [--live "PEER ..."]
+#   --live    also run these peers now, each run right after kbgraph's (graphbench's run_peer.py
+#             and the venvs of its setup_peers.sh): the comparison then comes from one run on one
+#             machine, which matters on a machine whose speed drifts; other peers stay stored
 #   PYTHON    interpreter with kbgraph installed (default: python3)
 #   GRAPHBENCH_DIR  graphbench checkout (default: ../shared/tools/graphbench from the repo root)
+#   GRAPHBENCH_HOME where setup_peers.sh put the peers' venvs (default: ~/.cache/graphbench)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 GB="${GRAPHBENCH_DIR:-$ROOT/../shared/tools/graphbench}"
 PY="${PYTHON:-python3}"
 BOOK="$GB/../../data/christmas-carol/book.txt"
-REPEAT=3 OUT="" WARMUP=1 EXTRA=()
+PEERS_HOME="${GRAPHBENCH_HOME:-$HOME/.cache/graphbench}"
+REPEAT=3 OUT="" WARMUP=1 EXTRA=() LIVE=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeat) REPEAT="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --no-warmup) WARMUP=0; shift ;;
     --concurrency) EXTRA+=(--concurrency "$2"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --live) read -r -a LIVE <<< "$2"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 OUT="${OUT:-$(mktemp -d /tmp/kbgraph-graphbench-XXXXXX)}"
 mkdir -p "$OUT"
+for peer in "${LIVE[@]}"; do
+  [ -x "$PEERS_HOME/venvs/$peer/bin/python" ] || {
+    echo "no venv for $peer under $PEERS_HOME/venvs: run $GB/setup_peers.sh $peer first" >&2; exit 2; }
+done
 
 # corpora in their own directory: kbgraph indexes every supported file it finds there
 python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/carol-1x" 2>/dev/null
@@ -47,26 +57,47 @@ run() {  # corpus-dir report.json
         --queries "$GB/queries.txt" --out "$2" "${EXTRA[@]}" >/dev/null 2>"${2%.json}.stderr" \
     || echo "[graphbench] kbgraph run $2 reported errors" >&2
 }
-[ "$WARMUP" = 1 ] && run "$OUT/corpus/warmup" "$OUT/warmup.json"
+run_peer() {  # peer corpus-dir report.json
+  python3 "$GB/run_peer.py" --peer "$1" --python "$PEERS_HOME/venvs/$1/bin/python" --corpus "$2" \
+          --base-url "$BASE" --queries "$GB/queries.txt" --out "$3" >/dev/null 2>"${3%.json}.stderr" \
+    || echo "[graphbench] $1 run $3 reported errors" >&2
+}
+if [ "$WARMUP" = 1 ]; then
+  run "$OUT/corpus/warmup" "$OUT/warmup.json"
+  for peer in "${LIVE[@]}"; do run_peer "$peer" "$OUT/corpus/warmup" "$OUT/warmup.$peer.json"; done
+fi
 for label in carol-1x carol-5x; do
   mkdir -p "$OUT/$label"
   for k in $(seq 1 "$REPEAT"); do
     echo "[graphbench] kbgraph on $label, run $k/$REPEAT" >&2
     run "$OUT/corpus/$label" "$OUT/$label/kbgraph.run$k.json"
+    for peer in "${LIVE[@]}"; do
+      echo "[graphbench] $peer on $label, run $k/$REPEAT (live)" >&2
+      run_peer "$peer" "$OUT/corpus/$label" "$OUT/$label/$peer.run$k.json"
+    done
   done
 done
+
+stored_reports() {  # label: the stored reports of the peers not run live
+  for f in "$GB/results/$1"/*.json; do
+    peer="$(basename "$f")"; peer="${peer%%.run*}"
+    [[ " ${LIVE[*]} " == *" $peer "* ]] || echo "$f"
+  done
+}
 
 {
   echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM," \
        "$(uname -sr); $("$PY" -c 'import platform;print("Python", platform.python_version())');" \
        "kbgraph $("$PY" -c 'from importlib.metadata import version;print(version("kbgraph"))');" \
        "openai $("$PY" -c 'from importlib.metadata import version;print(version("openai"))');" \
-       "date $(date -u +%Y-%m-%dT%H:%MZ); fakellm latency 0 ms; peers: stored graphbench results"
+       "date $(date -u +%Y-%m-%dT%H:%MZ); fakellm latency 0 ms;" \
+       "peers run now: ${LIVE[*]:-none}; other peers: stored graphbench results"
   for label in carol-1x carol-5x; do
     echo
     echo "### $label"
     echo
-    python3 "$GB/table.py" "$OUT/$label"/kbgraph.run*.json "$GB/results/$label"/*.json
+    # shellcheck disable=SC2046
+    python3 "$GB/table.py" "$OUT/$label"/*.run*.json $(stored_reports "$label")
   done
 } | tee "$OUT/table.md"
 echo "[graphbench] reports and table in $OUT" >&2

@@ -46,7 +46,7 @@ import numpy as np
 import orjson
 
 from kbgraph.store.base import (
-    Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery, fuse,
+    Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery,
 )
 from kbgraph.store.records import UNFILTERED_FIELDS
 from kbgraph.store.text_index import FieldPostings, TermRows, bm25
@@ -231,6 +231,28 @@ def _vec_blob(name: str, value: Any) -> bytes | None:
     if not np.all(np.isfinite(arr)):
         raise StoreError(f"field {name} holds a non-finite number")
     return arr.tobytes()
+
+
+def _fused(term: Mapping[int, float], vec: Mapping[int, float],
+           req: SearchRequest) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(rowids, term scores, vector scores clipped to [0, 1], fused scores) of every candidate, as
+    base.fuse computes them (the same float operations, array-wise)."""
+    rowids = np.array(sorted(term.keys() | vec.keys()), dtype=np.int64)
+    term_scores = np.zeros(len(rowids))
+    vector_scores = np.zeros(len(rowids))
+    if term:
+        keys = np.fromiter(term.keys(), dtype=np.int64, count=len(term))
+        term_scores[np.searchsorted(rowids, keys)] = np.fromiter(term.values(), dtype=np.float64, count=len(term))
+    if vec:
+        keys = np.fromiter(vec.keys(), dtype=np.int64, count=len(vec))
+        vector_scores[np.searchsorted(rowids, keys)] = np.fromiter(vec.values(), dtype=np.float64, count=len(vec))
+        vector_scores = np.minimum(1.0, np.maximum(0.0, vector_scores))
+    has_text, has_vector = req.text is not None, req.vector is not None
+    if has_text and has_vector:
+        scores = (1.0 - req.vector_weight) * term_scores + req.vector_weight * vector_scores
+    else:
+        scores = term_scores if has_text else vector_scores
+    return rowids, term_scores, vector_scores, scores
 
 
 def _unit(arr: np.ndarray) -> np.ndarray:
@@ -1090,23 +1112,27 @@ class SQLiteStore(DocStore):
                     if len(missing):
                         rowids, sims = vectors.cosines(query, missing)
                         vec.update(zip(rowids.tolist(), sims.tolist()))
-                unknown = [r for r in vec if r not in ids]
-                if unknown:
-                    ids.update(conn.execute(
-                        f"SELECT rowid, id FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
-                        (json.dumps(unknown),)).fetchall())
-            scored = []
-            for rowid in set(term) | set(vec):
-                ts, vs = term.get(rowid, 0.0), min(1.0, max(0.0, vec.get(rowid, 0.0)))
-                score = fuse(ts, vs, req.vector_weight, req.text is not None, req.vector is not None)
-                if score >= req.threshold:
-                    scored.append((-score, ids[rowid], rowid, ts, vs))
-            scored.sort()
-            page = scored[req.offset:req.offset + req.limit]
+            rowids, term_scores, vector_scores, scores = _fused(term, vec, req)
+            passing = np.flatnonzero(scores >= req.threshold)
+            # only rows that can reach the page need their ids (ties on the page's last score are
+            # ordered by id); the kNN half can bring thousands of candidates
+            reach = passing
+            need = req.offset + req.limit
+            if need < len(passing):
+                cut = -np.partition(-scores[passing], need - 1)[need - 1] if need else np.inf
+                reach = passing[scores[passing] >= cut]
+            unknown = [int(r) for r in rowids[reach] if int(r) not in ids]
+            if unknown:
+                ids.update(conn.execute(
+                    f"SELECT rowid, id FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
+                    (json.dumps(unknown),)).fetchall())
+            ranked = sorted((-float(scores[i]), ids[int(rowids[i])], int(rowids[i]), float(term_scores[i]),
+                             float(vector_scores[i])) for i in reach.tolist())
+            page = ranked[req.offset:req.offset + req.limit]
             docs = self._load(conn, tag, [s[2] for s in page], req.fields)
         hits = [Hit(id=doc_id, doc=docs[rowid], score=-neg, term_score=ts, vector_score=vs)
                 for neg, doc_id, rowid, ts, vs in page]
-        return SearchResult(hits=hits, total=len(scored))
+        return SearchResult(hits=hits, total=len(passing))
 
     def _listing(self, conn: sqlite3.Connection, tag: str, kbs: list[str], req: SearchRequest) -> SearchResult:
         sql, params = self._where(conn, tag, kbs, req.where)
