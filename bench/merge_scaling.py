@@ -1,6 +1,6 @@
 """Merge cost as a knowledge base grows: does merging document N get slower with N?
 
-    python bench/merge_scaling.py [--docs 1000] [--names 20000] [--per-doc 30]
+    python bench/merge_scaling.py [--docs 1000] [--names 20000] [--per-doc 30] [--repeat 5]
 
 Builds a synthetic KB on the embedded store: each document has one chunk with `--per-doc` entity
 mentions (10% from 50 "hot" names that recur across the corpus, the rest from a large pool) and
@@ -63,7 +63,20 @@ def main() -> None:
     parser.add_argument("--per-doc", type=int, default=30)
     parser.add_argument("--hot-share", type=float, default=0.1,
                         help="share of mentions drawn from the 50 recurring names (0: every name is rare)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="build the corpus this many times (fresh store, same documents) and report the "
+                             "median ratio too: one run's ratio moves by 10%% or more on a shared machine")
     args = parser.parse_args()
+    reports = [one_run(args) for _ in range(max(1, args.repeat))]
+    for report in reports:
+        print(json.dumps(report))
+    if len(reports) > 1:
+        print(json.dumps({"runs": len(reports), "ratios": [r["ratio"] for r in reports],
+                          "median_ratio": statistics.median(r["ratio"] for r in reports),
+                          "median_cpu_ratio": statistics.median(r["cpu_ratio"] for r in reports)}))
+
+
+def one_run(args: argparse.Namespace) -> dict:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(data_dir=Path(tmp), embedding_provider="hash")
@@ -94,8 +107,8 @@ def main() -> None:
         cpu_first, cpu_last = statistics.median(cpu_times[5:15]), statistics.median(cpu_times[-10:])
         report.update(cpu_doc10_median_ms=round(cpu_first * 1000, 2), cpu_last_median_ms=round(cpu_last * 1000, 2),
                       cpu_ratio=round(cpu_last / cpu_first, 3) if cpu_first else None)
-        print(json.dumps(report))
-
+        store.close()
+        return report
 
 if __name__ == "__main__":
     main()
