@@ -216,7 +216,9 @@ def _derivation_state(facts: EntityFacts, description: str, doc_ids: list[str],
     doc_at = {d: i for i, d in enumerate(doc_ids)}
     chunk_at = {c: i for i, c in enumerate(chunk_ids)}
     beyond = facts.fragments[shown][0] if shown < len(facts.fragments) else facts.beyond
-    return {"names": dict(facts.names), "types": dict(facts.types),
+    # an empty surface form or type never counts (_most_common skips it); leaving it out also keeps
+    # the state free of empty keys, which a search engine may refuse as field names
+    return {"names": {n: c for n, c in facts.names.items() if n}, "types": {t: c for t, c in facts.types.items() if t},
             "order": [[doc_at[doc], chunk_at[chunk]] for (doc, chunk), _ in facts.fragments[:shown]],
             "next": list(beyond) if beyond else None}
 

@@ -76,6 +76,8 @@ def test_extending_equals_deriving_from_all_mentions(mentions: list[EntityMentio
             assert row == expected
         else:
             row = _doc(seen, describe)
+        state = row.get("derivation_with_weight") or {}
+        assert "" not in state.get("names", {}) and "" not in state.get("types", {})  # no empty field names
 
 
 def test_a_frequent_entity_is_extended_while_its_description_is_its_first_fragments() -> None:
