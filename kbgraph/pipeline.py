@@ -235,10 +235,11 @@ def _count_kind(ctx: KBContext, kind: str) -> int:
     return ctx.store.count(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind)])
 
 
-def _bump_version(ctx: KBContext, change: DeriveResult) -> GraphMeta:
+def _bump_version(ctx: KBContext, change: DeriveResult, meta: GraphMeta | None = None) -> GraphMeta:
     """A new graph version when rows changed; counts kept by difference (a recount of every row
-    per merge would grow with the knowledge base; refresh_kb recounts exactly)."""
-    meta = load_graph_meta(ctx)
+    per merge would grow with the knowledge base; refresh_kb recounts exactly). ``meta``: the row
+    as this write transaction already read it."""
+    meta = meta or load_graph_meta(ctx)
     if not change.changed:
         return meta
     meta.version += 1
@@ -248,14 +249,15 @@ def _bump_version(ctx: KBContext, change: DeriveResult) -> GraphMeta:
     return meta
 
 
-def _ensure_mention_format(ctx: KBContext) -> None:
-    """Upgrade mentions an earlier kbgraph stored, once per KB, before anything derives from them."""
+def _ensure_mention_format(ctx: KBContext) -> GraphMeta:
+    """Upgrade mentions an earlier kbgraph stored, once per KB, before anything derives from them;
+    returns the KB's graph_meta row."""
     meta = load_graph_meta(ctx)
-    if meta.mention_format >= MENTION_FORMAT:
-        return
-    upgrade_mentions(ctx.store, ctx.tenant, ctx.kb_id)
-    meta.mention_format = MENTION_FORMAT
-    save_graph_meta(ctx, meta)
+    if meta.mention_format < MENTION_FORMAT:
+        upgrade_mentions(ctx.store, ctx.tenant, ctx.kb_id)
+        meta.mention_format = MENTION_FORMAT
+        save_graph_meta(ctx, meta)
+    return meta
 
 
 def _rows_citing(ctx: KBContext, doc_id: str) -> tuple[set[str], set[tuple[str, str]]]:
@@ -280,14 +282,14 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 
 def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
-    _ensure_mention_format(ctx)
+    meta = _ensure_mention_format(ctx)
     added = document_entity_mentions(ctx.store, ctx.tenant, ctx.kb_id, doc_id)
     pairs = touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, set(added) | cited_keys, pairs | cited_pairs,
                        ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name,
                        added=added)
-    _bump_version(ctx, change)
+    _bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 
 

@@ -92,7 +92,10 @@ def load_aliases(store: DocStore, tenant: str, kb_id: str) -> AliasMap:
     return AliasMap(plan_merges(Decision(d.key_a, d.key_b, d.same) for d in decisions))
 
 
-def _mention_order(doc_id: str, chunk_id: str) -> tuple[str, str]:
+Order = tuple[str, str]  # where a fragment first occurs: (doc_id, chunk_id)
+
+
+def _mention_order(doc_id: str, chunk_id: str) -> Order:
     return (doc_id, chunk_id)
 
 
@@ -111,15 +114,15 @@ def _squeezed(fragment: str) -> str:
     return " ".join(fragment.split())
 
 
-def unique_fragments(fragments: Iterable[str]) -> list[str]:
-    """Fragments with duplicates (after trimming) removed, in the order given."""
+def _first_fragments(ordered: Sequence[EntityMention] | Sequence[RelationMention]) -> list[tuple[Order, str]]:
+    """The mentions' descriptions, trimmed, each kept once where it first occurs, in mention order."""
     seen: set[str] = set()
-    out: list[str] = []
-    for fragment in fragments:
-        text = _squeezed(fragment)
+    out: list[tuple[Order, str]] = []
+    for m in ordered:
+        text = _squeezed(m.description)
         if text and text not in seen:
             seen.add(text)
-            out.append(text)
+            out.append((_mention_order(m.doc_id, m.chunk_id), text))
     return out
 
 
@@ -140,7 +143,7 @@ def relation_text(relation: Relation) -> str:
 def _relation_description_input(src: str, tgt: str, ordered: Sequence[RelationMention],
                                 names: Mapping[str, str]) -> tuple[str, str, list[str]]:
     return ("relation", f"{names.get(src, src)} -- {names.get(tgt, tgt)}",
-            unique_fragments(m.description for m in ordered))
+            [text for _, text in _first_fragments(ordered)])
 
 
 def _in_order(mentions: Sequence[EntityMention] | Sequence[RelationMention]) -> list:
@@ -151,9 +154,6 @@ def _prefetch_summaries(describe: Describe, inputs: Iterable[tuple[str, str, lis
     # only a describer that can ask the LLM several things at once gains from knowing them ahead
     if isinstance(describe, Describer) and describe.chat is not None and describe.concurrency > 1:
         describe.prefetch(list(inputs))
-
-
-Order = tuple[str, str]  # where a fragment first occurs: (doc_id, chunk_id)
 
 
 @dataclass
@@ -173,15 +173,8 @@ class EntityFacts:
 
 
 def entity_facts(mentions: Sequence[EntityMention]) -> EntityFacts:
-    fragments: list[tuple[Order, str]] = []
-    seen: set[str] = set()
-    for m in _in_order(mentions):
-        text = _squeezed(m.description)
-        if text and text not in seen:
-            seen.add(text)
-            fragments.append((_mention_order(m.doc_id, m.chunk_id), text))
     return EntityFacts(names=Counter(m.name for m in mentions), types=Counter(m.type for m in mentions),
-                       fragments=fragments, doc_ids={m.doc_id for m in mentions},
+                       fragments=_first_fragments(_in_order(mentions)), doc_ids={m.doc_id for m in mentions},
                        chunk_ids={m.chunk_id for m in mentions}, mention_count=len(mentions))
 
 
