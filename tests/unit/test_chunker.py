@@ -149,3 +149,28 @@ def test_chunk_invariants_property(text: str, chunk_tokens: int, overlap_fractio
 def test_arbitrary_unicode_terminates_and_covers(text: str, chunk_tokens: int) -> None:
     spans = chunk_text(text, chunk_tokens, 0)
     check_invariants(text, spans, chunk_tokens, 0)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=st.lists(_ALPHABET | st.sampled_from(["\n", "\r", " \n", "'s", "'ll", "\u3000", "\u00a0", "…"]),
+                     max_size=200).map("".join))
+def test_text_cut_at_a_line_start_encodes_as_its_halves(text: str) -> None:
+    # what the chunker's exact span counts rest on (see kbgraph.parse.chunker's docstring)
+    from kbgraph.parse.chunker import _line_starts, get_encoding
+
+    enc = get_encoding()
+    whole = enc.encode_ordinary(text)
+    for cut in _line_starts(text):
+        assert enc.encode_ordinary(text[:cut]) + enc.encode_ordinary(text[cut:]) == whole, (text, cut)
+
+
+def test_long_text_counts_match_reencoding() -> None:
+    # past the size at which the text is encoded as two halves on two threads
+    from kbgraph.parse.chunker import _PARALLEL_ENCODE_CHARS
+
+    text = BOOK.read_text(encoding="utf-8")
+    text = "\n\n".join([text] * (_PARALLEL_ENCODE_CHARS // len(text) + 1))
+    assert len(text) > _PARALLEL_ENCODE_CHARS
+    spans = chunk_text(text, chunk_tokens=1200, overlap=100)
+    check_invariants(text, spans, 1200, 100)
+    assert sum(span.token_count for span in spans) >= count_tokens(text)
