@@ -107,19 +107,13 @@ class OpenAIEmbedder:
         return self._dim
 
     def _call(self, batch: list[str]) -> tuple[np.ndarray, int | None]:
-        import openai
+        from kbgraph.llm.openai_chat import post_json
 
-        from kbgraph.llm.openai_chat import translate_error
-
-        try:
-            # base64 is 4x smaller on the wire than float lists and decodes in one numpy call;
-            # servers that ignore encoding_format send float lists, which pass through. The
-            # plain JSON reply skips the SDK's typed models (their construction costs more CPU
-            # than the exchange); errors still come as the SDK's.
-            response = self.client.post("/embeddings", cast_to=dict, body={
-                "model": self.model_name, "input": batch, "encoding_format": "base64"})
-        except openai.OpenAIError as exc:
-            raise translate_error(exc, self._where) from exc
+        # base64 is 4x smaller on the wire than float lists and decodes in one numpy call; servers
+        # that ignore encoding_format send float lists, which pass through. The plain JSON reply
+        # skips the SDK's typed models (their construction costs more CPU than the exchange).
+        response = post_json(self.client, "/embeddings",
+                             {"model": self.model_name, "input": batch, "encoding_format": "base64"}, self._where)
         items = response.get("data") if isinstance(response, dict) else None
         if not isinstance(items, list) or len(items) != len(batch):
             got = len(items) if isinstance(items, list) else 0

@@ -40,6 +40,7 @@ class ScriptedError:
     body: str | dict[str, Any] | None = None  # str: used as the error message
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # sent as the body verbatim (a proxy's HTML page, a cut-off reply)
 
 
 Reply = str | ScriptedError
@@ -179,6 +180,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, err: ScriptedError) -> None:
         if err.delay_s:
             time.sleep(err.delay_s)
+        if err.raw is not None:
+            self.send_response(err.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(err.raw)))
+            self.end_headers()
+            self._leave_once()
+            self.wfile.write(err.raw)
+            return
         if isinstance(err.body, dict):
             payload: Any = err.body
         else:

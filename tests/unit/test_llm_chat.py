@@ -6,7 +6,11 @@ import threading
 import time
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from support.scripted_llm import ScriptedError, ScriptedLLM  # tests/ is on sys.path (conftest)
 
 from kbgraph.config import Settings
@@ -20,6 +24,7 @@ from kbgraph.llm import (
     build_chat,
     require_chat,
 )
+from kbgraph.llm.layers import ChatRequest
 from kbgraph.llm.openai_chat import ThinkFilter, strip_think
 
 USER = [Message("system", "be brief"), Message("user", "hello?")]
@@ -162,6 +167,26 @@ def test_retry_after_header_honoured(scripted_llm: ScriptedLLM, settings: Settin
     assert time.monotonic() - start >= 0.3
 
 
+def test_unreadable_reply_retried(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    scripted_llm.push(ScriptedError(200, raw=b'{"choices": [{"message": {"content": "cut'), "whole")
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger)
+    assert chat.chat(USER) == "whole"
+    assert ledger.phase("chat").failures == 1
+
+    scripted_llm.responder = lambda body: ScriptedError(200, raw=b"<html>proxy error</html>")
+    with pytest.raises(LLMError, match="not JSON.*proxy error"):
+        make_chat(scripted_llm, settings, ledger, llm_max_retries=1).chat([Message("user", "again")])
+
+
+def test_text_json_cannot_encode_plainly_still_sent(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    # a lone surrogate (undecodable bytes read with surrogateescape) is escaped, not refused
+    scripted_llm.push("seen")
+    chat = make_chat(scripted_llm, settings)
+    assert chat.chat([Message("user", "odd \udcff byte")]) == "seen"
+    assert scripted_llm.requests[-1]["body"]["messages"][0]["content"] == "odd \udcff byte"
+
+
 @pytest.mark.parametrize("status", [400, 401, 404])
 def test_client_errors_fail_at_once(scripted_llm: ScriptedLLM, settings: Settings,
                                     status: int) -> None:
@@ -298,3 +323,23 @@ def test_models_endpoint(scripted_llm: ScriptedLLM) -> None:
 
     client = openai.OpenAI(base_url=scripted_llm.base_url, api_key="k", max_retries=0)
     assert "scripted" in [m.id for m in client.models.list()]
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(model=st.text(max_size=20), version=st.text(max_size=20),
+       messages=st.lists(st.tuples(st.sampled_from(["system", "user", "assistant"]), st.text(max_size=200)),
+                         min_size=1, max_size=4),
+       temperature=st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(0, 2)),
+       max_tokens=st.one_of(st.none(), st.integers(1, 1 << 40)))
+def test_cache_key_text_is_unchanged(model: str, version: str, messages: list[tuple[str, str]],
+                                     temperature: float, max_tokens: int | None) -> None:
+    # answers cached by earlier releases must keep their keys: the fast writer gives the same text
+    from kbgraph.llm.layers import _cache_payload, _fast_cache_payload
+
+    request = ChatRequest(tuple(Message(r, c) for r, c in messages), prompt_version=version,
+                          temperature=temperature, max_tokens=max_tokens)
+    try:
+        fast = _fast_cache_payload(model, request)
+    except orjson.JSONEncodeError:  # lone surrogates: the key falls back to the stdlib's text
+        return
+    assert fast == _cache_payload(model, request)
