@@ -7,6 +7,7 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -332,19 +333,18 @@ def _graph_rows(ctx: KBContext) -> tuple[list[Entity], list[Relation]]:
     return entities, relations
 
 
-def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Relation]) -> int:
+def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Relation], changes: RowChanges) -> int:
     from kbgraph.graph.pagerank import weighted_pagerank
 
     ranks = weighted_pagerank([(r.src_key, r.tgt_key, r.weight) for r in relations], [e.key for e in entities])
-    changes = {}
+    updated = 0
     for entity in entities:
         rank = round(float(ranks.get(entity.key, 0.0)), 9)
         if rank != round(entity.pagerank, 9):
-            changes[entity.id] = {"pagerank_flt": rank}
+            changes.add(entity.id, {"pagerank_flt": rank})
             entity.pagerank = rank
-    if changes:
-        ctx.store.patch(ctx.tenant, ctx.kb_id, changes)
-    return len(changes)
+            updated += 1
+    return updated
 
 
 def _existing_report_ids(ctx: KBContext) -> set[str]:
@@ -353,7 +353,7 @@ def _existing_report_ids(ctx: KBContext) -> set[str]:
 
 
 def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
-                         result: RefreshResult, progress: ProgressFn, cancel: CancelCheck) -> None:
+                         result: RefreshResult, changes: RowChanges, progress: ProgressFn, cancel: CancelCheck) -> None:
     from kbgraph.graph.communities import detect_communities
     from kbgraph.graph.reports import extractive_report, llm_report, report_text
     from kbgraph.store.records import report_id
@@ -422,10 +422,9 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     for community in communities:
         for key in community.member_keys:
             labels.setdefault(key, set()).add(community.label)
-    changes = {e.id: {"community_ids_kwd": sorted(labels.get(e.key, ()))} for e in entities
-               if sorted(labels.get(e.key, ())) != sorted(e.community_ids)}
-    if changes:
-        ctx.store.patch(ctx.tenant, ctx.kb_id, changes)
+    for e in entities:
+        if sorted(labels.get(e.key, ())) != sorted(e.community_ids):
+            changes.add(e.id, {"community_ids_kwd": sorted(labels.get(e.key, ()))})
     meta.report_count = len(wanted)
 
 
@@ -473,12 +472,34 @@ def _refresh_resolution(ctx: KBContext, entities: list[Entity], result: "Refresh
     record_decisions(ctx, [ResolutionDecision(ctx.kb_id, d.a, d.b, d.same) for d in judged])
 
 
+class RowChanges:
+    """Field changes to existing rows, gathered across refresh phases and written as one patch per
+    row: an entity's new vector, PageRank and communities cost one rewrite of its row, not three.
+    Written when ``limit`` rows are waiting (bounding memory on a large refresh) and by ``write``."""
+
+    def __init__(self, ctx: KBContext, limit: int = 4096) -> None:
+        self.ctx = ctx
+        self.limit = limit
+        self.rows: dict[str, dict] = {}
+
+    def add(self, row_id: str, fields: dict) -> None:
+        self.rows.setdefault(row_id, {}).update(fields)
+        if len(self.rows) >= self.limit:
+            self.write()
+
+    def write(self) -> None:
+        if self.rows:
+            self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, self.rows, refresh=False)
+            self.rows = {}
+
+
 def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel: CancelCheck = never,
-                  batch_size: int = 256) -> int:
+                  batch_size: int = 256, into: RowChanges | None = None) -> int:
     """Give every entity and relation row whose text changed since its last vector a new one.
 
     Merges leave this to one pass per refresh, so a row touched by many documents of one indexing
-    run is embedded once, in large batches, instead of once per document.
+    run is embedded once, in large batches, instead of once per document. With ``into`` the new
+    vectors join those changes instead of being written at once.
     """
     from kbgraph.graph.derive import entity_text, relation_text
 
@@ -493,12 +514,48 @@ def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel:
         batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
         texts = [[text_of(row) for row in batch] for batch in batches]
         for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
-            ctx.store.patch(ctx.tenant, ctx.kb_id, {row.id: {ctx.vector_name: vector, "embedded_int": 1}
-                                                    for row, vector in zip(batch, vectors)}, refresh=False)
+            changes = into or RowChanges(ctx)
+            for row, vector in zip(batch, vectors):
+                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
+            if into is None:
+                changes.write()
             done += len(batch)
             _report(ctx, progress, "embed", done, total)
     ctx.store.refresh(ctx.tenant)
     return done
+
+
+def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
+                    progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
+    result.embedded = embed_pending(ctx, progress=progress, cancel=cancel, into=changes)
+    meta = load_graph_meta(ctx)
+    entities, relations = _graph_rows(ctx)
+    if ctx.graph.resolution and (force or meta.is_stale("resolution")):
+        if ctx.chat is None:
+            meta.phase_status["resolution"] = "skipped: needs an LLM"
+        else:
+            _report(ctx, progress, "resolution", 0, 1)
+            changes.write()  # merges re-derive rows: a vector waiting here could be stale after them
+            _refresh_resolution(ctx, entities, result, cancel)
+            result.embedded += embed_pending(ctx, progress=progress, cancel=cancel, into=changes)  # merged rows
+            meta = load_graph_meta(ctx)  # merges bump the graph version
+            meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
+            entities, relations = _graph_rows(ctx)
+            _report(ctx, progress, "resolution", 1, 1)
+    if force or meta.is_stale("pagerank"):
+        _report(ctx, progress, "pagerank", 0, 1)
+        result.pagerank_updated = _refresh_pagerank(ctx, entities, relations, changes)
+        meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = meta.version, "done"
+        _report(ctx, progress, "pagerank", 1, 1)
+    else:
+        result.skipped.append("pagerank")
+    if ctx.graph.community and (force or meta.is_stale("communities")):
+        meta.phase_status["communities"] = "running"
+        _refresh_communities(ctx, meta, entities, relations, result, changes, progress, cancel)
+        meta.phase_versions["communities"], meta.phase_status["communities"] = meta.version, "done"
+    elif ctx.graph.community:
+        result.skipped.append("communities")
+    return meta
 
 
 def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no_progress,
@@ -509,33 +566,15 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     unless ``force``. Reports whose community membership did not change are kept as they are.
     """
     result = RefreshResult(version=0)
-    result.embedded = embed_pending(ctx, progress=progress, cancel=cancel)
-    meta = load_graph_meta(ctx)
-    entities, relations = _graph_rows(ctx)
-    if ctx.graph.resolution and (force or meta.is_stale("resolution")):
-        if ctx.chat is None:
-            meta.phase_status["resolution"] = "skipped: needs an LLM"
-        else:
-            _report(ctx, progress, "resolution", 0, 1)
-            _refresh_resolution(ctx, entities, result, cancel)
-            result.embedded += embed_pending(ctx, progress=progress, cancel=cancel)  # merged rows
-            meta = load_graph_meta(ctx)  # merges bump the graph version
-            meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
-            entities, relations = _graph_rows(ctx)
-            _report(ctx, progress, "resolution", 1, 1)
-    if force or meta.is_stale("pagerank"):
-        _report(ctx, progress, "pagerank", 0, 1)
-        result.pagerank_updated = _refresh_pagerank(ctx, entities, relations)
-        meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = meta.version, "done"
-        _report(ctx, progress, "pagerank", 1, 1)
-    else:
-        result.skipped.append("pagerank")
-    if ctx.graph.community and (force or meta.is_stale("communities")):
-        meta.phase_status["communities"] = "running"
-        _refresh_communities(ctx, meta, entities, relations, result, progress, cancel)
-        meta.phase_versions["communities"], meta.phase_status["communities"] = meta.version, "done"
-    elif ctx.graph.community:
-        result.skipped.append("communities")
+    changes = RowChanges(ctx)
+    try:
+        meta = _refresh_phases(ctx, result, changes, force, progress, cancel)
+    except BaseException:
+        # what the finished phases computed (vectors, PageRank) stays valid: keep it
+        with contextlib.suppress(Exception):
+            changes.write()
+        raise
+    changes.write()
     meta.entity_count = _count_kind(ctx, Entity.KIND)
     meta.relation_count = _count_kind(ctx, Relation.KIND)
     ctx.store.refresh(ctx.tenant)

@@ -195,3 +195,45 @@ def test_progress_reports_phases_calls_and_tokens(settings, scripted_llm, model,
         assert extract[-1].llm_calls > 0 and extract[-1].tokens > 0
         assert [e.llm_calls for e in extract] == sorted(e.llm_calls for e in extract)
         assert all(d.progress == 1.0 and d.status == "done" for d in engine.list_documents("watched"))
+
+
+def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors_and_pagerank(
+        settings, scripted_llm, model, tmp_path):
+    from kbgraph.llm.base import LLMError
+    from kbgraph.store.sqlite import SQLiteStore
+
+    corpus = _corpus(tmp_path, ENGLISH)
+    patched: list[set[str]] = []
+    original_patch = SQLiteStore.patch
+
+    def counting_patch(self, tenant_id, kb_id, changes, **kw):
+        patched.append(set(changes))
+        return original_patch(self, tenant_id, kb_id, changes, **kw)
+
+    def failing_reports(request):
+        if "briefing about one cluster" in request["messages"][-1]["content"]:
+            return ScriptedError(400, "reports are switched off on this model")
+        return model(request)
+
+    with _engine(settings, scripted_llm) as engine:
+        engine.create_kb("once", graph=GraphConfig(enabled=True, method="general", community=True))
+        SQLiteStore.patch = counting_patch
+        try:
+            engine.index_paths("once", [corpus])
+        finally:
+            SQLiteStore.patch = original_patch
+        entity_ids = {d["id"] for d in engine.store.scan(engine.tenant, [engine.kb("once").id],
+                                                         [eq("knowledge_graph_kwd", "entity")], fields=["id"])}
+        # vector, PageRank and communities of an entity arrive in one rewrite of its row
+        assert entity_ids and sum(len(ids & entity_ids) for ids in patched) == len(entity_ids)
+
+    with _engine(settings, scripted_llm, data="fresh") as engine:  # no cached reports to fall back on
+        engine.create_kb("fails", graph=GraphConfig(enabled=True, method="general", community=True))
+        scripted_llm.responder = failing_reports
+        with pytest.raises(LLMError, match="reports are switched off"):
+            engine.index_paths("fails", [corpus])
+        kb = engine.kb("fails")
+        rows = list(engine.store.scan(engine.tenant, [kb.id], [eq("knowledge_graph_kwd", "entity")],
+                                      fields=["embedded_int", "pagerank_flt"]))
+        assert rows and all(r["embedded_int"] == 1 for r in rows)
+        assert sum(r["pagerank_flt"] for r in rows) == pytest.approx(1.0, abs=1e-3)
