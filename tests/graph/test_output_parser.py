@@ -245,3 +245,47 @@ def test_brackets_inside_descriptions() -> None:
     out = parse_records(text)
     assert out.entities[0].description == "[Illustration: _Bob went down a slide on Cornhill_]"
     assert out.relations[0].description == "he slid there [see plate 3] (twice)" and out.dropped == 0
+
+
+# --- the fast path for answers in exactly the requested format -----------------------------------
+
+_FIELD_TEXT = st.lists(st.sampled_from(
+    ["Scrooge", " ", "said", "entity", "Edge", "node", "rel", "relations", "quarrel", ",", ".", "'", '"', "“", "”",
+     "’", "*", "**", "(", ")", "[", "]", "<", ">", "|", "#", "##", "{", "}", "`", "\t", "\n", "complete", "8", "0.5",
+     "high", "é", "港口", "ſ", "K", "_", ":", "-"]), max_size=8).map("".join)
+
+
+def _record(kind: str, fields: list[str]) -> str:
+    return f'("{kind}"<|>' + "<|>".join(fields) + ")"
+
+
+@settings(max_examples=600, deadline=None)
+@given(records=st.lists(st.tuples(st.sampled_from(["entity", "relationship"]),
+                                  st.lists(_FIELD_TEXT, min_size=1, max_size=5)), max_size=6),
+       gap=st.sampled_from(["##\n", "##", "\n##\n", " ## "]),
+       ending=st.sampled_from(["<|COMPLETE|>", "\n<|COMPLETE|>\n", "", "##<|COMPLETE|>"]))
+def test_fast_path_reads_canonical_answers_as_the_general_reader_does(records, gap, ending) -> None:
+    from kbgraph.graph.output_parser import _parse_canonical, _parse_general
+
+    text = gap.join(_record(kind, fields) for kind, fields in records) + ending
+    fast = _parse_canonical(text)
+    if fast is not None:
+        assert fast == _parse_general(text, "<|>", "##", "<|COMPLETE|>"), text
+
+
+def test_fast_path_takes_plain_answers_and_declines_lookalikes() -> None:
+    from kbgraph.graph.output_parser import _parse_canonical
+
+    plain = ('("entity"<|>Scrooge<|>person<|>A miser, “cold as ever.”)##\n'
+             '("relationship"<|>Scrooge<|>Bob Cratchit<|>Bob is Scrooge\'s clerk.<|>8)##\n<|COMPLETE|>')
+    out = _parse_canonical(plain)
+    assert out is not None and out.complete and len(out.entities) == 1 and out.relations[0].weight == 8
+    assert out == parse_records(plain)
+    for lookalike in [
+        plain.replace("person", "node"),  # a tag word as a field: the general reader starts a record there
+        plain.replace("A miser", "A miser (old)"),
+        "Here you go:\n" + plain,
+        plain + "\nHope this helps",
+        plain.replace("##\n<|COMPLETE|>", "##\n<think>x</think><|COMPLETE|>"),
+    ]:
+        assert _parse_canonical(lookalike) is None, lookalike
