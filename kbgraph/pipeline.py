@@ -48,6 +48,11 @@ class Progress:
 ProgressFn = Callable[[Progress], None]
 
 
+# rows gathered before one store write: each write is a transaction, whose commit rewrites every
+# index page it touched, so fewer and larger ones write less (a few MB of documents at most)
+_WRITE_ROWS = 2048
+
+
 def no_progress(_: Progress) -> None:
     return None
 
@@ -117,18 +122,24 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     _report(ctx, progress, "parse", 0, len(spans), parsed.name)
     batches = [spans[start:start + batch_size] for start in range(0, len(spans), batch_size)]
     done = 0
+    waiting: list[dict] = []
     for vectors, batch in zip(embed_ahead(ctx, [[s.text for s in b] for b in batches], cancel), batches):
-        chunks = [
+        waiting += [
             Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
                   content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
                   position=s.position, start=s.start, end=s.end, token_count=s.token_count,
-                  page=parsed.page_at(s.start) or 0, vector=v, created=now)
+                  page=parsed.page_at(s.start) or 0, vector=v, created=now).to_doc()
             for s, v in zip(batch, vectors)
         ]
-        ctx.store.upsert(ctx.tenant, ctx.kb_id, [c.to_doc() for c in chunks], refresh=False)
+        # written in few large transactions: each commit rewrites the index pages it touched
+        if len(waiting) >= _WRITE_ROWS:
+            ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
+            waiting = []
         total_tokens += sum(s.token_count for s in batch)
         done += len(batch)
         _report(ctx, progress, "parse", done, len(spans), parsed.name)
+    if waiting:
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
     ctx.store.refresh(ctx.tenant)
     return ParseResult(chunks=len(spans), tokens=total_tokens)
 
@@ -211,7 +222,7 @@ def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = no_p
                 pending += [m.to_doc() for m in entities] + [m.to_doc() for m in relations]
                 result.entity_mentions += len(entities)
                 result.relation_mentions += len(relations)
-            if len(pending) >= 1000:
+            if len(pending) >= _WRITE_ROWS:
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, pending, refresh=False)
                 pending = []
             _report(ctx, progress, "extract", done, len(chunks))
@@ -400,6 +411,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
     batch: list[CommunityReport] = []
+    waiting: list[dict] = []
     _report(ctx, progress, "reports", 0, len(todo))
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for done, report in enumerate(pool.map(write, todo), start=1):
@@ -408,8 +420,11 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
                 vectors = ctx.embed([f"{r.title}\n{r.summary}" for r in batch])
                 for r, v in zip(batch, vectors):
                     r.vector = v
-                ctx.store.upsert(ctx.tenant, ctx.kb_id, [r.to_doc() for r in batch], refresh=False)
+                waiting += [r.to_doc() for r in batch]
                 batch = []
+            if len(waiting) >= _WRITE_ROWS or (waiting and done == len(todo)):
+                ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
+                waiting = []
             _report(ctx, progress, "reports", done, len(todo))
     result.reports_generated = len(todo)
     stale = sorted(existing - wanted.keys())
