@@ -12,7 +12,7 @@ Per tenant (``t<hash>`` tag, so any tenant string maps to a safe identifier) the
 - ``<tag>_vec``: float32 blobs per (doc, vector field), with kb and kind for cache partitions;
 - ``<tag>_fts<code>``: one contentless FTS5 table per text field, so BM25 statistics (document count,
   document frequency; ``kb_fts`` keeps row and token counts) are per field, as in Elasticsearch;
-- ``<tag>_log``: a change log filled by triggers on ``<tag>_docs`` (see ``_ensure_log``).
+- ``<tag>_log``: a change log of the rows every write touched (see ``_ensure_log``).
 
 Text tokens are written to FTS5 hex-encoded: every token becomes a run of [0-9a-f], so FTS5's
 tokenizer splits on spaces only, never folds case and never mangles CJK or punctuation; matching is
@@ -312,25 +312,30 @@ def _count_fts_tokens(conn: sqlite3.Connection) -> None:
 
 
 def _ensure_log(conn: sqlite3.Connection, tag: str) -> None:
-    """The change log: triggers note (write sequence number, kb, rowid) for every row written or
-    deleted, so a process's in-memory indexes catch up on what changed instead of rebuilding.
+    """The change log: every write notes (write sequence number, kb, rowid) for each row it wrote
+    or deleted (``_log_rows``), so a process's in-memory indexes catch up on what changed instead
+    of rebuilding.
 
     An entry carries the sequence number *before* its write's ``_bump``; a cache built at KB
     generation G therefore needs the entries with n >= G. A log created now covers nothing earlier,
-    so the floor starts at the current sequence number."""
+    so the floor starts at the current sequence number. Stores written before kept the log with
+    triggers, one statement per row; those are dropped (the writes log in bulk now)."""
+    for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger' AND name IN (?, ?, ?)",
+                                   (f"{tag}_log_ins", f"{tag}_log_upd", f"{tag}_log_del")).fetchall():
+        conn.execute(f"DROP TRIGGER {trigger}")
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (f"{tag}_log",)).fetchone():
         return
     conn.execute(f"CREATE TABLE {tag}_log (n INTEGER NOT NULL, kb_id TEXT NOT NULL, doc INTEGER NOT NULL)")
     conn.execute(f"CREATE INDEX {tag}_log_kb ON {tag}_log(kb_id, n)")
-    seq = "(SELECT n FROM kb_seq WHERE k=0)"
-    conn.execute(f"CREATE TRIGGER {tag}_log_ins AFTER INSERT ON {tag}_docs BEGIN "
-                 f"INSERT INTO {tag}_log VALUES ({seq}, NEW.kb_id, NEW.rowid); END")
-    conn.execute(f"CREATE TRIGGER {tag}_log_upd AFTER UPDATE ON {tag}_docs BEGIN "
-                 f"INSERT INTO {tag}_log VALUES ({seq}, NEW.kb_id, NEW.rowid); "
-                 f"INSERT INTO {tag}_log SELECT {seq}, OLD.kb_id, OLD.rowid WHERE OLD.kb_id != NEW.kb_id; END")
-    conn.execute(f"CREATE TRIGGER {tag}_log_del AFTER DELETE ON {tag}_docs BEGIN "
-                 f"INSERT INTO {tag}_log VALUES ({seq}, OLD.kb_id, OLD.rowid); END")
-    conn.execute(f"INSERT OR REPLACE INTO kb_log_floor VALUES (?, {seq} + 1)", (tag,))
+    conn.execute("INSERT OR REPLACE INTO kb_log_floor VALUES (?, (SELECT n FROM kb_seq WHERE k=0) + 1)", (tag,))
+
+
+def _log_rows(conn: sqlite3.Connection, tag: str, rows: Sequence[tuple[str, int]]) -> None:
+    """Log (kb, rowid) of rows a write inserts, rewrites or deletes, at the current sequence number
+    (the write's ``_bump`` comes after)."""
+    if rows:
+        seq = conn.execute("SELECT n FROM kb_seq WHERE k=0").fetchone()[0]
+        conn.executemany(f"INSERT INTO {tag}_log VALUES ({int(seq)}, ?, ?)", rows)
 
 
 def _drop_unfiltered_kv(conn: sqlite3.Connection, tag: str) -> None:
@@ -411,6 +416,9 @@ def _rewrite_rows(conn: sqlite3.Connection, tag: str, rows: Sequence[tuple[int, 
         conn.executemany(f"UPDATE {tag}_docs SET body=? WHERE rowid=?", same)
     if moved:
         conn.executemany(f"UPDATE {tag}_docs SET kb_id=?, kg=?, body=? WHERE rowid=?", moved)
+    # a row that moved to another kb changed both
+    _log_rows(conn, tag, [(kb, rowid) for rowid, _, _, kb, _, _ in rows]
+              + [(old_kb, rowid) for rowid, old_kb, _, kb, _, _ in rows if old_kb != kb])
 
 
 def _kinds_of(where: Sequence[Condition]) -> set[str | None] | None:
@@ -786,6 +794,7 @@ class SQLiteStore(DocStore):
                     self._set_vectors(conn, batch, rowid, body, vectors, replace_all=old_row is not None)
                 conn.executemany(f"INSERT INTO {tag}_docs(rowid, id, kb_id, kg, body) VALUES (?, ?, ?, ?, ?)",
                                  inserts)
+                _log_rows(conn, tag, [(row[2], row[0]) for row in inserts])
                 _rewrite_rows(conn, tag, updates)
                 batch.flush(conn)
                 self._bump(conn, tag, touched, vectors=True)
@@ -869,10 +878,13 @@ class SQLiteStore(DocStore):
             sql, params = self._where(conn, tag, kbs, where)
             rows = conn.execute(f"SELECT d.rowid, d.body FROM {tag}_docs d WHERE {sql}", params).fetchall()
             batch = _IndexWrites(tag)
+            deleted: list[tuple[str, int]] = []
             for rowid, text in rows:
                 old = _loads(text)
+                deleted.append((old["kb_id"], rowid))
                 self._index_fields(conn, batch, rowid, old, {}, {n for n in old if _is_text(n)})
             batch.flush(conn)
+            _log_rows(conn, tag, deleted)
             ids = [(r[0],) for r in rows]
             for table, column in (("kv", "doc"), ("vec", "doc"), ("docs", "rowid")):
                 conn.executemany(f"DELETE FROM {tag}_{table} WHERE {column}=?", ids)
