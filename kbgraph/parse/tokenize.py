@@ -28,6 +28,12 @@ _WORD = re.compile(f"[{_CJK_CLASS}]+|[^\\W_{_CJK_CLASS}]+")
 _APOSTROPHE = re.compile(r"['\u2019](?<=\w['\u2019])(?:s\b|(?=\w))")
 # Without CJK in the text, a word is just a run of letters and digits.
 _PLAIN_WORD = re.compile(r"[^\W_]+")
+# Every ASCII character that is not a letter or digit, and the non-ASCII punctuation common in
+# English prose, becomes a space: text that is ASCII after that splits into the same words as
+# _PLAIN_WORD finds, several times faster.
+_COMMON_PUNCTUATION = "\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u2013\u2014\u2015\u2026\u00ab\u00bb\u00b7\u2022\u2032\u2033"
+_TO_SPACE = str.maketrans({c: " " for c in [chr(i) for i in range(128) if not chr(i).isalnum()]
+                           + list(_COMMON_PUNCTUATION)})
 
 _ENGLISH_STOP_RAW = (
     """a about above after again against all am an and any are as at be because been before being
@@ -150,7 +156,10 @@ def tokenize(text: str) -> list[str]:
     text = unicodedata.normalize("NFKC", text).casefold()
     if "'" in text or "\u2019" in text:
         text = _APOSTROPHE.sub("", text)
-    if _CJK_RUN.search(text) is None:  # the common case: every word is stemmed, none segmented
+    spaced = text.translate(_TO_SPACE)
+    if spaced.isascii():  # the most common case, split without a regular expression
+        return list(map(_stem, spaced.split()))
+    if _CJK_RUN.search(text) is None:  # every word is stemmed, none segmented
         return list(map(_stem, _PLAIN_WORD.findall(text)))
     tokens: list[str] = []
     for match in _WORD.finditer(text):

@@ -133,3 +133,19 @@ def test_tokens_never_hold_whitespace_or_fts_syntax(text: str) -> None:
         assert SAFE_TOKEN.fullmatch(token), repr(token)
     assert tokenize(text) == tokenize(text)
     assert token_string(text).split() == tokenize(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(list("abcXYZ019 _-.,;:!?'\"()[]{}<>/\\@#$%^&*+=~`|\n\t")
+                                + ["\u2019", "\u201c", "\u201d", "\u2014", "\u2026", "\u00e9", "\u00df", "\u0130",
+                                   "\u00a0", "\uff21", "\u00bd", "\u00b2", "\u2160", "\u0663", "\u00b7", "\u2022",
+                                   "Marley's", "running", "don't"]), max_size=40).map("".join))
+def test_ascii_split_matches_the_word_pattern(text: str) -> None:
+    # the fast split of mostly-ASCII text must find exactly the words the pattern finds
+    import unicodedata
+
+    from kbgraph.parse.tokenize import _APOSTROPHE, _PLAIN_WORD, _stem
+
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _APOSTROPHE.sub("", folded)
+    assert tokenize(text) == list(map(_stem, _PLAIN_WORD.findall(folded)))
