@@ -163,36 +163,41 @@ def build_tables(community: Community, entities: Sequence[Entity], relations: Se
     entity_rows = [[i, e.name or e.key, e.type, _shorten(e.description, 1500)] for i, e in enumerate(members)]
     relation_rows = [[i, r.src_name or names.get(r.src_key, r.src_key), r.tgt_name or names.get(r.tgt_key, r.tgt_key),
                       _shorten(r.description, 1500), round(r.weight, 3)] for i, r in enumerate(touching)]
-    entity_head, relation_head = _ENTITY_HEAD, _RELATION_HEAD
+    # one CSV line per row, written once: a table is its head line and the lines it takes
+    entity_lines = [_csv([row]) for row in entity_rows]
+    relation_lines = [_csv([row]) for row in relation_rows]
     used = _heads_tokens()
     # A token is at least one byte: when all rows together have no more bytes than the budget,
     # the three fills below take every row, so none needs tokenizing (most communities are small).
-    if used + len((_csv(entity_rows) + _csv(relation_rows)).encode("utf-8")) <= max_tokens:
-        return _csv([entity_head, *entity_rows]), _csv([relation_head, *relation_rows])
-    taken_e: list[list[Any]] = []
-    taken_r: list[list[Any]] = []
+    if used + sum(len(line.encode("utf-8")) for line in entity_lines + relation_lines) <= max_tokens:
+        return _table(_ENTITY_HEAD, entity_lines), _table(_RELATION_HEAD, relation_lines)
+    taken_e: list[str] = []
+    taken_r: list[str] = []
 
-    def fill(rows: list[list[Any]], taken: list[list[Any]], limit: int) -> None:
+    def fill(rows: list[list[Any]], lines: list[str], taken: list[str], limit: int) -> None:
         nonlocal used
         while len(taken) < len(rows):
-            row = rows[len(taken)]
-            cost = _row_tokens(row)
+            cost = _row_tokens(rows[len(taken)], lines[len(taken)])
             if taken and used + cost > limit:
                 return
-            taken.append(row)
+            taken.append(lines[len(taken)])
             used += cost
 
-    fill(entity_rows, taken_e, int(max_tokens * 0.4))
-    fill(relation_rows, taken_r, max_tokens)
-    fill(entity_rows, taken_e, max_tokens)
-    return _csv([entity_head, *taken_e]), _csv([relation_head, *taken_r])
+    fill(entity_rows, entity_lines, taken_e, int(max_tokens * 0.4))
+    fill(relation_rows, relation_lines, taken_r, max_tokens)
+    fill(entity_rows, entity_lines, taken_e, max_tokens)
+    return _table(_ENTITY_HEAD, taken_e), _table(_RELATION_HEAD, taken_r)
 
 
-def _row_tokens(row: list[Any]) -> int:
-    """Tokens of one CSV row. The row number is a token run of its own (the tokenizer never joins
-    digits with the comma after them), so the rest of the row, which is the same in every
-    community an entity or relation belongs to, is counted once per text."""
-    text, number = _csv([row]), str(row[0])
+def _table(head: list[str], lines: list[str]) -> str:
+    return _csv([head]) + "".join(lines)
+
+
+def _row_tokens(row: list[Any], text: str) -> int:
+    """Tokens of one CSV row (``text``, its line). The row number is a token run of its own (the
+    tokenizer never joins digits with the comma after them), so the rest of the row, which is the
+    same in every community an entity or relation belongs to, is counted once per text."""
+    number = str(row[0])
     if isinstance(row[0], int) and text.startswith(number + ","):
         return _number_tokens(number) + _tail_tokens(text[len(number):])
     return count_tokens(text)
@@ -227,16 +232,16 @@ def llm_report(chat: ChatModel, community: Community, entities: Sequence[Entity]
     prompt = render(PROMPT, entities_csv=entities_csv, relations_csv=relations_csv, language=language,
                     min_findings=3, max_findings=8)
     version = prompt_version(PROMPT)
-    extractive = extractive_report(community, entities, relations)
     for suffix in ("", "#retry1"):
         # the suffix changes the cache key, so the retry is a fresh answer, not the cached garbage
         answer = chat.chat([Message("user", prompt)], phase=PHASE, prompt_version=version + suffix, cancel=cancel)
         parsed = parse_report(answer)
         if parsed is not None:
             if parsed.rating < 0:
-                parsed.rating, parsed.rating_explanation = extractive.rating, (
-                    parsed.rating_explanation or extractive.rating_explanation)
+                rating, explanation = _rating(len(community.member_keys), relations, set(community.member_keys))
+                parsed.rating, parsed.rating_explanation = rating, parsed.rating_explanation or explanation
             return parsed
+    extractive = extractive_report(community, entities, relations)
     extractive.fallback = True
     return extractive
 
@@ -279,6 +284,19 @@ def _balanced_object(text: str) -> str | None:
     return None
 
 
+def _plain_object(text: str) -> dict[str, Any] | None:
+    """The answer as a JSON object when it is nothing else (what the prompt asks for): the object
+    the scan for a balanced one would find, without the character-by-character scan."""
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")) or "```" in stripped:
+        return None
+    try:
+        data = json.loads(stripped, strict=False)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _load(candidate: str) -> Any:
     for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
         try:
@@ -315,14 +333,14 @@ def parse_report(answer: str) -> ReportContent | None:
     text = _THINK.sub("", answer or "")
     if "</think>" in text.lower():  # an unclosed think block whose opening tag was cut off
         text = text[text.lower().rindex("</think>") + len("</think>"):]
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    data: Any = None
-    for candidate in candidates:
-        obj = _balanced_object(candidate)
-        if obj is not None:
-            data = _load(obj)
-            if isinstance(data, dict):
-                break
+    data: Any = _plain_object(text)
+    if data is None:
+        for candidate in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+            obj = _balanced_object(candidate)
+            if obj is not None:
+                data = _load(obj)
+                if isinstance(data, dict):
+                    break
     if not isinstance(data, dict):
         return None
     data = {str(k).strip().lower(): v for k, v in data.items()}

@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from support.scripted_llm import ScriptedLLM
 
 from kbgraph.config import Settings
@@ -181,3 +183,31 @@ def test_tables_fit_the_token_budget() -> None:
     # a tiny budget still gets one row of each
     tiny_e, tiny_r = build_tables(community, many, rels, max_tokens=10)
     assert len(tiny_e.splitlines()) == 2 and len(tiny_r.splitlines()) == 2
+
+
+_JSON_TEXT = st.lists(st.sampled_from(list("ab {}[]\"'\\:,`\n") + ["it's", "```", "é"]), max_size=12).map("".join)
+_JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | _JSON_TEXT,
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_JSON_TEXT, inner, max_size=3),
+                            max_leaves=8)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_JSON_TEXT, _JSON_VALUES, max_size=5), st.sampled_from(["", " ", "\n"]))
+def test_plain_json_answers_read_as_the_balanced_scan_reads_them(obj, pad) -> None:
+    import json
+
+    from kbgraph.graph.reports import _balanced_object, _load, _plain_object
+
+    text = pad + json.dumps(obj, ensure_ascii=False) + pad
+    fast = _plain_object(text)
+    if fast is not None:  # declined answers go the long way, which is what this compares against
+        assert fast == _load(_balanced_object(text))
+
+
+def test_plain_json_with_a_fenced_object_inside_goes_the_long_way() -> None:
+    # the long way reads fenced blocks first, and this one holds a (Python-style) object
+    from kbgraph.graph.reports import _plain_object
+
+    answer = json.dumps({"title": "```{'a': 1}```", "summary": "s"})
+    assert _plain_object(answer) is None
+    assert parse_report(answer) is None
