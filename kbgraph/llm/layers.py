@@ -309,11 +309,10 @@ def call_with_retry(fn: Callable[[], T], policy: RetryPolicy, what: str,
         if cancel is not None and cancel():
             raise Cancelled(f"{what}: cancelled")
 
-    def wait(state: RetryCallState) -> float:
+    def delay_after(failures: int, exc: BaseException | None) -> float:
         # Full jitter on an exponential ceiling; a server's Retry-After wins if it is longer.
-        ceiling = min(policy.backoff_max, policy.backoff_base * 2 ** (state.attempt_number - 1))
+        ceiling = min(policy.backoff_max, policy.backoff_base * 2 ** (failures - 1))
         delay = random.uniform(0, ceiling)
-        exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, TransientLLMError) and exc.retry_after:
             delay = max(delay, min(exc.retry_after, policy.backoff_max))
         return delay
@@ -327,9 +326,22 @@ def call_with_retry(fn: Callable[[], T], policy: RetryPolicy, what: str,
                 return
             time.sleep(min(left, 0.1))
 
-    retrying = Retrying(stop=stop_after_attempt(policy.max_retries + 1), wait=wait, sleep=sleep,
+    # The first attempt runs without building the retry machinery: nearly every call succeeds at
+    # once, and an indexing run makes hundreds of calls per document.
+    check()
+    try:
+        return fn()
+    except TransientLLMError as exc:
+        if policy.max_retries < 1:
+            raise LLMError(f"{what}: gave up after 1 attempts: {exc}") from exc
+        sleep(delay_after(1, exc))
+
+    def wait(state: RetryCallState) -> float:  # tenacity counts from the second attempt
+        return delay_after(state.attempt_number + 1, state.outcome.exception() if state.outcome else None)
+
+    retrying = Retrying(stop=stop_after_attempt(policy.max_retries), wait=wait, sleep=sleep,
                         retry=retry_if_exception_type(TransientLLMError), reraise=True)
-    attempts = 0
+    attempts = 1
     try:
         for attempt in retrying:
             with attempt:
