@@ -100,13 +100,18 @@ def test_reader_rebuilds_when_the_change_log_was_trimmed(tmp_path: Path, monkeyp
     assert answers(reader, requests) == answers(SQLiteStore(path), requests)
 
 
-def test_store_from_before_the_change_log_and_token_counts(tmp_path: Path) -> None:
-    rng = random.Random(4)
-    path = tmp_path / "store.db"
+def churned_store(path: Path, seed: int, size: int) -> tuple[SQLiteStore, random.Random, list]:
+    """A store after ``size`` random writes, with the rng that wrote them and searches to ask it."""
+    rng = random.Random(seed)
     store = SQLiteStore(path)
     store.ensure_index("t")
-    churn(store, rng, 0, 80)
-    requests = searches(rng)
+    churn(store, rng, 0, size)
+    return store, rng, searches(rng)
+
+
+def test_store_from_before_the_change_log_and_token_counts(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    store, rng, requests = churned_store(path, 4, 80)
     expected = answers(store, requests)
     store.close()
     with sqlite3.connect(path) as conn:  # what an earlier version of the store wrote
@@ -121,12 +126,8 @@ def test_store_from_before_the_change_log_and_token_counts(tmp_path: Path) -> No
 
 
 def test_store_that_logged_with_triggers_logs_in_bulk(tmp_path: Path) -> None:
-    rng = random.Random(5)
     path = tmp_path / "store.db"
-    store = SQLiteStore(path)
-    store.ensure_index("t")
-    churn(store, rng, 0, 60)
-    requests = searches(rng)
+    store, rng, requests = churned_store(path, 5, 60)
     answers(store, requests)  # caches built, to be caught up through the log
     with sqlite3.connect(path) as conn:  # the triggers an earlier version logged with
         (tag,) = conn.execute("SELECT tag FROM kb_tenants").fetchone()
