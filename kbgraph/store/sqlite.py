@@ -233,19 +233,16 @@ def _vec_blob(name: str, value: Any) -> bytes | None:
     return arr.tobytes()
 
 
-def _fused(term: Mapping[int, float], vec: Mapping[int, float],
+def _fused(term_rows: np.ndarray, term: np.ndarray, vec_rows: np.ndarray, vec: np.ndarray,
            req: SearchRequest) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(rowids, term scores, vector scores clipped to [0, 1], fused scores) of every candidate, as
-    base.fuse computes them (the same float operations, array-wise)."""
-    rowids = np.array(sorted(term.keys() | vec.keys()), dtype=np.int64)
+    base.fuse computes them (the same float operations, array-wise). Each side's rowids are unique."""
+    rowids = np.union1d(term_rows, vec_rows)
     term_scores = np.zeros(len(rowids))
     vector_scores = np.zeros(len(rowids))
-    if term:
-        keys = np.fromiter(term.keys(), dtype=np.int64, count=len(term))
-        term_scores[np.searchsorted(rowids, keys)] = np.fromiter(term.values(), dtype=np.float64, count=len(term))
-    if vec:
-        keys = np.fromiter(vec.keys(), dtype=np.int64, count=len(vec))
-        vector_scores[np.searchsorted(rowids, keys)] = np.fromiter(vec.values(), dtype=np.float64, count=len(vec))
+    term_scores[np.searchsorted(rowids, term_rows)] = term
+    if len(vec_rows):
+        vector_scores[np.searchsorted(rowids, vec_rows)] = vec
         vector_scores = np.minimum(1.0, np.maximum(0.0, vector_scores))
     has_text, has_vector = req.text is not None, req.vector is not None
     if has_text and has_vector:
@@ -253,6 +250,10 @@ def _fused(term: Mapping[int, float], vec: Mapping[int, float],
     else:
         scores = term_scores if has_text else vector_scores
     return rowids, term_scores, vector_scores, scores
+
+
+_NO_ROWS = np.zeros(0, dtype=np.int64)
+_NO_SCORES = np.zeros(0, dtype=np.float64)
 
 
 def _unit(arr: np.ndarray) -> np.ndarray:
@@ -1108,23 +1109,24 @@ class SQLiteStore(DocStore):
             if req.text is None and req.vector is None:
                 return self._listing(conn, tag, kbs, req)
 
-            term: dict[int, float] = {}
-            ids: dict[int, str] = {}
+            term_rows, term_scores = _NO_ROWS, _NO_SCORES
             if req.text is not None:
-                for rowid, doc_id, score in self._bm25(conn, tag, kbs, req.where, req.text, req.candidates):
-                    term[rowid], ids[rowid] = score, doc_id
-                best = max(term.values(), default=0.0)
-                term = {r: (s / best if best > 0 else 0.0) for r, s in term.items()}
-            vec: dict[int, float] = {}
+                term_rows, term_scores = self._bm25(conn, tag, kbs, req.where, req.text, req.candidates)
+                best = float(term_scores.max()) if len(term_scores) else 0.0
+                term_scores = term_scores / best if best > 0 else np.zeros(len(term_scores))
+            vec_rows, vec_scores = _NO_ROWS, _NO_SCORES
             if req.vector is not None:
                 query = self._query_vector(req.vector)
-                vec, slices = self._knn(conn, tag, kbs, req.where, req.vector.field, query, req.candidates)
-                missing = np.fromiter((r for r in term if r not in vec), dtype=np.int64)
+                vec_rows, vec_scores, slices = self._knn(conn, tag, kbs, req.where, req.vector.field, query,
+                                                         req.candidates)
+                missing = term_rows[~np.isin(term_rows, vec_rows)]
+                found = [(vec_rows, vec_scores)]
                 for vectors in slices:  # text candidates the kNN did not reach, from the same slices
                     if len(missing):
-                        rowids, sims = vectors.cosines(query, missing)
-                        vec.update(zip(rowids.tolist(), sims.tolist()))
-            rowids, term_scores, vector_scores, scores = _fused(term, vec, req)
+                        found.append(vectors.cosines(query, missing))
+                vec_rows = np.concatenate([f[0] for f in found])
+                vec_scores = np.concatenate([f[1] for f in found]).astype(np.float64)
+            rowids, term_scores, vector_scores, scores = _fused(term_rows, term_scores, vec_rows, vec_scores, req)
             passing = np.flatnonzero(scores >= req.threshold)
             # only rows that can reach the page need their ids (ties on the page's last score are
             # ordered by id); the kNN half can bring thousands of candidates
@@ -1133,11 +1135,7 @@ class SQLiteStore(DocStore):
             if need < len(passing):
                 cut = -np.partition(-scores[passing], need - 1)[need - 1] if need else np.inf
                 reach = passing[scores[passing] >= cut]
-            unknown = [int(r) for r in rowids[reach] if int(r) not in ids]
-            if unknown:
-                ids.update(conn.execute(
-                    f"SELECT rowid, id FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
-                    (json.dumps(unknown),)).fetchall())
+            ids = self._ids_of(conn, tag, rowids[reach])
             ranked = sorted((-float(scores[i]), ids[int(rowids[i])], int(rowids[i]), float(term_scores[i]),
                              float(vector_scores[i])) for i in reach.tolist())
             page = ranked[req.offset:req.offset + req.limit]
@@ -1242,11 +1240,11 @@ class SQLiteStore(DocStore):
                             f"LIMIT ? OFFSET ?", [*params, *order_params, req.limit, req.offset]).fetchall()
 
     def _bm25(self, conn: sqlite3.Connection, tag: str, kbs: list[str], where: Sequence[Condition],
-              text: TextQuery, candidates: int) -> list[tuple[int, str, float]]:
-        """The top text candidates as (rowid, id, boosted Lucene BM25 summed over fields)."""
+              text: TextQuery, candidates: int) -> tuple[np.ndarray, np.ndarray]:
+        """The top text candidates as (rowids, boosted Lucene BM25 summed over fields), unordered."""
         tokens = list(dict.fromkeys(t for tok in text.tokens for t in str(tok).split()))
         if not tokens:
-            return []
+            return _NO_ROWS, _NO_SCORES
         kinds = _kinds_of(where)
         found_rows: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
@@ -1275,7 +1273,7 @@ class SQLiteStore(DocStore):
                         found_scores.append(boost * bm25(match.tf, match.lengths, idf, average))
                         found_tokens.append(np.full(len(match.rowids), number, dtype=np.int64))
         if not found_rows:
-            return []
+            return _NO_ROWS, _NO_SCORES
         rowids, where_in = np.unique(np.concatenate(found_rows), return_inverse=True)
         scores = np.bincount(where_in, weights=np.concatenate(found_scores), minlength=len(rowids))
         pairs = np.unique(where_in * len(tokens) + np.concatenate(found_tokens))
@@ -1284,7 +1282,7 @@ class SQLiteStore(DocStore):
         keep = matched >= need
         rowids, scores = rowids[keep], scores[keep]
         if not len(rowids):
-            return []
+            return _NO_ROWS, _NO_SCORES
         # the postings slices hold only the KBs' rows of the wanted kinds; any other condition is
         # checked on the best-scored rows first (enough when the filter keeps most rows), and
         # against the set of rows passing it when too few of those passed (a selective filter)
@@ -1302,17 +1300,32 @@ class SQLiteStore(DocStore):
             keep = np.isin(rowids, passed)
             rowids, scores = rowids[keep], scores[keep]
         if len(rowids) > candidates:
-            # everything tied with the last place comes along, so ties are then broken by id; when a
-            # common word ties thousands of rows, the earliest written of them are taken
-            cut = -np.partition(-scores, candidates - 1)[candidates - 1]
-            keep = scores >= cut
-            if np.count_nonzero(keep) > 4 * candidates:
-                keep = np.lexsort((rowids, -scores))[:candidates]
-            rowids, scores = rowids[keep], scores[keep]
-        ids = dict(conn.execute(f"SELECT rowid, id FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
-                                (json.dumps(rowids.tolist()),)).fetchall())
-        ranked = sorted((-float(s), ids[int(r)], int(r)) for r, s in zip(rowids, scores))
-        return [(r, doc_id, -neg) for neg, doc_id, r in ranked[:candidates]]
+            rowids, scores = self._best_text_rows(conn, tag, rowids, scores, candidates)
+        return rowids, scores
+
+    def _best_text_rows(self, conn: sqlite3.Connection, tag: str, rowids: np.ndarray, scores: np.ndarray,
+                        candidates: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``candidates`` best-scored rows, rows tied with the last place ordered by id. When a
+        common word ties thousands of rows, the earliest written of them are taken instead."""
+        cut = -np.partition(-scores, candidates - 1)[candidates - 1]
+        tied = np.flatnonzero(scores == cut)
+        above = np.flatnonzero(scores > cut)
+        if len(tied) + len(above) > 4 * candidates:
+            keep = np.lexsort((rowids, -scores))[:candidates]
+            return rowids[keep], scores[keep]
+        if len(tied) + len(above) > candidates:
+            ids = self._ids_of(conn, tag, rowids[tied])
+            tied = np.array(sorted(tied.tolist(), key=lambda i: ids[int(rowids[i])])[:candidates - len(above)],
+                            dtype=np.int64)
+        keep = np.concatenate([above, tied])
+        return rowids[keep], scores[keep]
+
+    @staticmethod
+    def _ids_of(conn: sqlite3.Connection, tag: str, rowids: np.ndarray) -> dict[int, str]:
+        if not len(rowids):
+            return {}
+        return dict(conn.execute(f"SELECT rowid, id FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
+                                 (json.dumps(rowids.tolist()),)).fetchall())
 
     def _doc_frequencies(self, conn: sqlite3.Connection, tag: str, table: str, tokens: Sequence[str]) -> dict[str, int]:
         """Token -> number of rows holding it in one FTS table. fts5vocab counts a common token by
@@ -1414,11 +1427,11 @@ class SQLiteStore(DocStore):
         return _unit(arr)
 
     def _knn(self, conn: sqlite3.Connection, tag: str, kbs: list[str], where: Sequence[Condition], name: str,
-             query: np.ndarray, k: int) -> tuple[dict[int, float], list[VectorSlice]]:
-        """The ``k`` nearest allowed rows (rowid -> cosine) and the vector slices searched."""
+             query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[VectorSlice]]:
+        """The ``k`` nearest allowed rows (rowids, cosines) and the vector slices searched."""
         code = self._code(conn, name)
         if code is None:
-            return {}, []
+            return _NO_ROWS, _NO_SCORES, []
         # the kind conditions choose cache partitions; any other condition narrows to allowed rows
         kinds: set[str | None] | None = None
         masked = False
@@ -1442,10 +1455,10 @@ class SQLiteStore(DocStore):
                 found.append(vectors.search(query, k) if allowed is None else vectors.search_within(query, allowed, k))
         found = [f for f in found if len(f[0])]
         if not found:
-            return {}, slices
+            return _NO_ROWS, _NO_SCORES, slices
         rows, sims = np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
         order = np.lexsort((rows, -sims))[:k]
-        return {int(rows[i]): float(sims[i]) for i in order}, slices
+        return rows[order].astype(np.int64), sims[order], slices
 
     def _partitions(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, vgen: int,
                     kinds: set[str | None] | None) -> list[str | None]:

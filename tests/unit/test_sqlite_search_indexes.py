@@ -170,3 +170,27 @@ def test_inverted_file_search_finds_the_true_neighbours(tmp_path: Path, monkeypa
     index = [int(a[1:]) for a in allowed]
     exact = [f"p{index[i]}" for i in np.argsort(-(unit[index] @ (query / np.linalg.norm(query))))[:5]]
     assert [h.id for h in hits] == exact
+
+
+def _text_hits(store: SQLiteStore, candidates: int) -> list[str]:
+    request = SearchRequest(kb_ids=["kb1"], limit=50, candidates=candidates,
+                            text=TextQuery(["alpha"], {"content_ltks": 1.0}))
+    return [h.id for h in store.search("t", request).hits]
+
+
+def test_text_candidates_tied_at_the_cut_go_by_id(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "ties.db")
+    written = ["d7", "d2", "d9", "d4", "d1", "d8"]  # write order unlike id order
+    store.upsert("t", "kb1", [{"id": i, "content_ltks": "alpha beta"} for i in written])
+    store.upsert("t", "kb1", [{"id": "d5", "content_ltks": "alpha"}])  # shorter: scores higher
+    assert _text_hits(store, 3) == ["d5", "d1", "d2"]
+    assert _text_hits(store, 1) == ["d5"]
+    assert sorted(_text_hits(store, 50)) == sorted(written + ["d5"])
+
+
+def test_text_candidates_tied_in_thousands_take_the_earliest_written(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "many.db")
+    written = [f"d{n:02d}" for n in reversed(range(30))]
+    store.upsert("t", "kb1", [{"id": i, "content_ltks": "alpha beta"} for i in written])
+    # more than four times the candidates tie: ordering them by id would read every id
+    assert sorted(_text_hits(store, 3)) == sorted(written[:3])
