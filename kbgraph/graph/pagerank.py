@@ -19,7 +19,7 @@ def pagerank_vector(graph: SparseGraph, damping: float = 0.85, max_iter: int = 2
     for _ in range(max_iter):
         # isolated nodes have nowhere to send their mass; spreading it uniformly keeps the sum at 1
         lost = scores[graph.dangling].sum()
-        new = damping * (graph.transposed @ scores) + (1.0 - damping + damping * lost) * uniform
+        new = damping * graph.step(scores) + (1.0 - damping + damping * lost) * uniform
         delta = np.abs(new - scores).sum()
         scores = new
         if delta < tol:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kbgraph import parallel
+
 IVF_MIN_ROWS = 20_000
 _ROWS_PER_LIST = 1000
 _MIN_LISTS, _MAX_LISTS = 32, 1024
@@ -29,6 +31,9 @@ _TAIL_SHARE = 0.1
 _TAIL_FLOOR = 2000
 _BLOCK = 16_384  # rows per block when assigning, to bound temporary memory
 _WIDEN = 4  # a filter keeping most rows: look this many times deeper, then filter
+# a scan of at least twice this many bytes is split over the cores (``parallel``); below it, handing
+# half to a thread costs about what it saves
+_SPLIT_MIN_BYTES = 2 << 20
 
 
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -40,6 +45,29 @@ def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     nothing (einsum without ``optimize`` does not call BLAS).
     """
     return np.einsum("ij,j->i", matrix, query)
+
+
+def _scan(matrix: np.ndarray, spans: Sequence[slice], query: np.ndarray) -> np.ndarray:
+    """Cosines of the rows in ``spans`` (in span order) with ``query``, the spans shared out over
+    the cores when they hold enough bytes. Each row's product is the same whichever thread runs it."""
+    sizes = [span.stop - span.start for span in spans]
+    row_bytes = max(1, matrix.shape[1] * matrix.itemsize) if matrix.ndim == 2 else 1
+    parts = parallel.split_rows(sum(sizes), _SPLIT_MIN_BYTES // row_bytes)
+    if len(parts) <= 1:
+        return np.concatenate([_cosines(matrix[span], query) for span in spans]) if spans else \
+            np.zeros(0, dtype=np.float32)
+    # cut the spans where the parts end, so each thread scans about the same number of rows
+    pieces: list[list[slice]] = [[] for _ in parts]
+    at = 0
+    for span, size in zip(spans, sizes):
+        for number, (start, stop) in enumerate(parts):
+            lo, hi = max(at, start), min(at + size, stop)
+            if hi > lo:
+                pieces[number].append(slice(span.start + lo - at, span.start + hi - at))
+        at += size
+    found = parallel.run_parts([lambda group=group: [_cosines(matrix[span], query) for span in group]
+                                for group in pieces])
+    return np.concatenate([sims for group in found for sims in group])
 
 
 def _top(rowids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,13 +176,14 @@ class VectorSlice:
             positions = np.flatnonzero(self._alive) if self._dead else None
             rowids, matrix = (self._rowids, self._matrix) if positions is None else \
                 (self._rowids[positions], self._matrix[positions])
-            found = [(rowids, _cosines(matrix, query) if len(rowids) else np.zeros(0, np.float32))]
+            found = [(rowids, _scan(matrix, [slice(0, len(rowids))], query) if len(rowids)
+                      else np.zeros(0, np.float32))]
         else:
             probe = min(len(self._centroids), max(_MIN_PROBE, len(self._centroids) // _PROBE_SHARE))
             lists = np.sort(np.argpartition(-_cosines(self._centroids, query), probe - 1)[:probe])
             spans = [slice(self._offsets[n], self._offsets[n + 1]) for n in lists]
             rowids = np.concatenate([self._rowids[span] for span in spans])
-            sims = np.concatenate([_cosines(self._matrix[span], query) for span in spans])
+            sims = _scan(self._matrix, spans, query)
             if self._dead:
                 live = np.concatenate([self._alive[span] for span in spans])
                 rowids, sims = rowids[live], sims[live]
