@@ -49,6 +49,7 @@ from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.records import Entity, Relation
+from kbgraph.top_k import largest
 
 
 @dataclass(frozen=True)
@@ -237,34 +238,13 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
     return final, vector
 
 
-def largest(values: np.ndarray, limit: int) -> np.ndarray:
-    """Positions of the ``limit`` largest positive values and of any tied with the last, unsorted.
-
-    A partition of 100k floats costs ~0.7 ms; the ``limit``-th largest of a strided sample is a floor
-    that can only be lower than the true one, so everything above it is a superset of the answer,
-    a few thousand values that partition in microseconds.
-    """
-    if limit <= 0:
-        return np.zeros(0, dtype=np.int64)
-    sample = values[::max(1, len(values) // _SAMPLE)]
-    floor = np.partition(sample, len(sample) - limit)[len(sample) - limit] if len(sample) > limit else 0.0
-    candidates = np.flatnonzero((values > 0) & (values >= floor))
-    if len(candidates) > limit:
-        chosen = values[candidates]
-        candidates = candidates[chosen >= np.partition(chosen, len(chosen) - limit)[len(chosen) - limit]]
-    return candidates
-
-
-# values sampled to find a floor for the largest few (see ``largest``)
-_SAMPLE = 2048
-
-
 def top_entities(graph: EntityGraph, walk: np.ndarray, limit: int) -> dict[tuple[str, str], float]:
     """(kb_id, key) -> PPR mass of the ``limit`` entity nodes with the most mass."""
     if not len(graph.entity_nodes) or not walk.any():
         return {}
     mass = walk[graph.entity_nodes]
     candidates = largest(mass, limit)
+    candidates = candidates[mass[candidates] > 0]
     order = candidates[np.lexsort((candidates, -mass[candidates]))][:limit]
     out: dict[tuple[str, str], float] = {}
     for i in order:

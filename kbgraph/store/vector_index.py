@@ -19,6 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kbgraph import parallel
+from kbgraph.top_k import largest
 
 IVF_MIN_ROWS = 20_000
 _ROWS_PER_LIST = 1000
@@ -71,8 +72,9 @@ def _scan(matrix: np.ndarray, spans: Sequence[slice], query: np.ndarray) -> np.n
 
 
 def _top(rowids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best rows and any tied with the last (the caller breaks ties by rowid)."""
     if len(sims) > k:
-        keep = np.argpartition(-sims, k - 1)[:k]
+        keep = largest(sims, k)
         return rowids[keep], sims[keep]
     return rowids, sims
 
