@@ -25,6 +25,8 @@ Scoring (identical on every engine, so results do not depend on where a knowledg
 
 The candidates are the top ``candidates`` BM25 matches plus the top ``candidates`` vector
 neighbours (both after the filters), so hybrid search looks at the same window on both engines.
+Which of several matches tied at the edge of that window get in is the engine's choice (index
+order on both).
 """
 
 from __future__ import annotations

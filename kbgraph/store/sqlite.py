@@ -51,6 +51,7 @@ from kbgraph.store.base import (
 from kbgraph.store.records import UNFILTERED_FIELDS
 from kbgraph.store.text_index import FieldPostings, TermRows, bm25
 from kbgraph.store.vector_index import VectorSlice
+from kbgraph.top_k import largest
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VEC = re.compile(r"^q_(\d+)_vec$")
@@ -250,6 +251,14 @@ def _fused(term_rows: np.ndarray, term: np.ndarray, vec_rows: np.ndarray, vec: n
     else:
         scores = term_scores if has_text else vector_scores
     return rowids, term_scores, vector_scores, scores
+
+
+def _best_first_written(rowids: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` best scores; of rows tied with the last place, the earliest written
+    (as Elasticsearch takes tied hits in index order). Ordering those by id instead would read the
+    id of every tied row, often hundreds when a common word matches."""
+    near = largest(scores, k)
+    return near[np.lexsort((rowids[near], -scores[near]))[:k]]
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -1006,12 +1015,24 @@ class SQLiteStore(DocStore):
             out.setdefault(doc, {})[codes[field]] = blob
         return out
 
+    @staticmethod
+    def _bodies(conn: sqlite3.Connection, tag: str, rowids: Sequence[int]) -> dict[int, Doc]:
+        """Rowid -> freshly decoded body of those rows that exist."""
+        if not rowids:
+            return {}
+        return {r: _loads(b) for r, b in conn.execute(
+            f"SELECT rowid, body FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(rowids)),))}
+
     def _load(self, conn: sqlite3.Connection, tag: str, rowids: Sequence[int],
-              fields: Sequence[str] | None) -> dict[int, Doc]:
-        rows = conn.execute(f"SELECT rowid, body FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
-                            (json.dumps(list(rowids)),)).fetchall()
-        vecs = self._vectors_of(conn, tag, [r[0] for r in rows], fields or [])
-        return {r[0]: _project(_loads(r[1]), fields, vecs.get(r[0], {})) for r in rows}
+              fields: Sequence[str] | None, bodies: Mapping[int, Doc] | None = None) -> dict[int, Doc]:
+        """Rowid -> the row projected to ``fields`` (vectors read when named), for those rows that
+        exist; ``bodies`` holds rows already decoded (each is handed out once)."""
+        if bodies is None:
+            bodies = self._bodies(conn, tag, rowids)
+        found = [r for r in rowids if r in bodies]
+        vecs = self._vectors_of(conn, tag, found, fields or [])
+        return {r: _project(bodies[r], fields, vecs.get(r, {})) for r in found}
 
     def get(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str],
             fields: Sequence[str] | None = None) -> list[Doc]:
@@ -1109,16 +1130,19 @@ class SQLiteStore(DocStore):
             if req.text is None and req.vector is None:
                 return self._listing(conn, tag, kbs, req)
 
+            # the vector half first: a filter it has to resolve (the set of rows passing it) is then
+            # cached for the text half, which otherwise checks its best rows against the filter in SQL
+            vec_rows, vec_scores, slices = _NO_ROWS, _NO_SCORES, []
+            if req.vector is not None:
+                query = self._query_vector(req.vector)
+                vec_rows, vec_scores, slices = self._knn(conn, tag, kbs, req.where, req.vector.field, query,
+                                                         req.candidates)
             term_rows, term_scores = _NO_ROWS, _NO_SCORES
             if req.text is not None:
                 term_rows, term_scores = self._bm25(conn, tag, kbs, req.where, req.text, req.candidates)
                 best = float(term_scores.max()) if len(term_scores) else 0.0
                 term_scores = term_scores / best if best > 0 else np.zeros(len(term_scores))
-            vec_rows, vec_scores = _NO_ROWS, _NO_SCORES
             if req.vector is not None:
-                query = self._query_vector(req.vector)
-                vec_rows, vec_scores, slices = self._knn(conn, tag, kbs, req.where, req.vector.field, query,
-                                                         req.candidates)
                 missing = term_rows[~np.isin(term_rows, vec_rows)]
                 found = [(vec_rows, vec_scores)]
                 for vectors in slices:  # text candidates the kNN did not reach, from the same slices
@@ -1135,11 +1159,15 @@ class SQLiteStore(DocStore):
             if need < len(passing):
                 cut = -np.partition(-scores[passing], need - 1)[need - 1] if need else np.inf
                 reach = passing[scores[passing] >= cut]
-            ids = self._ids_of(conn, tag, rowids[reach])
+            # the rows that can reach the page are usually the page itself: read their bodies (which
+            # hold the ids) at once, unless ties on the last score bring many more
+            bodies = self._bodies(conn, tag, rowids[reach].tolist()) if len(reach) <= 2 * need else None
+            ids = {r: b["id"] for r, b in bodies.items()} if bodies is not None else \
+                self._ids_of(conn, tag, rowids[reach])
             ranked = sorted((-float(scores[i]), ids[int(rowids[i])], int(rowids[i]), float(term_scores[i]),
                              float(vector_scores[i])) for i in reach.tolist())
             page = ranked[req.offset:req.offset + req.limit]
-            docs = self._load(conn, tag, [s[2] for s in page], req.fields)
+            docs = self._load(conn, tag, [s[2] for s in page], req.fields, bodies)
         hits = [Hit(id=doc_id, doc=docs[rowid], score=-neg, term_score=ts, vector_score=vs)
                 for neg, doc_id, rowid, ts, vs in page]
         return SearchResult(hits=hits, total=len(passing))
@@ -1300,25 +1328,9 @@ class SQLiteStore(DocStore):
             keep = np.isin(rowids, passed)
             rowids, scores = rowids[keep], scores[keep]
         if len(rowids) > candidates:
-            rowids, scores = self._best_text_rows(conn, tag, rowids, scores, candidates)
+            keep = _best_first_written(rowids, scores, candidates)
+            rowids, scores = rowids[keep], scores[keep]
         return rowids, scores
-
-    def _best_text_rows(self, conn: sqlite3.Connection, tag: str, rowids: np.ndarray, scores: np.ndarray,
-                        candidates: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``candidates`` best-scored rows, rows tied with the last place ordered by id. When a
-        common word ties thousands of rows, the earliest written of them are taken instead."""
-        cut = -np.partition(-scores, candidates - 1)[candidates - 1]
-        tied = np.flatnonzero(scores == cut)
-        above = np.flatnonzero(scores > cut)
-        if len(tied) + len(above) > 4 * candidates:
-            keep = np.lexsort((rowids, -scores))[:candidates]
-            return rowids[keep], scores[keep]
-        if len(tied) + len(above) > candidates:
-            ids = self._ids_of(conn, tag, rowids[tied])
-            tied = np.array(sorted(tied.tolist(), key=lambda i: ids[int(rowids[i])])[:candidates - len(above)],
-                            dtype=np.int64)
-        keep = np.concatenate([above, tied])
-        return rowids[keep], scores[keep]
 
     @staticmethod
     def _ids_of(conn: sqlite3.Connection, tag: str, rowids: np.ndarray) -> dict[int, str]:
