@@ -35,6 +35,15 @@ def _helpers() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_helpers_in_child() -> None:
+    # a forked child (a Celery or web worker) inherits the pool but none of its threads
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_helpers_in_child)
+
+
 def run_parts(parts: Sequence[Callable[[], T]]) -> list[T]:
     """The results of ``parts``, in order: the first on this thread, the others on helper threads
     when one is free, else on this thread as well."""

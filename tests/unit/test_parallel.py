@@ -63,3 +63,30 @@ def test_split_rows_covers_every_row_once(monkeypatch: pytest.MonkeyPatch) -> No
     assert parallel.split_rows(1000, 100) == [(0, 333), (333, 666), (666, 1000)]
     assert parallel.split_rows(250, 100) == [(0, 125), (125, 250)]
     assert parallel.split_rows(0, 100) == []
+
+
+def _helper_name_in_child(queue: "multiprocessing.Queue[str]") -> None:
+    started = threading.Event()
+    names: list[str] = []
+
+    def first() -> None:
+        assert started.wait(10)  # only a live helper thread can set it
+
+    def second() -> None:
+        names.append(threading.current_thread().name)
+        started.set()
+
+    parallel.run_parts([first, second])
+    queue.put(names[0])
+
+
+def test_a_forked_child_gets_helpers_of_its_own(two_threads: None) -> None:
+    import multiprocessing
+
+    parallel.run_parts([lambda: 1, lambda: 2])  # the parent's helper thread exists now
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_helper_name_in_child, args=(queue,))
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0 and queue.get(timeout=5).startswith("kbgraph-scan")
