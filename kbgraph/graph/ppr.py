@@ -143,7 +143,8 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
     if total <= 0:
         return restart
     restart /= total
-    seed_nodes = np.flatnonzero(restart)
+    # numpy finds the non-zeros of a bool array ~10x faster than those of a float one
+    seed_nodes = np.flatnonzero(restart != 0)
     scores = restart.astype(graph.matrix.dtype)
     support: np.ndarray | None = seed_nodes  # the nodes holding mass, while few enough to step from alone
     for _ in range(max_iter):
