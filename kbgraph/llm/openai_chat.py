@@ -179,7 +179,7 @@ def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str
     except orjson.JSONEncodeError:  # lone surrogates (text read with surrogateescape): ASCII escapes
         payload = json.dumps(body).encode("ascii")
     try:
-        raw = client.post(path, body=payload, cast_to=bytes)
+        raw = client.post(path, content=payload, cast_to=bytes)
     except openai.OpenAIError as exc:
         raise translate_error(exc, where) from exc
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from typing import Any
 
 import orjson
@@ -52,7 +53,10 @@ def test_chat_roundtrip(scripted_llm: ScriptedLLM, settings: Settings) -> None:
     scripted_llm.push("Hi there.")
     chat = make_chat(scripted_llm, settings)
     assert isinstance(chat, ChatModel)
-    assert chat.chat(USER, temperature=0.5, max_tokens=50) == "Hi there."
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. the SDK's deprecation of raw bytes passed as `body`
+        assert chat.chat(USER, temperature=0.5, max_tokens=50) == "Hi there."
+    assert scripted_llm.requests[0]["content_type"] == "application/json"
     body = scripted_llm.requests[0]["body"]
     assert body["model"] == "scripted"
     assert body["messages"] == [{"role": "system", "content": "be brief"},
