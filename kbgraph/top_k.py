@@ -24,10 +24,12 @@ def largest(values: np.ndarray, limit: int) -> np.ndarray:
         return np.arange(n)
     candidates = _above_sampled_floor(values, limit) if n > 4 * _SAMPLE else None
     if candidates is None:
-        candidates = np.arange(n)
-    chosen = values[candidates]
-    kth = np.partition(chosen, len(chosen) - limit)[len(chosen) - limit]
-    return candidates[chosen >= kth]
+        return np.flatnonzero(values >= _kth_largest(values, limit))
+    return candidates[values[candidates] >= _kth_largest(values[candidates], limit)]
+
+
+def _kth_largest(values: np.ndarray, k: int) -> float:
+    return np.partition(values, len(values) - k)[len(values) - k]
 
 
 def _above_sampled_floor(values: np.ndarray, limit: int) -> np.ndarray | None:
