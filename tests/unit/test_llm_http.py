@@ -1,4 +1,4 @@
-"""The stdlib transport under the openai SDK (kbgraph/llm/http.py), over real sockets.
+"""The socket transport under the openai SDK (kbgraph/llm/http.py), over real sockets.
 
 A small raw-socket server stands in for a model server so the tests control what happens on the
 wire: keep-alive, a connection closed between requests, a chunked reply, a reply cut short.
@@ -102,9 +102,9 @@ def _ask(chat: OpenAIChat) -> str:
     return chat.complete(ChatRequest(messages=[Message("user", "ping")], phase="test")).text
 
 
-def test_plain_http_gets_the_stdlib_transport_and_https_keeps_the_sdks() -> None:
+def test_plain_http_gets_the_socket_transport_and_https_keeps_the_sdks() -> None:
     plain = sdk_http_client("http://127.0.0.1:1/v1", 5.0)
-    assert plain is not None and type(plain._transport).__name__ == "StdlibTransport"
+    assert plain is not None and type(plain._transport).__name__ == "SocketTransport"
     assert sdk_http_client("https://api.openai.com/v1", 5.0) is None
 
 
@@ -181,3 +181,51 @@ def test_sdk_streaming_through_the_transport(serve: Callable[..., RawServer]) ->
                            http_client=sdk_http_client(server.base_url, 5.0))
     stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}], stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "pong"
+
+
+def test_interim_reply_is_skipped(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda n: b"HTTP/1.1 100 Continue\r\n\r\n" + _plain())
+    chat = OpenAIChat(server.base_url, "m", "k")
+    assert _ask(chat) == "pong" and _ask(chat) == "pong"
+    assert server.connections == 1
+
+
+def test_body_that_ends_with_the_connection(serve: Callable[..., RawServer]) -> None:
+    # no length and no chunking: the body runs until the server closes (HTTP/1.0 style)
+    reply = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + REPLY
+    server = serve(lambda n: reply, close_after=lambda n: True)
+    chat = OpenAIChat(server.base_url, "m", "k")
+    assert _ask(chat) == "pong" and _ask(chat) == "pong"
+    assert server.connections == 2
+
+
+def test_connection_close_header_is_honoured(serve: Callable[..., RawServer]) -> None:
+    closing = _plain().replace(b"Content-Type", b"Connection: close\r\nContent-Type", 1)
+    server = serve(lambda n: closing)  # the server keeps the socket open; the client must not reuse it
+    chat = OpenAIChat(server.base_url, "m", "k")
+    assert _ask(chat) == "pong" and _ask(chat) == "pong"
+    assert server.connections == 2
+
+
+def test_bytes_after_the_reply_retire_the_connection(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda n: _plain() + b"HTTP/1.1 200 OK\r\n")
+    chat = OpenAIChat(server.base_url, "m", "k")
+    assert _ask(chat) == "pong" and _ask(chat) == "pong"
+    assert server.connections == 2
+
+
+def test_garbled_reply_is_a_transient_error(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda n: b"this is not http\r\n\r\n", close_after=lambda n: True)
+    chat = OpenAIChat(server.base_url, "m", "k")
+    with pytest.raises(TransientLLMError):
+        _ask(chat)
+
+
+def test_header_with_a_line_break_is_refused(serve: Callable[..., RawServer]) -> None:
+    server = serve(lambda n: _plain())
+    client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0,
+                           http_client=sdk_http_client(server.base_url, 5.0))
+    with pytest.raises(openai.APIConnectionError):
+        client.post("/chat/completions", body={}, cast_to=bytes,
+                    options={"headers": {"X-Note": "a\r\nX-Injected: 1"}})
+    assert not any(b"x-injected" in r.lower() for r in server.requests)
