@@ -337,11 +337,24 @@ class RefreshResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def _graph_rows(ctx: KBContext) -> tuple[list[Entity], list[Relation]]:
-    scan = ctx.store.scan
-    entities = [Entity.from_doc(d) for d in scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Entity.KIND)])]
-    relations = [Relation.from_doc(d) for d in scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Relation.KIND)])]
-    return entities, relations
+@dataclass
+class GraphRows:
+    """Every entity and relation row of a KB, read once per refresh phase that needs them all."""
+
+    entities: list[Entity]
+    relations: list[Relation]
+    # rows whose text changed since their last vector (``embedded_int`` 0)
+    unembedded: set[str] = field(default_factory=set)
+
+
+def _graph_rows(ctx: KBContext) -> GraphRows:
+    rows = GraphRows([], [])
+    for kind, into in ((Entity, rows.entities), (Relation, rows.relations)):
+        for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND)]):
+            into.append(kind.from_doc(doc))
+            if not doc.get("embedded_int"):
+                rows.unembedded.add(doc["id"])
+    return rows
 
 
 def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Relation], changes: RowChanges) -> int:
@@ -509,23 +522,28 @@ class RowChanges:
 
 
 def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel: CancelCheck = never,
-                  batch_size: int = 256, into: RowChanges | None = None) -> int:
+                  batch_size: int = 256, into: RowChanges | None = None, rows: GraphRows | None = None) -> int:
     """Give every entity and relation row whose text changed since its last vector a new one.
 
     Merges leave this to one pass per refresh, so a row touched by many documents of one indexing
     run is embedded once, in large batches, instead of once per document. With ``into`` the new
-    vectors join those changes instead of being written at once.
+    vectors join those changes instead of being written at once; with ``rows`` (just read) the
+    pending rows are taken from them instead of being read again.
     """
     from kbgraph.graph.derive import entity_text, relation_text
 
-    kinds = ((Entity, entity_text), (Relation, relation_text))
-    total = sum(ctx.store.count(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])
-                for kind, _ in kinds)
+    if rows is not None:
+        pending_of = {Entity: [e for e in rows.entities if e.id in rows.unembedded],
+                      Relation: [r for r in rows.relations if r.id in rows.unembedded]}
+    else:
+        pending_of = {kind: [kind.from_doc(d) for d in ctx.store.scan(
+            ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])]
+            for kind in (Entity, Relation)}
+    total = sum(map(len, pending_of.values()))
     done = 0
     _report(ctx, progress, "embed", 0, total)
-    for kind, text_of in kinds:
-        pending = [kind.from_doc(d) for d in ctx.store.scan(
-            ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])]
+    for kind, text_of in ((Entity, entity_text), (Relation, relation_text)):
+        pending = pending_of[kind]
         batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
         texts = [[text_of(row) for row in batch] for batch in batches]
         for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
@@ -536,27 +554,31 @@ def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel:
                 changes.write()
             done += len(batch)
             _report(ctx, progress, "embed", done, total)
+    if rows is not None:
+        rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
 
 
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
-    result.embedded = embed_pending(ctx, progress=progress, cancel=cancel, into=changes)
+    rows = _graph_rows(ctx)
+    result.embedded = embed_pending(ctx, progress=progress, cancel=cancel, into=changes, rows=rows)
     meta = load_graph_meta(ctx)
-    entities, relations = _graph_rows(ctx)
     if ctx.graph.resolution and (force or meta.is_stale("resolution")):
         if ctx.chat is None:
             meta.phase_status["resolution"] = "skipped: needs an LLM"
         else:
             _report(ctx, progress, "resolution", 0, 1)
             changes.write()  # merges re-derive rows: a vector waiting here could be stale after them
-            _refresh_resolution(ctx, entities, result, cancel)
-            result.embedded += embed_pending(ctx, progress=progress, cancel=cancel, into=changes)  # merged rows
+            _refresh_resolution(ctx, rows.entities, result, cancel)
+            rows = _graph_rows(ctx)
+            result.embedded += embed_pending(ctx, progress=progress, cancel=cancel, into=changes,
+                                             rows=rows)  # merged rows
             meta = load_graph_meta(ctx)  # merges bump the graph version
             meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
-            entities, relations = _graph_rows(ctx)
             _report(ctx, progress, "resolution", 1, 1)
+    entities, relations = rows.entities, rows.relations
     if force or meta.is_stale("pagerank"):
         _report(ctx, progress, "pagerank", 0, 1)
         result.pagerank_updated = _refresh_pagerank(ctx, entities, relations, changes)

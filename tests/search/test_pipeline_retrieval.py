@@ -119,3 +119,31 @@ def test_sample_context_and_citations(sample_engine) -> None:  # type: ignore[no
     assert "---- Community reports ----" in first.context and "[ID:0]" in first.context
     assert any("Lumen Cartographers Guild" == e.name for e in first.entities)
     assert all(c.doc_id and c.content and 0.0 <= c.score <= 1.0 for c in first.chunks)
+
+
+def test_each_refresh_embeds_the_rows_its_run_changed(settings: Settings, tmp_path: Path) -> None:
+    from kbgraph.store.base import eq
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for folder, names in ((first, ["mira.md", "lumen.md", "bakers.md"]), (second, ["masons.md"])):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text(BRIDGE_DOCS[name], encoding="utf-8")
+
+    def graph_rows(engine: Engine, kb_id: str) -> list[dict]:
+        return [d for kind in ("entity", "relation") for d in engine.store.scan(
+            engine.tenant, [kb_id], [eq("knowledge_graph_kwd", kind)], fields=["id", "embedded_int"])]
+
+    with Engine.open(settings) as engine:
+        kb = engine.create_kb("runs", graph=GRAPH)
+        report = engine.index_paths("runs", [first])
+        rows = graph_rows(engine, kb.id)
+        assert rows and all(r["embedded_int"] == 1 for r in rows)
+        assert report.refresh is not None and report.refresh.embedded == len(rows)
+
+        report = engine.index_paths("runs", [second])
+        after = graph_rows(engine, kb.id)
+        assert len(after) > len(rows) and all(r["embedded_int"] == 1 for r in after)
+        # the rows the first run embedded and the second left alone are not embedded again
+        assert report.refresh is not None and 0 < report.refresh.embedded < len(after)
+        assert report.refresh.embedded >= len(after) - len(rows)
