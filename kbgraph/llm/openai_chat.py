@@ -166,6 +166,15 @@ def translate_error(exc: Exception, where: str) -> LLMError:
     return LLMError(f"{where}: {exc}")
 
 
+def _full_url(client: openai.OpenAI, path: str) -> str:
+    """``path`` under the client's base URL, as the SDK would join them. Given the full URL, the SDK
+    parses it once; given a relative path, it parses the join twice more (~0.07 ms a call)."""
+    base = client.base_url
+    if base.query or "://" in path:  # a base URL with a query: the SDK's own join keeps it right
+        return path
+    return str(base) + path.lstrip("/")
+
+
 def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str) -> Any:
     """POST ``body`` to ``path`` through the SDK and return the decoded JSON reply.
 
@@ -179,7 +188,7 @@ def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str
     except orjson.JSONEncodeError:  # lone surrogates (text read with surrogateescape): ASCII escapes
         payload = json.dumps(body).encode("ascii")
     try:
-        raw = client.post(path, content=payload, cast_to=bytes)
+        raw = client.post(_full_url(client, path), content=payload, cast_to=bytes)
     except openai.OpenAIError as exc:
         raise translate_error(exc, where) from exc
     try:

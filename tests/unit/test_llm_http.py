@@ -229,3 +229,12 @@ def test_header_with_a_line_break_is_refused(serve: Callable[..., RawServer]) ->
         client.post("/chat/completions", body={}, cast_to=bytes,
                     options={"headers": {"X-Note": "a\r\nX-Injected: 1"}})
     assert not any(b"x-injected" in r.lower() for r in server.requests)
+
+
+@pytest.mark.parametrize("suffix", ["/prefix/v1", "/prefix/v1/"])
+def test_request_target_is_the_path_under_the_base_url(serve: Callable[..., RawServer], suffix: str) -> None:
+    # post_json hands the SDK the full URL; it must name the same target as the SDK's own join
+    server = serve(lambda n: _plain())
+    chat = OpenAIChat(f"http://127.0.0.1:{server.port}{suffix}", "m", "k")
+    assert _ask(chat) == "pong"
+    assert server.requests[0].startswith(b"POST /prefix/v1/chat/completions HTTP/1.1\r\n")
