@@ -521,24 +521,19 @@ class RowChanges:
             self.rows = {}
 
 
-def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel: CancelCheck = never,
-                  batch_size: int = 256, into: RowChanges | None = None, rows: GraphRows | None = None) -> int:
-    """Give every entity and relation row whose text changed since its last vector a new one.
+def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
+                  cancel: CancelCheck = never, batch_size: int = 256, into: RowChanges | None = None) -> int:
+    """Give every entity and relation row of ``rows`` whose text changed since its last vector a
+    new one.
 
     Merges leave this to one pass per refresh, so a row touched by many documents of one indexing
     run is embedded once, in large batches, instead of once per document. With ``into`` the new
-    vectors join those changes instead of being written at once; with ``rows`` (just read) the
-    pending rows are taken from them instead of being read again.
+    vectors join those changes instead of being written at once.
     """
     from kbgraph.graph.derive import entity_text, relation_text
 
-    if rows is not None:
-        pending_of = {Entity: [e for e in rows.entities if e.id in rows.unembedded],
-                      Relation: [r for r in rows.relations if r.id in rows.unembedded]}
-    else:
-        pending_of = {kind: [kind.from_doc(d) for d in ctx.store.scan(
-            ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND), eq("embedded_int", 0)])]
-            for kind in (Entity, Relation)}
+    pending_of = {Entity: [e for e in rows.entities if e.id in rows.unembedded],
+                  Relation: [r for r in rows.relations if r.id in rows.unembedded]}
     total = sum(map(len, pending_of.values()))
     done = 0
     _report(ctx, progress, "embed", 0, total)
@@ -554,8 +549,7 @@ def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel:
                 changes.write()
             done += len(batch)
             _report(ctx, progress, "embed", done, total)
-    if rows is not None:
-        rows.unembedded.clear()
+    rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
 
@@ -563,7 +557,7 @@ def embed_pending(ctx: KBContext, *, progress: ProgressFn = no_progress, cancel:
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     rows = _graph_rows(ctx)
-    result.embedded = embed_pending(ctx, progress=progress, cancel=cancel, into=changes, rows=rows)
+    result.embedded = embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
     meta = load_graph_meta(ctx)
     if ctx.graph.resolution and (force or meta.is_stale("resolution")):
         if ctx.chat is None:
@@ -573,8 +567,8 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
             changes.write()  # merges re-derive rows: a vector waiting here could be stale after them
             _refresh_resolution(ctx, rows.entities, result, cancel)
             rows = _graph_rows(ctx)
-            result.embedded += embed_pending(ctx, progress=progress, cancel=cancel, into=changes,
-                                             rows=rows)  # merged rows
+            result.embedded += embed_pending(ctx, rows, progress=progress, cancel=cancel,
+                                             into=changes)  # merged rows
             meta = load_graph_meta(ctx)  # merges bump the graph version
             meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
             _report(ctx, progress, "resolution", 1, 1)
