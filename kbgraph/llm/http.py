@@ -37,8 +37,6 @@ import httptools
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)
 _READ_SIZE = 1 << 16
 _IDLE_PER_HOST = 32
-# statuses whose replies never carry a body, whatever their headers say
-_NO_BODY = (204, 304)
 
 
 class _Stale(Exception):
@@ -183,7 +181,8 @@ def build_transport_class(httpx: ModuleType) -> type:
     class ResponseBody(httpx.SyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, exchange: _Exchange, release: Any, head_only: bool) -> None:
             self._exchange, self._release = exchange, release
-            self._finished = head_only or exchange.reply.status in _NO_BODY or exchange.reply.done
+            # llhttp itself ends 204 and 304 replies at their headers; a HEAD reply it cannot know
+            self._finished = head_only or exchange.reply.done
 
         def __iter__(self) -> Iterator[bytes]:
             exchange = self._exchange
