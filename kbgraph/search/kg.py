@@ -353,6 +353,69 @@ def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchor
     return out
 
 
+def hop_factors(weights: np.ndarray, max_weights: np.ndarray, decay: float) -> np.ndarray:
+    """``hop_factor`` of many relations at once."""
+    usable = (max_weights > 0) & (weights > 0)
+    share = np.divide(weights, max_weights, out=np.zeros(len(weights)), where=usable)
+    return decay * (0.5 + 0.5 * np.minimum(1.0, share))
+
+
+def _clipped(values: np.ndarray) -> np.ndarray:
+    return np.clip(values, 0.0, 1.0)
+
+
+@dataclass
+class HopSpread:
+    """What one hop passes along: per reached entity (in order of first reach) the probabilistic-OR
+    miss of everything it gained, and per walked relation (edge position) its best path score."""
+
+    reached: list[Node]
+    misses: np.ndarray
+    best: np.ndarray
+
+
+def spread_hop(edges: Sequence[Edge], frontier: dict[Node, float], relevance: Mapping[str, float],
+               params: KGParams) -> HopSpread:
+    """One hop of ``expand`` over the relations touching ``frontier`` (entity -> score).
+
+    Hubs bring thousands of relations per hop, so this runs on arrays: each relation is walked from
+    whichever of its ends is in the frontier, passing ``score * any_of(hop_factor, gain * relevance)``.
+    """
+    n = len(edges)
+    at = {node: i for i, node in enumerate(frontier)}
+    scores = np.fromiter(frontier.values(), dtype=np.float64, count=len(frontier))
+    weights = np.fromiter((e.weight for e in edges), dtype=np.float64, count=n)
+    # position in the frontier of each end (-1: not in it), source ends then target ends
+    ends_at = np.fromiter((at.get(node, -1) for ends in ((e.src for e in edges), (e.tgt for e in edges))
+                           for node in ends), dtype=np.int64, count=2 * n)
+    inside = ends_at >= 0
+    heaviest = np.zeros(len(frontier))  # each frontier entity's heaviest relation
+    np.fmax.at(heaviest, ends_at[inside], np.tile(weights, 2)[inside])
+    gains = np.zeros(n)
+    if relevance:
+        gains = params.relation_gain * np.fromiter((relevance.get(e.id, 0.0) for e in edges), dtype=np.float64, count=n)
+    # passed[d, i]: what relation i carries from its end d (0 source, 1 target), 0 if that end is not in the frontier
+    passed = np.zeros(2 * n)
+    from_at = ends_at[inside]
+    factors = hop_factors(np.tile(weights, 2)[inside], heaviest[from_at], params.hop_decay)
+    miss = (1.0 - _clipped(factors)) * (1.0 - _clipped(np.tile(gains, 2)[inside]))
+    passed[inside] = scores[from_at] * (1.0 - miss)
+    passed = passed.reshape(2, n)
+    # the far end of each walk, numbered in order of first reach (relation order, source end first)
+    numbers: dict[Node, int] = {}
+    far = np.fromiter((numbers.setdefault(node, len(numbers)) if walks else -1
+                       for e, from_src, from_tgt in zip(edges, inside[:n].tolist(), inside[n:].tolist())
+                       for node, walks in ((e.tgt, from_src), (e.src, from_tgt))), dtype=np.int64, count=2 * n)
+    order = np.flatnonzero(far >= 0)  # relation-major: relation i's two walks sit at 2i and 2i + 1
+    flat = passed.T.reshape(-1)[order]
+    targets = far[order]
+    # every walk into an entity multiplies its miss, in walk order (stable sort keeps it)
+    grouped = np.argsort(targets, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(targets[grouped]) != 0]) if len(grouped) else np.zeros(0, dtype=np.int64)
+    misses = np.multiply.reduceat(1.0 - _clipped(flat[grouped]), starts) if len(grouped) else np.zeros(0)
+    return HopSpread(list(numbers), misses, passed.max(axis=0))
+
+
 def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
            relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None
            ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, Edge]]]:
@@ -378,25 +441,14 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
             break
         edges = adjacency.touching(frontier) if adjacency is not None else \
             _relations_touching(store, tenant, kb_ids, frontier)
-        heaviest = dict.fromkeys(frontier, 0.0)  # each frontier entity's heaviest relation
-        for _, src, tgt, weight in edges:
-            for end in (src, tgt):
-                if end in heaviest and weight > heaviest[end]:
-                    heaviest[end] = weight
-        gained: dict[Node, list[float]] = defaultdict(list)
-        for edge in edges:
-            rid, src, tgt, weight = edge
-            for a, b in ((src, tgt), (tgt, src)):
-                if a not in heaviest:
-                    continue
-                passed = scores[a] * any_of_scores(hop_factor(weight, heaviest[a], params.hop_decay),
-                                                   params.relation_gain * relevance.get(rid, 0.0))
-                gained[b].append(passed)
-                if passed > walked.get(rid, (0.0, edge))[0]:
-                    walked[rid] = (passed, edge)
+        spread = spread_hop(edges, {node: scores[node] for node in frontier}, relevance, params)
+        for i in np.flatnonzero(spread.best > 0).tolist():
+            edge, best = edges[i], float(spread.best[i])
+            if best > walked.get(edge.id, (0.0, edge))[0]:
+                walked[edge.id] = (best, edge)
         reached: list[Node] = []
-        for node, values in gained.items():
-            scores[node] = any_of_scores(scores.get(node, 0.0), *values)
+        for node, miss in zip(spread.reached, spread.misses.tolist()):
+            scores[node] = 1.0 - (1.0 - min(1.0, max(0.0, scores.get(node, 0.0)))) * miss
             if node not in hops:
                 hops[node] = hop
                 reached.append(node)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kbgraph.parse.chunker import count_tokens
-from kbgraph.search.context import RetrievedChunk, fit_chunks, within_budget
+from kbgraph.search.context import RetrievedChunk, any_of_scores, fit_chunks, within_budget
 from kbgraph.search.graph_cache import (
     RelationAdjacency,
     cached,
@@ -27,6 +27,7 @@ from kbgraph.search.kg import (
     ENTITY_FIELDS,
     KGParams,
     expand,
+    hop_factor,
     fetch_chunks,
     retrieve_kg,
     typed_entities,
@@ -231,3 +232,59 @@ def test_entity_rows_rank_like_reading_every_row(store: SQLiteStore) -> None:
         every = _fetch_entities(store, TENANT, [KB], list(scores))
         want = rank_entities(scores, {}, every, 0.0)[:limit]
         assert rank_entities(scores, {}, entity_rows(store, TENANT, [KB], scores, known, limit), 0.0)[:limit] == want
+
+
+def reference_expand(store: SQLiteStore, seeds: dict, params: KGParams, relevance: dict) -> tuple[dict, dict, dict]:
+    """The expansion as its docstring states it, one relation and one direction at a time."""
+    scores, hops, walked = dict(seeds), {n: 0 for n in seeds}, {}
+    frontier = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
+    frontier = frontier[:params.frontier]
+    for hop in range(1, params.hops + 1):
+        if not frontier:
+            break
+        edges = sorted({e.id: e for edges in read_relations_touching(store, TENANT, [KB], frontier).values()
+                        for e in edges}.values())
+        heaviest = {n: max([e.weight for e in edges if n in (e.src, e.tgt)] + [0.0]) for n in frontier}
+        gained: dict = {}
+        for edge in edges:
+            for a, b in ((edge.src, edge.tgt), (edge.tgt, edge.src)):
+                if a in heaviest:
+                    passed = scores[a] * any_of_scores(hop_factor(edge.weight, heaviest[a], params.hop_decay),
+                                                       params.relation_gain * relevance.get(edge.id, 0.0))
+                    gained.setdefault(b, []).append(passed)
+                    if passed > walked.get(edge.id, (0.0, edge))[0]:
+                        walked[edge.id] = (passed, edge)
+        reached = []
+        for node, values in gained.items():
+            scores[node] = any_of_scores(scores.get(node, 0.0), *values)
+            if node not in hops:
+                hops[node] = hop
+                reached.append(node)
+        frontier = sorted((n for n in reached if scores[n] >= params.min_score), key=lambda n: (-scores[n], n))
+        frontier = frontier[:params.frontier]
+    return scores, hops, walked
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_expansion_matches_the_one_relation_at_a_time_walk(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    store = SQLiteStore(tmp_path / "walk.db")
+    store.ensure_index(TENANT)
+    names = [f"e{i}" for i in range(40)]
+    hubs = names[:4]  # most relations touch a hub, as in real graphs; some touch nothing in the frontier
+    pairs = {tuple(sorted((rng.choice(hubs if rng.random() < 0.6 else names), rng.choice(names)))) for _ in range(160)}
+    pairs.add(("e1", "e1"))  # a self-relation is walked from both of its (same) ends
+    relations = [Relation(kb_id=KB, src_key=a, tgt_key=b, src_name=a, tgt_name=b, description=f"{a} {b}", description_tokens=f"{a} {b}",
+                          weight=rng.choice([0.0, 0.5, 1.0, 2.0, 7.0]), chunk_ids=["c"]) for a, b in sorted(pairs)]
+    store.upsert(TENANT, KB, [r.to_doc() for r in relations])
+    seeds = {(KB, n): rng.choice([1.0, 0.9, 0.6, 0.3, 0.04]) for n in rng.sample(names, 5)}
+    relevance = {relation_id(KB, r.src_key, r.tgt_key): rng.random() for r in rng.sample(relations, 20)}
+    for params in (KGParams(hops=2), KGParams(hops=3, frontier=6, relation_gain=1.5), KGParams(hops=1, frontier=2)):
+        scores, hops, walked = expand(store, TENANT, [KB], seeds, params, relevance)
+        want_scores, want_hops, want_walked = reference_expand(store, seeds, params, relevance)
+        assert hops == want_hops
+        assert scores == pytest.approx(want_scores, rel=1e-12, abs=1e-15)
+        assert walked.keys() == want_walked.keys()
+        for rid, (score, edge) in walked.items():
+            assert edge == want_walked[rid][1] and score == pytest.approx(want_walked[rid][0], rel=1e-12)
+    store.close()
