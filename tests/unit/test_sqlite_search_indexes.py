@@ -13,7 +13,7 @@ import pytest
 from kbgraph.store import sqlite as sqlite_store
 from kbgraph.store import text_index, vector_index
 from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery, any_of, eq
-from kbgraph.store.sqlite import SQLiteStore
+from kbgraph.store.sqlite import SQLiteStore, _distinct
 
 WORDS = [f"w{i}" for i in range(40)]
 DIM = 8
@@ -217,3 +217,15 @@ def test_text_candidates_tied_at_the_cut_are_the_earliest_written(tmp_path: Path
     many = [f"m{n:02d}" for n in reversed(range(40))]
     store.upsert("t", "kb1", [{"id": i, "content_ltks": "alpha beta"} for i in many])
     assert _text_hits(store, 4) == ["d5", "d2", "d7", "d9"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_distinct_rows_match_numpy_unique(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    runs = [np.sort(rng.choice(5000, size=n, replace=False)) for n in rng.integers(0, 900, size=6)]
+    runs.append(rng.integers(0, 5000, size=50))  # a delta's rows come in no particular order
+    values = np.concatenate(runs).astype(np.int64)
+    rows, inverse = _distinct(values)
+    want_rows, want_inverse = np.unique(values, return_inverse=True)
+    assert np.array_equal(rows, want_rows) and np.array_equal(inverse, want_inverse)
+    assert _distinct(np.zeros(0, dtype=np.int64))[0].size == 0
