@@ -74,6 +74,20 @@ class SparseGraph:
             self._blocks = (parallel.THREADS, _row_blocks(self.transposed, parallel.THREADS))
         return np.concatenate(parallel.run_parts([lambda b=block: b @ scores for block in self._blocks[1]]))
 
+    def step_from(self, support: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``step(scores)`` when only the ``support`` nodes hold mass, reading only their rows; and
+        which nodes those rows reach (a boolean mask)."""
+        starts = self.matrix.indptr[support]
+        counts = self.matrix.indptr[support + 1] - starts
+        # the positions of the support rows' entries in the matrix, row after row
+        entries = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        targets = self.matrix.indices[entries]
+        sent = self.matrix.data[entries] * np.repeat(scores[support], counts)
+        received = np.bincount(targets, weights=sent, minlength=self.size).astype(self.matrix.dtype)
+        reached = np.zeros(self.size, dtype=bool)
+        reached[targets] = True
+        return received, reached
+
     @classmethod
     def from_edges(cls, nodes: Iterable[str], edges: Iterable[tuple[str, str, float]],
                    hubs_first: bool = False, dtype: DTypeLike = np.float64) -> "SparseGraph":
@@ -151,9 +165,9 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
         if support is not None:
             entries = graph.matrix.indptr[support + 1] - graph.matrix.indptr[support]
             if int(entries.sum()) * _SPARSE_SHARE < graph.matrix.nnz:
-                rows = graph.matrix[support]
-                new = rows.T @ scores[support]
-                support = np.union1d(rows.indices, seed_nodes)  # every edge weight is positive
+                new, reached = graph.step_from(support, scores)
+                reached[seed_nodes] = True  # every edge weight is positive: the reached nodes hold the mass
+                support = np.flatnonzero(reached)
             else:
                 support = None
         if support is None:

@@ -75,6 +75,22 @@ def test_walk_in_a_small_component_of_a_large_graph() -> None:
 
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_step_from_the_nodes_holding_mass_equals_a_whole_step(dtype: type) -> None:
+    names, edges = hub_graph(2000, 5000, 3)
+    graph = SparseGraph.from_edges(names, edges, hubs_first=True, dtype=dtype)
+    rng = np.random.default_rng(3)
+    support = np.sort(rng.choice(graph.size, size=40, replace=False))
+    scores = np.zeros(graph.size, dtype=dtype)
+    scores[support] = rng.random(len(support))
+    received, reached = graph.step_from(support, scores)
+    whole = graph.transposed @ scores
+    assert received.dtype == whole.dtype
+    assert np.allclose(received, whole, rtol=1e-6 if dtype == np.float32 else 1e-12, atol=0)
+    neighbours = {int(j) for i in support for j in graph.matrix.indices[graph.matrix.indptr[i]:graph.matrix.indptr[i + 1]]}
+    assert set(np.flatnonzero(reached).tolist()) == neighbours
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_steps_split_over_threads_give_the_same_walk(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     import kbgraph.graph.ppr as ppr
