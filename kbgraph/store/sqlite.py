@@ -49,7 +49,7 @@ from kbgraph.store.base import (
     Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery,
 )
 from kbgraph.store.records import UNFILTERED_FIELDS
-from kbgraph.store.text_index import FieldPostings, TermRows, bm25
+from kbgraph.store.text_index import FieldPostings
 from kbgraph.store.vector_index import VectorSlice
 from kbgraph.top_k import largest
 
@@ -1320,12 +1320,12 @@ class SQLiteStore(DocStore):
                     continue
                 idf = math.log(1.0 + (rows - df + 0.5) / (df + 0.5))
                 for postings in slices:
-                    match: TermRows = postings.term(token)
-                    if len(match.rowids):
-                        found_rows.append(match.rowids)
-                        found_scores.append(boost * bm25(match.tf, match.lengths, idf, average))
+                    term_rows, term_scores = postings.scores(token, idf, average)
+                    if len(term_rows):
+                        found_rows.append(term_rows)
+                        found_scores.append(boost * term_scores)
                         if need > 1:
-                            found_tokens.append(np.full(len(match.rowids), number, dtype=np.int64))
+                            found_tokens.append(np.full(len(term_rows), number, dtype=np.int64))
         if not found_rows:
             return _NO_ROWS, _NO_SCORES
         rowids, where_in = _distinct(np.concatenate(found_rows))

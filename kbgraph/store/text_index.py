@@ -24,6 +24,10 @@ import numpy as np
 # a delta larger than this share of the base (and than the floor) asks for a rebuild
 _DELTA_SHARE = 0.05
 _DELTA_FLOOR = 2000
+# the BM25 scores of terms held by at least this many rows are kept (the same common words come
+# back question after question), up to this many bytes per instance
+_SCORED_MIN_ROWS = 1000
+_SCORED_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class FieldPostings:
         # rows added or changed since the build: term -> {rowid: tf}, and rowid -> length
         self._delta: dict[str, dict[int, int]] = {}
         self._delta_lengths: dict[int, int] = {}
+        self._scored: dict[tuple[str, float, float], tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def stale(self) -> bool:
@@ -99,6 +104,7 @@ class FieldPostings:
             for token, count in Counter(tokens).items():
                 delta[token][rowid] = count
         new._delta, new._delta_lengths = dict(delta), delta_lengths
+        new._scored = {}
         return new
 
     def term(self, token: str) -> TermRows:
@@ -123,10 +129,30 @@ class FieldPostings:
             return parts[0]
         return TermRows(*(np.concatenate([getattr(p, name) for p in parts]) for name in ("rowids", "tf", "lengths")))
 
+    def scores(self, token: str, idf: float, average_length: float) -> tuple[np.ndarray, np.ndarray]:
+        """(rowids, BM25 term scores) of the live rows holding ``token``. A common term's scores are
+        kept for the next query with the same statistics (``idf`` and the average length change
+        with any write to the field, so they are part of the key)."""
+        key = (token, idf, average_length)
+        held = self._scored.get(key)
+        if held is not None:
+            return held
+        match = self.term(token)
+        found = (match.rowids, bm25(match.tf, match.lengths, idf, average_length))
+        size = found[0].nbytes + found[1].nbytes
+        if len(match.rowids) >= _SCORED_MIN_ROWS and size <= _SCORED_BYTES:
+            if self._scored_bytes() + size > _SCORED_BYTES:
+                self._scored = {}
+            self._scored[key] = found
+        return found
+
+    def _scored_bytes(self) -> int:
+        return sum(rows.nbytes + scores.nbytes for rows, scores in list(self._scored.values()))
+
     @property
     def nbytes(self) -> int:
         arrays = (self._indptr, self._rows, self._tf, self._rowids, self._lengths, self._alive)
-        return int(sum(a.nbytes for a in arrays)) + 64 * len(self._vocab)
+        return int(sum(a.nbytes for a in arrays)) + 64 * len(self._vocab) + self._scored_bytes()
 
 
 def bm25(tf: np.ndarray, lengths: np.ndarray, idf: float, average_length: float,

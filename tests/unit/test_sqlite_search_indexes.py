@@ -68,6 +68,7 @@ def test_long_lived_reader_matches_a_fresh_store(tmp_path: Path, seed: int, monk
     # small delta limits so that both incremental updates and rebuilds happen
     monkeypatch.setattr(text_index, "_DELTA_FLOOR", 25)
     monkeypatch.setattr(vector_index, "_TAIL_FLOOR", 25)
+    monkeypatch.setattr(text_index, "_SCORED_MIN_ROWS", 1)  # every term's scores are kept between searches
     rng = random.Random(seed)
     path = tmp_path / "store.db"
     writer, reader = SQLiteStore(path), SQLiteStore(path)  # two processes, in effect
@@ -77,6 +78,7 @@ def test_long_lived_reader_matches_a_fresh_store(tmp_path: Path, seed: int, monk
         requests = searches(rng)
         fresh = SQLiteStore(path)
         assert answers(reader, requests) == answers(fresh, requests)
+        assert answers(reader, requests) == answers(fresh, requests)  # the reader's kept scores
         fresh.close()
         next_id = churn(writer, rng, next_id)
     writer.close()
@@ -237,3 +239,23 @@ def test_held_in_matches_numpy_isin() -> None:
         values, pool = rng.integers(0, 3000, size=n), rng.integers(0, 3000, size=m)
         assert np.array_equal(_held_in(values, pool), np.isin(values, pool))
     assert _held_in(np.array([7, 9]), np.array([1, 7])).tolist() == [True, False]  # past the pool's end
+
+
+def test_kept_term_scores_equal_fresh_ones_and_stay_within_their_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(4)
+    rows = [(rowid, rng.choices(WORDS[:6], k=rng.randint(1, 9))) for rowid in range(1, 3001)]
+    postings = text_index.FieldPostings(rows)
+    for word in WORDS[:6]:
+        first = postings.scores(word, 1.3, 5.0)
+        assert postings.scores(word, 1.3, 5.0) is first  # kept: a common term
+        match = postings.term(word)
+        assert np.array_equal(first[0], match.rowids)
+        assert np.array_equal(first[1], text_index.bm25(match.tf, match.lengths, 1.3, 5.0))
+        assert postings.scores(word, 1.3, 5.5) is not first  # other statistics: scored again
+    changed = postings.updated([5], [(5, ["w0"])])
+    assert changed.scores("w0", 1.3, 5.0) is not postings.scores("w0", 1.3, 5.0)  # a new instance keeps its own
+    monkeypatch.setattr(text_index, "_SCORED_BYTES", 40_000)  # room for about one term
+    small = text_index.FieldPostings(rows)
+    for word in WORDS[:6]:
+        small.scores(word, 1.3, 5.0)
+        assert small._scored_bytes() <= 40_000
