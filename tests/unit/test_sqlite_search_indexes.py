@@ -13,7 +13,7 @@ import pytest
 from kbgraph.store import sqlite as sqlite_store
 from kbgraph.store import text_index, vector_index
 from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery, any_of, eq
-from kbgraph.store.sqlite import SQLiteStore, _distinct, _held_in
+from kbgraph.store.sqlite import SQLiteStore, _distinct, _held_in, _json_array
 
 WORDS = [f"w{i}" for i in range(40)]
 DIM = 8
@@ -259,3 +259,11 @@ def test_kept_term_scores_equal_fresh_ones_and_stay_within_their_bytes(monkeypat
     for word in WORDS[:6]:
         small.scores(word, 1.3, 5.0)
         assert small._scored_bytes() <= 40_000
+
+
+def test_json_arrays_for_sql_read_back_as_the_values() -> None:
+    import json
+
+    for values in ([1, 2, 3], ["kb1", "é ü", 'quote " and \\ back'], [2**70, 1], [0.5, 1e16], (7, 8), []):
+        assert json.loads(_json_array(values)) == list(values)
+    assert _json_array([float("nan")]) == "[NaN]"  # as before: SQLite refuses it rather than matching null
