@@ -155,11 +155,11 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder)
             result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
             if mode == "kg":
-                result.chunks = graph.chunks
+                result.chunks, result.context = graph.chunks, graph.context
             else:
                 fused = fuse_chunks(naive_hits(max(top_n, mix.candidates)), graph.chunks, mix.naive_weight)
                 result.chunks = fit_chunks(fused[:top_n], budget.chunks)
-            result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
+                result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
     result.citations = citation_map(result.chunks)
     result.elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
     return result

@@ -11,6 +11,7 @@ from kbgraph.app import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
 from kbgraph.meta.schemas import GraphConfig
+from kbgraph.search.context import render_context
 from kbgraph.search.retrieve import retrieve
 
 GRAPH = GraphConfig(enabled=True, method="nlp", community=True)
@@ -119,6 +120,11 @@ def test_sample_context_and_citations(sample_engine) -> None:  # type: ignore[no
     assert "---- Community reports ----" in first.context and "[ID:0]" in first.context
     assert any("Lumen Cartographers Guild" == e.name for e in first.entities)
     assert all(c.doc_id and c.content and 0.0 <= c.score <= 1.0 for c in first.chunks)
+    for mode in ("kg", "mix", "ppr"):  # each mode's context shows exactly what the result holds
+        found = retrieve(engine.store, engine.tenant, [kb.id], question, mode, embedder=engine.embedder,
+                         settings=engine.settings, top_n=4)
+        assert found.chunks and found.context == render_context(found.chunks, found.entities, found.relations,
+                                                                found.reports)
 
 
 def test_each_refresh_embeds_the_rows_its_run_changed(settings: Settings, tmp_path: Path) -> None:
