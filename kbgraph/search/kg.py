@@ -20,8 +20,10 @@ Scoring, every part in [0, 1]:
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
+from itertools import repeat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -385,35 +387,33 @@ def spread_hop(edges: Sequence[Edge], frontier: dict[Node, float], relevance: Ma
     at = {node: i for i, node in enumerate(frontier)}
     scores = np.fromiter(frontier.values(), dtype=np.float64, count=len(frontier))
     weights = np.fromiter((e.weight for e in edges), dtype=np.float64, count=n)
-    # position in the frontier of each end (-1: not in it), source ends then target ends
-    ends_at = np.fromiter((at.get(node, -1) for ends in ((e.src for e in edges), (e.tgt for e in edges))
-                           for node in ends), dtype=np.int64, count=2 * n)
-    inside = ends_at >= 0
+    sources, targets = [e.src for e in edges], [e.tgt for e in edges]
+    # walks in relation order, each relation's walk from its source first: walk 2i goes from
+    # sources[i] to targets[i], walk 2i + 1 back; a walk exists where it starts in the frontier
+    starts_at = np.fromiter(map(at.get, [x for pair in zip(sources, targets) for x in pair], repeat(-1)),
+                            dtype=np.int64, count=2 * n)
+    walks = np.flatnonzero(starts_at >= 0)
+    from_at = starts_at[walks]
+    relation = walks // 2
     heaviest = np.zeros(len(frontier))  # each frontier entity's heaviest relation
-    np.fmax.at(heaviest, ends_at[inside], np.tile(weights, 2)[inside])
-    gains = np.zeros(n)
+    np.fmax.at(heaviest, from_at, weights[relation])
+    miss = 1.0 - _clipped(hop_factors(weights[relation], heaviest[from_at], params.hop_decay))
     if relevance:
-        gains = params.relation_gain * np.fromiter((relevance.get(e.id, 0.0) for e in edges), dtype=np.float64, count=n)
-    # passed[d, i]: what relation i carries from its end d (0 source, 1 target), 0 if that end is not in the frontier
+        gains = np.fromiter((relevance.get(e.id, 0.0) for e in edges), dtype=np.float64, count=n)
+        miss = miss * (1.0 - _clipped(params.relation_gain * gains[relation]))
     passed = np.zeros(2 * n)
-    from_at = ends_at[inside]
-    factors = hop_factors(np.tile(weights, 2)[inside], heaviest[from_at], params.hop_decay)
-    miss = (1.0 - _clipped(factors)) * (1.0 - _clipped(np.tile(gains, 2)[inside]))
-    passed[inside] = scores[from_at] * (1.0 - miss)
-    passed = passed.reshape(2, n)
-    # the far end of each walk, numbered in order of first reach (relation order, source end first)
-    numbers: dict[Node, int] = {}
-    far = np.fromiter((numbers.setdefault(node, len(numbers)) if walks else -1
-                       for e, from_src, from_tgt in zip(edges, inside[:n].tolist(), inside[n:].tolist())
-                       for node, walks in ((e.tgt, from_src), (e.src, from_tgt))), dtype=np.int64, count=2 * n)
-    order = np.flatnonzero(far >= 0)  # relation-major: relation i's two walks sit at 2i and 2i + 1
-    flat = passed.T.reshape(-1)[order]
-    targets = far[order]
+    passed[walks] = scores[from_at] * (1.0 - miss)
+    # the far end of each walk, numbered in order of first reach
+    ends = [x for pair in zip(targets, sources) for x in pair]
+    reached_nodes = [ends[i] for i in walks.tolist()]
+    numbers = {node: i for i, node in enumerate(dict.fromkeys(reached_nodes))}
+    far = np.fromiter(map(numbers.__getitem__, reached_nodes), dtype=np.int64, count=len(reached_nodes))
     # every walk into an entity multiplies its miss, in walk order (stable sort keeps it)
-    grouped = np.argsort(targets, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(targets[grouped]) != 0]) if len(grouped) else np.zeros(0, dtype=np.int64)
-    misses = np.multiply.reduceat(1.0 - _clipped(flat[grouped]), starts) if len(grouped) else np.zeros(0)
-    return HopSpread(list(numbers), misses, passed.max(axis=0))
+    grouped = np.argsort(far, kind="stable")
+    firsts = np.flatnonzero(np.r_[True, np.diff(far[grouped]) != 0]) if len(grouped) else np.zeros(0, dtype=np.int64)
+    misses = np.multiply.reduceat(1.0 - _clipped(passed[walks][grouped]), firsts) if len(grouped) else np.zeros(0)
+    passed = passed.reshape(n, 2)
+    return HopSpread(list(numbers), misses, passed.max(axis=1))
 
 
 def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
@@ -442,18 +442,19 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
         edges = adjacency.touching(frontier) if adjacency is not None else \
             _relations_touching(store, tenant, kb_ids, frontier)
         spread = spread_hop(edges, {node: scores[node] for node in frontier}, relevance, params)
-        for i in np.flatnonzero(spread.best > 0).tolist():
-            edge, best = edges[i], float(spread.best[i])
-            if best > walked.get(edge.id, (0.0, edge))[0]:
-                walked[edge.id] = (best, edge)
-        reached: list[Node] = []
-        for node, miss in zip(spread.reached, spread.misses.tolist()):
-            scores[node] = 1.0 - (1.0 - min(1.0, max(0.0, scores.get(node, 0.0)))) * miss
-            if node not in hops:
-                hops[node] = hop
-                reached.append(node)
-        frontier = sorted((n for n in reached if scores[n] >= params.min_score), key=lambda n: (-scores[n], n))
-        frontier = frontier[:params.frontier]
+        for edge, best in zip(edges, spread.best.tolist()):
+            if best > 0:
+                held = walked.get(edge.id)
+                if held is None or best > held[0]:
+                    walked[edge.id] = (best, edge)
+        before = np.fromiter((scores.get(node, 0.0) for node in spread.reached), dtype=np.float64,
+                             count=len(spread.reached))
+        scores.update(zip(spread.reached, (1.0 - (1.0 - _clipped(before)) * spread.misses).tolist()))
+        reached = [node for node in spread.reached if node not in hops]
+        hops.update(dict.fromkeys(reached, hop))
+        # the best few of often hundreds of newly reached entities (nsmallest: sorted()[:k], without the sort)
+        frontier = heapq.nsmallest(params.frontier, (n for n in reached if scores[n] >= params.min_score),
+                                   key=lambda n: (-scores[n], n))
     return scores, hops, walked
 
 
