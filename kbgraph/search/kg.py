@@ -23,9 +23,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from itertools import repeat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 
 import numpy as np
 
@@ -178,8 +178,18 @@ def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, 
 def hop_factor(weight: float, max_weight: float, decay: float) -> float:
     """How much of an entity's score crosses one relation: ``decay`` for its heaviest relation,
     down to half that for the lightest, so weak co-occurrences still lead somewhere."""
-    share = weight / max_weight if max_weight > 0 and weight > 0 else 0.0
-    return decay * (0.5 + 0.5 * min(1.0, share))
+    return float(hop_factors(np.array([weight], dtype=np.float64), np.array([max_weight], dtype=np.float64), decay)[0])
+
+
+def hop_factors(weights: np.ndarray, max_weights: np.ndarray, decay: float) -> np.ndarray:
+    """``hop_factor`` of many relations at once."""
+    usable = (max_weights > 0) & (weights > 0)
+    share = np.divide(weights, max_weights, out=np.zeros(len(weights)), where=usable)
+    return decay * (0.5 + 0.5 * np.minimum(1.0, share))
+
+
+def _clipped(values: np.ndarray) -> np.ndarray:
+    return np.clip(values, 0.0, 1.0)
 
 
 def chunk_support(items: Iterable[tuple[float, Sequence[str]] | tuple[float, Sequence[str], dict[str, float]]],
@@ -355,17 +365,6 @@ def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchor
     return out
 
 
-def hop_factors(weights: np.ndarray, max_weights: np.ndarray, decay: float) -> np.ndarray:
-    """``hop_factor`` of many relations at once."""
-    usable = (max_weights > 0) & (weights > 0)
-    share = np.divide(weights, max_weights, out=np.zeros(len(weights)), where=usable)
-    return decay * (0.5 + 0.5 * np.minimum(1.0, share))
-
-
-def _clipped(values: np.ndarray) -> np.ndarray:
-    return np.clip(values, 0.0, 1.0)
-
-
 @dataclass
 class HopSpread:
     """What one hop passes along: per reached entity (in order of first reach) the probabilistic-OR
@@ -380,7 +379,7 @@ def spread_hop(edges: Sequence[Edge], frontier: dict[Node, float], relevance: Ma
                params: KGParams) -> HopSpread:
     """One hop of ``expand`` over the relations touching ``frontier`` (entity -> score).
 
-    Hubs bring thousands of relations per hop, so this runs on arrays: each relation is walked from
+    Hubs bring hundreds of relations each, so this runs on arrays: each relation is walked from
     whichever of its ends is in the frontier, passing ``score * any_of(hop_factor, gain * relevance)``.
     """
     n = len(edges)

@@ -27,7 +27,6 @@ from kbgraph.search.kg import (
     ENTITY_FIELDS,
     KGParams,
     expand,
-    hop_factor,
     fetch_chunks,
     retrieve_kg,
     typed_entities,
@@ -249,8 +248,9 @@ def reference_expand(store: SQLiteStore, seeds: dict, params: KGParams, relevanc
         for edge in edges:
             for a, b in ((edge.src, edge.tgt), (edge.tgt, edge.src)):
                 if a in heaviest:
-                    passed = scores[a] * any_of_scores(hop_factor(edge.weight, heaviest[a], params.hop_decay),
-                                                       params.relation_gain * relevance.get(edge.id, 0.0))
+                    share = edge.weight / heaviest[a] if heaviest[a] > 0 and edge.weight > 0 else 0.0
+                    factor = params.hop_decay * (0.5 + 0.5 * min(1.0, share))  # hop_factor's formula
+                    passed = scores[a] * any_of_scores(factor, params.relation_gain * relevance.get(edge.id, 0.0))
                     gained.setdefault(b, []).append(passed)
                     if passed > walked.get(edge.id, (0.0, edge))[0]:
                         walked[edge.id] = (passed, edge)
