@@ -46,7 +46,9 @@ class FieldPostings:
     """Term -> rows for one text field of one slice of rows; see the module docstring.
 
     Instances are never changed after construction (``updated`` returns a new one sharing the base
-    arrays), so a search may keep using one while another thread refreshes the cache.
+    arrays), so a search may keep using one while another thread refreshes the cache. The one
+    exception is the memo of common terms' scores (``scores``): it only ever holds what any thread
+    would compute for the same key, and it is replaced, never edited, when full.
     """
 
     def __init__(self, rows: Iterable[tuple[int, list[str]]]) -> None:
