@@ -48,7 +48,7 @@ class FieldPostings:
     Instances are never changed after construction (``updated`` returns a new one sharing the base
     arrays), so a search may keep using one while another thread refreshes the cache. The one
     exception is the memo of common terms' scores (``scores``): it only ever holds what any thread
-    would compute for the same key, and it is replaced, never edited, when full.
+    would compute for the same key; entries are only added, and a full memo is replaced by an empty one.
     """
 
     def __init__(self, rows: Iterable[tuple[int, list[str]]]) -> None:
