@@ -187,11 +187,11 @@ def _json_array(values: Sequence[Any]) -> str:
     encoder on every call (~15 us), and a query passes a few dozen such arrays. Non-finite numbers
     and integers past 64 bits keep the stdlib's spelling."""
     try:
-        if not any(type(v) is float and not math.isfinite(v) for v in values):
-            return orjson.dumps(values if type(values) is list else list(values)).decode("utf-8")
+        written = orjson.dumps(values if type(values) is list else list(values))
     except orjson.JSONEncodeError:
-        pass
-    return json.dumps(list(values), ensure_ascii=False)
+        return json.dumps(list(values), ensure_ascii=False)
+    # orjson writes NaN and infinities as null; the stdlib spells them out (and SQLite refuses them)
+    return written.decode("utf-8") if b"null" not in written else json.dumps(list(values), ensure_ascii=False)
 
 
 def _loads(text: str) -> Doc:
