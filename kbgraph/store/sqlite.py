@@ -1113,12 +1113,11 @@ class SQLiteStore(DocStore):
                 if tag is None:
                     return
                 sql, params = self._where(conn, tag, kbs, where)
-                rows = conn.execute(f"SELECT d.rowid, d.id FROM {tag}_docs d WHERE {sql} AND d.id > ? "
+                rows = conn.execute(f"SELECT d.rowid, d.id, d.body FROM {tag}_docs d WHERE {sql} AND d.id > ? "
                                     f"ORDER BY d.id LIMIT ?", [*params, after, batch_size]).fetchall()
-                docs = self._load(conn, tag, [r[0] for r in rows], fields)
-            for rowid, _ in rows:
-                if rowid in docs:
-                    yield docs[rowid]
+                docs = self._load(conn, tag, [r[0] for r in rows], fields, {r[0]: _loads(r[2]) for r in rows})
+            for rowid, _, _ in rows:
+                yield docs[rowid]
             if len(rows) < batch_size:
                 return
             after = rows[-1][1]
