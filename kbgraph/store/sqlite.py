@@ -36,7 +36,7 @@ import re
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
@@ -181,8 +181,8 @@ def _dumps(body: Doc) -> str:
         raise StoreError(f"document {body.get('id')!r} is not plain JSON: {exc}") from None
 
 
-def _json_array(values: Sequence[Any]) -> str:
-    """``values`` as a JSON array for ``json_each(?)``: ids, rowids, field codes and condition
+def _json_array(values: Collection[Any]) -> str:
+    """``values`` (a mapping: its keys) as a JSON array for ``json_each(?)``: ids, rowids, field codes and condition
     values. orjson writes one in about a microsecond; ``json.dumps`` with options builds a fresh
     encoder on every call (~15 us), and a query passes a few dozen such arrays. Non-finite numbers
     and integers past 64 bits keep the stdlib's spelling."""
@@ -819,7 +819,7 @@ class SQLiteStore(DocStore):
                 tag = self._create(conn, tenant_id)
                 existing = {row[1]: row for row in conn.execute(
                     f"SELECT rowid, id, kb_id, kg, body FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?))",
-                    (_json_array(list(prepared)),))}
+                    (_json_array(prepared),))}
                 touched = {kb_id}
                 batch = _IndexWrites(tag)
                 # rowids as SQLite would choose them (max + 1), assigned here so that inserts
@@ -893,7 +893,7 @@ class SQLiteStore(DocStore):
                 return 0
             found = conn.execute(
                 f"SELECT id, rowid, body FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?)) AND kb_id=?",
-                (_json_array(list(changes)), kb_id)).fetchall()
+                (_json_array(changes), kb_id)).fetchall()
             count, vec = self._change(conn, tag, [(r[1], r[2]) for r in found], [changes[r[0]] for r in found])
             if count:
                 self._bump(conn, tag, {kb_id}, vec)
@@ -955,7 +955,7 @@ class SQLiteStore(DocStore):
                       if _has_kv_rows(c.field) and c.op in ("eq", "in")]
             driver = min(ranked)[1] if ranked else None
         parts = [("+" if driver is not None or by_rowid else "") + "d.kb_id IN (SELECT value FROM json_each(?))"]
-        params: list[Any] = [_json_array(list(kbs))]
+        params: list[Any] = [_json_array(kbs)]
         for i, cond in enumerate(where):
             sql, p = self._condition(conn, tag, cond, i == driver)
             parts.append(sql)
@@ -1048,7 +1048,7 @@ class SQLiteStore(DocStore):
             return out
         for doc, field, blob in conn.execute(
                 f"SELECT doc, field, v FROM {tag}_vec WHERE doc IN (SELECT value FROM json_each(?)) "
-                f"AND field IN (SELECT value FROM json_each(?))", (_json_array(list(rowids)), _json_array(list(codes)))):
+                f"AND field IN (SELECT value FROM json_each(?))", (_json_array(rowids), _json_array(codes))):
             out.setdefault(doc, {})[codes[field]] = blob
         return out
 
@@ -1059,7 +1059,7 @@ class SQLiteStore(DocStore):
             return {}
         return {r: _loads(b) for r, b in conn.execute(
             f"SELECT rowid, body FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
-            (_json_array(list(rowids)),))}
+            (_json_array(rowids),))}
 
     def _load(self, conn: sqlite3.Connection, tag: str, rowids: Sequence[int],
               fields: Sequence[str] | None, bodies: Mapping[int, Doc] | None = None) -> dict[int, Doc]:
@@ -1082,7 +1082,7 @@ class SQLiteStore(DocStore):
                 return []
             rows = conn.execute(
                 f"SELECT id, rowid FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?)) "
-                f"AND kb_id IN (SELECT value FROM json_each(?))", (_json_array(list(ids)), _json_array(kbs))).fetchall()
+                f"AND kb_id IN (SELECT value FROM json_each(?))", (_json_array(ids), _json_array(kbs))).fetchall()
             by_id = dict(rows)
             docs = self._load(conn, tag, list(by_id.values()), fields)
         out, seen = [], set()
@@ -1272,12 +1272,12 @@ class SQLiteStore(DocStore):
         if _has_kv_rows(name):
             for rowid, value in conn.execute(
                     f"SELECT doc, value FROM {tag}_kv WHERE field=? AND doc IN (SELECT value FROM json_each(?))",
-                    (code if code is not None else -1, _json_array(list(rowids)))):
+                    (code if code is not None else -1, _json_array(rowids))):
                 values.setdefault(rowid, []).append(value)
             return values
         for rowid, held in conn.execute(
                 f"SELECT rowid, kb_kv_values(body, ?) FROM {tag}_docs WHERE rowid IN (SELECT value FROM json_each(?))",
-                (name, _json_array(list(rowids)))):
+                (name, _json_array(rowids))):
             if held != "[]":
                 values[rowid] = json.loads(held)
         return values
