@@ -182,10 +182,10 @@ def _dumps(body: Doc) -> str:
 
 
 def _json_array(values: Collection[Any]) -> str:
-    """``values`` (a mapping: its keys) as a JSON array for ``json_each(?)``: ids, rowids, field codes and condition
-    values. orjson writes one in about a microsecond; ``json.dumps`` with options builds a fresh
-    encoder on every call (~15 us), and a query passes a few dozen such arrays. Non-finite numbers
-    and integers past 64 bits keep the stdlib's spelling."""
+    """``values`` (of a mapping, its keys) as a JSON array for ``json_each(?)``: ids, rowids, field
+    codes and condition values. orjson writes one in about a microsecond; ``json.dumps`` with
+    options builds a fresh encoder on every call (~15 us), and a query passes a few dozen such
+    arrays. Non-finite numbers and integers past 64 bits keep the stdlib's spelling."""
     try:
         written = orjson.dumps(values if type(values) is list else list(values))
     except orjson.JSONEncodeError:
