@@ -49,6 +49,7 @@ from kbgraph.store.base import (
     Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery,
 )
 from kbgraph.store.records import UNFILTERED_FIELDS
+from kbgraph.store.row_set import RowSet
 from kbgraph.store.text_index import FieldPostings
 from kbgraph.store.vector_index import VectorSlice
 from kbgraph.top_k import largest
@@ -296,6 +297,10 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     inverse = np.empty(len(values), dtype=np.int64)
     inverse[order] = np.cumsum(first) - 1
     return ordered[first], inverse
+
+
+def _union(sets: Sequence[RowSet]) -> RowSet:
+    return sets[0] if len(sets) == 1 else RowSet.of(np.concatenate([s.rows for s in sets]))
 
 
 _NO_ROWS = np.zeros(0, dtype=np.int64)
@@ -1355,14 +1360,14 @@ class SQLiteStore(DocStore):
             gens = {kb: self._gen(conn, tag, kb)[0] for kb in kbs}
             cached = [self._allowed(conn, tag, kb, where, gen, only_cached=True) for kb, gen in gens.items()]
             if all(allowed is not None for allowed in cached):  # e.g. left by the kNN half of a hybrid search
-                passed = np.concatenate(cached)
+                passed = _union(cached)
             else:
                 sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
                 first = np.argpartition(-scores, min(len(scores), 4 * candidates) - 1)[:4 * candidates]
-                passed = self._filter_rowids(conn, tag, sql, params, rowids[first])
+                passed = RowSet.of(self._filter_rowids(conn, tag, sql, params, rowids[first]))
                 if len(passed) < candidates and len(scores) > len(first):
-                    passed = np.concatenate([self._allowed(conn, tag, kb, where, gen) for kb, gen in gens.items()])
-            keep = _held_in(rowids, passed)
+                    passed = _union([self._allowed(conn, tag, kb, where, gen) for kb, gen in gens.items()])
+            keep = passed.holds(rowids)
             rowids, scores = rowids[keep], scores[keep]
         if len(rowids) > candidates:
             keep = _best_first_written(rowids, scores, candidates)
@@ -1545,9 +1550,9 @@ class SQLiteStore(DocStore):
             _VECTOR_CACHE_BYTES)
 
     def _allowed(self, conn: sqlite3.Connection, tag: str, kb: str, where: Sequence[Condition],
-                 gen: int, only_cached: bool = False) -> np.ndarray | None:
-        """Sorted rowids of the KB passing every condition, cached until the KB is written to
-        (with ``only_cached``, None unless cached)."""
+                 gen: int, only_cached: bool = False) -> RowSet | None:
+        """The rowids of the KB passing every condition, cached until the KB is written to (with
+        ``only_cached``, None unless cached)."""
         key = (tag, kb, repr(list(where)), gen)
         with self._lock:
             allowed = self._masks.get(key)
@@ -1557,7 +1562,7 @@ class SQLiteStore(DocStore):
         if only_cached:
             return None
         sql, params = self._where(conn, tag, [kb], where)
-        allowed = np.sort(np.fromiter((r[0] for r in conn.execute(
+        allowed = RowSet.of(np.fromiter((r[0] for r in conn.execute(
             f"SELECT d.rowid FROM {tag}_docs d WHERE {sql}", params)), dtype=np.int64))
         with self._lock:
             self._masks[key] = allowed

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kbgraph import parallel
+from kbgraph.store.row_set import RowSet
 from kbgraph.top_k import largest
 
 IVF_MIN_ROWS = 20_000
@@ -199,16 +200,15 @@ class VectorSlice:
             found.append((self._tail_rowids, _cosines(self._tail, query)))
         return self._best(found, k)
 
-    def search_within(self, query: np.ndarray, allowed: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best among the ``allowed`` rowids (sorted): exact over them when they are few;
-        when they are most of the slice, the unfiltered search's wider best list, filtered."""
+    def search_within(self, query: np.ndarray, allowed: RowSet, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best among the ``allowed`` rowids: exact over them when they are few; when
+        they are most of the slice, the unfiltered search's wider best list, filtered."""
         if 2 * len(allowed) >= self.rows:
             rowids, sims = self.search(query, _WIDEN * k)
-            at = np.searchsorted(allowed, rowids)
-            keep = (at < len(allowed)) & (allowed[np.minimum(at, len(allowed) - 1)] == rowids)
+            keep = allowed.holds(rowids)
             if np.count_nonzero(keep) >= k:
                 return _top(rowids[keep], sims[keep], k)
-        return _top(*self.cosines(query, allowed), k)
+        return _top(*self.cosines(query, allowed.rows), k)
 
     def cosines(self, query: np.ndarray, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cosines of those ``rowids`` this slice holds (rowids, cosines)."""
