@@ -155,19 +155,19 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
     uses 0.5, which keeps mass within a few hops of the seeds. ``tol`` bounds the L1 change of one
     step; at 0.5 the default stops after ~14 steps, and the top 100 match a fully converged run.
     """
-    n = graph.size
-    restart = np.zeros(n)
-    for key, weight in seeds.items():
-        i = graph.index.get(key)
-        if i is not None and weight > 0:
-            restart[i] += weight
+    # the restart vector as (seed nodes, weights): a few dozen entries of a vector of 100k+
+    found = [(graph.index.get(key), weight) for key, weight in seeds.items() if weight > 0]
+    found = [(i, weight) for i, weight in found if i is not None]
+    scores = np.zeros(graph.size, dtype=graph.matrix.dtype)
+    if not found:
+        return scores
+    seed_nodes, at = np.unique(np.array([i for i, _ in found], dtype=np.int64), return_inverse=True)
+    restart = np.bincount(at, weights=[w for _, w in found], minlength=len(seed_nodes))
     total = restart.sum()
     if total <= 0:
-        return restart
+        return scores
     restart /= total
-    # numpy finds the non-zeros of a bool array ~10x faster than those of a float one
-    seed_nodes = np.flatnonzero(restart != 0)
-    scores = restart.astype(graph.matrix.dtype)
+    scores[seed_nodes] = restart
     support: np.ndarray | None = seed_nodes  # the nodes holding mass, while few enough to step from alone
     for _ in range(max_iter):
         if support is not None:
@@ -183,7 +183,7 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
         new *= damping
         # mass that reached a node with no edges goes back to the seeds rather than leaking away
         lost = scores[graph.dangling].sum() if len(graph.dangling) else 0.0
-        new[seed_nodes] += (1.0 - damping + damping * lost) * restart[seed_nodes]
+        new[seed_nodes] += (1.0 - damping + damping * lost) * restart
         np.subtract(scores, new, out=scores)
         delta = _l1_norm(scores)
         scores = new

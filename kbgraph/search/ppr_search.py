@@ -231,9 +231,9 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
         else:
             combined[position] += params.naive_weight * s
     keep = max(_CANDIDATE_FLOOR, _CANDIDATE_FACTOR * params.chunk_top_n)
-    best = np.flatnonzero(combined > 0)
-    if len(best) > keep:
-        best = best[np.argpartition(-combined[best], keep - 1)[:keep]]
+    reached = np.flatnonzero(combined > 0)
+    # every candidate tied with the last kept one too, so that which of them is shown goes by id
+    best = reached[largest(combined[reached], keep)]
     final.update({graph.chunk_ids[i]: float(combined[i]) for i in best})
     return final, vector
 

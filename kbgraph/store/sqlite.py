@@ -1482,7 +1482,8 @@ class SQLiteStore(DocStore):
 
     def _knn(self, conn: sqlite3.Connection, tag: str, kbs: list[str], where: Sequence[Condition], name: str,
              query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, list[VectorSlice]]:
-        """The ``k`` nearest allowed rows (rowids, cosines) and the vector slices searched."""
+        """The ``k`` nearest allowed rows (rowids, cosines; in no particular order) and the vector
+        slices searched."""
         code = self._code(conn, name)
         if code is None:
             return _NO_ROWS, _NO_SCORES, []
@@ -1511,8 +1512,11 @@ class SQLiteStore(DocStore):
         if not found:
             return _NO_ROWS, _NO_SCORES, slices
         rows, sims = np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found])
-        order = np.lexsort((rows, -sims))[:k]
-        return rows[order].astype(np.int64), sims[order], slices
+        if len(rows) > k:  # ties at the cut go to the lowest rowids
+            near = largest(sims, k)
+            order = near[np.lexsort((rows[near], -sims[near]))[:k]]
+            rows, sims = rows[order], sims[order]
+        return rows.astype(np.int64), sims, slices
 
     def _partitions(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, vgen: int,
                     kinds: set[str | None] | None) -> list[str | None]:
