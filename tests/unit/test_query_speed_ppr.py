@@ -176,3 +176,21 @@ def test_largest_equals_a_full_partition() -> None:
         assert np.array_equal(np.sort(largest(values, limit)), np.flatnonzero(held))
     assert len(largest(np.ones(10), 0)) == 0
     assert len(largest(np.zeros(0), 5)) == 0
+
+
+def test_chunk_candidates_tied_at_the_cut_are_all_kept() -> None:
+    """A hub cited by 100 chunks gives them equal walk mass: every one stays a candidate, so the page
+    goes by chunk id (fetch_chunks) rather than by which ones a partition happened to keep."""
+    from kbgraph.search.ppr_search import PPRParams, chunk_scores
+
+    hub = "e\x1fkb\x1fhub"
+    chunk_ids = [f"c{i:03d}" for i in range(100)]
+    graph = SparseGraph.from_edges([hub], [(hub, f"c\x1f{c}", 1.0) for c in chunk_ids], hubs_first=True,
+                                   dtype=np.float32)
+    entities = EntityGraph(versions=(), graph=graph, chunk_nodes=np.array([graph.index[f"c\x1f{c}"] for c in chunk_ids]),
+                           chunk_ids=chunk_ids, chunk_index={c: i for i, c in enumerate(chunk_ids)},
+                           mentions={hub: 100}, entity_nodes=np.array([graph.index[hub]]))
+    params = PPRParams(chunk_top_n=1)  # keeps 64 candidates, fewer than the tie
+    scores, walk = chunk_scores(entities, {hub: 1.0}, [], params)
+    assert sorted(scores) == chunk_ids and len(set(scores.values())) == 1
+    assert walk.sum() == pytest.approx(1.0, abs=1e-5)
