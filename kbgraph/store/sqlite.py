@@ -275,17 +275,6 @@ def _best_first_written(rowids: np.ndarray, scores: np.ndarray, k: int) -> np.nd
     return near[np.lexsort((rowids[near], -scores[near]))[:k]]
 
 
-def _held_in(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
-    """``np.isin(values, pool)`` by binary search in the sorted pool. A search's candidate lists are
-    short but their rowids span the whole table, and numpy's default for such arrays builds a
-    lookup table as long as that span (~0.1 ms each time)."""
-    if not len(values) or not len(pool):
-        return np.zeros(len(values), dtype=bool)
-    ordered = np.sort(pool)
-    at = np.minimum(np.searchsorted(ordered, values), len(ordered) - 1)
-    return ordered[at] == values
-
-
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(values, return_inverse=True)`` for a concatenation of sorted runs (each term's
     rows come sorted): a stable sort merges such runs in about half the time of unique's quicksort."""
@@ -1184,7 +1173,7 @@ class SQLiteStore(DocStore):
                 best = float(term_scores.max()) if len(term_scores) else 0.0
                 term_scores = term_scores / best if best > 0 else np.zeros(len(term_scores))
             if req.vector is not None:
-                missing = term_rows[~_held_in(term_rows, vec_rows)]
+                missing = term_rows[~RowSet.of(vec_rows).holds(term_rows)]
                 found = [(vec_rows, vec_scores)]
                 for vectors in slices:  # text candidates the kNN did not reach, from the same slices
                     if len(missing):

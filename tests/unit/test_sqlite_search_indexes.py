@@ -13,7 +13,8 @@ import pytest
 from kbgraph.store import sqlite as sqlite_store
 from kbgraph.store import text_index, vector_index
 from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery, any_of, eq
-from kbgraph.store.sqlite import SQLiteStore, _distinct, _held_in, _json_array
+from kbgraph.store.row_set import RowSet
+from kbgraph.store.sqlite import SQLiteStore, _distinct, _json_array
 
 WORDS = [f"w{i}" for i in range(40)]
 DIM = 8
@@ -233,12 +234,12 @@ def test_distinct_rows_match_numpy_unique(seed: int) -> None:
     assert _distinct(np.zeros(0, dtype=np.int64))[0].size == 0
 
 
-def test_held_in_matches_numpy_isin() -> None:
+def test_row_set_of_a_candidate_list_matches_numpy_isin() -> None:
     rng = np.random.default_rng(5)
     for n, m in ((0, 5), (5, 0), (96, 96), (1024, 300), (50, 4000)):
         values, pool = rng.integers(0, 3000, size=n), rng.integers(0, 3000, size=m)
-        assert np.array_equal(_held_in(values, pool), np.isin(values, pool))
-    assert _held_in(np.array([7, 9]), np.array([1, 7])).tolist() == [True, False]  # past the pool's end
+        assert np.array_equal(RowSet.of(pool).holds(values), np.isin(values, pool))
+    assert RowSet.of(np.array([1, 7])).holds(np.array([7, 9])).tolist() == [True, False]  # past the pool's end
 
 
 def test_kept_term_scores_equal_fresh_ones_and_stay_within_their_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
