@@ -156,13 +156,13 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
     step; at 0.5 the default stops after ~14 steps, and the top 100 match a fully converged run.
     """
     # the restart vector as (seed nodes, weights): a few dozen entries of a vector of 100k+
-    found = [(graph.index.get(key), weight) for key, weight in seeds.items() if weight > 0]
-    found = [(i, weight) for i, weight in found if i is not None]
+    found = {key: weight for key, weight in seeds.items() if weight > 0 and key in graph.index}
     scores = np.zeros(graph.size, dtype=graph.matrix.dtype)
     if not found:
         return scores
-    seed_nodes, at = np.unique(np.array([i for i, _ in found], dtype=np.int64), return_inverse=True)
-    restart = np.bincount(at, weights=[w for _, w in found], minlength=len(seed_nodes))
+    nodes = np.fromiter(map(graph.index.__getitem__, found), dtype=np.int64, count=len(found))
+    seed_nodes, at = np.unique(nodes, return_inverse=True)
+    restart = np.bincount(at, weights=list(found.values()), minlength=len(seed_nodes))
     total = restart.sum()
     if total <= 0:
         return scores
