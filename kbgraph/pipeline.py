@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kbgraph.config import Settings
+from kbgraph.gc_scope import bulk_gc
 from kbgraph.graph.derive import (
     MENTION_FORMAT, AliasMap, DeriveResult, document_entity_mentions, load_aliases, pairs_touching, recompute,
     touched_keys, touched_pairs, upgrade_mentions,
@@ -110,6 +111,7 @@ class ParseResult:
     tokens: int
 
 
+@bulk_gc()
 def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
                    cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
     """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
@@ -185,6 +187,7 @@ def build_document_extractor(ctx: KBContext) -> Extractor:
                            max_gleanings=ctx.graph.max_gleanings)
 
 
+@bulk_gc()
 def extract_document(ctx: KBContext, doc_id: str, *, progress: ProgressFn = no_progress,
                      cancel: CancelCheck = never, extractor: Extractor | None = None) -> ExtractResult:
     """Extract entity and relation mentions from every chunk of a document and store them.
@@ -283,6 +286,7 @@ def _rows_citing(ctx: KBContext, doc_id: str) -> tuple[set[str], set[tuple[str, 
     return keys, pairs
 
 
+@bulk_gc()
 def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     """Bring the KB's entity and relation rows up to date with one document's mentions.
 
@@ -305,6 +309,7 @@ def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
     return change
 
 
+@bulk_gc()
 def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     """Remove a document's chunks and mentions and re-derive exactly the rows it touched."""
     with ctx.store.batch():  # all of it or nothing
@@ -589,6 +594,7 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
     return meta
 
 
+@bulk_gc()
 def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no_progress,
                cancel: CancelCheck = never) -> RefreshResult:
     """Recompute the stale KB phases: PageRank, then communities and their reports (if enabled).
