@@ -13,7 +13,12 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+import numpy as np
+
 from kbgraph.store.base import Doc, vector_field
+
+# an embedding as stored: a list of floats, or (as the indexing steps produce them) a float32 array row
+Vector = list[float] | np.ndarray
 
 
 def stable_id(*parts: str) -> str:
@@ -67,16 +72,17 @@ UNFILTERED_FIELDS = frozenset({
 })
 
 
-def _vector_fields(doc: Doc) -> list[float] | None:
+def _vector_fields(doc: Doc) -> Vector | None:
     for name, value in doc.items():
         if name.startswith("q_") and name.endswith("_vec"):
             return value
     return None
 
 
-def _put_vector(doc: Doc, vector: Sequence[float] | None) -> None:
+def _put_vector(doc: Doc, vector: Sequence[float] | np.ndarray | None) -> None:
     if vector is not None:
-        doc[vector_field(len(vector))] = list(vector)
+        # an array stays an array (the stores take both); anything else becomes a list
+        doc[vector_field(len(vector))] = vector if isinstance(vector, np.ndarray) else list(vector)
 
 
 @dataclass
@@ -95,7 +101,7 @@ class Chunk:
     end: int
     token_count: int
     page: int = 0
-    vector: list[float] | None = None
+    vector: Vector | None = None
     created: float = 0.0
 
     def to_doc(self) -> Doc:
@@ -219,7 +225,7 @@ class Entity:
     mention_count: int = 0
     pagerank: float = 0.0
     community_ids: list[str] = field(default_factory=list)
-    vector: list[float] | None = None
+    vector: Vector | None = None
     # what a later merge needs to extend this row with a new document's mentions without reading
     # the older ones again (kbgraph.graph.derive.extend_entity); None when it cannot
     derivation: dict[str, Any] | None = None
@@ -275,7 +281,7 @@ class Relation:
     doc_ids: list[str] = field(default_factory=list)
     chunk_ids: list[str] = field(default_factory=list)
     mention_count: int = 0
-    vector: list[float] | None = None
+    vector: Vector | None = None
 
     @property
     def id(self) -> str:
@@ -327,7 +333,7 @@ class CommunityReport:
     graph_version: int
     content_tokens: str = ""  # tokens of title + summary + findings
     parent: str = ""
-    vector: list[float] | None = None
+    vector: Vector | None = None
 
     @property
     def id(self) -> str:

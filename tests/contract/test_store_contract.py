@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from kbgraph.store.base import (
@@ -160,6 +161,18 @@ def test_patch(store: DocStore, tenant: str, kb: str) -> None:
     store.patch(tenant, kb, {"b": {V: [0, 1, 0, 0]}})
     hits = store.search(tenant, SearchRequest(kb_ids=[kb], vector=VectorQuery(V, [0, 1, 0, 0]), limit=1)).hits
     assert hits[0].id == "b" and hits[0].vector_score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_vectors_may_be_float32_arrays(store: DocStore, tenant: str, kb: str) -> None:
+    """The indexing steps write embeddings as rows of a float32 array; they read back as lists."""
+    rows = np.array([[1, 0, 0, 0], [0.6, 0.8, 0, 0]], dtype=np.float32)
+    store.upsert(tenant, kb, [{"id": "a", V: rows[0]}, {"id": "b"}])
+    store.patch(tenant, kb, {"b": {V: rows[1]}})
+    got = {d["id"]: d[V] for d in store.get(tenant, [kb], ["a", "b"], fields=[V])}
+    assert isinstance(got["a"], list) and got["a"] == pytest.approx([1, 0, 0, 0])
+    assert got["b"] == pytest.approx([0.6, 0.8, 0, 0])
+    hits = store.search(tenant, SearchRequest(kb_ids=[kb], vector=VectorQuery(V, [0, 1, 0, 0]), limit=1)).hits
+    assert hits[0].id == "b" and hits[0].vector_score == pytest.approx(0.8, abs=1e-5)
 
 
 def test_update_and_delete_by_filter(store: DocStore, tenant: str, kb: str) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import numpy as np
 import pytest
 from elasticsearch import Elasticsearch
 
@@ -272,6 +273,21 @@ def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElastic
     # a second upsert of the same vector size does not touch the mapping again
     store.upsert("t1", "kb1", [{"id": "c", "q_3_vec": [0.0, 1.0, 0.0]}], refresh=False)
     assert [(r.method, r.path) for r in es.requests[4:]] == [("PUT", "/_bulk")]
+
+
+def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """The indexing steps hand the stores float32 array rows; the JSON sent must hold plain lists
+    (the elasticsearch client's serializer writes numpy arrays as lists)."""
+    rows = np.array([[0.5, 0.25, 0.0], [0.0, 0.0, 0.0]], dtype=np.float32)
+    store.upsert("t1", "kb1", [{"id": "a", "q_3_vec": rows[0]}, {"id": "b", "q_3_vec": rows[1]}], refresh=False)
+    assert es.sent("PUT", "/_bulk")[0].body == [
+        {"index": {"_index": INDEX, "_id": "a"}}, {"id": "a", "q_3_vec": [0.5, 0.25, 0.0], "kb_id": "kb1"},
+        {"index": {"_index": INDEX, "_id": "b"}}, {"id": "b", "kb_id": "kb1"}]  # zero vector: dropped
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
+    store.patch("t1", "kb1", {"a": {"q_3_vec": rows[0][::-1].copy(), "embedded_int": 1}}, refresh=False)
+    assert es.sent("PUT", "/_bulk")[1].body == [{"update": {"_index": INDEX, "_id": "a"}},
+                                                {"doc": {"q_3_vec": [0.0, 0.25, 0.5], "embedded_int": 1}}]
 
 
 def test_upsert_chunks_bulk_requests_by_bytes(es: FakeElasticsearch, store: ElasticStore) -> None:
