@@ -12,7 +12,6 @@ mass reaches most of a small-world graph within a few hops; Chebyshev accelerati
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -21,11 +20,6 @@ import scipy.sparse as sp
 from numpy.typing import DTypeLike
 
 from kbgraph import parallel
-
-
-def edge_weight(weight: float) -> float:
-    """Relations with no usable weight still connect their endpoints, so they count as 1."""
-    return weight if weight > 0 and math.isfinite(weight) else 1.0
 
 
 # a step from the touched rows alone pays while they hold under 1/_SPARSE_SHARE of the graph's

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
@@ -30,10 +31,13 @@ def chunk_id(doc_id: str, position: int) -> str:
     return stable_id("chunk", doc_id, str(position))
 
 
+# a merge and a refresh ask for each entity's and relation's id a dozen times (``Entity.id``)
+@lru_cache(maxsize=1 << 16)
 def entity_id(kb_id: str, key: str) -> str:
     return stable_id("entity", kb_id, key)
 
 
+@lru_cache(maxsize=1 << 16)
 def relation_id(kb_id: str, src_key: str, tgt_key: str) -> str:
     """Relations are undirected: (a, b) and (b, a) are one relation."""
     low, high = sorted((src_key, tgt_key))

@@ -89,6 +89,7 @@ def _has_kv_rows(name: str) -> bool:
     return _is_kv(name) and name not in UNFILTERED_FIELDS
 
 
+@lru_cache(maxsize=4096)  # asked for every field of every row written
 def _is_vec(name: str) -> bool:
     return name.startswith("q_") and name.endswith("_vec")
 
@@ -171,9 +172,13 @@ def _same(a: Any, b: Any) -> bool:
 
 def _dumps(body: Doc) -> str:
     try:
-        _refuse_non_finite(body)
         try:
-            return orjson.dumps(body).decode("utf-8")
+            written = orjson.dumps(body)
+            # orjson writes NaN and infinities as null: only a body that reads "null" somewhere
+            # (a None, a non-finite number, or those letters in a string) needs the walk
+            if b"null" in written:
+                _refuse_non_finite(body)
+            return written.decode("utf-8")
         except orjson.JSONEncodeError:
             # integers past 64 bits: orjson neither writes them nor reads them back exactly; the
             # leading space (still JSON) tells _loads to read this body with the stdlib
