@@ -308,3 +308,16 @@ def test_iter_paths_expands_folders(tmp_path: Path) -> None:
     everything = iter_paths([root], supported_only=False)
     assert root / "img.png" in everything and root / ".hidden.txt" not in everything
     assert iter_paths([root, root / "a.md"]) == iter_paths([root])
+
+
+def test_junk_class_is_exactly_the_rejected_unicode_categories() -> None:
+    """The one-regex count of junk characters equals the per-character category test it replaces."""
+    import sys
+    import unicodedata
+
+    from kbgraph.parse.readers import _ALLOWED_CONTROLS, _JUNK
+
+    for code in range(sys.maxunicode + 1):
+        ch = chr(code)
+        expected = ch == "\ufffd" or (unicodedata.category(ch) in ("Cc", "Cs", "Co") and ch not in _ALLOWED_CONTROLS)
+        assert bool(_JUNK.fullmatch(ch)) == expected, hex(code)
