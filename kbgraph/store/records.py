@@ -68,7 +68,7 @@ def graph_meta_id(kb_id: str) -> str:
 UNFILTERED_FIELDS = frozenset({
     # graph rows
     "name_kwd", "src_name_kwd", "tgt_name_kwd", "chunk_id_kwd", "chunk_ids_kwd", "community_ids_kwd",
-    "mention_count_int", "weight_flt",
+    "mention_count_int", "weight_flt", "embedded_int",
     # community reports
     "title_kwd", "parent_kwd", "member_count_int", "graph_version_int",
     # chunks

@@ -790,6 +790,28 @@ class SQLiteStore(DocStore):
                     batch.fts_rows[code] = batch.fts_rows.get(code, 0) + delta
                     batch.fts_tokens[code] = batch.fts_tokens.get(code, 0) + length
 
+    def _index_new(self, conn: sqlite3.Connection, batch: "_IndexWrites", rowid: int, new: Doc) -> None:
+        """``_index_fields`` for a row written for the first time (no old values to compare or
+        delete): most rows of an indexing run are new, and this is about twice as fast per field."""
+        for name, value in new.items():
+            kind = _field_kind(name)
+            if not kind or value is None:
+                continue
+            if kind == _KV:
+                code = self._code(conn, name, create=True)
+                if _plain_kv(name, value):
+                    batch.kv_add.append((code, value, rowid))
+                else:
+                    batch.kv_add.extend((code, v, rowid) for v in _kv_values(name, value))
+                continue
+            table = self._fts(conn, batch.tag, name, create=True)
+            tokens = _tokens(value)
+            if tokens:
+                batch.fts_add.setdefault(table, []).append((rowid, _hex(tokens)))
+                code = self._codes[name]
+                batch.fts_rows[code] = batch.fts_rows.get(code, 0) + 1
+                batch.fts_tokens[code] = batch.fts_tokens.get(code, 0) + len(tokens)
+
     def _set_vectors(self, conn: sqlite3.Connection, batch: "_IndexWrites", rowid: int, body: Doc,
                      vectors: Mapping[str, bytes | None], replace_all: bool) -> None:
         if replace_all:
@@ -831,12 +853,12 @@ class SQLiteStore(DocStore):
                     if old_row is None:
                         rowid, next_rowid = next_rowid, next_rowid + 1
                         inserts.append((rowid, doc_id, kb_id, body.get(_KG), text))
-                        old: Doc = {}
+                        self._index_new(conn, batch, rowid, body)
                     else:
                         rowid, touched_kb, old = old_row[0], old_row[2], _loads(old_row[4])
                         touched.add(touched_kb)
                         updates.append((rowid, touched_kb, old_row[3], kb_id, body.get(_KG), text))
-                    self._index_fields(conn, batch, rowid, old, body, set(old) | set(body))
+                        self._index_fields(conn, batch, rowid, old, body, set(old) | set(body))
                     self._set_vectors(conn, batch, rowid, body, vectors, replace_all=old_row is not None)
                 conn.executemany(f"INSERT INTO {tag}_docs(rowid, id, kb_id, kg, body) VALUES (?, ?, ?, ?, ?)",
                                  inserts)
