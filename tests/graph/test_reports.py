@@ -185,6 +185,19 @@ def test_tables_fit_the_token_budget() -> None:
     assert len(tiny_e.splitlines()) == 2 and len(tiny_r.splitlines()) == 2
 
 
+def test_tables_over_the_budget_in_bytes_but_not_in_tokens_keep_every_row() -> None:
+    # long English words: several bytes a token, so the bytes pass the budget and the tokens do not
+    many = [entity(f"e{i:03d}", f"Entity {i}", "thing", "extraordinarily unremarkable circumstances " * 6, 0.5)
+            for i in range(12)]
+    rels = [relation(f"e{i:03d}", f"e{i + 1:03d}", "notwithstanding considerable correspondence " * 6, 1.0)
+            for i in range(11)]
+    community = Community(0, "mid", "", [e.key for e in many])
+    entities_csv, relations_csv = build_tables(community, many, rels, max_tokens=1500)
+    assert len((entities_csv + relations_csv).encode()) > 1500
+    assert count_tokens(entities_csv + relations_csv) <= 1500
+    assert len(entities_csv.splitlines()) == 13 and len(relations_csv.splitlines()) == 12
+
+
 _JSON_TEXT = st.lists(st.sampled_from(list("ab {}[]\"'\\:,`\n") + ["it's", "```", "é"]), max_size=12).map("".join)
 _JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | _JSON_TEXT,
                             lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_JSON_TEXT, inner, max_size=3),
