@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import graspologic_native as gn
 import numpy as np
 
-from kbgraph.graph.pagerank import edge_weight
+from kbgraph.graph.edges import edge_weight
 from kbgraph.store.records import stable_id
 
 DEFAULT_SEED = 0xDEECE66D

@@ -6,32 +6,18 @@ ones retrieval walks, and importing scipy.sparse for it would cost more (~45 ms)
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np
 
-
-def edge_weight(weight: float) -> float:
-    """Relations with no usable weight still connect their endpoints, so they count as 1."""
-    return weight if weight > 0 and math.isfinite(weight) else 1.0
+from kbgraph.graph.edges import edge_arrays
 
 
 def _directed_entries(nodes: Iterable[str], edges: Iterable[tuple[str, str, float]]
                       ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """(sorted node names, sources, targets, weights): each undirected edge in both directions,
-    self-loops dropped, in a canonical order, so that float sums do not depend on the edges' order."""
-    edge_list = list(edges)
-    sources, targets, raw = zip(*edge_list) if edge_list else ((), (), ())
-    names = sorted({*nodes, *sources, *targets})
-    index = {name: i for i, name in enumerate(names)}
-    m = len(edge_list)
-    src = np.fromiter(map(index.__getitem__, sources), dtype=np.int64, count=m)
-    dst = np.fromiter(map(index.__getitem__, targets), dtype=np.int64, count=m)
-    weights = np.asarray(raw, dtype=np.float64).reshape(m)
-    weights[~(np.isfinite(weights) & (weights > 0))] = 1.0
-    keep = src != dst
-    src, dst, weights = src[keep], dst[keep], weights[keep]
+    """(sorted node names, sources, targets, weights): each undirected edge in both directions, in a
+    canonical order, so that float sums do not depend on the order the edges came in."""
+    names, src, dst, weights = edge_arrays(nodes, edges)
     both_src, both_dst = np.concatenate([src, dst]), np.concatenate([dst, src])
     both_weights = np.concatenate([weights, weights])
     order = np.lexsort((both_weights, both_src, both_dst))

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from numpy.typing import DTypeLike
 
 from kbgraph import parallel
+from kbgraph.graph.edges import edge_arrays
 
 
 # a step from the touched rows alone pays while they hold under 1/_SPARSE_SHARE of the graph's
@@ -93,21 +94,9 @@ class SparseGraph:
         ``dtype``: float32 reads half the bytes per step (~25% faster) and moves each score by less
         than 1e-7 of the total mass, far below what stopping a walk at a tolerance of 1e-3 leaves.
         """
-        edge_list = list(edges)
-        sources, targets, raw = zip(*edge_list) if edge_list else ((), (), ())
-        names = set(nodes)
-        names.update(sources)
-        names.update(targets)
-        ordered = sorted(names)  # sorted so that indices, and so float summation order, are reproducible
+        ordered, src, dst, wts = edge_arrays(nodes, edges)
         index = {name: i for i, name in enumerate(ordered)}
-        n, m = len(ordered), len(edge_list)
-        src = np.fromiter(map(index.__getitem__, sources), dtype=np.int64, count=m)
-        dst = np.fromiter(map(index.__getitem__, targets), dtype=np.int64, count=m)
-        wts = np.asarray(raw, dtype=np.float64).reshape(m)
-        # relations with no usable weight still connect their endpoints, so they count as 1
-        wts[~(np.isfinite(wts) & (wts > 0))] = 1.0
-        keep = src != dst
-        src, dst, wts = src[keep], dst[keep], wts[keep]
+        n = len(ordered)
         rows = np.concatenate([src, dst])
         cols = np.concatenate([dst, src])
         vals = np.concatenate([wts, wts])
