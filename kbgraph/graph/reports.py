@@ -169,11 +169,11 @@ def build_tables(community: Community, entities: Sequence[Entity], relations: Se
     used = _heads_tokens()
     # A token is at least one byte: when all rows together have no more bytes than the budget,
     # the three fills below take every row, so none needs tokenizing (most communities are small).
+    whole = _table(_ENTITY_HEAD, entity_lines), _table(_RELATION_HEAD, relation_lines)
     if used + sum(len(line.encode("utf-8")) for line in entity_lines + relation_lines) <= max_tokens:
-        return _table(_ENTITY_HEAD, entity_lines), _table(_RELATION_HEAD, relation_lines)
+        return whole
     # English runs ~4 bytes a token: tables of up to a few times the budget in bytes usually fit in
     # tokens, which one count of their whole text tells (~1 ms) before rows are counted one by one
-    whole = _table(_ENTITY_HEAD, entity_lines), _table(_RELATION_HEAD, relation_lines)
     if count_tokens(whole[0] + whole[1]) <= max_tokens:
         return whole
     taken_e: list[str] = []

@@ -83,7 +83,7 @@ def _vector_fields(doc: Doc) -> Vector | None:
     return None
 
 
-def _put_vector(doc: Doc, vector: Sequence[float] | np.ndarray | None) -> None:
+def _put_vector(doc: Doc, vector: Vector | Sequence[float] | None) -> None:
     if vector is not None:
         # an array stays an array (the stores take both); anything else becomes a list
         doc[vector_field(len(vector))] = vector if isinstance(vector, np.ndarray) else list(vector)
