@@ -11,17 +11,18 @@ import hashlib
 import threading
 import time
 from contextlib import AbstractContextManager
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kbgraph import pipeline
 from kbgraph.config import Settings
+from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MetaDB
+from kbgraph.meta.repo import MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
-from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
+from kbgraph.parse.readers import iter_paths
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
@@ -30,17 +31,16 @@ if TYPE_CHECKING:
     from kbgraph.search.retrieve import RetrievalResult
 
 
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 class KBGraphError(RuntimeError):
     """An operation cannot be done as asked; the message tells the user what to change."""
-
-
-@dataclass
-class DocOutcome:
-    name: str
-    status: str  # "indexed" | "skipped" | "failed" | "cancelled"
-    doc_id: str = ""
-    chunks: int = 0
-    message: str = ""
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Engine:
         self.store = store
         self.tenant = tenant
         self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
-        self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
+        self._chats: dict[tuple[tuple[tuple[str, str], ...], str], ChatModel | None] = {}
         self.ledger = UsageLedger()
 
     @classmethod
@@ -119,11 +119,13 @@ class Engine:
     def chat_for(self, kb: KnowledgeBase | None) -> ChatModel | None:
         """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top."""
         overrides = tuple(sorted((kb.extra.get("llm") or {}).items())) if kb is not None else ()
-        if overrides not in self._chats:
+        key = (overrides, kb.id if kb is not None else "")
+        if key not in self._chats:
             from kbgraph.llm.factory import build_chat
 
-            self._chats[overrides] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger)
-        return self._chats[overrides]
+            # a knowledge base's chat has its own concurrency limit inside the process-wide one
+            self._chats[key] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger, kb_id=key[1])
+        return self._chats[key]
 
     # -- knowledge bases ----------------------------------------------------------------------
 
@@ -176,15 +178,30 @@ class Engine:
 
     def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = no_progress,
                     cancel: CancelCheck = never, force: bool = False, refresh: bool = True) -> IndexReport:
-        """Index files and folders into a KB; unchanged files are skipped unless ``force``."""
+        """Index files and folders into a KB; unchanged files are skipped unless ``force``.
+
+        The documents go through one IndexRun (kbgraph.indexing): many of them parsed, extracted
+        and merged at once. Then the graph's KB phases are refreshed once, with their own progress.
+        """
         kb = self.kb(kb_name)
         report = IndexReport(ledger=self.ledger)
         files = self._named_files(paths)
-        for number, (name, path) in enumerate(files, start=1):
-            progress(Progress("documents", number - 1, len(files), name))
-            report.documents.append(self._index_file(kb, name, path, progress, cancel, force))
-            if report.documents[-1].status == "cancelled":
-                break
+        skipped: dict[str, DocOutcome] = {}
+        names: list[str] = []
+
+        def inputs() -> Iterator[DocumentInput]:
+            for name, path in files:
+                item = self._register_file(kb, name, path, force)
+                names.append(name)
+                if isinstance(item, DocOutcome):
+                    skipped[name] = item
+                else:
+                    yield item
+
+        progress(Progress("documents", 0, len(files)))
+        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel)
+        indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
+        report.documents = [skipped.get(n) or indexed[n] for n in names if n in skipped or n in indexed]
         progress(Progress("documents", len(files), len(files)))
         if refresh and kb.graph.enabled and report.count("indexed"):
             with self.kb_lock(kb.id):
@@ -204,20 +221,16 @@ class Engine:
                 named.append((given.name, given))
         return named
 
-    def _index_file(self, kb: KnowledgeBase, name: str, path: Path, progress: ProgressFn,
-                    cancel: CancelCheck, force: bool) -> DocOutcome:
+    def _register_file(self, kb: KnowledgeBase, name: str, path: Path, force: bool) -> DocumentInput | DocOutcome:
+        """The file's document row, registered or updated; an outcome when it is unchanged."""
         size = path.stat().st_size
-        if size > self.settings.max_file_bytes:
-            data = b""
-        else:
-            data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
+        digest = _file_digest(path) if size <= self.settings.max_file_bytes else hashlib.sha256(b"").hexdigest()
         doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
                                                  content_hash=digest)
         if not changed and not force:
             return DocOutcome(name, "skipped", doc.id, doc.chunk_count, "unchanged")
-        return self.index_bytes(kb, doc, data if size <= self.settings.max_file_bytes else None, size,
-                                progress=progress, cancel=cancel)
+        limit = self.settings.max_file_bytes
+        return DocumentInput(doc, lambda: path.read_bytes() if size <= limit else None, size)
 
     def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
         """A progress callback that also records the document's progress (at most twice a second)."""
@@ -242,40 +255,12 @@ class Engine:
     def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
                     progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
-        meta = self.meta
-        progress = self._tracked(doc.id, progress)
-        meta.set_document_status(doc.id, "running", progress=0.0, message="parsing")
-        try:
-            if data is None:
-                raise ParseError(doc.name, f"{size} bytes is over the limit of {self.settings.max_file_bytes} "
-                                           "(KBGRAPH_MAX_FILE_BYTES)")
-            parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
-            ctx = self.context(kb)
-            parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
-            message = f"{parsed_result.chunks} chunks"
-            if kb.graph.enabled:
-                extracted = pipeline.extract_document(ctx, doc.id, progress=progress, cancel=cancel)
-                with self.kb_lock(kb.id):  # merges of one KB never interleave
-                    merged = pipeline.merge_document(ctx, doc.id)
-                meta.set_document_graph_state(doc.id, extracted=True)
-                message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
-                            f"mentions; {merged.entities_written} entities updated")
-                if extracted.failed_chunks:
-                    message += f"; extraction failed for {len(extracted.failed_chunks)} chunk(s): {extracted.errors[0]}"
-            meta.set_document_status(doc.id, "done", message=message, chunk_count=parsed_result.chunks,
-                                     token_count=parsed_result.tokens)
-            return DocOutcome(doc.name, "indexed", doc.id, parsed_result.chunks, message)
-        except ParseError as exc:
-            meta.set_document_status(doc.id, "failed", message="could not be parsed", error=str(exc))
-            return DocOutcome(doc.name, "failed", doc.id, 0, str(exc))
-        except pipeline.Cancelled:
-            meta.set_document_status(doc.id, "cancelled", message="cancelled")
-            return DocOutcome(doc.name, "cancelled", doc.id, 0, "cancelled")
-        except (MetaError, KBGraphError):
-            raise
-        except Exception as exc:  # one broken document must not stop the others
-            meta.set_document_status(doc.id, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
-            return DocOutcome(doc.name, "failed", doc.id, 0, f"{type(exc).__name__}: {exc}")
+        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, cancel=cancel,
+                       document_progress=self._tracked(doc.id, progress))
+        outcomes = run.run([DocumentInput(doc, lambda: data, size)], total=1)
+        if doc.id in run.vanished:
+            raise NotFound(f"document {doc.id!r} was deleted while it was indexed")
+        return outcomes[0]
 
     def list_documents(self, kb_name: str) -> list[Document]:
         return self.meta.list_documents(self.kb(kb_name).id, limit=None)
