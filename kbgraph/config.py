@@ -52,7 +52,7 @@ class Settings:
     embedding_api_key: str = ""
     embedding_batch_size: int = 64
     # batches of one embed call in flight at once ("openai" provider)
-    embedding_concurrency: int = 4
+    embedding_concurrency: int = 16
     embedding_dim: int = 384  # only for the hash embedder; the others report their own
 
     # chat model over the OpenAI protocol; unset base URL and model = no LLM configured
@@ -90,11 +90,15 @@ class Settings:
 
     # knowledge graph defaults
     max_gleanings: int = 1
+    # chunks of fewer tokens get no gleaning round (a short text is listed whole in one pass)
+    glean_min_tokens: int = 256
     summary_max_tokens: int = 500
     # fragments put into one summary prompt (at least twice summary_max_tokens); more are summarized
     # in groups, then the group summaries
     summary_prompt_tokens: int = 4000
     max_cluster_size: int = 10
+    # communities with fewer entities get a report put together from their rows, not an LLM call
+    report_min_entities: int = 3
     language: str = "English"
     empty_response: str = "I cannot find this in the knowledge base."
 

@@ -72,6 +72,7 @@ class _InFlight:
     mentions: list[dict] = field(default_factory=list)
     stored_mentions: bool = False  # some were written already (a large document)
     has_slot: bool = False
+    chunk_rows: list[Chunk] = field(default_factory=list)  # chunked, not stored yet
     extraction: pipeline.ExtractResult = field(default_factory=pipeline.ExtractResult)
     failure: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -152,6 +153,8 @@ class IndexRun:
                     if len(parsed.text) > _LARGE_CHARS:
                         self._parse_large(flight, parsed, pool)
                         continue
+                    # its extraction starts now; its chunks are embedded and stored with the batch's
+                    self._start_extraction(flight, parsed, pool)
                     batch.append((flight, parsed))
                     chars += len(parsed.text)
                     if len(batch) >= self.settings.index_batch_documents or chars >= _BATCH_CHARS:
@@ -194,29 +197,36 @@ class IndexRun:
         return None
 
     def _parse_batch(self, batch: list[tuple[_InFlight, ParsedDocument]], pool: ThreadPoolExecutor) -> None:
+        """Chunk the batch's documents, set their extraction going, then embed and store their
+        chunks meanwhile (extraction needs only their text)."""
         if not batch:
             return
         self._mark_running([flight for flight, _ in batch])
         try:
-            results = pipeline.parse_documents(self.ctx, [(f.doc.id, parsed) for f, parsed in batch],
-                                               cancel=self._stopped)
+            pipeline.store_chunks(self.ctx, [f.doc.id for f, _ in batch], [f.chunk_rows for f, _ in batch],
+                                  cancel=self._stopped)
         except Cancelled:
+            self._cancelled.set()
             for flight, _ in batch:
-                self._finish(flight, "cancelled")
+                self._step_done(flight)  # the merge loop records them cancelled
             raise
         except Exception as exc:  # the batch's store write failed: its documents fail, the run goes on
             for flight, _ in batch:
-                self._finish(flight, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
-            return
+                flight.failure = flight.failure or f"{type(exc).__name__}: {exc}"
         with self._lock:
             self._parsed += len(batch)
         if self.document_progress is None:
             pipeline._report(self.ctx, self.progress, "parse", self._parsed, self._total, "documents")
-        for (flight, _), (parsed_result, chunks) in zip(batch, results):
-            flight.chunks, flight.tokens = parsed_result.chunks, parsed_result.tokens
+        for flight, _ in batch:
             if self.document_progress is not None:  # a run of one document: in its chunks
                 pipeline._report(self.ctx, self._doc_progress, "parse", flight.chunks, flight.chunks, flight.doc.name)
-            self._extract(flight, chunks, pool)
+            flight.chunk_rows = []
+            self._step_done(flight)  # the stored chunks were the flight's last step but its extraction
+
+    def _start_extraction(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
+        flight.chunk_rows = pipeline.chunk_documents(self.ctx, [(flight.doc.id, parsed)])[0]
+        flight.chunks, flight.tokens = len(flight.chunk_rows), sum(c.token_count for c in flight.chunk_rows)
+        self._extract(flight, flight.chunk_rows, pool, storing=True)
 
     def _parse_large(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
         self._mark_running([flight])
@@ -245,16 +255,27 @@ class IndexRun:
 
     # -- extract ------------------------------------------------------------------------------
 
-    def _extract(self, flight: _InFlight, chunks: list[Chunk], pool: ThreadPoolExecutor) -> None:
-        if not self.graph or not chunks:
+    def _extract(self, flight: _InFlight, chunks: list[Chunk], pool: ThreadPoolExecutor, *,
+                 storing: bool = False) -> None:
+        """Set the document's extraction going; it goes on to the merge once every chunk is
+        extracted (and, ``storing``, once its chunks are stored: see _step_done)."""
+        chunks = chunks if self.graph else []
+        flight.remaining = len(chunks) + (1 if storing else 0)
+        flight.extraction.chunks = len(chunks)
+        if not flight.remaining:
             self._merge_queue.put(flight)
             return
-        flight.remaining = len(chunks)
-        flight.extraction.chunks = len(chunks)
         with self._lock:
             self._chunks_submitted += len(chunks)
         for chunk in chunks:
             pool.submit(self._extract_chunk, flight, chunk)
+
+    def _step_done(self, flight: _InFlight) -> None:
+        with flight.lock:
+            flight.remaining -= 1
+            last = flight.remaining == 0
+        if last:
+            self._merge_queue.put(flight)
 
     def _extract_chunk(self, flight: _InFlight, chunk: Chunk) -> None:
         extraction, error = None, ""
@@ -279,14 +300,11 @@ class IndexRun:
                 result.errors.append(error)
             if len(flight.mentions) >= pipeline._WRITE_ROWS and not self._cancelled.is_set():
                 self._store_mentions(flight)  # a large document: not all of its mentions in memory
-            flight.remaining -= 1
-            last = flight.remaining == 0
         with self._lock:
             self._chunks_done += 1
             done, submitted = self._chunks_done, self._chunks_submitted
         pipeline._report(self.ctx, self._doc_progress, "extract", done, submitted)
-        if last:
-            self._merge_queue.put(flight)
+        self._step_done(flight)
 
     def _store_mentions(self, flight: _InFlight) -> None:
         rows, flight.mentions = flight.mentions, []

@@ -8,10 +8,11 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -155,33 +156,40 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     return ParseResult(chunks=len(spans), tokens=total_tokens)
 
 
-@bulk_gc()
-def parse_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]], *,
-                    cancel: CancelCheck = never) -> list[tuple[ParseResult, list[Chunk]]]:
-    """``parse_document`` for many small documents at once: their chunks are embedded in one batch
-    and stored in one transaction, which for documents of a chunk or two costs a fraction of one
-    embedding call and one commit per document. Returns each document's result and chunks (without
-    vectors: what extraction needs)."""
-    spans = [chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap) for _, parsed in docs]
-    _check(cancel)
-    vectors = iter(ctx.embed([span.text for doc_spans in spans for span in doc_spans]))
+def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) -> list[list[Chunk]]:
+    """Each document's chunks, without vectors or search tokens (store_chunks adds them): what
+    extraction needs, which need not wait for the rest."""
     now = time.time()
+    out: list[list[Chunk]] = []
+    for doc_id, parsed in docs:
+        out.append([Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
+                          content=s.text, content_tokens="", title_tokens="",
+                          position=s.position, start=s.start, end=s.end, token_count=s.token_count,
+                          page=parsed.page_at(s.start) or 0, created=now)
+                    for s in chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap)])
+    return out
+
+
+@bulk_gc()
+def store_chunks(ctx: KBContext, doc_ids: Sequence[str], chunks: Sequence[Sequence[Chunk]], *,
+                 cancel: CancelCheck = never) -> list[ParseResult]:
+    """``parse_document``'s embedding and writing for many small documents at once: their chunks
+    are embedded in one batch and stored in one transaction, which for documents of a chunk or two
+    costs a fraction of one embedding call and one commit per document."""
+    _check(cancel)
+    vectors = iter(ctx.embed([c.content for doc_chunks in chunks for c in doc_chunks]))
     rows: list[dict] = []
-    out: list[tuple[ParseResult, list[Chunk]]] = []
-    for (doc_id, parsed), doc_spans in zip(docs, spans):
-        title_tokens = token_string(parsed.name)
-        chunks = [Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
-                        content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
-                        position=s.position, start=s.start, end=s.end, token_count=s.token_count,
-                        page=parsed.page_at(s.start) or 0, vector=next(vectors), created=now)
-                  for s in doc_spans]
-        rows += [c.to_doc() for c in chunks]
-        for c in chunks:
-            c.vector = None
-        out.append((ParseResult(chunks=len(chunks), tokens=sum(s.token_count for s in doc_spans)), chunks))
+    titles: dict[str, str] = {}
+    for doc_chunks in chunks:
+        for c in doc_chunks:
+            c.vector = next(vectors)
+            if c.doc_name not in titles:
+                titles[c.doc_name] = token_string(c.doc_name)
+            rows.append(replace(c, content_tokens=token_string(c.content), title_tokens=titles[c.doc_name]).to_doc())
+            c.vector = None  # the store has it; a document in flight keeps only its text
     _check(cancel)
     with ctx.store.batch():
-        ids = [doc_id for doc_id, _ in docs]
+        ids = list(doc_ids)
         for start in range(0, len(ids), 500):
             # earlier chunks of these documents (older versions, or a killed run) must not survive
             ctx.store.delete(ctx.tenant, [ctx.kb_id], [any_of("doc_id", ids[start:start + 500]),
@@ -189,7 +197,7 @@ def parse_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]], 
         for start in range(0, len(rows), _WRITE_ROWS):
             ctx.store.upsert(ctx.tenant, ctx.kb_id, rows[start:start + _WRITE_ROWS], refresh=False)
     ctx.store.refresh(ctx.tenant)
-    return out
+    return [ParseResult(chunks=len(c), tokens=sum(x.token_count for x in c)) for c in chunks]
 
 
 def embed_ahead(ctx: KBContext, batches: Sequence[Sequence[str]], cancel: CancelCheck = never
@@ -230,7 +238,7 @@ def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
 
 def build_document_extractor(ctx: KBContext) -> Extractor:
     return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
-                           max_gleanings=ctx.graph.max_gleanings)
+                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens)
 
 
 def extract_chunk(ctx: KBContext, extractor: Extractor, chunk: Chunk, cancel: CancelCheck = never
@@ -559,8 +567,10 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         _, community = rid_community
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
-        # a community of one entity has nothing to summarize beyond that entity's own description
-        if ctx.chat is not None and len(member_entities) > 1:
+        # a community of one entity has nothing to summarize beyond that entity's own description, and
+        # one of two (one relation) little beyond the two descriptions and the relation's: below
+        # report_min_entities the report is put together from them, without a model call
+        if ctx.chat is not None and len(member_entities) >= max(2, ctx.settings.report_min_entities):
             content = llm_report(ctx.chat, community, member_entities, member_relations(members),
                                  language=ctx.settings.language)
         else:
@@ -662,16 +672,19 @@ class RowChanges:
         self.ctx = ctx
         self.limit = limit
         self.rows: dict[str, dict] = {}
+        self._lock = threading.RLock()  # the embedding pass may add from its own thread
 
     def add(self, row_id: str, fields: dict) -> None:
-        self.rows.setdefault(row_id, {}).update(fields)
-        if len(self.rows) >= self.limit:
-            self.write()
+        with self._lock:
+            self.rows.setdefault(row_id, {}).update(fields)
+            if len(self.rows) >= self.limit:
+                self.write()
 
     def write(self) -> None:
-        if self.rows:
-            self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, self.rows, refresh=False)
-            self.rows = {}
+        with self._lock:
+            if self.rows:
+                self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, self.rows, refresh=False)
+                self.rows = {}
 
 
 def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
@@ -711,6 +724,16 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     rows = _graph_rows(ctx)
     result.summarized = summarize_pending(ctx, rows, progress=progress, cancel=cancel)
+    # with a remote model the vectors are fetched while the reports are written (both wait on the
+    # network); resolution re-derives rows, so with it on the vectors come first
+    if ctx.chat is not None and not ctx.graph.resolution:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-embed") as pool:
+            embedding = pool.submit(embed_pending, ctx, rows, progress=progress, cancel=cancel, into=changes)
+            try:
+                meta = _ranked_and_reported(ctx, load_graph_meta(ctx), rows, result, changes, force, progress, cancel)
+            finally:
+                result.embedded = embedding.result()
+        return meta
     result.embedded = embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
     meta = load_graph_meta(ctx)
     if ctx.graph.resolution and (force or meta.is_stale("resolution")):
@@ -727,6 +750,11 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
             meta = load_graph_meta(ctx)  # merges bump the graph version
             meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
             _report(ctx, progress, "resolution", 1, 1)
+    return _ranked_and_reported(ctx, meta, rows, result, changes, force, progress, cancel)
+
+
+def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, result: RefreshResult,
+                         changes: RowChanges, force: bool, progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     entities, relations = rows.entities, rows.relations
     if force or meta.is_stale("pagerank"):
         _report(ctx, progress, "pagerank", 0, 1)
