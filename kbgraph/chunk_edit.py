@@ -19,11 +19,12 @@ from kbgraph.graph.derive import DeriveResult
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
+from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
 from kbgraph.store.base import Condition, Doc, SearchRequest, TextQuery, any_of, eq, missing
 from kbgraph.store.records import Chunk
 
-# what a chunk listing searches: content, the document's name, keywords and questions
-LIST_TEXT_FIELDS = {"content_ltks": 1.0, "title_tks": 0.5, "important_tks": 1.0, "question_tks": 1.0}
+# what a chunk listing searches: content, the document's name, keywords and questions (as retrieval does)
+LIST_TEXT_FIELDS = CHUNK_TEXT_FIELDS
 _FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "important_kwd", "question_kwd",
            "available_int", "create_timestamp_flt", "position_int", "page_num_int", "token_count_int"]
 # manual chunks sort after the parsed ones (RAGFlow: parsed by page and position, then newest first)

@@ -258,6 +258,7 @@ def test_chunks_list_add_update_delete(rag: RAGFlow, host: str, keys: dict[str, 
     # searchable at once
     found = rag.retrieve(dataset_ids=[dataset.id], question="chunk test")
     assert {c.id for c in found} >= {c.id for c in added}
+    assert added[1].id in {c.id for c in rag.retrieve(dataset_ids=[dataset.id], question="q1")}  # by its question
 
     added[2].update({"content": "lantern makers of varrow", "important_keywords": ["glass"], "questions": ["who?"]})
     assert [c.content for c in doc.list_chunks(id=added[2].id)] == ["lantern makers of varrow"]
