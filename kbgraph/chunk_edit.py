@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kbgraph import pipeline
 from kbgraph.graph.derive import DeriveResult
@@ -175,6 +175,10 @@ def update_chunk(ctx: KBContext, chunk: ChunkRecord, *, content: str | None = No
                  important_keywords: Sequence[str] | None = None, questions: Sequence[str] | None = None,
                  available: bool | None = None) -> ChunkChange:
     """Change a chunk in place (its id stays); new text is embedded again and re-extracted."""
+    if content is None and important_keywords is None and questions is None:
+        if available is not None and available != chunk.available:  # no text changed: nothing to embed
+            ctx.store.patch(ctx.tenant, ctx.kb_id, {chunk.id: {"available_int": 1 if available else 0}})
+        return ChunkChange(chunk=replace(chunk, available=chunk.available if available is None else available))
     changed = ChunkRecord(
         id=chunk.id, kb_id=chunk.kb_id, doc_id=chunk.doc_id, doc_name=chunk.doc_name,
         content=chunk.content if content is None else content,

@@ -214,6 +214,15 @@ def test_documents_through_the_sdk(rag: RAGFlow) -> None:
     assert listed.name == "renamed.txt" and listed.chunk_method == "manual"
     results = dataset.parse_documents([doc.id])
     assert results[0][1] == "DONE" and results[0][2] >= 1
+    with pytest.raises(Exception, match="Can't stop parsing document with progress at 0 or 1"):
+        dataset.async_cancel_parse_documents([doc.id])
+    assert [d.id for d in dataset.list_documents(keywords="RENAMED")] == [doc.id]
+    assert [d.id for d in dataset.list_documents(name="renamed.txt")] == [doc.id]
+    doc.update({"enabled": 0})
+    assert doc.status == "0" and doc.list_chunks()  # still listed,
+    assert rag.retrieve(dataset_ids=[dataset.id], question="Quartz lanterns") == []  # never retrieved
+    doc.update({"enabled": 1})
+    assert [c.document_id for c in rag.retrieve(dataset_ids=[dataset.id], question="Quartz lanterns")] == [doc.id]
     dataset.delete_documents(ids=[doc.id])
     assert dataset.list_documents() == []
     rag.delete_datasets(ids=[dataset.id])
