@@ -86,6 +86,8 @@ class Settings:
     # service mode
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "kbgraph:"
+    # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
+    web_secret_key: str = ""
 
     @property
     def sqlite_store_path(self) -> Path:

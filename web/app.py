@@ -27,6 +27,10 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
 
     app.register_blueprint(blueprint)
 
+    from web.ui import register_ui
+
+    register_ui(app, settings)
+
     @app.get("/health")
     def health() -> Response:
         svc = services()

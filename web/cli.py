@@ -3,6 +3,7 @@
     kbgraph-web serve --host 127.0.0.1 --port 9380
     kbgraph-web apikey create --tenant acme [--name ci]
     kbgraph-web apikey list --tenant acme
+    kbgraph-web setup-assets            # npm-install and bundle the graph view's libraries
 
 For production run the same app under gunicorn (not a kbgraph dependency):
 ``gunicorn -w 4 -b 0.0.0.0:9380 'web:create_app()'``.
@@ -25,6 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=9380)
     serve.add_argument("--debug", action="store_true")
+    assets = commands.add_parser("setup-assets", help="install the graph view's browser libraries with npm")
+    assets.add_argument("--force", action="store_true", help="reinstall and rebuild even if built")
     keys = commands.add_parser("apikey", help="API keys (each maps to one tenant)")
     key_commands = keys.add_subparsers(dest="action", required=True)
     create = key_commands.add_parser("create", help="create a key and print it (shown only once)")
@@ -37,6 +40,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "setup-assets":
+        from web.ui.assets import AssetsError, setup_assets
+
+        try:
+            print(f"graph view libraries ready: {setup_assets(force=args.force)}")
+        except AssetsError as exc:
+            print(f"kbgraph-web: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
         settings = load_settings()
     except ConfigError as exc:
@@ -44,6 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "serve":
         from web.app import create_app
+        from web.ui.assets import AssetsError, setup_assets
+
+        try:
+            setup_assets()  # once: npm-installs the graph view's libraries if they are not there yet
+        except AssetsError as exc:
+            print(f"kbgraph-web: the graph view will not draw until this is fixed: {exc}", file=sys.stderr)
 
         create_app(settings).run(host=args.host, port=args.port, debug=args.debug, threaded=True)
         return 0

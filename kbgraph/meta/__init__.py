@@ -27,6 +27,7 @@ from kbgraph.meta.schemas import (
     Status,
     Task,
     Tenant,
+    User,
     graph_config,
 )
 
@@ -50,5 +51,6 @@ __all__ = [
     "Status",
     "Task",
     "Tenant",
+    "User",
     "graph_config",
 ]
