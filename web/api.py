@@ -15,8 +15,10 @@ from web.services import services
 blueprint = Blueprint("ragflow_api", __name__, url_prefix="/api/v1")
 
 
-@blueprint.before_request
 def authenticate() -> Response | None:
+    """Every /api/v1 request, routed or not: RAGFlow answers auth problems before anything else."""
+    if request.path != "/api/v1" and not request.path.startswith("/api/v1/"):
+        return None
     header = request.headers.get("Authorization")
     if not header:
         # RAGFlow answers these two with code 0; its clients and tests expect exactly this
@@ -62,4 +64,4 @@ def dedupe(ids: list[str]) -> tuple[list[str], list[str]]:
     return list(seen), [i for i, n in seen.items() if n > 1]
 
 
-from web import datasets, documents, retrieval  # noqa: E402,F401  (registers the routes)
+from web import chunks, datasets, document_update, documents, retrieval  # noqa: E402,F401  (registers the routes)

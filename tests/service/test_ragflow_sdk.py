@@ -1,0 +1,307 @@
+"""The real ragflow-sdk 0.22.1 and the real openai client against a live kbgraph-web: real Flask over
+HTTP, real Redis, a real Celery worker (in-process threads), the embedded SQLite store, the hash
+embedder, the `nlp` graph method and the scripted OpenAI-compatible LLM for chat answers.
+
+Redis: KBGRAPH_TEST_REDIS_URL (default DB 11), keys under a per-run prefix, removed afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+import requests
+from werkzeug.serving import make_server
+
+from kbgraph.config import Settings, load_settings
+from kbgraph.data import SAMPLE_CORPUS_DIR
+from support.scripted_llm import ScriptedLLM
+from task_executor.celery_app import KBCelery, make_celery
+from task_executor.tasks import refresh_pending_key
+from conftest import require_service
+
+ragflow_sdk = pytest.importorskip("ragflow_sdk")
+from ragflow_sdk import RAGFlow  # noqa: E402
+from ragflow_sdk.modules.chunk import ChunkUpdateError  # noqa: E402
+from ragflow_sdk.modules.dataset import DataSet  # noqa: E402
+
+REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
+
+pytestmark = pytest.mark.services
+
+
+class ChatScript:
+    """Chat replies for the scripted LLM: cites the first two chunk markers of its system prompt and
+    says which turn of the conversation it is (history reaches the model)."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        self.requests.append(body)
+        system = body["messages"][0]["content"]
+        markers = re.findall(r"\[ID:(\d+)\]", system)
+        turn = sum(1 for m in body["messages"] if m["role"] == "user")
+        if not markers:
+            return f"Turn {turn}: no excerpts to cite, answering from general knowledge."
+        return (f"Turn {turn}: Mira Castell founded the Lumen Cartographers Guild [ID:{markers[0]}]. "
+                f"Its emblem is a silver heron [ID:{markers[-1]}].")
+
+
+@pytest.fixture(scope="module")
+def chat_script() -> ChatScript:
+    return ChatScript()
+
+
+@pytest.fixture(scope="module")
+def llm(chat_script: ChatScript) -> Iterator[ScriptedLLM]:
+    with ScriptedLLM(responder=chat_script, stream_piece_chars=6) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def settings(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[Settings]:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        require_service("Redis", f"{REDIS_URL}: {exc}")
+    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
+    base = load_settings(data_dir=tmp_path_factory.mktemp("sdk") / "data", store="sqlite",
+                         embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
+    yield llm.settings(base, embedding_provider="hash", embedding_model="")
+    for key in client.scan_iter(match=f"{prefix}*"):
+        client.delete(key)
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def celery_app(settings: Settings) -> Iterator[KBCelery]:
+    from celery.contrib.testing.worker import start_worker
+
+    app = make_celery(settings, refresh_delay=0.2)
+    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
+                      shutdown_timeout=30):
+        yield app
+    app.close_process_state()
+
+
+@pytest.fixture(scope="module")
+def host(settings: Settings, celery_app: KBCelery) -> Iterator[str]:
+    from web import create_app
+
+    app = create_app(settings, celery=celery_app)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    thread.join(10)
+    app.extensions["kbgraph"].close()
+
+
+@pytest.fixture(scope="module")
+def keys(host: str, settings: Settings) -> dict[str, str]:
+    from kbgraph.meta import MetaDB
+
+    with MetaDB.open(settings.meta_url) as meta:
+        out = {}
+        for tenant in ("alice", "mallory"):
+            meta.ensure_tenant(tenant)
+            out[tenant] = meta.create_api_key(tenant)[1]
+        return out
+
+
+@pytest.fixture(scope="module")
+def rag(host: str, keys: dict[str, str]) -> RAGFlow:
+    return RAGFlow(keys["alice"], host)
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def sample(*names: str) -> list[dict[str, Any]]:
+    return [{"display_name": n, "blob": (SAMPLE_CORPUS_DIR / n).read_bytes()} for n in names]
+
+
+def parsed(dataset: DataSet, names: list[str]) -> list[Any]:
+    docs = dataset.upload_documents(sample(*names))
+    ids = [d.id for d in docs]
+    dataset.async_parse_documents(ids)
+    wait_for(lambda: all(d.run in ("DONE", "FAIL") for d in dataset.list_documents(page_size=100) if d.id in ids),
+             what="parsing")
+    done = [d for d in dataset.list_documents(page_size=100) if d.id in ids]
+    assert all(d.run == "DONE" for d in done), [(d.name, d.progress_msg) for d in done]
+    return done
+
+
+def graph_of(host: str, key: str, dataset_id: str) -> dict[str, Any]:
+    body = requests.get(f"{host}/api/v1/datasets/{dataset_id}/knowledge_graph",
+                        headers={"Authorization": f"Bearer {key}"}, timeout=30).json()
+    assert body["code"] == 0, body
+    return body["data"]["graph"]
+
+
+def mentions_of(settings: Settings, tenant: str, kb_id: str, chunk_id: str) -> list[dict[str, Any]]:
+    from kbgraph.store import open_store
+    from kbgraph.store.base import eq
+
+    store = open_store(settings)
+    try:
+        return list(store.scan(tenant, [kb_id], [eq("chunk_id_kwd", chunk_id)]))
+    finally:
+        store.close()
+
+
+GRAPH_ON = DataSet.ParserConfig
+
+
+@pytest.fixture(scope="module")
+def lore(rag: RAGFlow) -> tuple[DataSet, list[Any]]:
+    """A dataset with the graph on (`nlp`, no LLM) and two parsed documents."""
+    config = DataSet.ParserConfig(rag, {"chunk_token_num": 128,
+                                        "graphrag": {"use_graphrag": True, "method": "nlp"}})
+    dataset = rag.create_dataset("Varrow lore", parser_config=config)
+    docs = parsed(dataset, ["mira_castell.md", "lumen_cartographers_guild.md"])
+    return dataset, docs
+
+
+# -- datasets and documents ---------------------------------------------------------------------
+
+def test_datasets_through_the_sdk(rag: RAGFlow) -> None:
+    dataset = rag.create_dataset("sdk datasets")
+    assert dataset.chunk_method == "naive" and dataset.document_count == 0
+    assert rag.get_dataset("sdk datasets").id == dataset.id
+    assert dataset.id in [d.id for d in rag.list_datasets(page_size=100)]
+    dataset.update({"description": "renamed one", "name": "sdk datasets 2"})
+    assert dataset.name == "sdk datasets 2"
+    assert rag.list_datasets(id=dataset.id)[0].description == "renamed one"
+    rag.delete_datasets(ids=[dataset.id])
+    with pytest.raises(Exception, match="lacks permission"):
+        rag.list_datasets(id=dataset.id)
+
+
+def test_documents_through_the_sdk(rag: RAGFlow) -> None:
+    dataset = rag.create_dataset("sdk documents")
+    doc = dataset.upload_documents([{"display_name": "notes.txt", "blob": b"Quartz lanterns glow at night."}])[0]
+    assert doc.run == "UNSTART" and doc.size == 30
+    assert doc.download() == b"Quartz lanterns glow at night."
+    doc.update({"name": "renamed.txt", "meta_fields": {"author": "ann"}})
+    assert doc.name == "renamed.txt" and doc.meta_fields.author == "ann"
+    with pytest.raises(Exception, match="The extension of file can't be changed"):
+        doc.update({"name": "renamed.pdf"})
+    with pytest.raises(Exception, match="Can't change `chunk_count`."):
+        doc.update({"chunk_count": 9})
+    with pytest.raises(Exception, match="meta_fields must be a dictionary"):
+        doc.update({"meta_fields": "x"})
+    doc.update({"chunk_method": "manual", "parser_config": {"chunk_token_num": 128}})
+    assert doc.chunk_method == "manual" and doc.parser_config.chunk_token_num == 128 and doc.run == "UNSTART"
+    listed = dataset.list_documents(id=doc.id)[0]
+    assert listed.name == "renamed.txt" and listed.chunk_method == "manual"
+    results = dataset.parse_documents([doc.id])
+    assert results[0][1] == "DONE" and results[0][2] >= 1
+    dataset.delete_documents(ids=[doc.id])
+    assert dataset.list_documents() == []
+    rag.delete_datasets(ids=[dataset.id])
+
+
+def test_document_update_resets_a_parsed_document(rag: RAGFlow) -> None:
+    dataset = rag.create_dataset("sdk reset")
+    doc = parsed(dataset, ["tobias_wren.txt"])[0]
+    assert doc.chunk_count > 0 and doc.list_chunks()
+    doc.update({"chunk_method": "one"})
+    assert doc.run == "UNSTART" and doc.chunk_count == 0 and doc.progress == 0
+    assert doc.list_chunks() == []
+    rag.delete_datasets(ids=[dataset.id])
+
+
+# -- chunks -------------------------------------------------------------------------------------
+
+def test_chunks_list_add_update_delete(rag: RAGFlow, host: str, keys: dict[str, str], settings: Settings) -> None:
+    dataset = rag.create_dataset("sdk chunks")
+    doc = parsed(dataset, ["ashgrove_academy.txt"])[0]
+    parsed_chunks = doc.list_chunks(page_size=100)
+    assert len(parsed_chunks) == doc.chunk_count >= 1
+
+    added = [doc.add_chunk(f"chunk test {i}", important_keywords=[f"kw{i}"], questions=[f" q{i}? ", ""])
+             for i in range(4)]
+    assert added[1].content == "chunk test 1" and added[1].important_keywords == ["kw1"]
+    assert added[1].questions == ["q1?"] and added[1].dataset_id == dataset.id and added[1].document_id == doc.id
+    assert re.fullmatch(r"[0-9a-f]{16}", added[0].id)
+    again = doc.add_chunk("chunk test 0")  # same content, same document: the same chunk
+    assert again.id == added[0].id
+    listed = doc.list_chunks(page_size=100)
+    assert len(listed) == len(parsed_chunks) + 4
+    assert [c.id for c in listed[:len(parsed_chunks)]] == [c.id for c in parsed_chunks]  # parsed first
+    assert len(doc.list_chunks(keywords="chunk")) == 4
+    assert [c.id for c in doc.list_chunks(keywords="kw2")] == [added[2].id]  # keywords are searched
+    assert [c.id for c in doc.list_chunks(keywords="q3")] == [added[3].id]  # and questions
+    assert len(doc.list_chunks(keywords="ashgrove")) >= len(parsed_chunks)  # title tokens of the file name
+    assert doc.list_chunks(keywords="zebraquantum") == []
+    assert [c.id for c in doc.list_chunks(id=added[1].id)] == [added[1].id]
+    assert len(doc.list_chunks(page=2, page_size=2)) == 2
+
+    # searchable at once
+    found = rag.retrieve(dataset_ids=[dataset.id], question="chunk test")
+    assert {c.id for c in found} >= {c.id for c in added}
+
+    added[2].update({"content": "lantern makers of varrow", "important_keywords": ["glass"], "questions": ["who?"]})
+    assert [c.content for c in doc.list_chunks(id=added[2].id)] == ["lantern makers of varrow"]
+    assert [c.id for c in doc.list_chunks(keywords="glass")] == [added[2].id]
+    added[3].update({"available": False})
+    assert doc.list_chunks(id=added[3].id)[0].available is False
+    hidden = rag.retrieve(dataset_ids=[dataset.id], question="chunk test 3")
+    assert added[3].id not in {c.id for c in hidden}
+    with pytest.raises(ChunkUpdateError, match="`important_keywords` should be a list"):
+        added[0].update({"important_keywords": "x"})
+
+    with pytest.raises(Exception, match="rm_chunk deleted chunks 1, expect 2"):
+        doc.delete_chunks(ids=[added[0].id, "nosuchchunk"])
+    assert added[0].id not in {c.id for c in doc.list_chunks(page_size=100)}
+    refreshed = dataset.list_documents(id=doc.id)[0]
+    assert refreshed.chunk_count == len(parsed_chunks) + 3  # recounted after a delete
+    doc.delete_chunks(ids=[])
+    assert doc.list_chunks() == []
+    assert dataset.list_documents(id=doc.id)[0].chunk_count == 0
+    rag.delete_datasets(ids=[dataset.id])
+
+
+def test_chunk_edits_reach_the_graph(rag: RAGFlow, lore: tuple[DataSet, list[Any]], host: str,
+                                     keys: dict[str, str], settings: Settings, celery_app: KBCelery) -> None:
+    dataset, docs = lore
+    doc = docs[0]
+    before = {n["id"] for n in graph_of(host, keys["alice"], dataset.id)["nodes"]}
+    text = "Quillon Marrowby founded the Obsidian Ferry Consortium in Port Halvane."
+    chunk = doc.add_chunk(text)
+    mentions = mentions_of(settings, "alice", dataset.id, chunk.id)
+    assert mentions and all(m["doc_id"] == doc.id for m in mentions)
+    nodes = {n["id"]: n for n in graph_of(host, keys["alice"], dataset.id)["nodes"]}
+    new = set(nodes) - before
+    assert any("QUILLON" in n.upper() for n in new), new
+
+    chunk.update({"content": "Perrin Oakhollow mapped the Saltmere Narrows."})
+    after_update = {n["id"] for n in graph_of(host, keys["alice"], dataset.id)["nodes"]}
+    assert not any("QUILLON" in n.upper() for n in after_update)
+    assert any("PERRIN" in n.upper() for n in after_update)
+
+    doc.delete_chunks(ids=[chunk.id])
+    assert mentions_of(settings, "alice", dataset.id, chunk.id) == []
+    after_delete = {n["id"] for n in graph_of(host, keys["alice"], dataset.id)["nodes"]}
+    assert not any("PERRIN" in n.upper() for n in after_delete)
+    assert after_delete == before
+    key = refresh_pending_key(settings.redis_prefix, dataset.id)
+    wait_for(lambda: not celery_app.redis.exists(key), what="the graph refresh the edits scheduled")
