@@ -64,4 +64,4 @@ def dedupe(ids: list[str]) -> tuple[list[str], list[str]]:
     return list(seen), [i for i, n in seen.items() if n > 1]
 
 
-from web import chunks, datasets, document_update, documents, retrieval  # noqa: E402,F401  (registers the routes)
+from web import chats, chunks, datasets, document_update, documents, retrieval, sessions  # noqa: E402,F401  (registers the routes)

@@ -305,3 +305,169 @@ def test_chunk_edits_reach_the_graph(rag: RAGFlow, lore: tuple[DataSet, list[Any
     assert after_delete == before
     key = refresh_pending_key(settings.redis_prefix, dataset.id)
     wait_for(lambda: not celery_app.redis.exists(key), what="the graph refresh the edits scheduled")
+
+
+# -- chat assistants ------------------------------------------------------------------------------
+
+def test_chat_assistants_through_the_sdk(rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:
+    from ragflow_sdk.modules.chat import Chat
+
+    dataset, _ = lore
+    chat = rag.create_chat("sdk assistant", dataset_ids=[dataset.id])
+    assert chat.name == "sdk assistant" and chat.dataset_ids == [dataset.id]
+    assert chat.llm.model_name == "scripted" and chat.llm.temperature == 0.1
+    assert chat.prompt.opener == "Hi! I'm your assistant. What can I do for you?"
+    assert chat.prompt.keywords_similarity_weight == pytest.approx(1 - 0.7)  # RAGFlow reads it back as 1 - v
+    assert chat.prompt.similarity_threshold == 0.2 and chat.prompt.top_n == 8
+
+    prompt = Chat.Prompt(rag, {"similarity_threshold": 0.1, "top_n": 3, "empty_response": "Nothing here.",
+                               "prompt": "Be terse.\n{knowledge}", "opener": "Ask away."})
+    other = rag.create_chat("sdk assistant 2", dataset_ids=[dataset.id],
+                            llm=Chat.LLM(rag, {"temperature": 0.5, "max_token": 99}), prompt=prompt)
+    assert other.prompt.opener == "Ask away." and other.prompt.top_n == 3 and other.llm.max_token == 99
+    with pytest.raises(Exception, match="Duplicated chat name in creating chat."):
+        rag.create_chat("SDK ASSISTANT", dataset_ids=[dataset.id])
+    with pytest.raises(Exception, match="You don't own the dataset nosuch"):
+        rag.create_chat("x", dataset_ids=["nosuch"])
+    empty = rag.create_dataset("sdk unparsed")
+    with pytest.raises(Exception, match=f"The dataset {empty.id} doesn't own parsed file"):
+        rag.create_chat("x", dataset_ids=[empty.id])
+    with pytest.raises(Exception, match="`model_name` gpt-nine doesn't exist"):
+        rag.create_chat("x", llm=Chat.LLM(rag, {"model_name": "gpt-nine"}))
+    with pytest.raises(Exception, match="Parameter 'knowledge' is not used"):
+        rag.create_chat("x", prompt=Chat.Prompt(rag, {"prompt": "no slot", "variables": [{"key": "knowledge",
+                                                                                           "optional": False}]}))
+
+    listed = {c.id: c for c in rag.list_chats()}
+    assert {chat.id, other.id} <= set(listed)
+    assert listed[chat.id].datasets[0]["id"] == dataset.id and listed[chat.id].datasets[0]["chunk_num"] > 0
+    assert [c.id for c in rag.list_chats(name="sdk assistant 2")] == [other.id]
+    with pytest.raises(Exception, match="The chat doesn't exist"):
+        rag.list_chats(name="nobody")
+
+    other.update({"name": "renamed assistant", "prompt": {"similarity_threshold": 0.3, "opener": "Hello"},
+                  "llm": {"temperature": 0.2}})
+    again = rag.list_chats(id=other.id)[0]
+    assert again.name == "renamed assistant" and again.prompt.similarity_threshold == 0.3
+    assert again.prompt.opener == "Hello" and again.prompt.top_n == 3 and again.llm.temperature == 0.2
+    assert again.llm.max_token == 99 and again.datasets[0]["id"] == dataset.id
+    with pytest.raises(Exception, match="Duplicated chat name in updating chat."):
+        other.update({"name": "SDK assistant"})
+    with pytest.raises(Exception, match="`name` cannot be empty."):
+        other.update({"name": ""})
+    with pytest.raises(Exception, match="ValueError"):
+        other.update({"bogus": 1})
+
+    rag.delete_chats(ids=[other.id])
+    assert other.id not in {c.id for c in rag.list_chats()}
+    with pytest.raises(Exception, match=r"Assistant\(nosuch\) not found."):
+        rag.delete_chats(ids=["nosuch"])
+    with pytest.raises(Exception, match="You do not own the chat"):
+        other.update({"name": "ghost"})  # deleted: gone for good
+    rag.delete_chats(ids=[chat.id])
+    rag.delete_datasets(ids=[empty.id])
+
+
+# -- sessions and completions ----------------------------------------------------------------------
+
+def test_sessions_through_the_sdk(rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:
+    dataset, _ = lore
+    chat = rag.create_chat("session keeper", dataset_ids=[dataset.id])
+    first = chat.create_session()
+    assert first.name == "New session" and first.chat_id == chat.id
+    assert first.messages == [{"role": "assistant", "content": "Hi! I'm your assistant. What can I do for you?"}]
+    second = chat.create_session("named")
+    assert {s.id for s in chat.list_sessions()} == {first.id, second.id}
+    assert [s.id for s in chat.list_sessions(name="named")] == [second.id]
+    assert chat.list_sessions(id="nosuch") == []
+    second.update({"name": "renamed"})
+    assert chat.list_sessions(id=second.id)[0].name == "renamed"
+    with pytest.raises(Exception, match="`name` can not be empty."):
+        second.update({"name": ""})
+    with pytest.raises(Exception, match="`message` can not be change"):
+        second.update({"messages": []})
+    with pytest.raises(Exception, match="The chat doesn't own the session nosuch"):
+        chat.delete_sessions(ids=["nosuch"])
+    chat.delete_sessions(ids=[second.id])
+    assert [s.id for s in chat.list_sessions()] == [first.id]
+    chat.delete_sessions()
+    assert chat.list_sessions() == []
+    rag.delete_chats(ids=[chat.id])
+
+
+def _chunk_ids(dataset: DataSet) -> dict[str, str]:
+    return {c.id: d.id for d in dataset.list_documents() for c in d.list_chunks(page_size=100)}
+
+
+def test_ask_streams_cumulative_answers_with_references(rag: RAGFlow, lore: tuple[DataSet, list[Any]],
+                                                        chat_script: ChatScript) -> None:
+    dataset, docs = lore
+    chat = rag.create_chat("asker", dataset_ids=[dataset.id])
+    session = chat.create_session()
+    messages = list(session.ask("Who founded the Lumen Cartographers Guild?", stream=True))
+    assert len(messages) > 3  # delta by delta, then the final message
+    texts = [m.content for m in messages]
+    for before, after in zip(texts[:-2], texts[1:-1]):
+        assert after.startswith(before) and len(after) > len(before)  # each event adds a delta
+    final = messages[-1]
+    assert final.content.startswith("Turn 1: Mira Castell founded") and "[ID:" in final.content
+    assert all(m.reference == [] for m in messages[:-1])
+    references = final.reference
+    known = _chunk_ids(dataset)
+    assert references and all(r["id"] in known and r["document_id"] == known[r["id"]] for r in references)
+    for marker in re.findall(r"\[ID:(\d+)\]", final.content):
+        cited = references[int(marker)]
+        assert cited["document_name"] in {d.name for d in docs} and cited["content"]
+    # the graph came in front of the chunks: the model saw entities and relations
+    system = chat_script.requests[-1]["messages"][0]["content"]
+    assert "---- Entities ----" in system and "---- Chunks ----" in system
+
+    reply = list(session.ask("And what is its emblem?", stream=False))
+    assert len(reply) == 1 and reply[0].content.startswith("Turn 2:")  # the first turn was in the history
+    roles = [m["role"] for m in chat_script.requests[-1]["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    stored = chat.list_sessions(id=session.id)[0].messages
+    assert [m["role"] for m in stored] == ["assistant", "user", "assistant", "user", "assistant"]
+    assert stored[2]["content"] == final.content and stored[2]["reference"]
+    assert stored[2]["reference"][0]["id"] == references[0]["id"]
+    rag.delete_chats(ids=[chat.id])
+
+
+def test_use_kg_off_and_plain_chat(rag: RAGFlow, lore: tuple[DataSet, list[Any]], chat_script: ChatScript) -> None:
+    dataset, _ = lore
+    naive = rag.create_chat("no graph", dataset_ids=[dataset.id])
+    naive.update({"prompt": {"use_kg": False}, "dataset_ids": [dataset.id]})
+    answer = list(naive.create_session().ask("Who founded the Lumen Cartographers Guild?"))[-1]
+    system = chat_script.requests[-1]["messages"][0]["content"]
+    assert "---- Entities ----" not in system and "---- Chunks ----" in system and answer.reference
+
+    plain = rag.create_chat("plain", prompt=None)
+    reply = list(plain.create_session().ask("hello there"))[-1]
+    assert reply.content == "Turn 1: no excerpts to cite, answering from general knowledge."
+    assert reply.reference is None  # no datasets: no reference at all
+    rag.delete_chats(ids=[naive.id, plain.id])
+
+
+def test_completion_wire_format(host: str, keys: dict[str, str], rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:
+    dataset, _ = lore
+    chat = rag.create_chat("wire", dataset_ids=[dataset.id])
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+    url = f"{host}/api/v1/chats/{chat.id}/completions"
+    greeting = requests.post(url, json={"question": "ignored"}, headers=headers, timeout=30)
+    assert greeting.headers["Content-Type"].startswith("text/event-stream")
+    events = [json.loads(line[5:]) for line in greeting.text.split("\n\n") if line]
+    assert events[0]["data"]["answer"] == "Hi! I'm your assistant. What can I do for you?"
+    assert events[-1] == {"code": 0, "message": "", "data": True}
+    session_id = events[0]["data"]["session_id"]
+    assert greeting.text.startswith('data:{"code": 0')  # no space after "data:"
+
+    body = requests.post(url, json={"question": "Who founded the guild?", "stream": False, "session_id": session_id},
+                         headers=headers, timeout=30).json()
+    data = body["data"]
+    assert body["code"] == 0 and data["session_id"] == session_id and data["audio_binary"] is None
+    assert set(data["reference"]) == {"total", "chunks", "doc_aggs"} and data["reference"]["total"] >= 1
+    assert data["prompt"] and data["created_at"] > 0 and data["id"]
+    assert sum(a["count"] for a in data["reference"]["doc_aggs"]) == data["reference"]["total"]
+    unknown = requests.post(url, json={"question": "q", "session_id": "nosuch"}, headers=headers, timeout=30).json()
+    assert unknown == {"code": 102, "message": "You don't own the session nosuch"}
+    rag.delete_chats(ids=[chat.id])
