@@ -1,7 +1,8 @@
 """The RAGFlow-compatible REST blueprint (/api/v1): Bearer API-key auth and shared lookups.
 
-Routes live in web.datasets, web.documents and web.retrieval; importing this package's
-``blueprint`` through ``web.app`` registers them all.
+Routes live in web.datasets, web.documents, web.document_update, web.chunks, web.retrieval, web.chats,
+web.sessions, web.openai_compat and web.unavailable; importing this package's ``blueprint`` through
+``web.app`` registers them all.
 """
 
 from __future__ import annotations
@@ -64,4 +65,6 @@ def dedupe(ids: list[str]) -> tuple[list[str], list[str]]:
     return list(seen), [i for i, n in seen.items() if n > 1]
 
 
-from web import chats, chunks, datasets, document_update, documents, retrieval, sessions  # noqa: E402,F401  (registers the routes)
+from web import (  # noqa: E402,F401  (registers the routes)
+    chats, chunks, datasets, document_update, documents, openai_compat, retrieval, sessions, unavailable,
+)

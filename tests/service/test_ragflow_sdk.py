@@ -471,3 +471,149 @@ def test_completion_wire_format(host: str, keys: dict[str, str], rag: RAGFlow, l
     unknown = requests.post(url, json={"question": "q", "session_id": "nosuch"}, headers=headers, timeout=30).json()
     assert unknown == {"code": 102, "message": "You don't own the session nosuch"}
     rag.delete_chats(ids=[chat.id])
+
+
+# -- the OpenAI-compatible endpoint ------------------------------------------------------------------
+
+def test_openai_client_gets_answers_with_references(host: str, keys: dict[str, str], rag: RAGFlow,
+                                                    lore: tuple[DataSet, list[Any]], chat_script: ChatScript) -> None:
+    from openai import OpenAI
+
+    dataset, _ = lore
+    chat = rag.create_chat("openai", dataset_ids=[dataset.id])
+    client = OpenAI(api_key=keys["alice"], base_url=f"{host}/api/v1/chats_openai/{chat.id}", max_retries=0)
+    conversation = [{"role": "system", "content": "ignored"},
+                    {"role": "assistant", "content": "leading greeting, dropped"},
+                    {"role": "user", "content": "Who founded the Lumen Cartographers Guild?"}]
+    whole = client.chat.completions.create(model="model", messages=conversation, stream=False,
+                                           extra_body={"reference": True})
+    message = whole.choices[0].message
+    assert whole.id == f"chatcmpl-{chat.id}" and whole.choices[0].finish_reason == "stop"
+    assert message.content.startswith("Turn 1: Mira Castell founded") and "[ID:" in message.content
+    known = _chunk_ids(dataset)
+    references = message.model_extra["reference"]
+    assert references and all(r["id"] in known for r in references)
+    assert whole.usage.completion_tokens == len(message.content)
+    roles = [m["role"] for m in chat_script.requests[-1]["messages"]]
+    assert roles == ["system", "user"]  # the client's system and leading assistant messages are dropped
+
+    follow_up = [*conversation[2:], {"role": "assistant", "content": message.content},
+                 {"role": "user", "content": "And its emblem?"}]
+    stream = client.chat.completions.create(model="model", messages=follow_up, stream=True,
+                                            extra_body={"reference": True})
+    chunks = list(stream)
+    deltas = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    assert len(deltas) > 3 and "".join(deltas).startswith("Turn 2:")  # incremental, and the history arrived
+    last = chunks[-1]
+    assert last.choices[0].finish_reason == "stop" and last.choices[0].delta.content is None
+    assert last.usage.completion_tokens == len(last.choices[0].delta.model_extra["final_content"])
+    assert all(r["id"] in known for r in last.choices[0].delta.model_extra["reference"])
+    assert [m["role"] for m in chat_script.requests[-1]["messages"]] == ["system", "user", "assistant", "user"]
+
+    plain = client.chat.completions.create(model="model", messages=conversation[2:], stream=False)
+    assert "reference" not in (plain.choices[0].message.model_extra or {})
+    bad = requests.post(f"{host}/api/v1/chats_openai/{chat.id}/chat/completions", timeout=30,
+                        headers={"Authorization": f"Bearer {keys['alice']}"},
+                        json={"model": "m", "messages": [{"role": "assistant", "content": "hi"}]}).json()
+    assert bad == {"code": 102, "message": "The last content of this conversation is not from user."}
+    rag.delete_chats(ids=[chat.id])
+
+
+# -- auth, missing features, tenants ------------------------------------------------------------------
+
+def test_auth_comes_first_on_every_route(host: str) -> None:
+    for method, path in [("GET", "/api/v1/datasets"), ("POST", "/api/v1/chats"), ("GET", "/api/v1/agents"),
+                         ("POST", "/api/v1/no/such/route"), ("POST", "/api/v1/chats_openai/x/chat/completions")]:
+        missing = requests.request(method, host + path, timeout=30).json()
+        assert missing == {"code": 0, "message": "`Authorization` can't be empty", "data": False}, path
+        wrong = requests.request(method, host + path, headers={"Authorization": "Bearer nope"}, timeout=30).json()
+        assert wrong == {"code": 109, "message": "Authentication error: API key is invalid!", "data": False}, path
+
+
+def test_missing_features_say_so(host: str, keys: dict[str, str], rag: RAGFlow) -> None:
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+    dataset_id = uuid.uuid1().hex
+    for method, path, feature in [("GET", "/api/v1/agents", "Agents"), ("POST", "/api/v1/agents/x/sessions", "Agents"),
+                                  ("POST", f"/api/v1/datasets/{dataset_id}/run_raptor", "RAPTOR"),
+                                  ("GET", f"/api/v1/datasets/{dataset_id}/trace_raptor", "RAPTOR"),
+                                  ("POST", "/api/v1/sessions/ask", "Chats without an assistant")]:
+        response = requests.request(method, host + path, headers=headers, json={}, timeout=30)
+        body = response.json()
+        assert response.status_code == 200 and body["code"] == 102, (path, body)
+        assert body["message"].startswith(f"{feature}") and "is not available in kbgraph" in body["message"]
+    with pytest.raises(Exception, match="Agents is not available"):
+        rag.list_agents()
+
+
+def _alice_state(rag: RAGFlow) -> Any:
+    state = []
+    for dataset in rag.list_datasets(page_size=100):
+        for doc in dataset.list_documents(page_size=100):
+            chunks = sorted((c.id, c.content, c.available) for c in doc.list_chunks(page_size=1000))
+            state.append((dataset.id, dataset.name, doc.id, doc.name, doc.chunk_count, doc.run, chunks))
+    for chat in rag.list_chats(page_size=100):
+        sessions = sorted((s.id, s.name, len(s.messages)) for s in chat.list_sessions(page_size=100))
+        state.append((chat.id, chat.name, sessions))
+    return sorted(state, key=repr)
+
+
+def test_another_tenants_ids_are_unknown_ids(host: str, keys: dict[str, str], rag: RAGFlow,
+                                             lore: tuple[DataSet, list[Any]], settings: Settings) -> None:
+    dataset, docs = lore
+    chat = rag.create_chat("private", dataset_ids=[dataset.id])
+    session = chat.create_session("private talk")
+    real = {"ds": dataset.id, "doc": docs[0].id, "chunk": docs[0].list_chunks()[0].id, "chat": chat.id,
+            "session": session.id}
+    fake = {"ds": uuid.uuid1().hex, "doc": uuid.uuid1().hex, "chunk": uuid.uuid4().hex[:16], "chat": uuid.uuid1().hex,
+            "session": uuid.uuid1().hex}
+    routes: list[tuple[str, str, Any]] = [
+        ("GET", "/datasets?id={ds}", None), ("PUT", "/datasets/{ds}", {"name": "stolen"}),
+        ("DELETE", "/datasets", {"ids": ["{ds}"]}), ("GET", "/datasets/{ds}/knowledge_graph", None),
+        ("DELETE", "/datasets/{ds}/knowledge_graph", None), ("POST", "/datasets/{ds}/run_graphrag", None),
+        ("GET", "/datasets/{ds}/trace_graphrag", None), ("GET", "/datasets/{ds}/documents", None),
+        ("GET", "/datasets/{ds}/documents/{doc}", None), ("PUT", "/datasets/{ds}/documents/{doc}", {"name": "x.md"}),
+        ("PATCH", "/datasets/{ds}/documents/{doc}", {"enabled": 0}),
+        ("DELETE", "/datasets/{ds}/documents", {"ids": ["{doc}"]}),
+        ("POST", "/datasets/{ds}/chunks", {"document_ids": ["{doc}"]}),
+        ("DELETE", "/datasets/{ds}/chunks", {"document_ids": ["{doc}"]}),
+        ("GET", "/datasets/{ds}/documents/{doc}/chunks", None),
+        ("POST", "/datasets/{ds}/documents/{doc}/chunks", {"content": "planted"}),
+        ("PUT", "/datasets/{ds}/documents/{doc}/chunks/{chunk}", {"content": "defaced"}),
+        ("DELETE", "/datasets/{ds}/documents/{doc}/chunks", {"chunk_ids": ["{chunk}"]}),
+        ("DELETE", "/datasets/{ds}/documents/{doc}/chunks", {"chunk_ids": []}),
+        ("POST", "/retrieval", {"question": "guild", "dataset_ids": ["{ds}"]}),
+        ("GET", "/chats?id={chat}", None), ("PUT", "/chats/{chat}", {"name": "stolen"}),
+        ("DELETE", "/chats", {"ids": ["{chat}"]}), ("POST", "/chats/{chat}/sessions", {"name": "spy"}),
+        ("GET", "/chats/{chat}/sessions", None), ("PUT", "/chats/{chat}/sessions/{session}", {"name": "spy"}),
+        ("DELETE", "/chats/{chat}/sessions", {"ids": ["{session}"]}),
+        ("POST", "/chats/{chat}/completions", {"question": "q", "session_id": "{session}", "stream": False}),
+        ("POST", "/chats/{chat}/completions", {"question": "q"}),
+        ("POST", "/chats_openai/{chat}/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}],
+                                                           "stream": False}),
+    ]
+    before = _alice_state(rag)
+    headers = {"Authorization": f"Bearer {keys['mallory']}"}
+
+    def call(method: str, template: str, body: Any, ids: dict[str, str]) -> str:
+        path = _fill(template, ids)
+        payload = json.loads(_fill(json.dumps(body), ids)) if body is not None else None
+        response = requests.request(method, f"{host}/api/v1{path}", headers=headers, json=payload, timeout=30)
+        assert response.status_code == 200
+        text = response.text
+        for name, value in ids.items():
+            text = text.replace(value, f"<{name}>")
+        return text
+
+    for method, template, body in routes:
+        assert call(method, template, body, real) == call(method, template, body, fake), (method, template)
+    upload = requests.post(f"{host}/api/v1/datasets/{dataset.id}/documents", headers=headers,
+                           files=[("file", ("planted.txt", b"planted"))], timeout=30).json()
+    assert upload["code"] == 100 and "Can't find the dataset" in upload["message"]
+    assert _alice_state(rag) == before
+    rag.delete_chats(ids=[chat.id])
+
+
+def _fill(text: str, ids: dict[str, str]) -> str:
+    for name, value in ids.items():
+        text = text.replace("{" + name + "}", value)
+    return text
