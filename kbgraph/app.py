@@ -21,7 +21,7 @@ from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
 from kbgraph.meta.repo import MetaDB
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
-from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
+from kbgraph.parse.readers import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
@@ -199,7 +199,9 @@ class Engine:
             if not given.exists():
                 raise KBGraphError(f"{given} does not exist")
             if given.is_dir():
-                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given])]
+                # every file, supported or not: one kbgraph cannot read fails with its reason
+                # instead of vanishing from the report
+                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given], supported_only=False)]
             else:
                 named.append((given.name, given))
         return named
@@ -207,10 +209,9 @@ class Engine:
     def _index_file(self, kb: KnowledgeBase, name: str, path: Path, progress: ProgressFn,
                     cancel: CancelCheck, force: bool) -> DocOutcome:
         size = path.stat().st_size
-        if size > self.settings.max_file_bytes:
-            data = b""
-        else:
-            data = path.read_bytes()
+        readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= self.settings.max_file_bytes
+        # an unreadable file is registered unread, to fail with its reason (type or size)
+        data = path.read_bytes() if readable else b""
         digest = hashlib.sha256(data).hexdigest()
         doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
                                                  content_hash=digest)

@@ -26,7 +26,6 @@ from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.parse.chunker import chunk_text
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.base import Condition, DocStore, any_of, eq, missing, vector_field
@@ -117,7 +116,7 @@ class ParseResult:
 def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
                    cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
     """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
-    spans = chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap)
+    spans = parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)
     # earlier chunks of this document (an older version, or a killed run) must not survive
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")])
     title_tokens = token_string(parsed.name)
