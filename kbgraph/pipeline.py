@@ -28,7 +28,7 @@ from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMErr
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
-from kbgraph.store.base import Condition, DocStore, any_of, eq, missing, vector_field
+from kbgraph.store.base import Condition, DocStore, any_of, eq, exists, missing, vector_field
 from kbgraph.store.records import (
     Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, ResolutionDecision, chunk_id,
     graph_meta_id,
@@ -324,6 +324,16 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
                                ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
             _bump_version(ctx, change)
         return change
+
+
+def drop_graph(ctx: KBContext) -> None:
+    """Remove the knowledge base's whole graph (mentions, entities, relations, communities, reports,
+    resolution decisions); its chunks stay. The version moves on, so no cache serves the old graph."""
+    with ctx.store.batch():
+        version = load_graph_meta(ctx).version
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [exists("knowledge_graph_kwd")])
+        save_graph_meta(ctx, GraphMeta(kb_id=ctx.kb_id, version=version + 1, mention_format=MENTION_FORMAT))
+    ctx.store.refresh(ctx.tenant)
 
 
 # ------------------------------------------------------------------------------------ KB phases

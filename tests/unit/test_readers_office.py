@@ -3,65 +3,16 @@ xlwt and python-pptx, and their bad-file behaviour."""
 
 from __future__ import annotations
 
-import datetime
 import io
 import zipfile
 
 import openpyxl
 import pptx
 import pytest
-import xlwt
 from pptx.util import Inches
+from support.documents import SALES, STAFF, make_pptx, make_xls, make_xlsx
 
 from kbgraph.parse import ParseError, read_bytes
-
-SALES = [("Region", "Revenue", "Closed"), ("North", 1200, datetime.date(2024, 3, 1)), ("South", 875.5, None)]
-STAFF = [("Name", "Role"), ("Mira Castell", "founder"), ("Tobias Wren", "archivist")]
-
-
-def make_xlsx(sheets: dict[str, list[tuple]]) -> bytes:
-    book = openpyxl.Workbook()
-    book.remove(book.active)
-    for title, rows in sheets.items():
-        sheet = book.create_sheet(title)
-        for row in rows:
-            sheet.append(list(row))
-    out = io.BytesIO()
-    book.save(out)
-    return out.getvalue()
-
-
-def make_xls(sheets: dict[str, list[tuple]]) -> bytes:
-    book = xlwt.Workbook()
-    dates = xlwt.easyxf(num_format_str="YYYY-MM-DD")
-    for title, rows in sheets.items():
-        sheet = book.add_sheet(title)
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                if isinstance(value, datetime.date):
-                    sheet.write(r, c, datetime.datetime.combine(value, datetime.time()), dates)
-                elif value is not None:
-                    sheet.write(r, c, value)
-    out = io.BytesIO()
-    book.save(out)
-    return out.getvalue()
-
-
-def make_pptx(slides: list[tuple[str, str, str]]) -> bytes:
-    """Slides of (title, body, notes); an all-empty triple gives a blank slide."""
-    deck = pptx.Presentation()
-    for title, body, notes in slides:
-        slide = deck.slides.add_slide(deck.slide_layouts[6 if not (title or body) else 1])
-        if title:
-            slide.shapes.title.text = title
-        if body:
-            slide.placeholders[1].text = body
-        if notes:
-            slide.notes_slide.notes_text_frame.text = notes
-    out = io.BytesIO()
-    deck.save(out)
-    return out.getvalue()
-
 
 # -- spreadsheets -------------------------------------------------------------------------------
 
