@@ -27,6 +27,7 @@ from kbgraph.store import DocStore, open_store
 
 if TYPE_CHECKING:
     from kbgraph.chat import Dialog
+    from kbgraph.chunk_edit import ChunkChange, ChunkPage, ChunkRecord
     from kbgraph.search.retrieve import RetrievalResult
 
 
@@ -304,6 +305,74 @@ class Engine:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; create it with --graph")
         with self.kb_lock(kb.id):
             return pipeline.refresh_kb(self.context(kb), force=force, progress=progress)
+
+    # -- chunks edited by hand ----------------------------------------------------------------
+
+    def chunk_page(self, kb: KnowledgeBase, doc_id: str, *, keywords: str = "", offset: int = 0,
+                   limit: int | None = 30) -> "ChunkPage":
+        from kbgraph.chunk_edit import list_chunks
+
+        return list_chunks(self.context(kb), doc_id, keywords=keywords, offset=offset, limit=limit)
+
+    def get_chunk(self, kb: KnowledgeBase, chunk_id: str) -> "ChunkRecord | None":
+        from kbgraph.chunk_edit import get_chunk
+
+        return get_chunk(self.context(kb), chunk_id)
+
+    def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
+                  questions: Sequence[str] = ()) -> "ChunkChange":
+        """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""
+        from kbgraph.chunk_edit import add_chunk
+
+        with self.kb_lock(kb.id):
+            change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
+                               questions=questions)
+            self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
+        return change
+
+    def update_chunk(self, kb: KnowledgeBase, chunk: "ChunkRecord", *, content: str | None = None,
+                     important_keywords: Sequence[str] | None = None, questions: Sequence[str] | None = None,
+                     available: bool | None = None) -> "ChunkChange":
+        from kbgraph.chunk_edit import update_chunk
+
+        with self.kb_lock(kb.id):
+            change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
+                                  questions=questions, available=available)
+            self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
+        return change
+
+    def delete_chunks(self, kb: KnowledgeBase, doc: Document, chunk_ids: Sequence[str] | None) -> "ChunkChange":
+        """Delete these chunks of the document (None or empty: all), their mentions leaving the graph."""
+        from kbgraph.chunk_edit import delete_chunks, document_totals
+
+        with self.kb_lock(kb.id):
+            ctx = self.context(kb)
+            change = delete_chunks(ctx, doc.id, chunk_ids)
+            if change.deleted:
+                # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
+                chunks, tokens = document_totals(ctx, doc.id)
+                self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
+        return change
+
+    def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:
+        """A disabled document stays listed but its chunks leave retrieval."""
+        from kbgraph.chunk_edit import set_document_availability
+
+        set_document_availability(self.context(kb), doc.id, enabled)
+        return self.meta.update_document(kb.id, doc.id, enabled=enabled)
+
+    def rename_document(self, kb: KnowledgeBase, doc: Document, name: str) -> Document:
+        from kbgraph.chunk_edit import rename_document_chunks
+
+        renamed = self.meta.update_document(kb.id, doc.id, name=name)
+        rename_document_chunks(self.context(kb), doc.id, renamed.name)
+        return renamed
+
+    def reset_document(self, kb: KnowledgeBase, doc: Document) -> tuple[Document, pipeline.DeriveResult]:
+        """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
+        with self.kb_lock(kb.id):
+            change = pipeline.delete_document(self.context(kb), doc.id)
+            return self.meta.reset_document(kb.id, doc.id), change
 
     # -- retrieval ----------------------------------------------------------------------------
 

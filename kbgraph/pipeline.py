@@ -620,3 +620,45 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     save_graph_meta(ctx, meta)
     result.version = meta.version
     return result
+
+
+# ------------------------------------------------------------------------------- chunk edits
+
+def extract_chunks(ctx: KBContext, chunks: Sequence[Chunk], extractor: Extractor | None = None,
+                   cancel: CancelCheck = never) -> list[dict]:
+    """The mention rows of these chunks (nothing is written). Runs before any write lock is taken:
+    an LLM extraction may take seconds."""
+    extractor = extractor or build_document_extractor(ctx)
+    rows: list[dict] = []
+    for chunk in chunks:
+        _check(cancel)
+        extraction = extractor.extract(chunk.content, cancel=cancel)
+        entities, relations = extraction.to_mentions(ctx.kb_id, chunk.doc_id, chunk.id)
+        rows += [m.to_doc() for m in entities] + [m.to_doc() for m in relations]
+    return rows
+
+
+@bulk_gc()
+def replace_chunk_mentions(ctx: KBContext, chunk_ids: Sequence[str], mentions: Sequence[dict]) -> DeriveResult:
+    """Swap the mentions of the given chunks for ``mentions`` (those of their new text; empty when the
+    chunks are gone) and re-derive exactly the entity and relation rows either side names."""
+    with ctx.store.batch():  # all of it or nothing
+        _ensure_mention_format(ctx)
+        where = [any_of("chunk_id_kwd", list(chunk_ids))]
+        keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, where)
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [*where, any_of("knowledge_graph_kwd", [
+            EntityMention.KIND, RelationMention.KIND])], refresh=False)
+        for row in mentions:
+            if row["knowledge_graph_kwd"] == EntityMention.KIND:
+                keys.add(row["entity_key_kwd"])
+            else:
+                pairs.add((row["src_key_kwd"], row["tgt_key_kwd"]))
+        if mentions:
+            ctx.store.upsert(ctx.tenant, ctx.kb_id, list(mentions), refresh=False)
+        change = DeriveResult()
+        if keys or pairs:
+            change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs, ctx.describer(), None,
+                               load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+            _bump_version(ctx, change)
+    ctx.store.refresh(ctx.tenant)
+    return change
