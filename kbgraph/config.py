@@ -100,6 +100,8 @@ class Settings:
     web_workers: int = 2
     web_threads: int = 8
     web_timeout: float = 120.0
+    # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
+    web_secret_key: str = ""
 
     @property
     def sqlite_store_path(self) -> Path:

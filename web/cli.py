@@ -4,6 +4,7 @@
     kbgraph-web serve --dev                             # Flask's development server (debugging only)
     kbgraph-web apikey create --tenant acme [--name ci]
     kbgraph-web apikey list --tenant acme
+    kbgraph-web setup-assets                            # npm-install and bundle the graph view's libraries
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=9380)
     serve.add_argument("--dev", action="store_true", help="Flask's development server instead (one process)")
     serve.add_argument("--debug", action="store_true", help="with --dev: Flask's debugger and reloader")
+    assets = commands.add_parser("setup-assets", help="install the graph view's browser libraries with npm")
+    assets.add_argument("--force", action="store_true", help="reinstall and rebuild even if built")
     keys = commands.add_parser("apikey", help="API keys (each maps to one tenant)")
     key_commands = keys.add_subparsers(dest="action", required=True)
     create = key_commands.add_parser("create", help="create a key and print it (shown only once)")
@@ -36,12 +39,27 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "setup-assets":
+        from web.ui.assets import AssetsError, setup_assets
+
+        try:
+            print(f"graph view libraries ready: {setup_assets(force=args.force)}")
+        except AssetsError as exc:
+            print(f"kbgraph-web: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
         settings = load_settings()
     except ConfigError as exc:
         print(f"kbgraph-web: {exc}", file=sys.stderr)
         return 2
     if args.command == "serve":
+        from web.ui.assets import AssetsError, setup_assets
+
+        try:
+            setup_assets()  # once: npm-installs the graph view's libraries if they are not there yet
+        except AssetsError as exc:
+            print(f"kbgraph-web: the graph view will not draw until this is fixed: {exc}", file=sys.stderr)
         if args.dev:
             from web.app import create_app
 
