@@ -732,6 +732,14 @@ class MetaDB:
         with self._read() as s:
             return [Task.model_validate(r) for r in s.scalars(query.order_by(*order).offset(offset).limit(limit))]
 
+    def running_tasks(self) -> list[tuple[str, Task]]:
+        """(tenant id, task) of every task marked running, in any knowledge base: what a sweep for
+        tasks whose worker died looks at."""
+        query = (select(m.KnowledgeBase.tenant_id, m.Task).join(m.KnowledgeBase, m.KnowledgeBase.id == m.Task.kb_id)
+                 .where(m.Task.status == "running").order_by(m.Task.created, m.Task.id))
+        with self._read() as s:
+            return [(tenant, Task.model_validate(row)) for tenant, row in s.execute(query).all()]
+
     # -- chats ------------------------------------------------------------------------------
 
     def create_chat(
