@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kbgraph.config import Settings
 from kbgraph.llm.base import ChatModel, Embedder, LLMNotConfigured, UsageLedger
 from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder, OpenAIEmbedder
@@ -66,7 +68,10 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
     if provider == "hash":
         inner = HashEmbedder(settings.embedding_dim, ledger=ledger)
     elif provider == "local":
-        inner = LocalEmbedder(batch_size=settings.embedding_batch_size, ledger=ledger)
+        inner = LocalEmbedder(threads=settings.embedding_threads,
+                              cache_root=Path(settings.embedding_model_cache).expanduser()
+                              if settings.embedding_model_cache else None,
+                              ledger=ledger)
     elif provider == "openai":
         base_url = settings.embedding_base_url or settings.llm_base_url
         api_key = (settings.embedding_api_key if settings.embedding_base_url
