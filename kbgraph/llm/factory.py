@@ -15,7 +15,6 @@ from kbgraph.llm.layers import (
     RetryingChat,
     RetryPolicy,
 )
-from kbgraph.llm.openai_chat import OpenAIChat
 
 
 def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
@@ -27,6 +26,10 @@ def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: boo
     """
     if not settings.llm_configured:
         return None
+    # imported here: the openai package costs ~0.4 s to import, which a query without an LLM
+    # (or with only a local embedder) should not pay
+    from kbgraph.llm.openai_chat import OpenAIChat
+
     model: ChatBase = OpenAIChat(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
                                  timeout=settings.llm_timeout,
                                  temperature=settings.llm_temperature,
@@ -96,4 +99,12 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
     return inner
 
 
-__all__ = ["build_chat", "build_embedder", "require_chat"]
+def preload_embedder(embedder: Embedder) -> None:
+    """Load a local model now (servers and workers do at start); remote and hash embedders have
+    nothing to load."""
+    load = getattr(embedder, "load", None)
+    if load is not None:
+        load()
+
+
+__all__ = ["build_chat", "build_embedder", "preload_embedder", "require_chat"]

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 # bump when the prepared files change shape, so an old cache is never read by new code
-_FORMAT = 1
+_FORMAT = 2
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _QK = 32
 # the SentencePiece mark for a word start
@@ -113,11 +113,15 @@ class WeightFile:
             pos += 1 + 20
             self.tensors[name] = _Tensor(dtype, count, offset)
 
-    def pieces(self) -> list[str]:
+    def pieces(self, ids: list[int] | None = None) -> list[str]:
+        """The vocabulary's pieces (all, or those of ``ids``, in that order)."""
         start, length = self._blob
-        blob = bytes(self.raw[start:start + length])
-        offs = self._offsets.tolist()
-        return [blob[offs[i]:offs[i + 1]].decode("utf-8") for i in range(len(offs) - 1)]
+        blob = self.raw[start:start + length]
+        offs = self._offsets
+        chosen = range(len(offs) - 1) if ids is None else ids
+        if ids is None:
+            blob = bytes(blob)
+        return [bytes(blob[offs[i]:offs[i + 1]]).decode("utf-8") for i in chosen]
 
     def normalization(self) -> dict[int, str]:
         """Code point -> replacement text ('' deletes it), the tokenizer's normalizer as a table."""
@@ -273,8 +277,17 @@ def prepare(weights_path: Path, target: Path) -> None:
         quantize_dynamic(str(float_path), str(target / "encoder.onnx"), weight_type=QuantType.QInt8,
                          op_types_to_quantize=["MatMul"])
     (target / "tokenizer.json").write_text(_tokenizer_json(weights), encoding="utf-8")
+    _write_piece_table(weights, target)
     table = {str(cp): out for cp, out in weights.normalization().items()}
     (target / "normalize.json").write_text(json.dumps(table), encoding="utf-8")
+
+
+def _write_piece_table(weights: WeightFile, target: Path) -> None:
+    """The pieces as UTF-8 byte strings in sorted order, with their ids, for _PieceIndex."""
+    encoded = np.array([p.encode("utf-8") for p in weights.pieces()])
+    order = np.argsort(encoded, kind="stable")
+    np.save(target / "pieces.npy", encoded[order])
+    np.save(target / "piece_ids.npy", order.astype(np.int32))
 
 
 def _fingerprint(path: Path) -> str:
@@ -341,6 +354,7 @@ class E5Encoder:
         self._tokenizer: Tokenizer | None = None
         self._tokenizer_lock = threading.Lock()
         self._pieces: _PieceIndex | None = None
+        self._folder = folder
         raw = json.loads((folder / "normalize.json").read_text(encoding="utf-8"))
         self._normalize = str.maketrans({int(cp): out or None for cp, out in raw.items()})
         options = ort.SessionOptions()
@@ -370,7 +384,7 @@ class E5Encoder:
 
     def _small_tokens(self, text: str) -> list[int]:
         if self._pieces is None:
-            self._pieces = _PieceIndex(self.weights)
+            self._pieces = _PieceIndex(self._folder, self.weights)
         return self._pieces.encode(text.translate(self._normalize))
 
     def full_tokenizer(self) -> Any:
@@ -398,41 +412,45 @@ class E5Encoder:
 
 
 class _PieceIndex:
-    """The vocabulary as a dict, to build a small unigram tokenizer per text from the pieces in it.
+    """The vocabulary as a sorted byte-string array, to build a small unigram tokenizer per text
+    from just the pieces in it (``pieces.npy`` / ``piece_ids.npy``, memory-mapped: nothing to load).
 
     Unigram segmentation only ever uses pieces that occur in the text, so restricting the lattice to
     them gives the same tokens, provided the unknown-piece penalty (the lowest score minus 10) stays
     the same: the lowest-scoring piece is always kept in, and so are the special pieces.
     """
 
-    def __init__(self, weights: WeightFile) -> None:
-        self.pieces = weights.pieces()
-        self.scores = weights.scores.astype(float).tolist()
-        self.ids = {piece: i for i, piece in enumerate(self.pieces)}
-        self.longest = max(map(len, self.pieces))
+    def __init__(self, folder: Path, weights: WeightFile) -> None:
+        self.weights = weights
+        self.sorted = np.load(folder / "pieces.npy", mmap_mode="r")
+        self.sorted_ids = np.load(folder / "piece_ids.npy", mmap_mode="r")
+        self.widest = self.sorted.dtype.itemsize  # bytes of the longest piece
         sp = weights.special
         self.always = {sp.bos, sp.pad, sp.eos, sp.unk, int(np.argmin(weights.scores))}
         self.unk = sp.unk
-        self.special_pieces = [self.pieces[i] for i in (sp.bos, sp.pad, sp.eos, sp.unk)]
+        self.special_ids = (sp.bos, sp.pad, sp.eos, sp.unk)
 
     def pieces_in(self, text: str) -> list[int]:
         # spaces become word-initial marks, as the pre-tokenizer does; every piece of a word then is
         # a substring of this string
         marked = _METASPACE + text.replace(" ", _METASPACE)
+        candidates = {marked[start:end].encode("utf-8") for start in range(len(marked))
+                      for end in range(start + 1, min(len(marked), start + self.widest) + 1)}
+        wanted = np.array([c for c in candidates if len(c) <= self.widest], dtype=self.sorted.dtype)
         found = set(self.always)
-        for start in range(len(marked)):
-            for end in range(start + 1, min(len(marked), start + self.longest) + 1):
-                piece_id = self.ids.get(marked[start:end])
-                if piece_id is not None:
-                    found.add(piece_id)
+        if len(wanted):
+            at = np.minimum(np.searchsorted(self.sorted, wanted), len(self.sorted) - 1)
+            found.update(self.sorted_ids[at[self.sorted[at] == wanted]].tolist())
         return sorted(found)
 
     def encode(self, text: str) -> list[int]:
         from tokenizers.models import Unigram
 
         chosen = self.pieces_in(text)
-        vocab = [(self.pieces[i], self.scores[i]) for i in chosen]
-        tok = _unigram_tokenizer(Unigram(vocab, unk_id=chosen.index(self.unk)), self.special_pieces)
+        pieces = self.weights.pieces(chosen)
+        vocab = list(zip(pieces, self.weights.scores[chosen].astype(float).tolist()))
+        specials = [pieces[chosen.index(i)] for i in self.special_ids]
+        tok = _unigram_tokenizer(Unigram(vocab, unk_id=chosen.index(self.unk)), specials)
         return [chosen[i] for i in tok.encode(text, add_special_tokens=False).ids]
 
 
@@ -478,3 +496,7 @@ def shared_encoder(cache_root: Path | None = None, threads: int = 1) -> E5Encode
 
 __all__ = ["E5Encoder", "WeightFile", "bundled_weights", "default_cache_root", "dequantize_q4",
            "prepare", "prepared_dir", "shared_encoder"]
+
+
+if __name__ == "__main__":  # python -m kbgraph.llm.local_model: prepare the model ahead of time
+    print(prepared_dir(bundled_weights(), default_cache_root()))

@@ -224,3 +224,19 @@ def test_local_through_cache(settings: Settings, local: LocalEmbedder) -> None:
     # questions live in their own cache space: the same words as a query give the query vector
     assert np.allclose(emb.embed_query(["cached text"])[0], local.embed_query(["cached text"])[0], atol=1e-6)
     assert not np.allclose(emb.embed_query(["cached text"])[0], a[0], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
+    # servers and workers build an EnginePool at start: the model must be loaded by then
+    from task_executor.engines import EnginePool
+
+    from kbgraph.llm import local_model
+
+    local_model._ENCODERS.clear()
+    pool = EnginePool(settings.replace(embedding_provider="local"))
+    try:
+        (encoder,) = local_model._ENCODERS.values()
+        assert encoder._tokenizer is not None  # the full tokenizer too, not only the session
+    finally:
+        pool.close()
