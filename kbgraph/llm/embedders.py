@@ -178,6 +178,7 @@ class LocalEmbedder:
     keeps padding and onnxruntime's working memory small.
     """
 
+    MODEL_NAME = "multilingual-e5-small"
     dim = 384
 
     def __init__(self, *, threads: int = 1, cache_root: Path | None = None, batch_size: int = 32,
@@ -189,7 +190,7 @@ class LocalEmbedder:
         self.max_batch_tokens = max_batch_tokens
         self.overlap = overlap
         self.ledger = ledger
-        self.model_name = "multilingual-e5-small"
+        self.model_name = self.MODEL_NAME
 
     @property
     def encoder(self) -> Any:

@@ -99,6 +99,21 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
     return inner
 
 
+def build_embedder_for(settings: Settings, model_name: str, ledger: UsageLedger | None = None) -> Embedder:
+    """An embedder for vectors made by ``model_name`` (a knowledge base's recorded model): the
+    bundled model, a hash embedder of that size, or that model at the configured OpenAI-compatible
+    endpoint. Raises LLMNotConfigured when none of these can produce it."""
+    if model_name == LocalEmbedder.MODEL_NAME:
+        return build_embedder(settings.replace(embedding_provider="local"), ledger=ledger)
+    size = model_name.removeprefix("hash-")
+    if model_name.startswith("hash-") and size.isdigit():
+        return build_embedder(settings.replace(embedding_provider="hash", embedding_dim=int(size)), ledger=ledger)
+    if settings.embedding_base_url or settings.llm_base_url:
+        return build_embedder(settings.replace(embedding_provider="openai", embedding_model=model_name),
+                              ledger=ledger)
+    raise LLMNotConfigured("no local model of that name and no OpenAI-compatible embedding endpoint configured")
+
+
 def preload_embedder(embedder: Embedder) -> None:
     """Load a local model now (servers and workers do at start); remote and hash embedders have
     nothing to load."""
@@ -107,4 +122,4 @@ def preload_embedder(embedder: Embedder) -> None:
         load()
 
 
-__all__ = ["build_chat", "build_embedder", "preload_embedder", "require_chat"]
+__all__ = ["build_chat", "build_embedder", "build_embedder_for", "preload_embedder", "require_chat"]
