@@ -9,6 +9,7 @@ import base64
 import hashlib
 import math
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
