@@ -165,7 +165,7 @@ def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) 
                           content=s.text, content_tokens="", title_tokens="",
                           position=s.position, start=s.start, end=s.end, token_count=s.token_count,
                           page=parsed.page_at(s.start) or 0, created=now)
-                    for s in chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap)])
+                    for s in parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)])
     return out
 
 
