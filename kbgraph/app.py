@@ -13,7 +13,7 @@ import threading
 import time
 from contextlib import AbstractContextManager
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -427,8 +427,8 @@ class Engine:
     def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
                     progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
-        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, cancel=cancel,
-                       document_progress=self._tracked(doc.id, progress))
+        ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress))
         outcomes = run.run([DocumentInput(doc, lambda: data, size)], total=1)
         if doc.id in run.vanished:
             raise NotFound(f"document {doc.id!r} was deleted while it was indexed")

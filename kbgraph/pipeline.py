@@ -77,6 +77,10 @@ class KBContext:
     chunk_tokens: int = 512
     chunk_overlap: int = 64
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # merges leave descriptions over the budget to the refresh's summary pass (a run of many
+    # documents: one summary per entity per run); False: merges summarize them at once (a worker's
+    # single document, whose graph should be final when its task ends)
+    defer_summaries: bool = True
 
     def embed(self, texts: Sequence[str]) -> list[np.ndarray]:
         """One float32 vector per text, as rows of one array: the stores take arrays as they take
@@ -97,6 +101,8 @@ class KBContext:
 
     def merge_describer(self) -> Describer:
         """Descriptions as merges write them: over the budget, a stand-in left for the summary pass."""
+        if not self.defer_summaries:
+            return self.describer()
         return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language,
                          prompt_tokens=self.settings.summary_prompt_tokens, deferred=True)
 
