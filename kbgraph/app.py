@@ -133,6 +133,7 @@ class Engine:
         self.store = store
         self.tenant = tenant
         self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
+        self._kb_embedders: dict[str, Embedder] = {}  # knowledge bases indexed with another model
         self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
         self.ledger = UsageLedger()
 
@@ -164,6 +165,25 @@ class Engine:
 
             self._embedder = build_embedder(self.settings, ledger=self.ledger)
         return self._embedder
+
+    def embedder_for(self, kb: KnowledgeBase) -> Embedder:
+        """The model a knowledge base was indexed with: it keeps its model when the configured one
+        changes, until ``reembed_kb`` moves it to the configured one."""
+        model = kb.embedding_model
+        if not model or model == self.embedder.model_name:
+            return self.embedder
+        if model not in self._kb_embedders:
+            from kbgraph.llm.base import LLMNotConfigured
+            from kbgraph.llm.factory import build_embedder_for
+
+            try:
+                self._kb_embedders[model] = build_embedder_for(self.settings, model, ledger=self.ledger)
+            except LLMNotConfigured as exc:
+                raise KBGraphError(
+                    f"knowledge base {kb.name!r} was indexed with embedding model {model!r}, which cannot run "
+                    f"here ({exc}); re-embed it with the configured model {self.embedder.model_name!r}: "
+                    f"`kbgraph kb reembed {kb.name}`") from None
+        return self._kb_embedders[model]
 
     @property
     def chat(self) -> ChatModel | None:
@@ -296,17 +316,26 @@ class Engine:
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.meta.list_kbs(self.tenant)
 
+    def reembed_kb(self, name: str, *, progress: ProgressFn = no_progress) -> int:
+        """Move a knowledge base to the configured embedding model: every vector is recomputed from
+        the text it was made of (nothing is re-parsed or re-extracted). Returns the rows changed."""
+        from kbgraph.reembed import reembed_rows
+
+        kb = self.kb(name)
+        embedder = self.embedder
+        with self.kb_lock(kb.id):
+            changed = reembed_rows(self.store, self.tenant, kb.id, embedder,
+                                   lambda phase, done, total: progress(Progress(f"reembed {phase}", done, total)))
+            self.meta.update_kb(self.tenant, kb.id, embedding_model=embedder.model_name)
+        return changed
+
     def delete_kb(self, name: str) -> None:
         kb = self.kb(name)
         self.store.delete(self.tenant, [kb.id])
         self.meta.delete_kb(self.tenant, kb.id)
 
     def context(self, kb: KnowledgeBase) -> KBContext:
-        embedder = self.embedder
-        if kb.embedding_model and kb.embedding_model != embedder.model_name:
-            raise KBGraphError(
-                f"knowledge base {kb.name!r} was indexed with embedding model {kb.embedding_model!r}, but the "
-                f"configured model is {embedder.model_name!r}; set KBGRAPH_EMBEDDING_PROVIDER/MODEL to match")
+        embedder = self.embedder_for(kb)
         return KBContext(store=self.store, tenant=self.tenant, kb_id=kb.id, settings=self.settings,
                          embedder=embedder, chat=self.chat_for(kb) if kb.graph.method != "nlp" else None, graph=kb.graph,
                          chunk_tokens=kb.chunk_tokens, chunk_overlap=kb.chunk_overlap, ledger=self.ledger)
@@ -543,10 +572,14 @@ class Engine:
         if mode != "naive" and not any(kb.graph.enabled for kb in kbs):
             raise KBGraphError(f"mode {mode!r} needs a knowledge graph, and {', '.join(kb_names)} has none; "
                                "use --mode naive, or switch the graph on with `kbgraph kb set NAME --graph nlp`")
-        for kb in kbs:
-            self.context(kb)  # checks the embedding model matches
+        embedder = self.embedder_for(kbs[0])
+        mixed = sorted({kb.embedding_model for kb in kbs if self.embedder_for(kb) is not embedder})
+        if mixed:
+            raise KBGraphError(f"{', '.join(kb_names)} were indexed with different embedding models "
+                               f"({embedder.model_name}, {', '.join(mixed)}) and cannot be searched together; "
+                               "re-embed them with one model: `kbgraph kb reembed NAME`")
         entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
-        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=self.embedder,
+        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=embedder,
                         chat=self.chat_for(kbs[0]), settings=self.settings, top_n=top_n,
                         extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types)
 

@@ -6,32 +6,53 @@ Screenshots of every page land in tests/artifacts/ui/ (gitignored), for people t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from conftest import REDIS_URL, require_service
 from kbgraph.config import Settings, load_settings
+from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "ui"
 
 
+def chat_reply(body: dict[str, Any]) -> str:
+    """The scripted model's answers: a chat answer cites the first excerpt its system prompt numbers;
+    anything else (query analysis) gets a reply that carries nothing, so the graph's own extractor
+    stands in."""
+    system = body["messages"][0]["content"] if body.get("messages") else ""
+    markers = re.findall(r"\[ID:(\d+)\]", system)
+    if markers and body.get("stream"):
+        return f"Mira Castell founded the Lumen Cartographers Guild in 790 [ID:{markers[0]}]."
+    return "{}"
+
+
 @pytest.fixture(scope="module")
-def ui_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+def scripted_model() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM(responder=chat_reply, stream_piece_chars=5) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def ui_settings(tmp_path_factory: pytest.TempPathFactory, scripted_model: ScriptedLLM) -> Iterator[Settings]:
     client = redis.Redis.from_url(REDIS_URL)
     try:
         client.ping()
     except redis.exceptions.RedisError as exc:
         require_service("Redis", f"{REDIS_URL}: {exc}")
     prefix = f"kbgraph_uitest:{uuid.uuid4().hex[:8]}:"
-    yield load_settings(data_dir=tmp_path_factory.mktemp("ui") / "data", store="sqlite", embedding_provider="hash",
-                        embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, llm_base_url="", llm_model="")
+    base = load_settings(data_dir=tmp_path_factory.mktemp("ui") / "data", store="sqlite", embedding_provider="hash",
+                         embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
+    yield scripted_model.settings(base, embedding_provider="hash", embedding_model="")
     for key in client.scan_iter(match=f"{prefix}*"):
         client.delete(key)
     client.close()

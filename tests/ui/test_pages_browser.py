@@ -110,17 +110,43 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     assert "graph" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .scores").text
     shot(browser, artifacts, "05-retrieval-kg")
 
+    # chat: an assistant over the knowledge base, an answer streamed in pieces, a citation that opens
+    browser.get(base_url + "/chat")
+    form = browser.find_element(By.ID, "new-assistant")
+    form.find_element(By.NAME, "name").send_keys("Guide")
+    form.find_element(By.CSS_SELECTOR, "input[name=kb_ids]").click()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    question = wait(browser, EC.presence_of_element_located((By.ID, "question")), what="the chat page")
+    shot(browser, artifacts, "06-chat-new")
+    question.send_keys("Who founded the Lumen Cartographers Guild?")
+    question.send_keys(Keys.ENTER)
+    answer = wait(browser, EC.presence_of_element_located((By.CSS_SELECTOR, ".msg.assistant[data-done]")),
+                  what="the streamed answer")
+    assert answer.get_attribute("data-done") == "yes", answer.text
+    assert int(answer.get_attribute("data-deltas")) > 3, "the answer did not arrive in pieces"
+    assert "Mira Castell founded" in answer.text
+    shot(browser, artifacts, "07-chat-answer")
+    answer.find_element(By.CSS_SELECTOR, "button.cite").click()
+    cited = wait(browser, EC.visibility_of_element_located((By.ID, "citation")), what="the cited chunk")
+    assert cited.find_element(By.ID, "citation-text").text.strip()
+    shot(browser, artifacts, "08-chat-citation")
+    cited.find_element(By.CSS_SELECTOR, "#citation-doc a").click()
+    wait(browser, EC.presence_of_element_located((By.CSS_SELECTOR, ".chunk.focus")), what="the cited chunk in its document")
+    browser.back()
+    wait(browser, EC.presence_of_element_located((By.CSS_SELECTOR, ".msg.assistant button.cite")),
+         what="the conversation kept in its session")
+
     # graph view: loads, search with suggestions, select, expand
     browser.get(STATE["kb_url"] + "/graph")
     try:
         wait(browser, lambda b: b.find_element(By.ID, "graph-app").get_attribute("data-loaded") == "yes",
              what="the graph sample drawn")
     except Exception:
-        shot(browser, artifacts, "06-graph-failed")
+        shot(browser, artifacts, "09-graph-failed")
         raise AssertionError(f"the graph view did not load: {page_errors(browser)}") from None
     status = browser.find_element(By.ID, "graph-status").text
     assert status.startswith("Showing"), status
-    shot(browser, artifacts, "06-graph")
+    shot(browser, artifacts, "09-graph")
     search = browser.find_element(By.ID, "entity-search")
     search.send_keys("Mira")
     wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#suggestions li"), what="name suggestions")
@@ -132,17 +158,17 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     browser.find_element(By.ID, "expand-node").click()
     wait(browser, lambda b: b.find_element(By.ID, "expand-node").get_attribute("disabled") and
          "neighbour" in b.find_element(By.ID, "expand-node").text, what="the neighbours expanded")
-    shot(browser, artifacts, "07-graph-expanded")
+    shot(browser, artifacts, "10-graph-expanded")
     Select(browser.find_element(By.ID, "colour-by")).select_by_value("community")
     assert browser.find_elements(By.CSS_SELECTOR, "#legend span")
-    shot(browser, artifacts, "08-graph-communities")
+    shot(browser, artifacts, "11-graph-communities")
 
     # settings: an API key shown once, then only its hash
     browser.get(base_url + "/settings")
     browser.find_element(By.CSS_SELECTOR, "form[action='/settings/api-keys'] button").click()
     key = browser.find_element(By.ID, "new-key").text
     assert key.startswith("kbgraph-")
-    shot(browser, artifacts, "09-settings-key")
+    shot(browser, artifacts, "12-settings-key")
     listed = requests.get(base_url + "/api/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
     assert [d["name"] for d in listed["data"]] == ["Varrow"]
     browser.refresh()
@@ -155,7 +181,7 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     # the knowledge base's settings page: switching the graph off says what it removes
     browser.get(STATE["kb_url"] + "/settings")
-    shot(browser, artifacts, "10-kb-settings")
+    shot(browser, artifacts, "13-kb-settings")
 
 
 def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
@@ -164,12 +190,12 @@ def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
     try:
         sign_up(other, base_url, "bob@example.com")
         assert "Varrow" not in other.find_element(By.TAG_NAME, "main").text
-        for suffix in ("", "/retrieval?question=Mira&mode=kg", "/graph", "/settings"):
+        for suffix in ("", "/retrieval?question=Mira&mode=kg", "/graph", "/settings", "/delete"):
             other.get(STATE["kb_url"] + suffix)
             assert "Not found" in other.find_element(By.TAG_NAME, "h1").text, suffix
         other.get(STATE["kb_url"].replace("/kbs/", "/ui/api/kbs/") + "/documents")
         assert "Not found" in other.page_source
-        shot(other, artifacts, "11-other-tenant")
+        shot(other, artifacts, "14-other-tenant")
     finally:
         other.quit()
 
@@ -178,7 +204,7 @@ def test_narrow_screen(base_url: str, artifacts: Path) -> None:
     narrow = new_browser(390, 844)
     try:
         sign_up(narrow, base_url, "carol@example.com")
-        shot(narrow, artifacts, "12-narrow-kbs")
+        shot(narrow, artifacts, "15-narrow-kbs")
         width = narrow.execute_script("return document.documentElement.scrollWidth")
         assert width <= 390, f"the page scrolls sideways ({width}px)"
     finally:
