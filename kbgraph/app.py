@@ -504,10 +504,9 @@ class Engine:
         """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""
         from kbgraph.chunk_edit import add_chunk
 
-        with self.kb_lock(kb.id):
-            change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
-                               questions=questions)
-            self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
+        change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
+                           questions=questions, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
         return change
 
     def update_chunk(self, kb: KnowledgeBase, chunk: "ChunkRecord", *, content: str | None = None,
@@ -515,23 +514,21 @@ class Engine:
                      available: bool | None = None) -> "ChunkChange":
         from kbgraph.chunk_edit import update_chunk
 
-        with self.kb_lock(kb.id):
-            change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
-                                  questions=questions, available=available)
-            self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
+        change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
+                              questions=questions, available=available, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
         return change
 
     def delete_chunks(self, kb: KnowledgeBase, doc: Document, chunk_ids: Sequence[str] | None) -> "ChunkChange":
         """Delete these chunks of the document (None or empty: all), their mentions leaving the graph."""
         from kbgraph.chunk_edit import delete_chunks, document_totals
 
-        with self.kb_lock(kb.id):
-            ctx = self.context(kb)
-            change = delete_chunks(ctx, doc.id, chunk_ids)
-            if change.deleted:
-                # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
-                chunks, tokens = document_totals(ctx, doc.id)
-                self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
+        ctx = self.context(kb)
+        change = delete_chunks(ctx, doc.id, chunk_ids, lock=lambda: self.kb_lock(kb.id))
+        if change.deleted:
+            # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
+            chunks, tokens = document_totals(ctx, doc.id)
+            self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
         return change
 
     def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:
