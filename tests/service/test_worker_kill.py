@@ -56,6 +56,7 @@ class KillSwitch:
     def arm(self, kind: str, nth: int, action: Callable[[], None]) -> None:
         with self._lock:
             self.kinds.clear()
+            self.asked.clear()
             self.trap, self.fired_at = (kind, nth, action), None
             self.fired.clear()
 
