@@ -486,6 +486,12 @@ class Engine:
 
         return get_chunk(self.context(kb), chunk_id)
 
+    def find_chunk(self, chunk_id: str) -> "ChunkRecord | None":
+        """The tenant's chunk with this id, in whichever of its knowledge bases it is."""
+        from kbgraph.chunk_edit import find_chunk
+
+        return find_chunk(self.store, self.tenant, [kb.id for kb in self.list_kbs()], chunk_id)
+
     def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
                   questions: Sequence[str] = ()) -> "ChunkChange":
         """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""

@@ -281,6 +281,20 @@ def test_chunks_list_add_update_delete(rag: RAGFlow, host: str, keys: dict[str, 
     assert added[3].id not in {c.id for c in hidden}
     with pytest.raises(ChunkUpdateError, match="`important_keywords` should be a list"):
         added[0].update({"important_keywords": "x"})
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+
+    def put(ds: str, chunk: str, body: dict[str, Any]) -> dict[str, Any]:
+        return requests.put(f"{host}/api/v1/datasets/{ds}/documents/{doc.id}/chunks/{chunk}", json=body,
+                            headers=headers, timeout=30).json()
+
+    assert put("nosuchds", added[0].id, {"content": "x"}) == {"code": 102, "message": "You don't own the dataset nosuchds."}
+    assert put(dataset.id, "nosuchchunk", {}) == {"code": 102, "message": "Can't find this chunk nosuchchunk"}
+    assert put(dataset.id, added[0].id, {"content": None})["message"] == "TypeError('expected string or bytes-like object')"
+    assert put(dataset.id, added[0].id, {"questions": [1]}) == {
+        "code": 100, "message": "TypeError('sequence item 0: expected str instance, int found')"}
+    listed_page = requests.get(f"{host}/api/v1/datasets/{dataset.id}/documents/{doc.id}/chunks?id=nosuch",
+                               headers=headers, timeout=30).json()
+    assert listed_page == {"code": 404, "message": f"Chunk not found: {dataset.id}/nosuch"}
 
     with pytest.raises(Exception, match="rm_chunk deleted chunks 1, expect 2"):
         doc.delete_chunks(ids=[added[0].id, "nosuchchunk"])
