@@ -231,6 +231,18 @@ def test_documents_through_the_sdk(rag: RAGFlow) -> None:
     rag.delete_datasets(ids=[dataset.id])
 
 
+def test_a_documents_own_chunk_size_is_used_when_it_is_parsed(rag: RAGFlow) -> None:
+    dataset = rag.create_dataset("sdk chunk size")
+    text = " ".join(f"Sentence {i} tells of the lantern makers of Varrow and their guild." for i in range(150))
+    doc = dataset.upload_documents([{"display_name": "long.txt", "blob": text.encode()}])[0]
+    default = dataset.parse_documents([doc.id])[0][2]
+    doc.update({"parser_config": {"chunk_token_num": 64}})
+    assert doc.parser_config.chunk_token_num == 64 and not hasattr(doc.parser_config, "raptor")
+    smaller = dataset.parse_documents([doc.id])[0][2]
+    assert smaller > 2 * default >= 2
+    rag.delete_datasets(ids=[dataset.id])
+
+
 def test_document_update_resets_a_parsed_document(rag: RAGFlow) -> None:
     dataset = rag.create_dataset("sdk reset")
     doc = parsed(dataset, ["tobias_wren.txt"])[0]
