@@ -8,6 +8,7 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import difflib
+import dataclasses
 import hashlib
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MetaDB
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
@@ -420,7 +421,8 @@ class Engine:
                                            "(KBGRAPH_MAX_FILE_BYTES)")
             parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
             ctx = self.context(kb)
-            parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
+            parsed_result = pipeline.parse_document(self._document_chunking(ctx, doc), doc.id, parsed,
+                                                    progress=progress, cancel=cancel)
             message = f"{parsed_result.chunks} chunks"
             if kb.graph.enabled:
                 extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
@@ -455,6 +457,16 @@ class Engine:
         self.meta.set_document_status(doc.id, "failed", message=f"{message}; {error}", error=error,
                                       chunk_count=parsed.chunks, token_count=parsed.tokens)
         return DocOutcome(doc.name, "failed", doc.id, parsed.chunks, error)
+
+    @staticmethod
+    def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:
+        """A document's own chunk size (its ``parser_config.chunk_token_num``, set through the REST API)
+        over the knowledge base's."""
+        own = (doc.extra.get("parser_config") or {}).get("chunk_token_num")
+        if isinstance(own, bool) or not isinstance(own, int) or not 1 <= own <= MAX_CHUNK_TOKENS \
+                or own == ctx.chunk_tokens:
+            return ctx
+        return dataclasses.replace(ctx, chunk_tokens=own, chunk_overlap=min(ctx.chunk_overlap, own // 8))
 
     def list_documents(self, kb_name: str) -> list[Document]:
         return self.meta.list_documents(self.kb(kb_name).id, limit=None)
@@ -498,6 +510,12 @@ class Engine:
         from kbgraph.chunk_edit import get_chunk
 
         return get_chunk(self.context(kb), chunk_id)
+
+    def find_chunk(self, chunk_id: str) -> "ChunkRecord | None":
+        """The tenant's chunk with this id, in whichever of its knowledge bases it is."""
+        from kbgraph.chunk_edit import find_chunk
+
+        return find_chunk(self.store, self.tenant, [kb.id for kb in self.list_kbs()], chunk_id)
 
     def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
                   questions: Sequence[str] = ()) -> "ChunkChange":

@@ -21,7 +21,7 @@ from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
 from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
-from kbgraph.store.base import Condition, Doc, SearchRequest, TextQuery, any_of, eq, missing
+from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, TextQuery, any_of, eq, missing
 from kbgraph.store.records import Chunk
 
 # what a chunk listing searches: content, the document's name, keywords and questions (as retrieval does)
@@ -124,7 +124,14 @@ def list_chunks(ctx: KBContext, doc_id: str, *, keywords: str = "", offset: int 
 
 
 def get_chunk(ctx: KBContext, chunk_id: str) -> ChunkRecord | None:
-    found = ctx.store.get(ctx.tenant, [ctx.kb_id], [chunk_id], fields=_FIELDS)
+    return find_chunk(ctx.store, ctx.tenant, [ctx.kb_id], chunk_id)
+
+
+def find_chunk(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_id: str) -> ChunkRecord | None:
+    """The chunk with this id in any of these knowledge bases (None for an unknown id or a graph row)."""
+    if not kb_ids:
+        return None
+    found = store.get(tenant, list(kb_ids), [chunk_id], fields=[*_FIELDS, "knowledge_graph_kwd"])
     if not found or found[0].get("knowledge_graph_kwd"):
         return None
     return ChunkRecord.from_doc(found[0])

@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 import redis
 import requests
+from ragflow_sdk import RAGFlow
+from ragflow_sdk.modules.chunk import ChunkUpdateError
+from ragflow_sdk.modules.dataset import DataSet
 from werkzeug.serving import make_server
 
 from kbgraph.config import Settings, load_settings
@@ -26,11 +29,6 @@ from support.scripted_llm import ScriptedError, ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key
 from conftest import require_service
-
-ragflow_sdk = pytest.importorskip("ragflow_sdk")
-from ragflow_sdk import RAGFlow  # noqa: E402
-from ragflow_sdk.modules.chunk import ChunkUpdateError  # noqa: E402
-from ragflow_sdk.modules.dataset import DataSet  # noqa: E402
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 
@@ -170,9 +168,6 @@ def mentions_of(settings: Settings, tenant: str, kb_id: str, chunk_id: str) -> l
         store.close()
 
 
-GRAPH_ON = DataSet.ParserConfig
-
-
 @pytest.fixture(scope="module")
 def lore(rag: RAGFlow) -> tuple[DataSet, list[Any]]:
     """A dataset with the graph on (`nlp`, no LLM) and two parsed documents."""
@@ -231,6 +226,18 @@ def test_documents_through_the_sdk(rag: RAGFlow) -> None:
     rag.delete_datasets(ids=[dataset.id])
 
 
+def test_a_documents_own_chunk_size_is_used_when_it_is_parsed(rag: RAGFlow) -> None:
+    dataset = rag.create_dataset("sdk chunk size")
+    text = " ".join(f"Sentence {i} tells of the lantern makers of Varrow and their guild." for i in range(150))
+    doc = dataset.upload_documents([{"display_name": "long.txt", "blob": text.encode()}])[0]
+    default = dataset.parse_documents([doc.id])[0][2]
+    doc.update({"parser_config": {"chunk_token_num": 64}})
+    assert doc.parser_config.chunk_token_num == 64 and not hasattr(doc.parser_config, "raptor")
+    smaller = dataset.parse_documents([doc.id])[0][2]
+    assert smaller > 2 * default >= 2
+    rag.delete_datasets(ids=[dataset.id])
+
+
 def test_document_update_resets_a_parsed_document(rag: RAGFlow) -> None:
     dataset = rag.create_dataset("sdk reset")
     doc = parsed(dataset, ["tobias_wren.txt"])[0]
@@ -281,6 +288,20 @@ def test_chunks_list_add_update_delete(rag: RAGFlow, host: str, keys: dict[str, 
     assert added[3].id not in {c.id for c in hidden}
     with pytest.raises(ChunkUpdateError, match="`important_keywords` should be a list"):
         added[0].update({"important_keywords": "x"})
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+
+    def put(ds: str, chunk: str, body: dict[str, Any]) -> dict[str, Any]:
+        return requests.put(f"{host}/api/v1/datasets/{ds}/documents/{doc.id}/chunks/{chunk}", json=body,
+                            headers=headers, timeout=30).json()
+
+    assert put("nosuchds", added[0].id, {"content": "x"}) == {"code": 102, "message": "You don't own the dataset nosuchds."}
+    assert put(dataset.id, "nosuchchunk", {}) == {"code": 102, "message": "Can't find this chunk nosuchchunk"}
+    assert put(dataset.id, added[0].id, {"content": None})["message"] == "TypeError('expected string or bytes-like object')"
+    assert put(dataset.id, added[0].id, {"questions": [1]}) == {
+        "code": 100, "message": "TypeError('sequence item 0: expected str instance, int found')"}
+    listed_page = requests.get(f"{host}/api/v1/datasets/{dataset.id}/documents/{doc.id}/chunks?id=nosuch",
+                               headers=headers, timeout=30).json()
+    assert listed_page == {"code": 404, "message": f"Chunk not found: {dataset.id}/nosuch"}
 
     with pytest.raises(Exception, match="rm_chunk deleted chunks 1, expect 2"):
         doc.delete_chunks(ids=[added[0].id, "nosuchchunk"])
