@@ -18,20 +18,15 @@ import openai
 import orjson
 
 from kbgraph.llm.base import LLMError
-from kbgraph.llm.http import sdk_http_client
 from kbgraph.llm.layers import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
 
 _CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
-# The SDK describes the caller's platform in seven headers on every request, for OpenAI's own
-# statistics. A plain-HTTP (local) server has no use for them, and each costs both ends parsing.
-_WITHOUT_SDK_TELEMETRY: dict[str, Any] = {
-    f"X-Stainless-{name}": openai.Omit()
-    for name in ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Async")}
 _CLIENTS_LOCK = threading.Lock()
 
 
 def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
-    """One client (connection pool, SSL context) per endpoint per process, reused by all calls.
+    """One client per endpoint per process, reused by every call: the SDK's own HTTP client (httpx),
+    whose connection pool keeps connections alive between calls (and its TLS and proxy handling).
 
     Keyed by pid too: pooled connections inherited through a fork (Celery prefork) would be
     shared with the parent."""
@@ -39,11 +34,8 @@ def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            http_client = sdk_http_client(base_url, timeout)
             # Local servers (Ollama, vLLM) take no key, but the client insists on one.
-            client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
-                                   timeout=timeout, max_retries=0, http_client=http_client,
-                                   default_headers=_WITHOUT_SDK_TELEMETRY if http_client is not None else None)
+            client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=0)
             _CLIENTS[key] = client
         return client
 
