@@ -28,6 +28,10 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
     app.before_request(authenticate)  # app-wide: an unknown /api/v1 route is authenticated too
     app.register_blueprint(blueprint)
 
+    from web.ui import register_ui
+
+    register_ui(app, settings)
+
     @app.get("/health")
     def health() -> Response:
         svc = services()

@@ -103,7 +103,7 @@ def assistant_dialog(engine: "Engine", assistant: Assistant, history: Sequence[T
     def find(query: str) -> RetrievalResult:
         if not kbs:
             return RetrievalResult(mode="none", question=query)
-        return retrieve(engine.store, engine.tenant, [kb.id for kb in kbs], query, mode, embedder=engine.embedder,
+        return retrieve(engine.store, engine.tenant, [kb.id for kb in kbs], query, mode, embedder=engine.embedder_for(kbs[0]),
                         chat=chat, settings=settings, top_n=assistant.top_n,
                         extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types)
 

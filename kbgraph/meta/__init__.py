@@ -29,6 +29,7 @@ from kbgraph.meta.schemas import (
     Status,
     Task,
     Tenant,
+    User,
     graph_config,
 )
 
@@ -54,5 +55,6 @@ __all__ = [
     "Status",
     "Task",
     "Tenant",
+    "User",
     "graph_config",
 ]

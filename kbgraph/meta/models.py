@@ -41,6 +41,20 @@ class ApiKey(Base):
     created: Mapped[int] = mapped_column(BigInteger)
 
 
+class User(Base):
+    """A person who signs in to the web pages; each user works inside one tenant."""
+
+    __tablename__ = "app_user"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # stored lower-cased: one account per address whatever case it is typed in
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    # a salted hash in the format of the hashing library the web app uses (never the password)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"), index=True)
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
 class KnowledgeBase(Base):
     __tablename__ = "knowledge_base"
     # names are unique per tenant ignoring case, as RAGFlow's dataset names are
@@ -175,4 +189,5 @@ class ChatSession(Base):
     updated: Mapped[int] = mapped_column(BigInteger)
 
 
-__all__ = ["ApiKey", "Assistant", "Base", "Chat", "ChatSession", "Document", "KnowledgeBase", "Task", "Tenant"]
+__all__ = ["ApiKey", "Assistant", "Base", "Chat", "ChatSession", "Document", "KnowledgeBase", "Task", "Tenant",
+           "User"]

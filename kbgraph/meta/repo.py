@@ -47,6 +47,7 @@ from kbgraph.meta.schemas import (
     NotFound,
     Task,
     Tenant,
+    User,
     graph_config,
 )
 
@@ -54,6 +55,7 @@ MAX_CHUNK_TOKENS = 8192
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _WRITE = {"kbgraph_write": True}
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 def _now() -> int:
@@ -76,6 +78,12 @@ def _check_name(name: Any, what: str, limit: int) -> str:
     if len(name) > limit:
         raise MetaError(f"{what} name is {len(name)} characters long; the limit is {limit}")
     return name
+
+
+def _check_email(email: Any) -> str:
+    if not isinstance(email, str) or not _EMAIL_RE.match(email.strip()) or len(email.strip()) > 254:
+        raise MetaError("enter an e-mail address such as name@example.com")
+    return email.strip().lower()
 
 
 def _check_chunking(chunk_tokens: int, chunk_overlap: int) -> None:
@@ -238,6 +246,35 @@ class MetaDB:
                 delete(m.ApiKey).where(m.ApiKey.tenant_id == tenant_id, m.ApiKey.token_hash == token_hash)
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    # -- users ------------------------------------------------------------------------------
+
+    def create_user(self, email: str, password_hash: str, tenant_id: str) -> User:
+        """A web user in ``tenant_id`` (created if missing); ``password_hash`` is already hashed."""
+        email = _check_email(email)
+        if not password_hash:
+            raise MetaError("a user needs a password hash")
+        self.ensure_tenant(tenant_id, email)
+        try:
+            with self._write() as s:
+                if s.scalar(select(m.User.id).where(m.User.email == email)) is not None:
+                    raise AlreadyExists(f"an account for {email} already exists")
+                row = m.User(id=_new_id(), email=email, password_hash=password_hash, tenant_id=tenant_id,
+                             created=_now())
+                s.add(row)
+        except IntegrityError:  # registered concurrently
+            raise AlreadyExists(f"an account for {email} already exists") from None
+        return User.model_validate(row)
+
+    def find_user_by_email(self, email: str) -> User | None:
+        with self._read() as s:
+            row = s.scalar(select(m.User).where(m.User.email == email.strip().lower()))
+            return User.model_validate(row) if row else None
+
+    def find_user(self, user_id: str) -> User | None:
+        with self._read() as s:
+            row = s.get(m.User, user_id)
+            return User.model_validate(row) if row else None
 
     # -- knowledge bases --------------------------------------------------------------------
 
@@ -694,6 +731,14 @@ class MetaDB:
         order = (m.Task.created.desc(), m.Task.id.desc()) if newest_first else (m.Task.created, m.Task.id)
         with self._read() as s:
             return [Task.model_validate(r) for r in s.scalars(query.order_by(*order).offset(offset).limit(limit))]
+
+    def running_tasks(self) -> list[tuple[str, Task]]:
+        """(tenant id, task) of every task marked running, in any knowledge base: what a sweep for
+        tasks whose worker died looks at."""
+        query = (select(m.KnowledgeBase.tenant_id, m.Task).join(m.KnowledgeBase, m.KnowledgeBase.id == m.Task.kb_id)
+                 .where(m.Task.status == "running").order_by(m.Task.created, m.Task.id))
+        with self._read() as s:
+            return [(tenant, Task.model_validate(row)) for tenant, row in s.execute(query).all()]
 
     # -- chats ------------------------------------------------------------------------------
 

@@ -92,6 +92,14 @@ class ApiKey(_Record):
     created: int
 
 
+class User(_Record):
+    id: str
+    email: str
+    password_hash: str
+    tenant_id: str
+    created: int
+
+
 class KnowledgeBase(_Record):
     id: str
     tenant_id: str
@@ -227,5 +235,6 @@ __all__ = [
     "Status",
     "Task",
     "Tenant",
+    "User",
     "graph_config",
 ]
