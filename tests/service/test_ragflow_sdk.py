@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 import redis
 import requests
+from ragflow_sdk import RAGFlow
+from ragflow_sdk.modules.chunk import ChunkUpdateError
+from ragflow_sdk.modules.dataset import DataSet
 from werkzeug.serving import make_server
 
 from kbgraph.config import Settings, load_settings
@@ -26,11 +29,6 @@ from support.scripted_llm import ScriptedError, ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key
 from conftest import require_service
-
-ragflow_sdk = pytest.importorskip("ragflow_sdk")
-from ragflow_sdk import RAGFlow  # noqa: E402
-from ragflow_sdk.modules.chunk import ChunkUpdateError  # noqa: E402
-from ragflow_sdk.modules.dataset import DataSet  # noqa: E402
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 
@@ -168,9 +166,6 @@ def mentions_of(settings: Settings, tenant: str, kb_id: str, chunk_id: str) -> l
         return list(store.scan(tenant, [kb_id], [eq("chunk_id_kwd", chunk_id)]))
     finally:
         store.close()
-
-
-GRAPH_ON = DataSet.ParserConfig
 
 
 @pytest.fixture(scope="module")
