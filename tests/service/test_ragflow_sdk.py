@@ -244,6 +244,7 @@ def test_document_update_resets_a_parsed_document(rag: RAGFlow) -> None:
     assert doc.chunk_count > 0 and doc.list_chunks()
     doc.update({"chunk_method": "one"})
     assert doc.run == "UNSTART" and doc.chunk_count == 0 and doc.progress == 0
+    assert doc.progress_msg == "The chunk method changed to one: parse the document again."
     assert doc.list_chunks() == []
     rag.delete_datasets(ids=[dataset.id])
 
