@@ -563,11 +563,12 @@ class Engine:
         rename_document_chunks(self.context(kb), doc.id, renamed.name)
         return renamed
 
-    def reset_document(self, kb: KnowledgeBase, doc: Document) -> tuple[Document, pipeline.DeriveResult]:
+    def reset_document(self, kb: KnowledgeBase, doc: Document,
+                       reason: str = "") -> tuple[Document, pipeline.DeriveResult]:
         """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
         with self.kb_lock(kb.id):
             change = pipeline.delete_document(self.context(kb), doc.id)
-            return self.meta.reset_document(kb.id, doc.id), change
+            return self.meta.reset_document(kb.id, doc.id, reason), change
 
     # -- retrieval ----------------------------------------------------------------------------
 
