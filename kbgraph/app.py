@@ -8,6 +8,7 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import difflib
+import dataclasses
 import hashlib
 import threading
 import time
@@ -21,7 +22,7 @@ from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MetaDB, NotFound
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
@@ -367,7 +368,8 @@ class Engine:
                     yield item
 
         progress(Progress("documents", 0, len(files)))
-        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel)
+        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
+                       chunking=self._document_chunking)
         indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
         report.documents = [skipped.get(n) or indexed[n] for n in names if n in skipped or n in indexed]
         progress(Progress("documents", len(files), len(files)))
@@ -428,11 +430,22 @@ class Engine:
                     progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
         ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
-        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress))
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
+                       chunking=self._document_chunking)
         outcomes = run.run([DocumentInput(doc, lambda: data, size)], total=1)
         if doc.id in run.vanished:
             raise NotFound(f"document {doc.id!r} was deleted while it was indexed")
         return outcomes[0]
+
+    @staticmethod
+    def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:
+        """A document's own chunk size (its ``parser_config.chunk_token_num``, set through the REST API)
+        over the knowledge base's."""
+        own = (doc.extra.get("parser_config") or {}).get("chunk_token_num")
+        if isinstance(own, bool) or not isinstance(own, int) or not 1 <= own <= MAX_CHUNK_TOKENS \
+                or own == ctx.chunk_tokens:
+            return ctx
+        return dataclasses.replace(ctx, chunk_tokens=own, chunk_overlap=min(ctx.chunk_overlap, own // 8))
 
     def list_documents(self, kb_name: str) -> list[Document]:
         return self.meta.list_documents(self.kb(kb_name).id, limit=None)
@@ -477,15 +490,20 @@ class Engine:
 
         return get_chunk(self.context(kb), chunk_id)
 
+    def find_chunk(self, chunk_id: str) -> "ChunkRecord | None":
+        """The tenant's chunk with this id, in whichever of its knowledge bases it is."""
+        from kbgraph.chunk_edit import find_chunk
+
+        return find_chunk(self.store, self.tenant, [kb.id for kb in self.list_kbs()], chunk_id)
+
     def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
                   questions: Sequence[str] = ()) -> "ChunkChange":
         """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""
         from kbgraph.chunk_edit import add_chunk
 
-        with self.kb_lock(kb.id):
-            change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
-                               questions=questions)
-            self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
+        change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
+                           questions=questions, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
         return change
 
     def update_chunk(self, kb: KnowledgeBase, chunk: "ChunkRecord", *, content: str | None = None,
@@ -493,23 +511,21 @@ class Engine:
                      available: bool | None = None) -> "ChunkChange":
         from kbgraph.chunk_edit import update_chunk
 
-        with self.kb_lock(kb.id):
-            change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
-                                  questions=questions, available=available)
-            self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
+        change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
+                              questions=questions, available=available, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
         return change
 
     def delete_chunks(self, kb: KnowledgeBase, doc: Document, chunk_ids: Sequence[str] | None) -> "ChunkChange":
         """Delete these chunks of the document (None or empty: all), their mentions leaving the graph."""
         from kbgraph.chunk_edit import delete_chunks, document_totals
 
-        with self.kb_lock(kb.id):
-            ctx = self.context(kb)
-            change = delete_chunks(ctx, doc.id, chunk_ids)
-            if change.deleted:
-                # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
-                chunks, tokens = document_totals(ctx, doc.id)
-                self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
+        ctx = self.context(kb)
+        change = delete_chunks(ctx, doc.id, chunk_ids, lock=lambda: self.kb_lock(kb.id))
+        if change.deleted:
+            # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
+            chunks, tokens = document_totals(ctx, doc.id)
+            self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
         return change
 
     def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:
@@ -526,11 +542,12 @@ class Engine:
         rename_document_chunks(self.context(kb), doc.id, renamed.name)
         return renamed
 
-    def reset_document(self, kb: KnowledgeBase, doc: Document) -> tuple[Document, pipeline.DeriveResult]:
+    def reset_document(self, kb: KnowledgeBase, doc: Document,
+                       reason: str = "") -> tuple[Document, pipeline.DeriveResult]:
         """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
         with self.kb_lock(kb.id):
             change = pipeline.delete_document(self.context(kb), doc.id)
-            return self.meta.reset_document(kb.id, doc.id), change
+            return self.meta.reset_document(kb.id, doc.id, reason), change
 
     # -- retrieval ----------------------------------------------------------------------------
 

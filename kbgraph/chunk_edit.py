@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 from kbgraph import pipeline
@@ -20,7 +21,7 @@ from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
 from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
-from kbgraph.store.base import Condition, Doc, SearchRequest, TextQuery, any_of, eq, missing
+from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, TextQuery, any_of, eq, missing
 from kbgraph.store.records import Chunk
 
 # what a chunk listing searches: content, the document's name, keywords and questions (as retrieval does)
@@ -123,7 +124,14 @@ def list_chunks(ctx: KBContext, doc_id: str, *, keywords: str = "", offset: int 
 
 
 def get_chunk(ctx: KBContext, chunk_id: str) -> ChunkRecord | None:
-    found = ctx.store.get(ctx.tenant, [ctx.kb_id], [chunk_id], fields=_FIELDS)
+    return find_chunk(ctx.store, ctx.tenant, [ctx.kb_id], chunk_id)
+
+
+def find_chunk(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_id: str) -> ChunkRecord | None:
+    """The chunk with this id in any of these knowledge bases (None for an unknown id or a graph row)."""
+    if not kb_ids:
+        return None
+    found = store.get(tenant, list(kb_ids), [chunk_id], fields=[*_FIELDS, "knowledge_graph_kwd"])
     if not found or found[0].get("knowledge_graph_kwd"):
         return None
     return ChunkRecord.from_doc(found[0])
@@ -149,15 +157,20 @@ def _chunk_doc(ctx: KBContext, record: ChunkRecord, title_tokens: str) -> Doc:
     return doc
 
 
-def _graph_change(ctx: KBContext, chunk_ids: Sequence[str], new: Sequence[Chunk]) -> DeriveResult:
+GraphLock = Callable[[], AbstractContextManager]
+
+
+def _graph_change(ctx: KBContext, chunk_ids: Sequence[str], new: Sequence[Chunk], lock: GraphLock) -> DeriveResult:
     if not ctx.graph.enabled:
         return DeriveResult()
-    mentions = pipeline.extract_chunks(ctx, new)
-    return pipeline.replace_chunk_mentions(ctx, chunk_ids, mentions)
+    mentions = pipeline.extract_chunks(ctx, new)  # may call an LLM: outside the knowledge base's lock
+    with lock():
+        return pipeline.replace_chunk_mentions(ctx, chunk_ids, mentions)
 
 
 def add_chunk(ctx: KBContext, doc_id: str, doc_name: str, content: str, *,
-              important_keywords: Sequence[str] = (), questions: Sequence[str] = ()) -> ChunkChange:
+              important_keywords: Sequence[str] = (), questions: Sequence[str] = (),
+              lock: GraphLock = nullcontext) -> ChunkChange:
     """Add (or, for the same content, rewrite) a chunk of the document."""
     if not content.strip():
         raise ChunkEditError("`content` is required")
@@ -167,13 +180,13 @@ def add_chunk(ctx: KBContext, doc_id: str, doc_name: str, content: str, *,
                          token_count=count_tokens(content))
     doc = _chunk_doc(ctx, record, token_string(doc_name))
     ctx.store.upsert(ctx.tenant, ctx.kb_id, [doc])
-    graph = _graph_change(ctx, [record.id], [Chunk.from_doc(doc)])
+    graph = _graph_change(ctx, [record.id], [Chunk.from_doc(doc)], lock)
     return ChunkChange(chunk=record, chunks_delta=1, tokens_delta=record.token_count, graph=graph)
 
 
 def update_chunk(ctx: KBContext, chunk: ChunkRecord, *, content: str | None = None,
                  important_keywords: Sequence[str] | None = None, questions: Sequence[str] | None = None,
-                 available: bool | None = None) -> ChunkChange:
+                 available: bool | None = None, lock: GraphLock = nullcontext) -> ChunkChange:
     """Change a chunk in place (its id stays); new text is embedded again and re-extracted."""
     if content is None and important_keywords is None and questions is None:
         if available is not None and available != chunk.available:  # no text changed: nothing to embed
@@ -191,11 +204,12 @@ def update_chunk(ctx: KBContext, chunk: ChunkRecord, *, content: str | None = No
     ctx.store.upsert(ctx.tenant, ctx.kb_id, [doc])
     graph = DeriveResult()
     if content is not None and content != chunk.content:
-        graph = _graph_change(ctx, [chunk.id], [Chunk.from_doc(doc)])
+        graph = _graph_change(ctx, [chunk.id], [Chunk.from_doc(doc)], lock)
     return ChunkChange(chunk=changed, tokens_delta=changed.token_count - chunk.token_count, graph=graph)
 
 
-def delete_chunks(ctx: KBContext, doc_id: str, chunk_ids: Sequence[str] | None) -> ChunkChange:
+def delete_chunks(ctx: KBContext, doc_id: str, chunk_ids: Sequence[str] | None, *,
+                  lock: GraphLock = nullcontext) -> ChunkChange:
     """Delete these chunks of the document (None or empty: all of them) and their mentions."""
     where = _chunk_where(doc_id)
     if chunk_ids:
@@ -206,7 +220,7 @@ def delete_chunks(ctx: KBContext, doc_id: str, chunk_ids: Sequence[str] | None) 
         return ChunkChange()
     ids = [c.id for c in doomed]
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [*_chunk_where(doc_id), any_of("id", ids)])
-    graph = _graph_change(ctx, ids, []) if ctx.graph.enabled else DeriveResult()
+    graph = _graph_change(ctx, ids, [], lock)
     return ChunkChange(chunks_delta=-len(ids), tokens_delta=-sum(c.token_count for c in doomed), deleted=len(ids),
                        graph=graph)
 

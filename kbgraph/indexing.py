@@ -98,8 +98,11 @@ class IndexRun:
 
     def __init__(self, ctx: KBContext, meta: MetaDB, kb: KnowledgeBase, kb_lock: Callable[[str], AbstractContextManager],
                  *, progress: ProgressFn = no_progress, cancel: CancelCheck = never,
-                 document_progress: ProgressFn | None = None) -> None:
+                 document_progress: ProgressFn | None = None,
+                 chunking: Callable[[KBContext, Document], KBContext] | None = None) -> None:
         self.ctx, self.meta, self.kb, self.kb_lock = ctx, meta, kb, kb_lock
+        # a document's own chunk size over the knowledge base's (set through the REST API)
+        self.chunking = chunking or (lambda context, _doc: context)
         self.progress = _Throttle(progress)
         # a run of one document (a worker's task) reports that document's own steps too
         self.document_progress = document_progress
@@ -224,14 +227,15 @@ class IndexRun:
             self._step_done(flight)  # the stored chunks were the flight's last step but its extraction
 
     def _start_extraction(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
-        flight.chunk_rows = pipeline.chunk_documents(self.ctx, [(flight.doc.id, parsed)])[0]
+        flight.chunk_rows = pipeline.chunk_documents(self.chunking(self.ctx, flight.doc), [(flight.doc.id, parsed)])[0]
         flight.chunks, flight.tokens = len(flight.chunk_rows), sum(c.token_count for c in flight.chunk_rows)
         self._extract(flight, flight.chunk_rows, pool, storing=True)
 
     def _parse_large(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
         self._mark_running([flight])
         try:
-            result = pipeline.parse_document(self.ctx, flight.doc.id, parsed, progress=self._doc_progress,
+            result = pipeline.parse_document(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed,
+                                             progress=self._doc_progress,
                                              cancel=self._stopped)
             del parsed  # the chunks are stored: the text is not needed any more
             flight.chunks, flight.tokens = result.chunks, result.tokens
@@ -370,16 +374,30 @@ class IndexRun:
         updates: list[DocumentStatus] = []
         for flight in good:
             message = f"{flight.chunks} chunks"
+            extracted = True if self.graph else None
             if self.graph:
                 ex = flight.extraction
                 message += (f"; {ex.entity_mentions} entity and {ex.relation_mentions} relation mentions; {summary}")
                 if ex.failed_chunks:
-                    message += f"; extraction failed for {len(ex.failed_chunks)} chunk(s): {ex.errors[0]}"
+                    updates.append(self._partial(flight, message))
+                    continue
             updates.append(DocumentStatus(flight.doc.id, "done", message=message, chunk_count=flight.chunks,
-                                          token_count=flight.tokens, extracted=True if self.graph else None))
+                                          token_count=flight.tokens, extracted=extracted))
             self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
         self._record(updates)
         self._recorded_some(good)
+
+    def _partial(self, flight: _InFlight, message: str) -> DocumentStatus:
+        """A document whose graph extraction failed for some chunks: searchable, but not done. It
+        ends "failed" with the count, so it is indexed again on the next run, where only those
+        chunks cost model calls (the others' answers parsed, so they come from the cache)."""
+        ex = flight.extraction
+        error = (f"partial: graph extraction failed for {len(ex.failed_chunks)} of {flight.chunks} chunk(s) "
+                 f"({ex.errors[0]}); the other chunks are indexed; parse the document again to retry "
+                 f"only the failed ones")
+        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "failed", flight.doc.id, flight.chunks, error)
+        return DocumentStatus(flight.doc.id, "failed", message=f"{message}; {error}", error=error,
+                              chunk_count=flight.chunks, token_count=flight.tokens)
 
     def _finish(self, flight: _InFlight, status: str, *, message: str = "", error: str | None = None) -> None:
         """Record one document that ends without a merge (failed, cancelled)."""

@@ -133,16 +133,13 @@ def update_chunk(dataset_id: str, document_id: str, chunk_id: str) -> Response:
     svc = services()
     body = json_body(required=False)
     missing = ApiError(DATA_ERROR, f"Can't find this chunk {chunk_id}")
-    try:
-        kb = svc.meta.get_kb(tenant(), dataset_id)
-    except NotFound:
-        raise missing from None  # looked up in the caller's own store: another tenant's is not there
     engine = svc.engine(tenant())
-    chunk = engine.get_chunk(kb, chunk_id)
+    chunk = engine.find_chunk(chunk_id)  # RAGFlow looks in the caller's whole store first
     if chunk is None:
         raise missing
+    kb = own_kb(dataset_id)
     doc = _own_document(kb, document_id)
-    if chunk.doc_id != doc.id:
+    if chunk.kb_id != kb.id or chunk.doc_id != doc.id:
         raise missing
     content = body.get("content")
     if "content" in body and not isinstance(content, str):
