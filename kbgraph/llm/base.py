@@ -73,8 +73,9 @@ class ChatModel(Protocol):
 
     def chat(self, messages: Sequence[Message], *, phase: str = "chat", prompt_version: str = "",
              temperature: float | None = None, max_tokens: int | None = None,
-             cancel: CancelCheck | None = None) -> str:
-        """The assistant's reply, with <think>...</think> blocks removed."""
+             cancel: CancelCheck | None = None, accept: Callable[[str], bool] | None = None) -> str:
+        """The assistant's reply, with <think>...</think> blocks removed. ``accept`` says whether a
+        reply is usable (parses): a cache keeps only those."""
         ...
 
     def stream(self, messages: Sequence[Message], *, phase: str = "chat",
@@ -90,5 +91,11 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array (len(texts), dim), rows L2-normalized. Empty input gives shape (0, dim)."""
+        """float32 array (len(texts), dim), rows L2-normalized. Empty input gives shape (0, dim).
+        These are the texts searched over (chunks, entity and relation descriptions, reports)."""
+        ...
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Like ``embed``, for what is searched with (questions, names from a question): models
+        trained with an instruction embed the two sides differently; the others embed both alike."""
         ...
