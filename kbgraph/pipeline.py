@@ -8,6 +8,7 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import orjson
 
 from kbgraph.config import Settings
 from kbgraph.gc_scope import bulk_gc
@@ -547,9 +549,29 @@ def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Re
     return updated
 
 
-def _existing_report_ids(ctx: KBContext) -> set[str]:
-    return {d["id"] for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)],
-                                            fields=["id"])}
+def _existing_reports(ctx: KBContext) -> dict[str, str]:
+    """Report id -> the hash of the input it was written from ("" for none or a fallback)."""
+    return {d["id"]: d.get("input_hash_kwd", "") for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)], fields=["id", "input_hash_kwd"])}
+
+
+def _report_input_hash(members: Sequence[Entity], relations: Sequence[Relation], by_llm: bool) -> str:
+    """What a report is written from, as one hash: its members' names, types and descriptions and the
+    relations among them. A report is reused only while this stays the same, so it never describes
+    an earlier graph (members alone are not enough: a description or relation may have changed)."""
+    digest = hashlib.sha256(b"llm" if by_llm else b"extractive")
+    for e in sorted(members, key=lambda e: e.key):
+        digest.update(orjson.dumps([e.key, e.name, e.type, e.description]))
+    for r in sorted(relations, key=lambda r: (r.src_key, r.tgt_key)):
+        digest.update(orjson.dumps([r.src_key, r.tgt_key, r.description, r.weight]))
+    return digest.hexdigest()
+
+
+def _by_llm(ctx: KBContext, entities: int) -> bool:
+    """Whether a community of this many entities gets an LLM report (else one put together from its
+    rows): a single entity has nothing to summarize beyond its own description, and a community
+    under ``report_min_entities`` (a pair and its one relation) little beyond its rows."""
+    return ctx.chat is not None and entities >= max(2, ctx.settings.report_min_entities)
 
 
 def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
@@ -562,11 +584,6 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
                                      max_cluster_size=ctx.settings.max_cluster_size)
     result.communities = len(communities)
     by_key = {e.key: e for e in entities}
-    existing = _existing_report_ids(ctx)
-    wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
-    todo = [(rid, c) for rid, c in wanted.items() if rid not in existing]
-    result.reports_reused = len(wanted) - len(todo)
-
     touching: dict[str, list[int]] = {}
     for number, r in enumerate(relations):
         touching.setdefault(r.src_key, []).append(number)
@@ -577,15 +594,21 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         found = sorted(n for key in members for n in touching.get(key, ()) if relations[n].tgt_key in members)
         return [relations[n] for n in found]
 
+    existing = _existing_reports(ctx)
+    wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
+    inputs = {rid: _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
+                                      member_relations(set(c.member_keys)),
+                                      _by_llm(ctx, sum(1 for k in c.member_keys if k in by_key)))
+              for rid, c in wanted.items()}
+    todo = [(rid, c) for rid, c in wanted.items() if not existing.get(rid) or existing[rid] != inputs[rid]]
+    result.reports_reused = len(wanted) - len(todo)
+
     def write(rid_community: tuple[str, object]) -> CommunityReport:
         _check(cancel)
-        _, community = rid_community
+        rid, community = rid_community
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
-        # a community of one entity has nothing to summarize beyond that entity's own description, and
-        # one of two (one relation) little beyond the two descriptions and the relation's: below
-        # report_min_entities the report is put together from them, without a model call
-        if ctx.chat is not None and len(member_entities) >= max(2, ctx.settings.report_min_entities):
+        if _by_llm(ctx, len(member_entities)):
             content = llm_report(ctx.chat, community, member_entities, member_relations(members),
                                  language=ctx.settings.language)
         else:
@@ -598,6 +621,8 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
             findings=list(content.findings), rating=float(content.rating),
             rating_explanation=content.rating_explanation, graph_version=meta.version,
             content_tokens=token_string(report_text(content)),
+            # a fallback is written again at the next refresh, when the model may answer
+            input_hash="" if getattr(content, "fallback", False) else inputs[rid],
         )
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
@@ -618,7 +643,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
                 waiting = []
             _report(ctx, progress, "reports", done, len(todo))
     result.reports_generated = len(todo)
-    stale = sorted(existing - wanted.keys())
+    stale = sorted(existing.keys() - wanted.keys())
     if stale:
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND),
                                                    Condition("id", "in", stale)])
