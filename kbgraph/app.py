@@ -376,7 +376,19 @@ class Engine:
         if refresh and kb.graph.enabled and report.count("indexed"):
             with self.kb_lock(kb.id):
                 report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
+            self._fail_unsummarized(report)
         return report
+
+    def _fail_unsummarized(self, report: IndexReport) -> None:
+        """Documents of this run whose descriptions the model could not summarize end failed (the
+        descriptions keep their stand-ins), so that the next run indexes them again."""
+        failures = report.refresh.summary_failures if report.refresh is not None else {}
+        for number, outcome in enumerate(report.documents):
+            error = failures.get(outcome.doc_id)
+            if outcome.status == "indexed" and error:
+                self.meta.set_document_status(outcome.doc_id, "failed", message=f"{outcome.message}; {error}",
+                                              error=error)
+                report.documents[number] = dataclasses.replace(outcome, status="failed", message=error)
 
     @staticmethod
     def _named_files(paths: Sequence[Path]) -> list[tuple[str, Path]]:

@@ -25,7 +25,7 @@ from kbgraph.graph.derive import (
     relation_description_inputs,
     touched_keys, touched_pairs, upgrade_mentions,
 )
-from kbgraph.graph.describe import Describer
+from kbgraph.graph.describe import Describer, SummaryError
 from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
@@ -454,6 +454,8 @@ class RefreshResult:
     report_fallbacks: int = 0
     embedded: int = 0
     summarized: int = 0
+    # document id -> why a description it contributes to could not be summarized (left pending)
+    summary_failures: dict[str, str] = field(default_factory=dict)
     resolution_asked: int = 0
     resolution_merged: int = 0
     skipped: list[str] = field(default_factory=list)
@@ -484,14 +486,17 @@ def _graph_rows(ctx: KBContext) -> GraphRows:
 
 
 def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
-                      cancel: CancelCheck = never) -> int:
+                      cancel: CancelCheck = never, failures: dict[str, str] | None = None) -> int:
     """Give every row of ``rows`` whose description waits for a summary (merges leave summaries to
     this pass, kbgraph.graph.describe) the summary of all its fragments, several at a time; the
     rows are then due for a new vector. Returns how many rows were summarized.
 
     An entity touched by many documents of a batch is summarized once, from its fragments as the
-    batch left them: the same description a rebuild from the mentions would ask for.
+    batch left them: the same description a rebuild from the mentions would ask for. A summary the
+    model botched twice (describe.SummaryError) leaves its row pending; ``failures`` then gets the
+    error for each document the row cites.
     """
+    failures = failures if failures is not None else {}
     entities = [e for e in rows.entities if e.id in rows.pending]
     relations = [r for r in rows.relations if r.id in rows.pending]
     total = len(entities) + len(relations)
@@ -506,15 +511,22 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
         [(e, entity_inputs[e.key]) for e in entities if e.key in entity_inputs]
         + [(r, relation_inputs[(r.src_key, r.tgt_key)]) for r in relations if (r.src_key, r.tgt_key) in relation_inputs])
 
-    def describe(item: tuple[Entity | Relation, tuple[str, str, list[str]]]) -> tuple[Entity | Relation, str]:
+    def describe(item: tuple[Entity | Relation, tuple[str, str, list[str]]]) -> tuple[Entity | Relation, str | None]:
         _check(cancel)
         row, (kind, name, fragments) = item
-        return row, describer.summary(kind, name, fragments)
+        try:
+            return row, describer.summary(kind, name, fragments)
+        except SummaryError as exc:  # the row keeps its stand-in and stays pending: never garbage
+            for doc_id in row.doc_ids:
+                failures.setdefault(doc_id, str(exc))
+            return row, None
 
     waiting: list[dict] = []
     workers = max(1, min(ctx.settings.llm_concurrency, len(work))) if ctx.chat is not None else 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for done, (row, description) in enumerate(pool.map(describe, work), start=1):
+            if description is None:
+                continue
             row.description, row.summary_pending, row.vector = description, False, None
             if isinstance(row, Entity):
                 row.derivation = None  # the description is no longer its first fragments
@@ -763,7 +775,8 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     rows = _graph_rows(ctx)
-    result.summarized = summarize_pending(ctx, rows, progress=progress, cancel=cancel)
+    result.summarized = summarize_pending(ctx, rows, progress=progress, cancel=cancel,
+                                          failures=result.summary_failures)
     # with a remote model the vectors are fetched while the reports are written (both wait on the
     # network); resolution re-derives rows, so with it on the vectors come first
     if ctx.chat is not None and not ctx.graph.resolution:
@@ -784,7 +797,8 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
             changes.write()  # merges re-derive rows: a vector waiting here could be stale after them
             _refresh_resolution(ctx, rows.entities, result, cancel)
             rows = _graph_rows(ctx)
-            result.summarized += summarize_pending(ctx, rows, progress=progress, cancel=cancel)
+            result.summarized += summarize_pending(ctx, rows, progress=progress, cancel=cancel,
+                                                   failures=result.summary_failures)
             result.embedded += embed_pending(ctx, rows, progress=progress, cancel=cancel,
                                              into=changes)  # merged rows
             meta = load_graph_meta(ctx)  # merges bump the graph version
