@@ -26,6 +26,15 @@ PERSIST_MIN_ROWS = 5000
 _FORMAT = 1
 
 
+def strings_array(values: list[str]) -> np.ndarray:
+    """A list of strings as one byte array (JSON), to save beside numeric arrays."""
+    return np.frombuffer(json.dumps(values, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def array_strings(array: np.ndarray) -> list[str]:
+    return json.loads(bytes(array).decode("utf-8"))
+
+
 class Persistable(Protocol):
     """An index that can be written as arrays and memory-mapped back."""
 
@@ -38,6 +47,16 @@ class Persistable(Protocol):
 class IndexFiles:
     def __init__(self, root: Path) -> None:
         self.root = root
+
+    @classmethod
+    def for_store(cls, root: Path, store_id: str) -> IndexFiles:
+        """The snapshots of the store database with this id, under ``root``; those of databases that
+        no longer exist there are removed."""
+        if root.is_dir():
+            for other in root.iterdir():
+                if other.is_dir() and other.name != store_id and not other.name.startswith("."):
+                    shutil.rmtree(other, ignore_errors=True)
+        return cls(root / store_id)
 
     def _prefix(self, key: tuple[Any, ...], cls: type) -> str:
         return hashlib.sha1(f"{_FORMAT}|{cls.__name__}|{key!r}".encode()).hexdigest()[:20]
@@ -94,4 +113,4 @@ class IndexFiles:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-__all__ = ["IndexFiles", "PERSIST_MIN_ROWS", "Persistable"]
+__all__ = ["IndexFiles", "PERSIST_MIN_ROWS", "Persistable", "array_strings", "strings_array"]

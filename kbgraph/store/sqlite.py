@@ -35,6 +35,7 @@ import math
 import re
 import sqlite3
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -558,8 +559,7 @@ class SQLiteStore(DocStore):
         # (tag, kb, field code, kind) -> (write generation, postings of that slice)
         self._postings: OrderedDict[tuple[Any, ...], tuple[int, FieldPostings]] = OrderedDict()
         self._kinds: dict[tuple[Any, ...], tuple[int, list[str | None]]] = {}
-        # the large slices' indexes, kept on disk for the next process (none for an in-memory store)
-        self._index_files = None if str(path) == ":memory:" else IndexFiles(Path(f"{self.path}.indexes"))
+        self._index_files: IndexFiles | None = None
         # kb_gen.n is bumped by every write to (tag, kb), kb_gen.vn only by writes that touch vectors
         with self._write() as conn:
             _script(conn, """
@@ -572,11 +572,18 @@ class SQLiteStore(DocStore):
                 CREATE TABLE IF NOT EXISTS kb_seq (k INTEGER PRIMARY KEY, n INTEGER NOT NULL);
                 INSERT OR IGNORE INTO kb_seq VALUES (0, 0);
                 CREATE TABLE IF NOT EXISTS kb_log_floor (tag TEXT PRIMARY KEY, n INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS kb_store (k INTEGER PRIMARY KEY, id TEXT NOT NULL);
             """)
+            conn.execute("INSERT OR IGNORE INTO kb_store VALUES (0, ?)", (uuid.uuid4().hex,))
+            (store_id,) = conn.execute("SELECT id FROM kb_store WHERE k=0").fetchone()
             _count_fts_tokens(conn)
             for (tag,) in conn.execute("SELECT tag FROM kb_tenants").fetchall():
                 _ensure_log(conn, tag)
                 _drop_unfiltered_kv(conn, tag)
+        # the large slices' indexes, kept on disk for the next process: under this database's own id,
+        # so a store file made anew never meets the snapshots of the one it replaced
+        self._index_files = None if str(path) == ":memory:" else IndexFiles.for_store(
+            Path(f"{self.path}.indexes"), store_id)
 
     # ---------------------------------------------------------------- connections and transactions
 
@@ -1565,6 +1572,9 @@ class SQLiteStore(DocStore):
                 _, (_, dropped) = cache.popitem(last=False)
                 total -= dropped.nbytes
         return index
+
+    def index_files(self) -> IndexFiles | None:
+        return self._index_files
 
     def _outside_writes(self) -> bool:
         """Whether this thread reads committed rows only (not inside a write or batch() of its own),

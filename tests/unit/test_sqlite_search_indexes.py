@@ -309,7 +309,7 @@ def test_snapshots_on_disk_answer_as_a_fresh_build(tmp_path: Path, seed: int, mo
         first = SQLiteStore(path)  # from the last round's snapshots plus the change log, or built
         assert answers(first, requests) == expected
         first.close()
-        assert list(Path(f"{path}.indexes").glob("*-g*"))
+        assert list(Path(f"{path}.indexes").glob("*/*-g*"))
         if round_ == 0:  # no write since the snapshots were made: a new store builds nothing
             builds.update(postings=0, vectors=0)
             second = SQLiteStore(path)
@@ -318,3 +318,20 @@ def test_snapshots_on_disk_answer_as_a_fresh_build(tmp_path: Path, seed: int, mo
             second.close()
         next_id = churn(writer, rng, next_id)
     writer.close()
+
+
+def test_a_store_made_anew_never_reads_the_old_ones_snapshots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_store, "PERSIST_MIN_ROWS", 1)
+    path = tmp_path / "store.db"
+    old, rng, requests = churned_store(path, 6, 150)
+    answers(old, requests)  # snapshots written
+    old.close()
+    (old_id,) = [p.name for p in Path(f"{path}.indexes").iterdir()]
+    for leftover in tmp_path.glob("store.db*"):
+        if leftover.is_file():
+            leftover.unlink()
+    new, _, _ = churned_store(path, 7, 150)  # same path, other rows, generations counted from 0 again
+    fresh = SQLiteStore(path)
+    fresh._index_files = None
+    assert answers(new, requests) == answers(fresh, requests)
+    assert old_id not in [p.name for p in Path(f"{path}.indexes").iterdir()]
