@@ -476,11 +476,20 @@ def test_use_kg_off_and_plain_chat(rag: RAGFlow, lore: tuple[DataSet, list[Any]]
     system = chat_script.requests[-1]["messages"][0]["content"]
     assert "---- Entities ----" not in system and "---- Chunks ----" in system and answer.reference
 
+    from ragflow_sdk.modules.chat import Chat
+
+    styled = rag.create_chat("styled", dataset_ids=[dataset.id], prompt=Chat.Prompt(rag, {
+        "prompt": "Answer as a {persona}.\n{knowledge}", "variables": [
+            {"key": "knowledge", "optional": False}, {"key": "persona", "optional": True}]}))
+    list(styled.create_session().ask("Who founded the guild?", persona="harbour pilot"))
+    system = chat_script.requests[-1]["messages"][0]["content"]
+    assert system.startswith("Answer as a harbour pilot.\n") and "---- Chunks ----" in system
+
     plain = rag.create_chat("plain", prompt=None)
     reply = list(plain.create_session().ask("hello there"))[-1]
     assert reply.content == "Turn 1: no excerpts to cite, answering from general knowledge."
     assert reply.reference is None  # no datasets: no reference at all
-    rag.delete_chats(ids=[naive.id, plain.id])
+    rag.delete_chats(ids=[naive.id, plain.id, styled.id])
 
 
 def test_completion_wire_format(host: str, keys: dict[str, str], rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:
