@@ -35,7 +35,7 @@ def _number(body: dict[str, Any], key: str, default: float, *, integer: bool = F
     return int(value) if integer else float(value)
 
 
-def _highlight(content: str, question: str) -> str:
+def highlight_terms(content: str, question: str) -> str:
     words = sorted({w.casefold() for w in _WORD.findall(question)}, key=len, reverse=True)
     if not words:
         return content
@@ -132,7 +132,7 @@ def retrieval() -> Response:
         aggs = [{"doc_name": a.doc_name, "doc_id": a.doc_id, "count": a.count} for a in result.doc_aggs]
     if highlight:
         for c in chunks:
-            c["highlight"] = _highlight(c["content"], question)
+            c["highlight"] = highlight_terms(c["content"], question)
     if pseudo is not None:
         chunks.insert(0, pseudo)
     return ok({"chunks": chunks, "doc_aggs": aggs, "total": total})

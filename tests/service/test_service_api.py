@@ -3,6 +3,7 @@ real Flask over HTTP, the embedded SQLite store (Elasticsearch when KBGRAPH_ES_U
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from conftest import require_service, store_overrides
 
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 GRAPH = {"use_graphrag": True, "method": "nlp", "community": False}
 
 pytestmark = pytest.mark.services
