@@ -73,15 +73,21 @@ def _sample_names() -> list[str]:
     return sorted(p.name for p in SAMPLE_CORPUS_DIR.iterdir() if p.is_file() and not p.name.startswith("_"))
 
 
+def _fragments(description: str) -> tuple[str, ...]:
+    """A description's sentences. They are ordered by document id, and ids are made per knowledge
+    base (uuid1): two knowledge bases given the same files may order them differently."""
+    return tuple(sorted(description.split("\n")))
+
+
 def _graph(engine: Engine, kb_name: str) -> dict[str, object]:
     kb_id = engine.kb(kb_name).id
     snap = stored_graph(engine.store, engine.tenant, kb_id)
     reports = [CommunityReport.from_doc(d) for d in
                engine.store.scan(engine.tenant, [kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)])]
     return {
-        "entities": {k: (e.name, e.type, e.description, sorted(e.aliases), e.mention_count, round(e.pagerank, 9))
-                     for k, e in snap.entities.items()},
-        "relations": {k: (r.description, r.weight, r.mention_count) for k, r in snap.relations.items()},
+        "entities": {k: (e.name, e.type, _fragments(e.description), sorted(e.aliases), e.mention_count,
+                         round(e.pagerank, 9)) for k, e in snap.entities.items()},
+        "relations": {k: (_fragments(r.description), r.weight, r.mention_count) for k, r in snap.relations.items()},
         "communities": sorted((r.level, tuple(sorted(r.member_keys)), r.title) for r in reports),
     }
 
