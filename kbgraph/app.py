@@ -8,6 +8,7 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import difflib
+import dataclasses
 import hashlib
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MetaDB
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
@@ -133,6 +134,7 @@ class Engine:
         self.store = store
         self.tenant = tenant
         self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
+        self._kb_embedders: dict[str, Embedder] = {}  # knowledge bases indexed with another model
         self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
         self.ledger = UsageLedger()
 
@@ -164,6 +166,25 @@ class Engine:
 
             self._embedder = build_embedder(self.settings, ledger=self.ledger)
         return self._embedder
+
+    def embedder_for(self, kb: KnowledgeBase) -> Embedder:
+        """The model a knowledge base was indexed with: it keeps its model when the configured one
+        changes, until ``reembed_kb`` moves it to the configured one."""
+        model = kb.embedding_model
+        if not model or model == self.embedder.model_name:
+            return self.embedder
+        if model not in self._kb_embedders:
+            from kbgraph.llm.base import LLMNotConfigured
+            from kbgraph.llm.factory import build_embedder_for
+
+            try:
+                self._kb_embedders[model] = build_embedder_for(self.settings, model, ledger=self.ledger)
+            except LLMNotConfigured as exc:
+                raise KBGraphError(
+                    f"knowledge base {kb.name!r} was indexed with embedding model {model!r}, which cannot run "
+                    f"here ({exc}); re-embed it with the configured model {self.embedder.model_name!r}: "
+                    f"`kbgraph kb reembed {kb.name}`") from None
+        return self._kb_embedders[model]
 
     @property
     def chat(self) -> ChatModel | None:
@@ -296,17 +317,26 @@ class Engine:
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.meta.list_kbs(self.tenant)
 
+    def reembed_kb(self, name: str, *, progress: ProgressFn = no_progress) -> int:
+        """Move a knowledge base to the configured embedding model: every vector is recomputed from
+        the text it was made of (nothing is re-parsed or re-extracted). Returns the rows changed."""
+        from kbgraph.reembed import reembed_rows
+
+        kb = self.kb(name)
+        embedder = self.embedder
+        with self.kb_lock(kb.id):
+            changed = reembed_rows(self.store, self.tenant, kb.id, embedder,
+                                   lambda phase, done, total: progress(Progress(f"reembed {phase}", done, total)))
+            self.meta.update_kb(self.tenant, kb.id, embedding_model=embedder.model_name)
+        return changed
+
     def delete_kb(self, name: str) -> None:
         kb = self.kb(name)
         self.store.delete(self.tenant, [kb.id])
         self.meta.delete_kb(self.tenant, kb.id)
 
     def context(self, kb: KnowledgeBase) -> KBContext:
-        embedder = self.embedder
-        if kb.embedding_model and kb.embedding_model != embedder.model_name:
-            raise KBGraphError(
-                f"knowledge base {kb.name!r} was indexed with embedding model {kb.embedding_model!r}, but the "
-                f"configured model is {embedder.model_name!r}; set KBGRAPH_EMBEDDING_PROVIDER/MODEL to match")
+        embedder = self.embedder_for(kb)
         return KBContext(store=self.store, tenant=self.tenant, kb_id=kb.id, settings=self.settings,
                          embedder=embedder, chat=self.chat_for(kb) if kb.graph.method != "nlp" else None, graph=kb.graph,
                          chunk_tokens=kb.chunk_tokens, chunk_overlap=kb.chunk_overlap, ledger=self.ledger)
@@ -391,7 +421,8 @@ class Engine:
                                            "(KBGRAPH_MAX_FILE_BYTES)")
             parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
             ctx = self.context(kb)
-            parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
+            parsed_result = pipeline.parse_document(self._document_chunking(ctx, doc), doc.id, parsed,
+                                                    progress=progress, cancel=cancel)
             message = f"{parsed_result.chunks} chunks"
             if kb.graph.enabled:
                 extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
@@ -413,6 +444,16 @@ class Engine:
         except Exception as exc:  # one broken document must not stop the others
             meta.set_document_status(doc.id, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
             return DocOutcome(doc.name, "failed", doc.id, 0, f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:
+        """A document's own chunk size (its ``parser_config.chunk_token_num``, set through the REST API)
+        over the knowledge base's."""
+        own = (doc.extra.get("parser_config") or {}).get("chunk_token_num")
+        if isinstance(own, bool) or not isinstance(own, int) or not 1 <= own <= MAX_CHUNK_TOKENS \
+                or own == ctx.chunk_tokens:
+            return ctx
+        return dataclasses.replace(ctx, chunk_tokens=own, chunk_overlap=min(ctx.chunk_overlap, own // 8))
 
     def list_documents(self, kb_name: str) -> list[Document]:
         return self.meta.list_documents(self.kb(kb_name).id, limit=None)
@@ -457,15 +498,20 @@ class Engine:
 
         return get_chunk(self.context(kb), chunk_id)
 
+    def find_chunk(self, chunk_id: str) -> "ChunkRecord | None":
+        """The tenant's chunk with this id, in whichever of its knowledge bases it is."""
+        from kbgraph.chunk_edit import find_chunk
+
+        return find_chunk(self.store, self.tenant, [kb.id for kb in self.list_kbs()], chunk_id)
+
     def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
                   questions: Sequence[str] = ()) -> "ChunkChange":
         """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""
         from kbgraph.chunk_edit import add_chunk
 
-        with self.kb_lock(kb.id):
-            change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
-                               questions=questions)
-            self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
+        change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
+                           questions=questions, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
         return change
 
     def update_chunk(self, kb: KnowledgeBase, chunk: "ChunkRecord", *, content: str | None = None,
@@ -473,23 +519,21 @@ class Engine:
                      available: bool | None = None) -> "ChunkChange":
         from kbgraph.chunk_edit import update_chunk
 
-        with self.kb_lock(kb.id):
-            change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
-                                  questions=questions, available=available)
-            self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
+        change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
+                              questions=questions, available=available, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
         return change
 
     def delete_chunks(self, kb: KnowledgeBase, doc: Document, chunk_ids: Sequence[str] | None) -> "ChunkChange":
         """Delete these chunks of the document (None or empty: all), their mentions leaving the graph."""
         from kbgraph.chunk_edit import delete_chunks, document_totals
 
-        with self.kb_lock(kb.id):
-            ctx = self.context(kb)
-            change = delete_chunks(ctx, doc.id, chunk_ids)
-            if change.deleted:
-                # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
-                chunks, tokens = document_totals(ctx, doc.id)
-                self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
+        ctx = self.context(kb)
+        change = delete_chunks(ctx, doc.id, chunk_ids, lock=lambda: self.kb_lock(kb.id))
+        if change.deleted:
+            # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
+            chunks, tokens = document_totals(ctx, doc.id)
+            self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
         return change
 
     def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:
@@ -506,11 +550,12 @@ class Engine:
         rename_document_chunks(self.context(kb), doc.id, renamed.name)
         return renamed
 
-    def reset_document(self, kb: KnowledgeBase, doc: Document) -> tuple[Document, pipeline.DeriveResult]:
+    def reset_document(self, kb: KnowledgeBase, doc: Document,
+                       reason: str = "") -> tuple[Document, pipeline.DeriveResult]:
         """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
         with self.kb_lock(kb.id):
             change = pipeline.delete_document(self.context(kb), doc.id)
-            return self.meta.reset_document(kb.id, doc.id), change
+            return self.meta.reset_document(kb.id, doc.id, reason), change
 
     # -- retrieval ----------------------------------------------------------------------------
 
@@ -530,10 +575,14 @@ class Engine:
         if mode != "naive" and not any(kb.graph.enabled for kb in kbs):
             raise KBGraphError(f"mode {mode!r} needs a knowledge graph, and {', '.join(kb_names)} has none; "
                                "use --mode naive, or switch the graph on with `kbgraph kb set NAME --graph nlp`")
-        for kb in kbs:
-            self.context(kb)  # checks the embedding model matches
+        embedder = self.embedder_for(kbs[0])
+        mixed = sorted({kb.embedding_model for kb in kbs if self.embedder_for(kb) is not embedder})
+        if mixed:
+            raise KBGraphError(f"{', '.join(kb_names)} were indexed with different embedding models "
+                               f"({embedder.model_name}, {', '.join(mixed)}) and cannot be searched together; "
+                               "re-embed them with one model: `kbgraph kb reembed NAME`")
         entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
-        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=self.embedder,
+        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=embedder,
                         chat=self.chat_for(kbs[0]), settings=self.settings, top_n=top_n,
                         extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types)
 

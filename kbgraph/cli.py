@@ -256,6 +256,21 @@ def kb_rm(ctx: click.Context, name: str, yes: bool) -> None:
         click.echo(f"removed knowledge base {kb_row.name!r}")
 
 
+@kb.command("reembed")
+@click.argument("name")
+@click.pass_context
+def kb_reembed(ctx: click.Context, name: str) -> None:
+    """Re-embed a knowledge base with the configured embedding model (after switching models)."""
+    bars = ProgressBars(sys.stderr.isatty())
+    with _engine(ctx) as engine:
+        before = engine.kb(name).embedding_model
+        try:
+            changed = engine.reembed_kb(name, progress=bars)
+        finally:
+            bars.close()
+        click.echo(f"re-embedded {changed} rows of {name!r}: {before or 'unknown'} -> {engine.embedder.model_name}")
+
+
 # ---------------------------------------------------------------------------------------- index
 
 @main.command()

@@ -47,7 +47,7 @@ class Settings:
     es_request_timeout: float = 30.0
     es_bulk_bytes: int = 5_000_000
 
-    # embeddings: "local" (bundled all-MiniLM-L6-v2), "openai" (any compatible endpoint) or "hash"
+    # embeddings: "local" (bundled multilingual-e5-small), "openai" (any compatible endpoint) or "hash"
     embedding_provider: str = "local"
     embedding_model: str = ""
     embedding_base_url: str = ""
@@ -56,6 +56,10 @@ class Settings:
     # batches of one embed call in flight at once ("openai" provider)
     embedding_concurrency: int = 4
     embedding_dim: int = 384  # only for the hash embedder; the others report their own
+    # cores one local-embedder call may use; more than a process really has slows every call down
+    embedding_threads: int = 1
+    # where the local model's prepared files live (made once per machine); empty = ~/.cache/kbgraph/models
+    embedding_model_cache: str = ""
 
     # chat model over the OpenAI protocol; unset base URL and model = no LLM configured
     llm_base_url: str = ""
@@ -154,8 +158,8 @@ def _validate(settings: Settings) -> None:
             raise ConfigError(f"setting {name!r} is {value!r}; choose one of {sorted(allowed)}")
     if not 0.0 <= settings.vector_similarity_weight <= 1.0:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
-    for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size", "store_connections",
-                 "web_workers", "web_threads"):
+    for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size", "embedding_threads",
+                 "store_connections", "web_workers", "web_threads"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
     for name in ("task_heartbeat", "broker_visibility_timeout"):

@@ -13,6 +13,7 @@ import threading
 import redis
 
 from kbgraph.app import Engine
+from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB
 from task_executor.locks import redis_kb_lock
@@ -27,6 +28,8 @@ class EnginePool:
         self.base = Engine.open(settings, kb_lock=self.kb_lock)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
+        # a local model loads now, at process start, so no request or task waits for it
+        preload_embedder(self.base.embedder)
 
     @property
     def meta(self) -> MetaDB:

@@ -601,13 +601,14 @@ class MetaDB:
             row.chunk_count, row.token_count, row.updated = chunks, tokens, _now()
         return Document.model_validate(row)
 
-    def reset_document(self, kb_id: str, doc_id: str) -> Document:
-        """Back to "pending" with no chunks, no progress and no graph state (it must be parsed again)."""
+    def reset_document(self, kb_id: str, doc_id: str, message: str = "") -> Document:
+        """Back to "pending" with no chunks, no progress and no graph state (it must be parsed again);
+        ``message`` says why."""
         with self._write() as s:
             row = self._doc(s, doc_id, kb_id, lock=True)
             now = _now()
             _apply_status(row, "pending", None, now)
-            row.message, row.chunk_count, row.token_count = "", 0, 0
+            row.message, row.chunk_count, row.token_count = message, 0, 0
             row.extracted, row.graph_version, row.updated = False, 0, now
         return Document.model_validate(row)
 
