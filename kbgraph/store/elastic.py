@@ -623,12 +623,10 @@ class ElasticStore(DocStore):
 
     def _matching_ids(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition]) -> list[str]:
         """Ids of the documents a delete/update by filter acts on. Named ids are checked with a
-        realtime mget; any other filter is scanned after a refresh, so the scan (a point in time
-        sees refreshed documents only) also finds rows written just before."""
+        realtime mget; any other filter is scanned (after a refresh: rows written just before count)."""
         named = only_ids(where)
         if named is not None:
             return [doc["id"] for doc in self.get(tenant_id, kb_ids, named, fields=[])]
-        self.refresh(tenant_id)
         return [doc["id"] for doc in self.scan(tenant_id, kb_ids, where, fields=[])]
 
     def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
@@ -756,8 +754,13 @@ class ElasticStore(DocStore):
 
     def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
              fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:
-        """Point in time + search_after, sorted on ``id`` with ``_shard_doc`` as the tiebreak."""
+        """Point in time + search_after, sorted on ``id`` with ``_shard_doc`` as the tiebreak.
+
+        A point in time sees refreshed documents only, and the graph steps scan right after writing
+        without refresh (mentions, then the rows derived from them): the index is refreshed first,
+        so a scan reads every earlier write, as on the embedded store."""
         checked_kbs(kb_ids)
+        self.refresh(tenant_id)
         return self._scan(tenant_id, kb_ids, where, fields, batch_size)
 
     def _scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],

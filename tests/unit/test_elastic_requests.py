@@ -537,7 +537,9 @@ def test_scan_uses_pit_search_after_and_closes(es: FakeElasticsearch, store: Ela
     es.script("POST", "/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
     docs = list(store.scan("t1", ["kb1"], [eq("doc_id", "d1")], batch_size=2))
     assert [d["id"] for d in docs] == ["a", "b", "c"]
-    pit, page1, page2, close = es.requests
+    refresh, pit, page1, page2, close = es.requests
+    # a point in time sees refreshed documents only: a scan refreshes first (read-your-writes)
+    assert (refresh.method, refresh.path) == ("POST", f"/{INDEX}/_refresh")
     assert (pit.path, pit.query) == (f"/{INDEX}/_pit", {"keep_alive": "2m"})  # Point in time API
     query = {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}
     # Paginate search results: search_after with a PIT, _shard_doc as the tiebreaker; no index in the path
