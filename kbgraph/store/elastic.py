@@ -398,6 +398,7 @@ class ElasticStore(DocStore):
         self._ready: set[str] = set()  # indices known to exist with our mapping
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
         self._template_put = False
+        self._version: tuple[int, int] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ElasticStore":
@@ -482,6 +483,24 @@ class ElasticStore(DocStore):
     def index_for(self, tenant_id: str) -> str:
         return index_name(self._prefix, tenant_id)
 
+    def _definition(self) -> dict[str, Any]:
+        """The index definition for this cluster. Elasticsearch >= 9.2 leaves dense vectors out of
+        ``_source`` unless told otherwise; kbgraph reads stored vectors back (a merge carries an
+        unchanged row's vector over), so it keeps them there."""
+        if self._cluster_version() >= (9, 2):
+            body = copy.deepcopy(self._body)
+            body["settings"]["index"].setdefault("mapping", {})["exclude_source_vectors"] = False
+            return body
+        return self._body
+
+    def _cluster_version(self) -> tuple[int, int]:
+        if self._version is None:
+            answer = self._call("reading the cluster version", "/", self._client.info)
+            number = str(answer["version"]["number"])
+            major, minor = (re.findall(r"\d+", number) + ["0", "0"])[:2]
+            self._version = (int(major), int(minor))
+        return self._version
+
     def _put_template(self) -> None:
         """An index template for every index under our prefix, so an index auto-created by a write
         that races a drop (bulk creates a missing index) gets kbgraph's mapping, never dynamic
@@ -492,7 +511,7 @@ class ElasticStore(DocStore):
         name = index_name(self._prefix, "template")
         self._call("putting the index template", name, self._client.indices.put_index_template, name=name,
                    index_patterns=[pattern], priority=100 + len(pattern),
-                   template={"settings": self._body["settings"], "mappings": self._body["mappings"]},
+                   template={"settings": self._definition()["settings"], "mappings": self._body["mappings"]},
                    meta={"managed_by": "kbgraph"})
         self._template_put = True
 
@@ -503,7 +522,7 @@ class ElasticStore(DocStore):
         self._put_template()
         if not self._call("checking the index", index, self._client.indices.exists, index=index):
             try:
-                self._client.indices.create(index=index, settings=self._body["settings"],
+                self._client.indices.create(index=index, settings=self._definition()["settings"],
                                             mappings=self._body["mappings"])
             except ApiError as exc:
                 # a concurrent creator won the race: the index exists with the same definition

@@ -116,6 +116,9 @@ class FakeElasticsearch:
 def default_answer(rec: Recorded) -> Answer:
     if rec.method == "HEAD":
         return 200, None
+    if rec.method == "GET" and rec.path == "/":
+        return 200, {"name": "fake", "cluster_name": "fake", "version": {"number": "8.18.8"},
+                     "tagline": "You Know, for Search"}
     if rec.path.endswith("/_bulk"):
         items = []
         lines = iter(rec.body)
@@ -214,7 +217,8 @@ def test_ensure_index_creates_with_the_mapping_file(es: FakeElasticsearch, store
     es.script("HEAD", f"/{INDEX}", (404, None))
     store.ensure_index("t1")
     store.ensure_index("t1")  # cached: no second round trip
-    template, head, put = es.requests
+    info, template, head, put = es.requests
+    assert (info.method, info.path) == ("GET", "/")  # the cluster's version decides the definition
     expected_settings = json.loads(json.dumps(MAPPINGS["settings"]))
     expected_settings["index"].update(number_of_shards=2, number_of_replicas=1, refresh_interval="5s")
     # Create or update index template API: an index auto-created under the prefix gets the same definition
@@ -224,7 +228,18 @@ def test_ensure_index_creates_with_the_mapping_file(es: FakeElasticsearch, store
     assert (head.method, head.path) == ("HEAD", f"/{INDEX}")  # Index exists API
     assert (put.method, put.path) == ("PUT", f"/{INDEX}")  # Create index API
     assert put.body == {"settings": expected_settings, "mappings": MAPPINGS["mappings"]}
-    assert len(es.requests) == 3
+    assert len(es.requests) == 4
+
+
+def test_from_9_2_vectors_stay_in_source(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """Elasticsearch 9.2 leaves dense vectors out of _source by default (index.mapping.exclude_source_vectors);
+    kbgraph reads stored vectors back, so its indexes keep them."""
+    es.script("GET", "/", (200, {"name": "n", "version": {"number": "9.2.1"}}))
+    es.script("HEAD", f"/{INDEX}", (404, None))
+    store.ensure_index("t1")
+    template, create = es.sent("PUT", "/_index_template/kbgraph_template")[0], es.sent("PUT", f"/{INDEX}")[0]
+    for settings in (template.body["template"]["settings"], create.body["settings"]):
+        assert settings["index"]["mapping"]["exclude_source_vectors"] is False
 
 
 def test_ensure_index_tolerates_a_concurrent_create(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -266,23 +281,23 @@ def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElastic
             {"id": "b", "content_ltks": "y", "q_3_vec": [0.0, 0.0, 0.0]}]  # zero vector: dropped
     assert store.upsert("t1", "kb1", docs) == 2
     paths = [(r.method, r.path) for r in es.requests]
-    assert paths == [("PUT", "/_index_template/kbgraph_template"), ("HEAD", f"/{INDEX}"),
+    assert paths == [("GET", "/"), ("PUT", "/_index_template/kbgraph_template"), ("HEAD", f"/{INDEX}"),
                      ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk")]
     # Bulk API refresh=wait_for: visible when it answers, without forcing a refresh per write
-    assert es.requests[3].query == {"refresh": "wait_for"}
-    mapping = es.requests[2].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
+    assert es.requests[4].query == {"refresh": "wait_for"}
+    mapping = es.requests[3].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
     assert mapping == {"properties": {"q_3_vec": {"type": "dense_vector", "dims": 3, "index": True,
                                                   "similarity": "cosine",
                                                   "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100}}}}
     # Bulk API: NDJSON action line {"index": {"_index", "_id"}} then the whole document
-    assert es.requests[3].body == [
+    assert es.requests[4].body == [
         {"index": {"_index": INDEX, "_id": "a"}},
         {"id": "a", "content_ltks": "x y", "q_3_vec": [1.0, 0.0, 0.0], "kb_id": "kb1"},
         {"index": {"_index": INDEX, "_id": "b"}},
         {"id": "b", "content_ltks": "y", "kb_id": "kb1"}]
     # a second upsert of the same vector size does not touch the mapping again
     store.upsert("t1", "kb1", [{"id": "c", "q_3_vec": [0.0, 1.0, 0.0]}], refresh=False)
-    assert [(r.method, r.path, r.query) for r in es.requests[4:]] == [("PUT", "/_bulk", {})]
+    assert [(r.method, r.path, r.query) for r in es.requests[5:]] == [("PUT", "/_bulk", {})]
 
 
 def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsearch, store: ElasticStore) -> None:
