@@ -429,7 +429,7 @@ class Engine:
                 message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
                             f"mentions; {merged.entities_written} entities updated")
                 if extracted.failed_chunks:
-                    message += f"; extraction failed for {len(extracted.failed_chunks)} chunk(s): {extracted.errors[0]}"
+                    return self._partial(doc, parsed_result, extracted, message)
             meta.set_document_status(doc.id, "done", message=message, chunk_count=parsed_result.chunks,
                                      token_count=parsed_result.tokens)
             return DocOutcome(doc.name, "indexed", doc.id, parsed_result.chunks, message)
@@ -444,6 +444,19 @@ class Engine:
         except Exception as exc:  # one broken document must not stop the others
             meta.set_document_status(doc.id, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
             return DocOutcome(doc.name, "failed", doc.id, 0, f"{type(exc).__name__}: {exc}")
+
+    def _partial(self, doc: Document, parsed: pipeline.ParseResult, extracted: pipeline.ExtractResult,
+                 message: str) -> DocOutcome:
+        """A document whose graph extraction failed for some chunks: searchable, but not done. It
+        ends "failed" with the count, so it is indexed again on the next run, where only those
+        chunks cost model calls (the others' answers parsed, so they come from the cache)."""
+        failed = len(extracted.failed_chunks)
+        error = (f"partial: graph extraction failed for {failed} of {parsed.chunks} chunk(s) "
+                 f"({extracted.errors[0]}); the other chunks are indexed; parse the document again to retry "
+                 f"only the failed ones")
+        self.meta.set_document_status(doc.id, "failed", message=f"{message}; {error}", error=error,
+                                      chunk_count=parsed.chunks, token_count=parsed.tokens)
+        return DocOutcome(doc.name, "failed", doc.id, parsed.chunks, error)
 
     @staticmethod
     def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:

@@ -117,8 +117,9 @@ def test_rate_limits_are_retried_and_a_garbled_chunk_fails_alone(settings, scrip
         report = engine.index_paths("flaky", [corpus])
         outcomes = {d.name: d for d in report.documents}
         assert outcomes["mira_castell.md"].status == "indexed"
-        assert outcomes["glass_tower.md"].status == "indexed"
-        assert "extraction failed for 1 chunk" in outcomes["glass_tower.md"].message
+        # searchable but not done: partial, with the count (issue 23), so the next run retries it
+        assert outcomes["glass_tower.md"].status == "failed"
+        assert outcomes["glass_tower.md"].message.startswith("partial: graph extraction failed for 1 of ")
         assert engine.ledger.total.failures >= 2
         assert find_entity(engine.store, engine.tenant, engine.kb("flaky").id, "Mira Castell") is not None
 
