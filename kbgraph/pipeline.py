@@ -8,12 +8,14 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+import orjson
 
 from kbgraph.config import Settings
 from kbgraph.gc_scope import bulk_gc
@@ -387,9 +389,22 @@ def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Re
     return updated
 
 
-def _existing_report_ids(ctx: KBContext) -> set[str]:
-    return {d["id"] for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)],
-                                            fields=["id"])}
+def _existing_reports(ctx: KBContext) -> dict[str, str]:
+    """Report id -> the hash of the input it was written from ("" for none or a fallback)."""
+    return {d["id"]: d.get("input_hash_kwd", "") for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)], fields=["id", "input_hash_kwd"])}
+
+
+def _report_input_hash(members: Sequence[Entity], relations: Sequence[Relation], by_llm: bool) -> str:
+    """What a report is written from, as one hash: its members' names, types and descriptions and the
+    relations among them. A report is reused only while this stays the same, so it never describes
+    an earlier graph (members alone are not enough: a description or relation may have changed)."""
+    digest = hashlib.sha256(b"llm" if by_llm else b"extractive")
+    for e in sorted(members, key=lambda e: e.key):
+        digest.update(orjson.dumps([e.key, e.name, e.type, e.description]))
+    for r in sorted(relations, key=lambda r: (r.src_key, r.tgt_key)):
+        digest.update(orjson.dumps([r.src_key, r.tgt_key, r.description, r.weight]))
+    return digest.hexdigest()
 
 
 def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
@@ -402,11 +417,6 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
                                      max_cluster_size=ctx.settings.max_cluster_size)
     result.communities = len(communities)
     by_key = {e.key: e for e in entities}
-    existing = _existing_report_ids(ctx)
-    wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
-    todo = [(rid, c) for rid, c in wanted.items() if rid not in existing]
-    result.reports_reused = len(wanted) - len(todo)
-
     touching: dict[str, list[int]] = {}
     for number, r in enumerate(relations):
         touching.setdefault(r.src_key, []).append(number)
@@ -417,9 +427,18 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         found = sorted(n for key in members for n in touching.get(key, ()) if relations[n].tgt_key in members)
         return [relations[n] for n in found]
 
+    existing = _existing_reports(ctx)
+    wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
+    inputs = {rid: _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
+                                      member_relations(set(c.member_keys)),
+                                      ctx.chat is not None and len(c.member_keys) > 1)
+              for rid, c in wanted.items()}
+    todo = [(rid, c) for rid, c in wanted.items() if not existing.get(rid) or existing[rid] != inputs[rid]]
+    result.reports_reused = len(wanted) - len(todo)
+
     def write(rid_community: tuple[str, object]) -> CommunityReport:
         _check(cancel)
-        _, community = rid_community
+        rid, community = rid_community
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
         # a community of one entity has nothing to summarize beyond that entity's own description
@@ -436,6 +455,8 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
             findings=list(content.findings), rating=float(content.rating),
             rating_explanation=content.rating_explanation, graph_version=meta.version,
             content_tokens=token_string(report_text(content)),
+            # a fallback is written again at the next refresh, when the model may answer
+            input_hash="" if getattr(content, "fallback", False) else inputs[rid],
         )
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
@@ -456,7 +477,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
                 waiting = []
             _report(ctx, progress, "reports", done, len(todo))
     result.reports_generated = len(todo)
-    stale = sorted(existing - wanted.keys())
+    stale = sorted(existing.keys() - wanted.keys())
     if stale:
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND),
                                                    Condition("id", "in", stale)])
@@ -618,9 +639,11 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     try:
         meta = _refresh_phases(ctx, result, changes, force, progress, cancel)
     except BaseException:
-        # what the finished phases computed (vectors, PageRank) stays valid: keep it
+        # what the finished phases computed (vectors, PageRank) stays valid: keep it, visible at once
+        # (a store that refreshes on its own schedule, Elasticsearch, would show it only later)
         with contextlib.suppress(Exception):
             changes.write()
+            ctx.store.refresh(ctx.tenant)
         raise
     changes.write()
     meta.entity_count = _count_kind(ctx, Entity.KIND)

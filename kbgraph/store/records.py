@@ -70,7 +70,7 @@ UNFILTERED_FIELDS = frozenset({
     "name_kwd", "src_name_kwd", "tgt_name_kwd", "chunk_id_kwd", "chunk_ids_kwd", "community_ids_kwd",
     "mention_count_int", "weight_flt", "embedded_int",
     # community reports
-    "title_kwd", "parent_kwd", "member_count_int", "graph_version_int",
+    "title_kwd", "parent_kwd", "member_count_int", "graph_version_int", "input_hash_kwd",
     # chunks
     "docnm_kwd", "position_int", "page_num_int", "start_int", "end_int", "token_count_int", "create_timestamp_flt",
 })
@@ -338,6 +338,7 @@ class CommunityReport:
     content_tokens: str = ""  # tokens of title + summary + findings
     parent: str = ""
     vector: Vector | None = None
+    input_hash: str = ""  # of the members and relations it was written from ("" = write it again)
 
     @property
     def id(self) -> str:
@@ -351,6 +352,7 @@ class CommunityReport:
             "findings_with_weight": [{"summary": f.summary, "explanation": f.explanation} for f in self.findings],
             "rating_flt": self.rating, "rating_explanation_with_weight": self.rating_explanation,
             "graph_version_int": self.graph_version, "member_count_int": len(self.member_keys), "available_int": 0,
+            "input_hash_kwd": self.input_hash,
         }
         _put_vector(doc, self.vector)
         return doc
@@ -366,7 +368,7 @@ class CommunityReport:
             rating=float(doc.get("rating_flt", 0.0)),
             rating_explanation=doc.get("rating_explanation_with_weight", ""),
             graph_version=int(doc.get("graph_version_int", 0)), content_tokens=doc.get("content_ltks", ""),
-            parent=doc.get("parent_kwd", ""), vector=_vector_fields(doc),
+            parent=doc.get("parent_kwd", ""), vector=_vector_fields(doc), input_hash=doc.get("input_hash_kwd", ""),
         )
 
 

@@ -17,8 +17,8 @@ from kbgraph import pipeline
 from kbgraph.meta import Document, KnowledgeBase, Task
 from kbgraph.store.records import Chunk, GraphMeta, graph_meta_id
 from task_executor.submit import cancel_documents, enqueue_documents
-from task_executor.tasks import refresh_pending_key, schedule_refresh
-from web.documents import _store_upload, _unique_name
+from task_executor.tasks import refresh_pending_key
+from web.documents import _store_upload, _unique_name, remove_documents
 from web.rows import file_type
 from web.services import services
 from web.ui.common import PageError, engine, json_body, own_kb, page_blueprint, tenant
@@ -142,15 +142,7 @@ def cancel(kb_id: str) -> dict[str, Any]:
 def delete(kb_id: str) -> dict[str, Any]:
     kb = own_kb(kb_id)
     svc = services()
-    ids = _ids(kb)
-    eng = engine()
-    for doc_id in ids:
-        svc.meta.request_cancel_document(kb.id, doc_id)  # a running parse stops instead of writing on
-        eng.delete_document(kb.name, doc_id, refresh=False)
-        (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
-    if kb.graph.enabled:
-        schedule_refresh(svc.celery, tenant(), kb.id)
-    return {"deleted": len(ids)}
+    return {"deleted": remove_documents(svc, kb, _ids(kb))}
 
 
 def document_chunks(kb: KnowledgeBase, doc_id: str) -> list[Chunk]:

@@ -97,13 +97,13 @@ async function load() {
   statusLine.textContent = "Loading…";
   const params = filters();
   state.expanded.forEach((k) => params.append("include", k));
+  if (state.types.length) params.set("facets", "0");  // types and communities are known from the first load
   let sample;
   try { sample = await call("GET", api + "?" + params); }
   catch (e) { statusLine.textContent = e.message; statusLine.className = "error"; return; }
   statusLine.className = "meta";
   graph.clear();
-  state.communities = sample.communities;
-  if (!state.types.length) { state.types = sample.types; buildFilters(); }
+  if (!state.types.length) { state.types = sample.types; state.communities = sample.communities; buildFilters(); }
   state.maxRank = Math.max(0, ...sample.nodes.map((n) => n.pagerank));
   sample.nodes.forEach((n) => addNode(n));
   circular.assign(graph);
