@@ -97,6 +97,15 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     browser.get(f"{STATE['kb_url']}/documents/{rows[0]['id']}")
     wait(browser, EC.presence_of_element_located((By.CSS_SELECTOR, ".chunk .content")), what="the chunks page")
     shot(browser, artifacts, "04-chunks")
+    first = browser.find_element(By.CSS_SELECTOR, ".chunk")
+    first.find_element(By.TAG_NAME, "summary").click()
+    text = first.find_element(By.NAME, "content")
+    text.send_keys(" Zephyrquartz lanterns light the archive.")
+    first.find_element(By.CSS_SELECTOR, "form button.primary").click()
+    wait(browser, lambda b: "Chunk saved" in b.find_element(By.TAG_NAME, "main").text, what="the chunk saved")
+    assert "Zephyrquartz lanterns" in browser.find_element(By.CSS_SELECTOR, ".chunk.focus .content").text
+    browser.get(STATE["kb_url"] + "/retrieval?mode=naive&question=zephyrquartz+lanterns")
+    assert "Zephyrquartz" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .content").text
 
     # retrieval test in kg mode
     browser.get(STATE["kb_url"] + "/retrieval")
