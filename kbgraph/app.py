@@ -80,6 +80,8 @@ class GraphChange:
                     f"with them by `kbgraph graph refresh --kb {name} --rebuild`; until then the graph stays as it was")
         if self.action == "refresh":
             return "community/resolution settings changed; the graph's communities and reports are recomputed"
+        if self.before != self.kb.graph:
+            return "graph settings saved; the graph is off, and they apply once it is switched on"
         return "graph settings unchanged"
 
 
@@ -377,10 +379,17 @@ class Engine:
 
     def _index_file(self, kb: KnowledgeBase, name: str, path: Path, progress: ProgressFn,
                     cancel: CancelCheck, force: bool) -> DocOutcome:
-        size = path.stat().st_size
-        readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= self.settings.max_file_bytes
-        # an unreadable file is registered unread, to fail with its reason (type or size)
-        data = path.read_bytes() if readable else b""
+        # an unreadable file is registered unread, to fail with its reason (type, size, permissions,
+        # a dangling link)
+        try:
+            size = path.stat().st_size
+            readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= self.settings.max_file_bytes
+            data = path.read_bytes() if readable else b""
+        except OSError as exc:
+            doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
+            reason = f"{name}: cannot read the file ({exc.strerror or exc})"
+            self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
+            return DocOutcome(name, "failed", doc.id, 0, reason)
         digest = hashlib.sha256(data).hexdigest()
         doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
                                                  content_hash=digest)
