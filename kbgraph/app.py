@@ -89,6 +89,8 @@ class GraphChange:
                     f"with them by `kbgraph graph refresh --kb {name} --rebuild`; until then the graph stays as it was")
         if self.action == "refresh":
             return "community/resolution settings changed; the graph's communities and reports are recomputed"
+        if self.before != self.kb.graph:
+            return "graph settings saved; the graph is off, and they apply once it is switched on"
         return "graph settings unchanged"
 
 
@@ -355,7 +357,7 @@ class Engine:
         kb = self.kb(kb_name)
         report = IndexReport(ledger=self.ledger)
         files = self._named_files(paths)
-        skipped: dict[str, DocOutcome] = {}
+        settled: dict[str, DocOutcome] = {}  # files with nothing to run: unchanged, or unreadable
         names: list[str] = []
 
         def inputs() -> Iterator[DocumentInput]:
@@ -363,7 +365,7 @@ class Engine:
                 item = self._register_file(kb, name, path, force)
                 names.append(name)
                 if isinstance(item, DocOutcome):
-                    skipped[name] = item
+                    settled[name] = item
                 else:
                     yield item
 
@@ -371,7 +373,7 @@ class Engine:
         run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
                        chunking=self._document_chunking)
         indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
-        report.documents = [skipped.get(n) or indexed[n] for n in names if n in skipped or n in indexed]
+        report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
         progress(Progress("documents", len(files), len(files)))
         if refresh and kb.graph.enabled and report.count("indexed"):
             with self.kb_lock(kb.id):
@@ -406,12 +408,20 @@ class Engine:
         return named
 
     def _register_file(self, kb: KnowledgeBase, name: str, path: Path, force: bool) -> DocumentInput | DocOutcome:
-        """The file's document row, registered or updated; an outcome when it is unchanged."""
-        size = path.stat().st_size
+        """The file's document row, registered or updated; an outcome when there is nothing to run
+        (unchanged, or the file cannot be read)."""
         limit = self.settings.max_file_bytes
-        readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
-        # an unreadable file is registered unread, to fail with its reason (type or size)
-        digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
+        # an unreadable file is registered unread, to fail with its reason (type, size, permissions,
+        # a dangling link)
+        try:
+            size = path.stat().st_size
+            readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
+            digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
+        except OSError as exc:
+            doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
+            reason = f"{name}: cannot read the file ({exc.strerror or exc})"
+            self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
+            return DocOutcome(name, "failed", doc.id, 0, reason)
         doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
                                                  content_hash=digest)
         if not changed and not force:
@@ -434,7 +444,8 @@ class Engine:
             last.update(at=now, phase=event.phase)
             self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
                                           message=f"{event.phase} {event.done}/{event.total}"
-                                          + (f", {event.llm_calls} LLM calls" if event.llm_calls else ""))
+                                          + (f", {event.llm_calls} LLM calls, {event.tokens} tokens"
+                                             if event.llm_calls else ""))
 
         return report
 

@@ -174,9 +174,6 @@ def kb_set(ctx: click.Context, name: str, method: str | None, entity_types: str 
     with _engine(ctx) as engine:
         current = engine.kb(name).graph
         graph = GraphConfig.model_validate({**current.model_dump(), **changes})
-        if not graph.enabled and method != "off" and not current.enabled:
-            click.echo(f"note: the graph of {name!r} is off; these settings apply once it is switched on "
-                       f"(`kbgraph kb set {name} --graph nlp`)", err=True)
         change = engine.set_graph(name, graph)
         click.echo(change.describe())
         if change.action == "build":

@@ -123,6 +123,11 @@ class Settings:
     web_workers: int = 2
     web_threads: int = 8
     web_timeout: float = 120.0
+    # limits at the web server's door (max_file_bytes bounds each uploaded file)
+    max_request_bytes: int = 128_000_000
+    max_question_chars: int = 8192
+    max_list_items: int = 1000
+    max_page_size: int = 1000
     # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
     web_secret_key: str = ""
 

@@ -839,9 +839,11 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     try:
         meta = _refresh_phases(ctx, result, changes, force, progress, cancel)
     except BaseException:
-        # what the finished phases computed (vectors, PageRank) stays valid: keep it
+        # what the finished phases computed (vectors, PageRank) stays valid: keep it, visible at once
+        # (a store that refreshes on its own schedule, Elasticsearch, would show it only later)
         with contextlib.suppress(Exception):
             changes.write()
+            ctx.store.refresh(ctx.tenant)
         raise
     changes.write()
     meta.entity_count = _count_kind(ctx, Entity.KIND)

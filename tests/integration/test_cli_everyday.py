@@ -160,6 +160,21 @@ def test_exit_codes_of_every_command(kbgraph, tmp_path: Path) -> None:
     kbgraph("docs", "rm", "note.md", "--kb", "nope", code=2)
 
 
+def test_settings_of_a_graph_that_is_off_and_an_unreadable_file(kbgraph, tmp_path: Path) -> None:
+    kbgraph("kb", "create", "plain")
+    saved = kbgraph("kb", "set", "plain", "--community", "--entity-types", "person,ship")
+    assert "saved; the graph is off" in saved.stdout
+    assert "graph: off" in kbgraph("kb", "list").stdout
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "ok.md").write_text("The harbor opens at dawn.")
+    (folder / "gone.md").symlink_to(folder / "moved-away.md")  # a link whose file is gone
+    result = kbgraph("index", str(folder), "--kb", "plain", code=1)
+    assert "1 indexed, 0 unchanged, 1 failed" in result.stdout and "gone.md: cannot read the file" in result.stderr
+    gone = next(d for d in json.loads(kbgraph("docs", "list", "--kb", "plain", "--json").stdout) if d["name"] == "gone.md")
+    assert gone["status"] == "failed" and "No such file" in gone["error"]
+
+
 def test_chat_answers_and_exits_0_with_a_working_model(kbgraph, tmp_path: Path, scripted_llm) -> None:
     note = tmp_path / "note.md"
     note.write_text("Mira Castell founded the Lumen Cartographers Guild in Varrow in 790.\n")

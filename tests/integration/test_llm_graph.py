@@ -202,11 +202,9 @@ def test_progress_reports_phases_calls_and_tokens(settings, scripted_llm, model,
 def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors_and_pagerank(
         settings, scripted_llm, model, tmp_path):
     from kbgraph.llm.base import LLMError
-    from kbgraph.store.sqlite import SQLiteStore
 
     corpus = _corpus(tmp_path, ENGLISH)
     patched: list[set[str]] = []
-    original_patch = SQLiteStore.patch
 
     def counting_patch(self, tenant_id, kb_id, changes, **kw):
         patched.append(set(changes))
@@ -219,11 +217,13 @@ def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors
 
     with _engine(settings, scripted_llm) as engine:
         engine.create_kb("once", graph=GraphConfig(enabled=True, method="general", community=True))
-        SQLiteStore.patch = counting_patch
+        store_class = type(engine.store)  # SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
+        original_patch = store_class.patch
+        store_class.patch = counting_patch
         try:
             engine.index_paths("once", [corpus])
         finally:
-            SQLiteStore.patch = original_patch
+            store_class.patch = original_patch
         entity_ids = {d["id"] for d in engine.store.scan(engine.tenant, [engine.kb("once").id],
                                                          [eq("knowledge_graph_kwd", "entity")], fields=["id"])}
         # vector, PageRank and communities of an entity arrive in one rewrite of its row
