@@ -138,6 +138,7 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     form.find_element(By.CSS_SELECTOR, "input[name=kb_ids]").click()
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     question = wait(browser, EC.presence_of_element_located((By.ID, "question")), what="the chat page")
+    STATE["chat_url"] = browser.current_url.split("?")[0]
     shot(browser, artifacts, "06-chat-new")
     question.send_keys("Who founded the Lumen Cartographers Guild?")
     question.send_keys(Keys.ENTER)
@@ -183,6 +184,24 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     Select(browser.find_element(By.ID, "colour-by")).select_by_value("community")
     assert browser.find_elements(By.CSS_SELECTOR, "#legend span")
     shot(browser, artifacts, "11-graph-communities")
+    # filter to one type: only those entities stay (plus the expanded ones, kept on purpose)
+    browser.find_element(By.CSS_SELECTOR, "#type-filter input[value=person]").click()
+    limit = browser.find_element(By.ID, "limit")
+    limit.clear()
+    limit.send_keys("5")
+    browser.find_element(By.ID, "apply-filters").click()
+    wait(browser, lambda b: "Showing" in b.find_element(By.ID, "graph-status").text and
+         "plus expanded" in b.find_element(By.ID, "graph-status").text, what="the filtered sample")
+    shown = browser.execute_script("return document.getElementById('graph-status').textContent")
+    assert shown.split()[1].isdigit() and int(shown.split()[1]) < 100, shown
+    # exports: GraphML and JSON from the server, PNG drawn by the page
+    exported = browser.execute_script("""
+        const r = await fetch(document.getElementById('export-graphml').href, {credentials: 'same-origin'});
+        return [r.status, (await r.text()).slice(0, 200)];""")
+    assert exported[0] == 200 and "graphml" in exported[1], exported
+    browser.find_element(By.XPATH, "//summary[text()='Export']").click()
+    browser.find_element(By.ID, "export-png").click()
+    assert int(browser.find_element(By.ID, "graph-app").get_attribute("data-png-bytes")) > 5000
 
     # settings: an API key shown once, then only its hash
     browser.get(base_url + "/settings")
@@ -229,6 +248,10 @@ def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
             assert "Not found" in other.find_element(By.TAG_NAME, "h1").text, suffix
         other.get(STATE["kb_url"].replace("/kbs/", "/ui/api/kbs/") + "/documents")
         assert "Not found" in other.page_source
+        other.get(STATE["chat_url"])
+        assert "Not found" in other.find_element(By.TAG_NAME, "h1").text
+        other.get(base_url + "/chat")
+        assert "Guide" not in other.find_element(By.TAG_NAME, "main").text
         shot(other, artifacts, "14-other-tenant")
     finally:
         other.quit()
