@@ -261,8 +261,19 @@ def test_narrow_screen(base_url: str, artifacts: Path) -> None:
     narrow = new_browser(390, 844)
     try:
         sign_up(narrow, base_url, "carol@example.com")
-        shot(narrow, artifacts, "15-narrow-kbs")
-        width = narrow.execute_script("return document.documentElement.scrollWidth")
-        assert width <= 390, f"the page scrolls sideways ({width}px)"
+        form = narrow.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+        form.find_element(By.NAME, "name").send_keys("Pocket")
+        form.find_element(By.NAME, "graph").click()
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait(narrow, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+        kb_url = narrow.current_url
+        pages = {"kbs": base_url + "/kbs", "documents": kb_url, "retrieval": kb_url + "/retrieval?question=guild",
+                 "graph": kb_url + "/graph", "kb-settings": kb_url + "/settings", "chat": base_url + "/chat",
+                 "settings": base_url + "/settings"}
+        for name, url in pages.items():
+            narrow.get(url)
+            shot(narrow, artifacts, f"16-narrow-{name}")
+            width = narrow.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 390, f"{name} scrolls sideways ({width}px)"
     finally:
         narrow.quit()
