@@ -221,6 +221,9 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     # the knowledge base's settings: the graph switch says what it does, off removes the graph, on
     # builds it again for the documents already there
+    browser.get(STATE["kb_url"] + "/graph")
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#type-filter input[value=category]"),
+         what="the first graph's types")
     switch_graph(browser, on=False, expect="will be removed")
     shot(browser, artifacts, "13-kb-settings")
     browser.get(STATE["kb_url"])
@@ -235,6 +238,23 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     wait(browser, rebuilt, timeout=60, what="the graph rebuilt for the documents already parsed")
     shot(browser, artifacts, "13b-graph-rebuilt")
+    # new entity types: the graph is extracted again with them
+    browser.get(STATE["kb_url"] + "/settings")
+    types = browser.find_element(By.NAME, "entity_types")
+    types.clear()
+    types.send_keys("person, geo")
+    browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
+    alert = WebDriverWait(browser, 10).until(EC.alert_is_present(), "the confirmation")
+    assert "extracted again" in alert.text, alert.text
+    alert.accept()
+    browser.get(STATE["kb_url"])
+    wait(browser, rebuilt, timeout=60, what="the graph extracted again with the new entity types")
+    browser.get(STATE["kb_url"] + "/graph")
+    wait(browser, lambda b: b.find_element(By.ID, "graph-app").get_attribute("data-loaded") == "yes",
+         what="the rebuilt graph drawn")
+    labels = [e.get_attribute("value") for e in browser.find_elements(By.CSS_SELECTOR, "#type-filter input")]
+    # "category" came from the default entity types; extracted again without it, no entity has it
+    assert labels and "category" not in labels and "person" in labels, labels
 
 
 def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
