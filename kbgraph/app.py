@@ -414,7 +414,8 @@ class Engine:
             last.update(at=now, phase=event.phase)
             self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
                                           message=f"{event.phase} {event.done}/{event.total}"
-                                          + (f", {event.llm_calls} LLM calls" if event.llm_calls else ""))
+                                          + (f", {event.llm_calls} LLM calls, {event.tokens} tokens"
+                                             if event.llm_calls else ""))
 
         return report
 

@@ -46,6 +46,18 @@ def doc_rows(browser: WebDriver) -> list[dict[str, str]]:
     return browser.execute_script(_ROWS_JS)  # the table is redrawn every second: read it in one go
 
 
+def switch_graph(browser: WebDriver, *, on: bool, expect: str) -> None:
+    browser.get(STATE["kb_url"] + "/settings")
+    box = browser.find_element(By.NAME, "graph")
+    if box.is_selected() != on:
+        box.click()
+    browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
+    alert = WebDriverWait(browser, 10).until(EC.alert_is_present(), "the confirmation of what will be rebuilt")
+    assert expect in alert.text, alert.text
+    alert.accept()
+    wait(browser, lambda b: expect in b.find_element(By.CSS_SELECTOR, ".flash").text, what="the change applied")
+
+
 def sign_up(browser: WebDriver, base_url: str, email: str) -> None:
     browser.get(base_url + "/")
     browser.find_element(By.LINK_TEXT, "Sign up").click()
@@ -97,6 +109,15 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     browser.get(f"{STATE['kb_url']}/documents/{rows[0]['id']}")
     wait(browser, EC.presence_of_element_located((By.CSS_SELECTOR, ".chunk .content")), what="the chunks page")
     shot(browser, artifacts, "04-chunks")
+    first = browser.find_element(By.CSS_SELECTOR, ".chunk")
+    first.find_element(By.TAG_NAME, "summary").click()
+    text = first.find_element(By.NAME, "content")
+    text.send_keys(" Zephyrquartz lanterns light the archive.")
+    first.find_element(By.CSS_SELECTOR, "form button.primary").click()
+    wait(browser, lambda b: "Chunk saved" in b.find_element(By.TAG_NAME, "main").text, what="the chunk saved")
+    assert "Zephyrquartz lanterns" in browser.find_element(By.CSS_SELECTOR, ".chunk.focus .content").text
+    browser.get(STATE["kb_url"] + "/retrieval?mode=naive&question=zephyrquartz+lanterns")
+    assert "Zephyrquartz" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .content").text
 
     # retrieval test in kg mode
     browser.get(STATE["kb_url"] + "/retrieval")
@@ -179,9 +200,22 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     refused = requests.get(base_url + "/api/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
     assert refused["code"] != 0
 
-    # the knowledge base's settings page: switching the graph off says what it removes
-    browser.get(STATE["kb_url"] + "/settings")
+    # the knowledge base's settings: the graph switch says what it does, off removes the graph, on
+    # builds it again for the documents already there
+    switch_graph(browser, on=False, expect="will be removed")
     shot(browser, artifacts, "13-kb-settings")
+    browser.get(STATE["kb_url"])
+    wait(browser, lambda b: b.find_element(By.ID, "graph-state").text == "Knowledge graph off.", what="graph off")
+    switch_graph(browser, on=True, expect="will be built")
+    browser.get(STATE["kb_url"])
+
+    def rebuilt(b: WebDriver) -> bool:
+        text = b.find_element(By.ID, "graph-state").text
+        return b.find_element(By.ID, "documents").get_attribute("data-busy") == "no" and \
+            text.split(" entities")[0].isdigit() and int(text.split(" entities")[0]) > 0
+
+    wait(browser, rebuilt, timeout=60, what="the graph rebuilt for the documents already parsed")
+    shot(browser, artifacts, "13b-graph-rebuilt")
 
 
 def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
