@@ -297,6 +297,18 @@ class Engine:
                 self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
         return report
 
+    def clear_graph_for_rebuild(self, kb_name: str) -> KnowledgeBase:
+        """Drop the stored graph and mark every document unextracted, so that a whole-KB build (the
+        worker's, which extracts the documents not in the graph) extracts them all again with the
+        current settings; for callers that queue the build instead of calling ``build_graph``."""
+        kb = self.kb(kb_name)
+        with self.kb_lock(kb.id):
+            pipeline.drop_graph(self.context(kb))
+            for doc in self.meta.list_documents(kb.id, limit=None):
+                if doc.extracted or doc.graph_version:
+                    self.meta.set_document_graph_state(doc.id, extracted=False, graph_version=0)
+            return self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
+
     def graph_needs_rebuild(self, kb: KnowledgeBase) -> bool:
         """Whether the extraction settings changed since the stored graph was extracted."""
         return bool(kb.extra.get(_REBUILD_MARK))
