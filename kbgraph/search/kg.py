@@ -110,6 +110,11 @@ class KGParams:
     support_power: float = 2.0  # chunk support sums score**power: confident evidence dominates
     prominence: bool = True  # spread an entity's support over its chunks by its mention weight in each
     relation_support: float = 1.0  # weight of a chunk's best relation next to its entities' sum
+    # an entity reached by expansion keeps score * specificity(its chunks)**hub_damping: the narrator of
+    # a chat log or a country is a neighbour of everything and says nothing about which chunk answers
+    hub_damping: float = 1.0
+    # question entities named by the question are damped the same way, but softer (they were asked for)
+    seed_damping: float = 0.5
     budget: Budget = field(default_factory=Budget)
 
 
@@ -222,6 +227,41 @@ def chunk_support(items: Iterable[tuple[float, Sequence[str]] | tuple[float, Seq
 
 
 # ------------------------------------------------------------------------------------- retrieval
+
+def specificity(chunks: int, total: int) -> float:
+    """IDF-like specificity in (0, 1] of an entity cited by ``chunks`` of ``total`` chunks:
+    ``log(1 + total/chunks) / log(1 + total)`` is 1 for an entity of one chunk and falls to
+    log 2 / log(1 + total) for one in every chunk (never 0: a question may still ask about a hub)."""
+    total = max(1, total)
+    chunks = min(max(1, chunks), total)
+    return math.log1p(total / chunks) / math.log1p(total)
+
+
+@dataclass(frozen=True)
+class Citations:
+    """How many chunks cite each entity, and how many chunks the graph's entities cite in all."""
+
+    counts: dict[Node, int]
+    total: int
+
+    def specificity(self, node: Node) -> float:
+        return specificity(self.counts.get(node, 1), self.total)
+
+
+def entity_citations(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> Citations:
+    """The chunk counts of every entity, read once per graph state (one scan of the entity rows)."""
+    def read() -> Citations:
+        counts: dict[Node, int] = {}
+        chunks: set[str] = set()
+        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Entity.KIND)],
+                              fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd"]):
+            cited = doc.get("chunk_ids_kwd") or []
+            counts[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = len(cited)
+            chunks.update(cited)
+        return Citations(counts, len(chunks))
+
+    return cached(store, ("citations", tenant, tuple(sorted(kb_ids))), state, read, LISTING_ENTRIES)
+
 
 def name_match(query_tokens: Sequence[str], name_tokens: str) -> float:
     """Jaccard overlap of a query entity's tokens with an entity's name (and alias) tokens."""
@@ -416,7 +456,8 @@ def spread_hop(edges: Sequence[Edge], frontier: dict[Node, float], relevance: Ma
 
 
 def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
-           relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None
+           relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None,
+           citations: Citations | None = None
            ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, Edge]]]:
     """Spread seed relevance along relations for ``params.hops`` hops.
 
@@ -428,6 +469,8 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
     for every relation walked its best path score and the relation (``relation_rows`` reads the rows
     of those that are shown). Relations come from ``adjacency`` when given (cached per graph state:
     hubs are met by question after question and have hundreds of relations), else from the store.
+    With ``citations``, what a reached entity gains is scaled by its specificity to
+    ``params.hub_damping``, so a hub neither ranks high nor leads the next hop.
     """
     relevance = relevance or {}
     scores = dict(seeds)
@@ -448,7 +491,11 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
                     walked[edge.id] = (best, edge)
         before = np.fromiter((scores.get(node, 0.0) for node in spread.reached), dtype=np.float64,
                              count=len(spread.reached))
-        scores.update(zip(spread.reached, (1.0 - (1.0 - _clipped(before)) * spread.misses).tolist()))
+        gained = 1.0 - spread.misses
+        if citations is not None and params.hub_damping > 0:
+            gained = gained * np.fromiter((citations.specificity(node) ** params.hub_damping
+                                           for node in spread.reached), dtype=np.float64, count=len(spread.reached))
+        scores.update(zip(spread.reached, (1.0 - (1.0 - _clipped(before)) * (1.0 - gained)).tolist()))
         reached = [node for node in spread.reached if node not in hops]
         hops.update(dict.fromkeys(reached, hop))
         # the best few of often hundreds of newly reached entities (nsmallest: sorted()[:k], without the sort)
@@ -586,9 +633,12 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     seed_docs = seeds.docs
     anchors = seeds.anchors(params.anchor_min)
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params)
-    scores, hops, walked = expand(store, tenant, kb_ids, seeds.scores, params,
+    citations = entity_citations(store, tenant, kb_ids, state)
+    seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
+                   for node, score in seeds.scores.items()}
+    scores, hops, walked = expand(store, tenant, kb_ids, seed_scores, params,
                                   {rid: score for rid, (score, _) in about.items()},
-                                  relation_adjacency(store, tenant, kb_ids, state))
+                                  relation_adjacency(store, tenant, kb_ids, state), citations)
 
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
