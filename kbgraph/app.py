@@ -7,6 +7,7 @@ open connections and lazily built models.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import threading
 import time
@@ -14,24 +15,71 @@ from contextlib import AbstractContextManager
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
 from kbgraph.meta.repo import MetaDB
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
-from kbgraph.parse.readers import ParseError, iter_paths, read_bytes
+from kbgraph.parse.readers import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
 if TYPE_CHECKING:
     from kbgraph.chat import Dialog
+    from kbgraph.chunk_edit import ChunkChange, ChunkPage, ChunkRecord
     from kbgraph.search.retrieve import RetrievalResult
 
 
 class KBGraphError(RuntimeError):
     """An operation cannot be done as asked; the message tells the user what to change."""
+
+
+def did_you_mean(name: str, known: Sequence[str]) -> str:
+    """' (did you mean 'X' or 'Y'?)' for the known names closest to a misspelled one, else ''."""
+    by_fold = {k.casefold(): k for k in known}
+    close = difflib.get_close_matches(name.casefold(), list(by_fold), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(by_fold[c]) for c in close) + "?)"
+
+
+GraphAction = Literal["none", "build", "remove", "rebuild", "refresh"]
+# the settings that decide what extraction wrote; changing one makes the stored mentions outdated
+_EXTRACTION_SETTINGS = ("method", "entity_types", "max_gleanings")
+
+
+@dataclass(frozen=True)
+class GraphChange:
+    """What a change of a knowledge base's graph settings did, and what is left to do.
+
+    ``action``: "build" (graph switched on: extract the documents, ``Engine.build_graph``), "remove"
+    (switched off: the graph is already gone), "rebuild" (extraction settings changed: the stored
+    graph stays until ``Engine.build_graph(rebuild=True)``), "refresh" (community or resolution
+    settings changed: ``Engine.refresh_graph``), "none". ``documents``: how many it concerns.
+    """
+
+    kb: KnowledgeBase
+    before: GraphConfig
+    action: GraphAction
+    documents: int = 0
+
+    def describe(self) -> str:
+        name, n = self.kb.name, self.documents
+        docs = f"{n} document{'s' if n != 1 else ''}"
+        if self.action == "build":
+            return f"graph switched on ({self.kb.graph.method}); {docs} to extract"
+        if self.action == "remove":
+            return f"graph switched off; the graph of {name!r} was removed (its chunks stay)"
+        if self.action == "rebuild":
+            changed = ", ".join(f for f in _EXTRACTION_SETTINGS
+                                if getattr(self.before, f) != getattr(self.kb.graph, f))
+            return (f"extraction settings changed ({changed}): the graph of {docs} will be extracted again "
+                    f"with them by `kbgraph graph refresh --kb {name} --rebuild`; until then the graph stays as it was")
+        if self.action == "refresh":
+            return "community/resolution settings changed; the graph's communities and reports are recomputed"
+        return "graph settings unchanged"
 
 
 @dataclass
@@ -54,6 +102,12 @@ class IndexReport:
 
 
 KBLock = Callable[[str], AbstractContextManager]
+# kept in KnowledgeBase.extra while the stored graph was extracted with settings since changed
+_REBUILD_MARK = "graph_rebuild_pending"
+
+
+def _without_rebuild_mark(extra: dict) -> dict:
+    return {k: v for k, v in extra.items() if k != _REBUILD_MARK}
 
 
 class _ThreadLocks:
@@ -79,6 +133,7 @@ class Engine:
         self.store = store
         self.tenant = tenant
         self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
+        self._kb_embedders: dict[str, Embedder] = {}  # knowledge bases indexed with another model
         self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
         self.ledger = UsageLedger()
 
@@ -111,6 +166,25 @@ class Engine:
             self._embedder = build_embedder(self.settings, ledger=self.ledger)
         return self._embedder
 
+    def embedder_for(self, kb: KnowledgeBase) -> Embedder:
+        """The model a knowledge base was indexed with: it keeps its model when the configured one
+        changes, until ``reembed_kb`` moves it to the configured one."""
+        model = kb.embedding_model
+        if not model or model == self.embedder.model_name:
+            return self.embedder
+        if model not in self._kb_embedders:
+            from kbgraph.llm.base import LLMNotConfigured
+            from kbgraph.llm.factory import build_embedder_for
+
+            try:
+                self._kb_embedders[model] = build_embedder_for(self.settings, model, ledger=self.ledger)
+            except LLMNotConfigured as exc:
+                raise KBGraphError(
+                    f"knowledge base {kb.name!r} was indexed with embedding model {model!r}, which cannot run "
+                    f"here ({exc}); re-embed it with the configured model {self.embedder.model_name!r}: "
+                    f"`kbgraph kb reembed {kb.name}`") from None
+        return self._kb_embedders[model]
+
     @property
     def chat(self) -> ChatModel | None:
         """The configured chat model (None without an LLM)."""
@@ -137,25 +211,123 @@ class Engine:
         unknown = sorted(k for k in llm if not k.startswith("llm_") or not hasattr(self.settings, k))
         if unknown:
             raise KBGraphError(f"unknown LLM setting(s) for a knowledge base: {', '.join(unknown)}")
-        if graph.enabled and graph.method != "nlp" and not self.settings.replace(**llm).llm_configured:
-            raise KBGraphError(
-                f"graph method {graph.method!r} needs a chat model: set KBGRAPH_LLM_BASE_URL and KBGRAPH_LLM_MODEL "
-                "(and KBGRAPH_LLM_API_KEY), or use --graph nlp, which needs no LLM")
+        self._check_graph_llm(graph, llm)
         return self.meta.create_kb(
             self.tenant, name, description=description, embedding_model=self.embedder.model_name,
             chunk_tokens=chunk_tokens or self.settings.chunk_tokens,
             chunk_overlap=chunk_overlap if chunk_overlap is not None else self.settings.chunk_overlap, graph=graph,
             extra={"llm": llm} if llm else None)
 
+    def _check_graph_llm(self, graph: GraphConfig, llm: dict[str, str]) -> None:
+        if graph.enabled and graph.method != "nlp" and not self.settings.replace(**llm).llm_configured:
+            raise KBGraphError(
+                f"graph method {graph.method!r} needs a chat model: set KBGRAPH_LLM_BASE_URL and KBGRAPH_LLM_MODEL "
+                "(and KBGRAPH_LLM_API_KEY), or use --graph nlp, which needs no LLM")
+
+    def set_graph(self, kb_name: str, graph: GraphConfig) -> GraphChange:
+        """Store new graph settings for a knowledge base and say what that leaves to do.
+
+        Switching the graph off removes it at once. Everything else that costs extraction or LLM
+        calls is left to the caller (see GraphChange.action), which can show progress or queue it.
+        """
+        kb = self.kb(kb_name)
+        before = kb.graph
+        self._check_graph_llm(graph, kb.extra.get("llm") or {})
+        if graph == before:
+            return GraphChange(kb, before, "none")
+        extracted = [d for d in self.meta.list_documents(kb.id, limit=None) if d.extracted]
+        if not graph.enabled:
+            with self.kb_lock(kb.id):
+                if before.enabled or extracted:
+                    pipeline.drop_graph(self.context(kb))
+                for doc in extracted:
+                    self.meta.set_document_graph_state(doc.id, extracted=False)
+                kb = self.meta.update_kb(self.tenant, kb.id, graph=graph, extra=_without_rebuild_mark(kb.extra))
+            return GraphChange(kb, before, "remove" if before.enabled else "none", len(extracted))
+        if not before.enabled:
+            kb = self.meta.update_kb(self.tenant, kb.id, graph=graph)
+            return GraphChange(kb, before, "build", self.meta.count_documents(kb.id, "done"))
+        if any(getattr(before, f) != getattr(graph, f) for f in _EXTRACTION_SETTINGS):
+            kb = self.meta.update_kb(self.tenant, kb.id, graph=graph, extra={**kb.extra, _REBUILD_MARK: True})
+            return GraphChange(kb, before, "rebuild", len(extracted))
+        kb = self.meta.update_kb(self.tenant, kb.id, graph=graph)
+        return GraphChange(kb, before, "refresh", len(extracted))
+
+    def build_graph(self, kb_name: str, *, rebuild: bool = False, progress: ProgressFn = no_progress,
+                    cancel: CancelCheck = never) -> IndexReport:
+        """Extract the graph of every indexed document that lacks one (all of them when ``rebuild``,
+        with the current extraction settings), then refresh the knowledge base's graph."""
+        kb = self.kb(kb_name)
+        if not kb.graph.enabled:
+            raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; switch it on with "
+                               f"`kbgraph kb set {kb_name} --graph nlp`")
+        ctx = self.context(kb)
+        todo = [d for d in self.meta.list_documents(kb.id, limit=None)
+                if d.status == "done" and (rebuild or not d.extracted)]
+        report = IndexReport(ledger=self.ledger)
+        for number, doc in enumerate(todo):
+            progress(Progress("documents", number, len(todo), doc.name))
+            try:
+                extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
+            except pipeline.Cancelled:
+                report.documents.append(DocOutcome(doc.name, "cancelled", doc.id, doc.chunk_count, "cancelled"))
+                return report
+            except (MetaError, KBGraphError):
+                raise
+            except Exception as exc:  # one document's failure must not stop the others
+                report.documents.append(DocOutcome(doc.name, "failed", doc.id, doc.chunk_count,
+                                                   f"{type(exc).__name__}: {exc}"))
+                continue
+            message = (f"{extracted.entity_mentions} entity and {extracted.relation_mentions} relation mentions; "
+                       f"{merged.entities_written} entities updated")
+            failed = bool(extracted.failed_chunks)
+            if failed:
+                message += f"; extraction failed for {len(extracted.failed_chunks)} chunk(s): {extracted.errors[0]}"
+            report.documents.append(DocOutcome(doc.name, "failed" if failed else "indexed", doc.id,
+                                               doc.chunk_count, message))
+        progress(Progress("documents", len(todo), len(todo)))
+        with self.kb_lock(kb.id):
+            report.refresh = pipeline.refresh_kb(ctx, progress=progress, cancel=cancel)
+            if rebuild and _REBUILD_MARK in kb.extra:
+                self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
+        return report
+
+    def graph_needs_rebuild(self, kb: KnowledgeBase) -> bool:
+        """Whether the extraction settings changed since the stored graph was extracted."""
+        return bool(kb.extra.get(_REBUILD_MARK))
+
+    def _extract_graph(self, ctx: KBContext, kb: KnowledgeBase, doc_id: str, progress: ProgressFn,
+                       cancel: CancelCheck) -> tuple[pipeline.ExtractResult, pipeline.DeriveResult]:
+        """A document's mentions, extracted again, and the KB's graph brought up to date with them."""
+        extracted = pipeline.extract_document(ctx, doc_id, progress=progress, cancel=cancel)
+        with self.kb_lock(kb.id):  # merges of one KB never interleave
+            merged = pipeline.merge_document(ctx, doc_id)
+        self.meta.set_document_graph_state(doc_id, extracted=True)
+        return extracted, merged
+
     def kb(self, name: str) -> KnowledgeBase:
         found = self.meta.get_kb_by_name(self.tenant, name)
         if found is None:
-            known = ", ".join(k.name for k in self.meta.list_kbs(self.tenant)) or "none yet"
-            raise KBGraphError(f"no knowledge base named {name!r} (known: {known}); create it with `kbgraph kb create {name}`")
+            names = [k.name for k in self.meta.list_kbs(self.tenant)]
+            raise KBGraphError(f"no knowledge base named {name!r}{did_you_mean(name, names)} "
+                               f"(known: {', '.join(names) or 'none yet'}); create it with `kbgraph kb create {name}`")
         return found
 
     def list_kbs(self) -> list[KnowledgeBase]:
         return self.meta.list_kbs(self.tenant)
+
+    def reembed_kb(self, name: str, *, progress: ProgressFn = no_progress) -> int:
+        """Move a knowledge base to the configured embedding model: every vector is recomputed from
+        the text it was made of (nothing is re-parsed or re-extracted). Returns the rows changed."""
+        from kbgraph.reembed import reembed_rows
+
+        kb = self.kb(name)
+        embedder = self.embedder
+        with self.kb_lock(kb.id):
+            changed = reembed_rows(self.store, self.tenant, kb.id, embedder,
+                                   lambda phase, done, total: progress(Progress(f"reembed {phase}", done, total)))
+            self.meta.update_kb(self.tenant, kb.id, embedding_model=embedder.model_name)
+        return changed
 
     def delete_kb(self, name: str) -> None:
         kb = self.kb(name)
@@ -163,11 +335,7 @@ class Engine:
         self.meta.delete_kb(self.tenant, kb.id)
 
     def context(self, kb: KnowledgeBase) -> KBContext:
-        embedder = self.embedder
-        if kb.embedding_model and kb.embedding_model != embedder.model_name:
-            raise KBGraphError(
-                f"knowledge base {kb.name!r} was indexed with embedding model {kb.embedding_model!r}, but the "
-                f"configured model is {embedder.model_name!r}; set KBGRAPH_EMBEDDING_PROVIDER/MODEL to match")
+        embedder = self.embedder_for(kb)
         return KBContext(store=self.store, tenant=self.tenant, kb_id=kb.id, settings=self.settings,
                          embedder=embedder, chat=self.chat_for(kb) if kb.graph.method != "nlp" else None, graph=kb.graph,
                          chunk_tokens=kb.chunk_tokens, chunk_overlap=kb.chunk_overlap, ledger=self.ledger)
@@ -199,7 +367,9 @@ class Engine:
             if not given.exists():
                 raise KBGraphError(f"{given} does not exist")
             if given.is_dir():
-                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given])]
+                # every file, supported or not: one kbgraph cannot read fails with its reason
+                # instead of vanishing from the report
+                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given], supported_only=False)]
             else:
                 named.append((given.name, given))
         return named
@@ -207,10 +377,9 @@ class Engine:
     def _index_file(self, kb: KnowledgeBase, name: str, path: Path, progress: ProgressFn,
                     cancel: CancelCheck, force: bool) -> DocOutcome:
         size = path.stat().st_size
-        if size > self.settings.max_file_bytes:
-            data = b""
-        else:
-            data = path.read_bytes()
+        readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= self.settings.max_file_bytes
+        # an unreadable file is registered unread, to fail with its reason (type or size)
+        data = path.read_bytes() if readable else b""
         digest = hashlib.sha256(data).hexdigest()
         doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
                                                  content_hash=digest)
@@ -254,10 +423,7 @@ class Engine:
             parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
             message = f"{parsed_result.chunks} chunks"
             if kb.graph.enabled:
-                extracted = pipeline.extract_document(ctx, doc.id, progress=progress, cancel=cancel)
-                with self.kb_lock(kb.id):  # merges of one KB never interleave
-                    merged = pipeline.merge_document(ctx, doc.id)
-                meta.set_document_graph_state(doc.id, extracted=True)
+                extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
                 message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
                             f"mentions; {merged.entities_written} entities updated")
                 if extracted.failed_chunks:
@@ -283,7 +449,8 @@ class Engine:
     def document(self, kb: KnowledgeBase, name_or_id: str) -> Document:
         doc = self.meta.find_document(kb.id, name_or_id)
         if doc is None:
-            raise KBGraphError(f"no document {name_or_id!r} in knowledge base {kb.name!r}")
+            names = [d.name for d in self.meta.list_documents(kb.id, limit=None)]
+            raise KBGraphError(f"no document {name_or_id!r} in knowledge base {kb.name!r}{did_you_mean(name_or_id, names)}")
         return doc
 
     def delete_document(self, kb_name: str, name_or_id: str, *, refresh: bool = True) -> pipeline.DeriveResult:
@@ -301,9 +468,78 @@ class Engine:
                       progress: ProgressFn = no_progress) -> pipeline.RefreshResult:
         kb = self.kb(kb_name)
         if not kb.graph.enabled:
-            raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; create it with --graph")
+            raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; switch it on with "
+                               f"`kbgraph kb set {kb_name} --graph nlp`")
         with self.kb_lock(kb.id):
             return pipeline.refresh_kb(self.context(kb), force=force, progress=progress)
+
+    # -- chunks edited by hand ----------------------------------------------------------------
+
+    def chunk_page(self, kb: KnowledgeBase, doc_id: str, *, keywords: str = "", offset: int = 0,
+                   limit: int | None = 30) -> "ChunkPage":
+        from kbgraph.chunk_edit import list_chunks
+
+        return list_chunks(self.context(kb), doc_id, keywords=keywords, offset=offset, limit=limit)
+
+    def get_chunk(self, kb: KnowledgeBase, chunk_id: str) -> "ChunkRecord | None":
+        from kbgraph.chunk_edit import get_chunk
+
+        return get_chunk(self.context(kb), chunk_id)
+
+    def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
+                  questions: Sequence[str] = ()) -> "ChunkChange":
+        """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""
+        from kbgraph.chunk_edit import add_chunk
+
+        with self.kb_lock(kb.id):
+            change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
+                               questions=questions)
+            self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
+        return change
+
+    def update_chunk(self, kb: KnowledgeBase, chunk: "ChunkRecord", *, content: str | None = None,
+                     important_keywords: Sequence[str] | None = None, questions: Sequence[str] | None = None,
+                     available: bool | None = None) -> "ChunkChange":
+        from kbgraph.chunk_edit import update_chunk
+
+        with self.kb_lock(kb.id):
+            change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
+                                  questions=questions, available=available)
+            self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
+        return change
+
+    def delete_chunks(self, kb: KnowledgeBase, doc: Document, chunk_ids: Sequence[str] | None) -> "ChunkChange":
+        """Delete these chunks of the document (None or empty: all), their mentions leaving the graph."""
+        from kbgraph.chunk_edit import delete_chunks, document_totals
+
+        with self.kb_lock(kb.id):
+            ctx = self.context(kb)
+            change = delete_chunks(ctx, doc.id, chunk_ids)
+            if change.deleted:
+                # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
+                chunks, tokens = document_totals(ctx, doc.id)
+                self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
+        return change
+
+    def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:
+        """A disabled document stays listed but its chunks leave retrieval."""
+        from kbgraph.chunk_edit import set_document_availability
+
+        set_document_availability(self.context(kb), doc.id, enabled)
+        return self.meta.update_document(kb.id, doc.id, enabled=enabled)
+
+    def rename_document(self, kb: KnowledgeBase, doc: Document, name: str) -> Document:
+        from kbgraph.chunk_edit import rename_document_chunks
+
+        renamed = self.meta.update_document(kb.id, doc.id, name=name)
+        rename_document_chunks(self.context(kb), doc.id, renamed.name)
+        return renamed
+
+    def reset_document(self, kb: KnowledgeBase, doc: Document) -> tuple[Document, pipeline.DeriveResult]:
+        """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
+        with self.kb_lock(kb.id):
+            change = pipeline.delete_document(self.context(kb), doc.id)
+            return self.meta.reset_document(kb.id, doc.id), change
 
     # -- retrieval ----------------------------------------------------------------------------
 
@@ -322,11 +558,15 @@ class Engine:
         mode = mode or self.default_mode(kbs)
         if mode != "naive" and not any(kb.graph.enabled for kb in kbs):
             raise KBGraphError(f"mode {mode!r} needs a knowledge graph, and {', '.join(kb_names)} has none; "
-                               "use --mode naive, or create the knowledge base with --graph")
-        for kb in kbs:
-            self.context(kb)  # checks the embedding model matches
+                               "use --mode naive, or switch the graph on with `kbgraph kb set NAME --graph nlp`")
+        embedder = self.embedder_for(kbs[0])
+        mixed = sorted({kb.embedding_model for kb in kbs if self.embedder_for(kb) is not embedder})
+        if mixed:
+            raise KBGraphError(f"{', '.join(kb_names)} were indexed with different embedding models "
+                               f"({embedder.model_name}, {', '.join(mixed)}) and cannot be searched together; "
+                               "re-embed them with one model: `kbgraph kb reembed NAME`")
         entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
-        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=self.embedder,
+        return retrieve(self.store, self.tenant, [kb.id for kb in kbs], question, mode, embedder=embedder,
                         chat=self.chat_for(kbs[0]), settings=self.settings, top_n=top_n,
                         extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types)
 

@@ -1,13 +1,15 @@
 """The `kbgraph` command.
 
 Exit codes: 0 success; 1 the work ran but something failed (a document could not be indexed,
-nothing was found); 2 the command cannot run as given (unknown knowledge base, bad option or
-setting), with a message saying what to change.
+the model could not answer, nothing was found, a confirmation was declined); 2 the command cannot
+run as given (an unknown knowledge base, document or entity, a bad option or setting, no model
+configured where one is needed), with a message saying what to change.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,14 +63,17 @@ def _fail(message: str, code: int = 2) -> None:
 @contextmanager
 def _engine(ctx: click.Context) -> Iterator[Any]:
     from kbgraph.app import Engine, KBGraphError
+    from kbgraph.llm.base import LLMError, LLMNotConfigured
 
     settings: Settings = ctx.obj["settings"]
     engine = None
     try:
         engine = Engine.open(settings)
         yield engine
-    except (KBGraphError, MetaError, ConfigError, ValueError) as exc:
+    except (KBGraphError, MetaError, ConfigError, ValueError, LLMNotConfigured) as exc:
         _fail(str(exc))
+    except LLMError as exc:  # the model was asked and failed: the command ran, and failed
+        _fail(str(exc), code=1)
     except StoreError as exc:
         _fail(f"storage: {exc}")
     finally:
@@ -97,6 +102,10 @@ def kb() -> None:
     """Create, list and remove knowledge bases."""
 
 
+def _entity_types(value: str | None) -> tuple[str, ...] | None:
+    return tuple(t.strip() for t in value.split(",") if t.strip()) or None if value is not None else None
+
+
 @kb.command("create")
 @click.argument("name")
 @click.option("--graph", "method", type=click.Choice(["nlp", "light", "general"]),
@@ -118,8 +127,7 @@ def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: s
     settings: Settings = ctx.obj["settings"]
     graph = GraphConfig(
         enabled=method is not None, method=method or "nlp",
-        entity_types=tuple(t.strip() for t in entity_types.split(",") if t.strip()) if entity_types
-        else DEFAULT_ENTITY_TYPES,
+        entity_types=_entity_types(entity_types) or DEFAULT_ENTITY_TYPES,
         community=community, resolution=resolution,
         max_gleanings=settings.max_gleanings if gleanings is None else gleanings)
     with _engine(ctx) as engine:
@@ -129,6 +137,79 @@ def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: s
         graph_text = f"graph: {created.graph.method}" if created.graph.enabled else "graph: off"
         click.echo(f"created knowledge base {created.name!r} ({graph_text}; chunks {created.chunk_tokens}/"
                    f"{created.chunk_overlap} tokens; embeddings {created.embedding_model})")
+
+
+@kb.command("set")
+@click.argument("name")
+@click.option("--graph", "method", type=click.Choice(["nlp", "light", "general", "off"]),
+              help="Switch the graph on with this extraction method (built now for the indexed documents), "
+                   "change the method, or switch it off (removes the graph).")
+@click.option("--entity-types", help="Comma-separated entity types to extract.")
+@click.option("--community/--no-community", default=None, help="Detect communities and write community reports.")
+@click.option("--resolution/--no-resolution", default=None, help="Merge duplicate entities (needs an LLM).")
+@click.option("--gleanings", type=click.IntRange(0, 10), default=None, help="Extra extraction rounds per chunk (LLM methods).")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
+@click.pass_context
+def kb_set(ctx: click.Context, name: str, method: str | None, entity_types: str | None, community: bool | None,
+           resolution: bool | None, gleanings: int | None, progress: bool | None) -> None:
+    """Change a knowledge base's graph settings.
+
+    Switching the graph on builds it for the documents already indexed; switching it off removes
+    it; changing what extraction does (method, entity types, gleanings) is applied to the indexed
+    documents by `kbgraph graph refresh --kb NAME --rebuild`.
+    """
+    changes: dict[str, Any] = {}
+    if method == "off":
+        changes["enabled"] = False
+    elif method is not None:
+        changes.update(enabled=True, method=method)
+    for field_name, value in (("entity_types", _entity_types(entity_types)), ("community", community),
+                              ("resolution", resolution), ("max_gleanings", gleanings)):
+        if value is not None:
+            changes[field_name] = value
+    if not changes:
+        _fail("nothing to change: give --graph, --entity-types, --community/--no-community, "
+              "--resolution/--no-resolution or --gleanings")
+    bars = ProgressBars(sys.stderr.isatty() if progress is None else progress)
+    with _engine(ctx) as engine:
+        current = engine.kb(name).graph
+        graph = GraphConfig.model_validate({**current.model_dump(), **changes})
+        if not graph.enabled and method != "off" and not current.enabled:
+            click.echo(f"note: the graph of {name!r} is off; these settings apply once it is switched on "
+                       f"(`kbgraph kb set {name} --graph nlp`)", err=True)
+        change = engine.set_graph(name, graph)
+        click.echo(change.describe())
+        if change.action == "build":
+            try:
+                report = engine.build_graph(name, progress=bars)
+            finally:
+                bars.close()
+            _exit_after(_echo_graph_report(report, bars.enabled))
+        elif change.action == "refresh":
+            try:
+                result = engine.refresh_graph(name, progress=bars)
+            finally:
+                bars.close()
+            click.echo(_refresh_summary(result))
+
+
+def _echo_graph_report(report: Any, quiet_successes: bool) -> int:
+    """Per-document lines and a summary of a graph build; returns the exit code it calls for."""
+    for outcome in report.documents:
+        if outcome.status == "failed":
+            click.echo(f"FAILED  {outcome.name}: {outcome.message}", err=True)
+        elif not quiet_successes:
+            click.echo(f"{'extracted':<10}{outcome.name}: {outcome.message}")
+    summary = f"graph built for {report.count('indexed')} document(s), {report.count('failed')} failed"
+    if report.refresh is not None:
+        summary += "; " + _refresh_summary(report.refresh)
+    click.echo(summary)
+    return 1 if report.count("failed") or report.count("cancelled") else 0
+
+
+def _exit_after(code: int) -> None:
+    if code:
+        sys.exit(code)
 
 
 @kb.command("list")
@@ -154,12 +235,40 @@ def kb_list(ctx: click.Context, as_json: bool) -> None:
 
 @kb.command("rm")
 @click.argument("name")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
-def kb_rm(ctx: click.Context, name: str) -> None:
-    """Remove a knowledge base and everything in it."""
+def kb_rm(ctx: click.Context, name: str, yes: bool) -> None:
+    """Remove a knowledge base and everything in it (asks first unless --yes)."""
     with _engine(ctx) as engine:
+        kb_row = engine.kb(name)
+        if not yes:
+            counts = engine.meta.kb_counts(kb_row.id)
+            question = (f"remove knowledge base {kb_row.name!r} with its {counts.documents} document(s), "
+                        f"{counts.chunks} chunk(s) and its graph?")
+            try:
+                confirmed = click.confirm(question, default=False, err=True)
+            except click.Abort:  # end of input: no answer is no
+                confirmed = False
+            if not confirmed:
+                click.echo("\nnothing removed (--yes removes without asking)", err=True)
+                sys.exit(1)
         engine.delete_kb(name)
-        click.echo(f"removed knowledge base {name!r}")
+        click.echo(f"removed knowledge base {kb_row.name!r}")
+
+
+@kb.command("reembed")
+@click.argument("name")
+@click.pass_context
+def kb_reembed(ctx: click.Context, name: str) -> None:
+    """Re-embed a knowledge base with the configured embedding model (after switching models)."""
+    bars = ProgressBars(sys.stderr.isatty())
+    with _engine(ctx) as engine:
+        before = engine.kb(name).embedding_model
+        try:
+            changed = engine.reembed_kb(name, progress=bars)
+        finally:
+            bars.close()
+        click.echo(f"re-embedded {changed} rows of {name!r}: {before or 'unknown'} -> {engine.embedder.model_name}")
 
 
 # ---------------------------------------------------------------------------------------- index
@@ -179,8 +288,8 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             if missing:
                 _fail(f"{missing[0]} does not exist")
             engine.create_kb(kb_name)
-            click.echo(f"created knowledge base {kb_name!r} (graph off; `kbgraph kb create {kb_name} --graph nlp` "
-                       "before indexing switches it on)", err=True)
+            click.echo(f"created knowledge base {kb_name!r} with the graph off; `kbgraph kb set {kb_name} --graph nlp` "
+                       "switches it on and builds it for what is indexed", err=True)
         try:
             report = engine.index_paths(kb_name, list(paths), progress=bars, force=force)
         finally:
@@ -197,11 +306,13 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
         if calls or cached:
             summary += (f"; LLM calls {calls} (+{cached} cached), tokens {sum(u.prompt_tokens for u in chat)}"
                         f"+{sum(u.completion_tokens for u in chat)}")
+        if report.count("cancelled"):
+            summary += f", {report.count('cancelled')} cancelled"
         if report.refresh is not None:
             r = report.refresh
             summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"
         click.echo(summary)
-        if report.count("failed"):
+        if report.count("failed") or report.count("cancelled"):
             sys.exit(1)
 
 
@@ -223,9 +334,39 @@ def docs_list(ctx: click.Context, kb_name: str, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=1, ensure_ascii=False))
             return
-        for row in rows:
-            detail = row.error or row.message
-            click.echo(f"{row.id[:12]}  {row.status:<9} {row.chunk_count:>5} chunks  {row.name}  {detail}")
+        if not rows:
+            click.echo(f"no documents yet: `kbgraph index PATH --kb {kb_name}`")
+            return
+        table = [("ID", "STATUS", "CHUNKS", "SIZE", "NAME", "DETAIL")]
+        table += [(row.id[:12], row.status, str(row.chunk_count), _size(row.size), row.name, _doc_detail(row))
+                  for row in rows]
+        _echo_table(table, right=(2, 3))
+
+
+_CHUNK_COUNT = re.compile(r"^\d+ chunks?(; )?")
+
+
+def _doc_detail(row: Any) -> str:
+    """What the table's other columns do not already say: the error, else the graph part of the message."""
+    if row.error:
+        return " ".join(row.error.split())
+    return _CHUNK_COUNT.sub("", row.message)
+
+
+def _size(size: int) -> str:
+    for unit in ("B", "kB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000  # type: ignore[assignment]
+    return f"{size:.1f} GB"
+
+
+def _echo_table(rows: list[tuple[str, ...]], right: tuple[int, ...] = ()) -> None:
+    """Rows as aligned columns (the first row is the header); the last column is not padded."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        click.echo("  ".join([*cells, row[-1]]).rstrip())
 
 
 @docs.command("rm")
@@ -254,13 +395,8 @@ def docs_rm(ctx: click.Context, doc: str, kb_name: str) -> None:
 def query(ctx: click.Context, question: str, kb_names: tuple[str, ...], mode: str | None, top_k: int | None,
           as_json: bool, show_context: bool) -> None:
     """Retrieve what the knowledge base knows about QUESTION."""
-    from kbgraph.llm.base import LLMError
-
     with _engine(ctx) as engine:
-        try:
-            result = engine.query(list(kb_names), question, mode=mode, top_n=top_k)
-        except LLMError as exc:
-            _fail(str(exc))
+        result = engine.query(list(kb_names), question, mode=mode, top_n=top_k)
         if as_json:
             click.echo(json.dumps(result.to_json(), ensure_ascii=False, indent=1))
         else:
@@ -322,19 +458,37 @@ def graph_stats_cmd(ctx: click.Context, kb_name: str, as_json: bool) -> None:
 @graph.command("refresh")
 @click.option("--kb", "kb_name", required=True)
 @click.option("--force", is_flag=True, help="Recompute every phase even if current.")
+@click.option("--rebuild", is_flag=True,
+              help="Extract every document's graph again with the current settings (after `kb set` changed them).")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @click.pass_context
-def graph_refresh(ctx: click.Context, kb_name: str, force: bool) -> None:
-    """Recompute PageRank, communities and reports where the graph changed."""
-    bars = ProgressBars(sys.stderr.isatty())
+def graph_refresh(ctx: click.Context, kb_name: str, force: bool, rebuild: bool, progress: bool | None) -> None:
+    """Recompute PageRank, communities and reports where the graph changed (--rebuild: extract again first)."""
+    bars = ProgressBars(sys.stderr.isatty() if progress is None else progress)
     with _engine(ctx) as engine:
+        kb_row = engine.kb(kb_name)
+        if rebuild:
+            try:
+                report = engine.build_graph(kb_name, rebuild=True, progress=bars)
+            finally:
+                bars.close()
+            _exit_after(_echo_graph_report(report, bars.enabled))
+            return
         try:
             result = engine.refresh_graph(kb_name, force=force, progress=bars)
         finally:
             bars.close()
-        click.echo(f"graph v{result.version}: pagerank updated for {result.pagerank_updated} entities; "
-                   f"{result.communities} communities, {result.reports_generated} reports written, "
-                   f"{result.reports_reused} reused, {result.reports_removed} removed"
-                   + (f"; up to date: {', '.join(result.skipped)}" if result.skipped else ""))
+        click.echo(_refresh_summary(result))
+        if engine.graph_needs_rebuild(kb_row):
+            click.echo(f"note: the extraction settings changed since the graph was extracted; "
+                       f"`kbgraph graph refresh --kb {kb_name} --rebuild` applies them", err=True)
+
+
+def _refresh_summary(result: Any) -> str:
+    return (f"graph v{result.version}: pagerank updated for {result.pagerank_updated} entities; "
+            f"{result.communities} communities, {result.reports_generated} reports written, "
+            f"{result.reports_reused} reused, {result.reports_removed} removed"
+            + (f"; up to date: {', '.join(result.skipped)}" if result.skipped else ""))
 
 
 @graph.command("export")
@@ -363,13 +517,15 @@ def graph_export(ctx: click.Context, kb_name: str, fmt: str, output: Path | None
 @click.pass_context
 def graph_show(ctx: click.Context, entity: str, kb_name: str, as_json: bool) -> None:
     """An entity's description, sources and neighbours."""
-    from kbgraph.graph.inspect import entity_view, find_entity
+    from kbgraph.app import did_you_mean
+    from kbgraph.graph.inspect import entity_names, entity_view, find_entity
 
     with _engine(ctx) as engine:
         kb_row = engine.kb(kb_name)
         found = find_entity(engine.store, engine.tenant, kb_row.id, entity)
         if found is None:
-            _fail(f"no entity like {entity!r} in knowledge base {kb_name!r}", code=1)
+            hint = did_you_mean(entity, entity_names(engine.store, engine.tenant, kb_row.id))
+            _fail(f"no entity like {entity!r} in knowledge base {kb_row.name!r}{hint}")
         names = {d.id: d.name for d in engine.list_documents(kb_name)}
         view = entity_view(engine.store, engine.tenant, kb_row.id, found, names)
         if as_json:
@@ -406,12 +562,10 @@ def chat_cmd(ctx: click.Context, kb_names: tuple[str, ...], mode: str | None, sy
     from kbgraph.llm.base import LLMError
 
     with _engine(ctx) as engine:
-        try:
-            dialog = engine.dialog(list(kb_names), mode=mode, system_prompt=system_prompt)
-        except LLMError as exc:
-            _fail(str(exc))
+        dialog = engine.dialog(list(kb_names), mode=mode, system_prompt=system_prompt)
         interactive = not questions and sys.stdin.isatty()
         source = iter(questions) if questions else _read_questions(interactive)
+        unanswered = 0
         for question in source:
             if not question.strip():
                 continue
@@ -423,8 +577,12 @@ def chat_cmd(ctx: click.Context, kb_names: tuple[str, ...], mode: str | None, sy
                         click.echo()
                         for ref in event.references:
                             click.echo(f"  [ID:{ref.marker}] {ref.doc_name}: {' '.join(ref.content.split())[:100]}")
-            except LLMError as exc:
+            except LLMError as exc:  # the conversation goes on; the exit code says an answer is missing
+                unanswered += 1
                 click.echo(f"\nerror: {exc}", err=True)
+        if unanswered:
+            click.echo(f"error: {unanswered} question(s) could not be answered", err=True)
+            sys.exit(1)
 
 
 def _read_questions(interactive: bool) -> Iterator[str]:
@@ -477,9 +635,30 @@ def demo(ctx: click.Context, question: str | None, kb_name: str) -> None:
                    f"{report.count('failed')} failed")
         click.echo(f"\nQ: {question}  (mode: mix = chunks + knowledge graph)\n")
         result = engine.query([kb_name], question, mode="mix")
+        click.echo(_demo_answer(engine, kb_name, question, result) + "\n")
+        click.echo("evidence:")
         for entity in result.entities[:5]:
             click.echo(f"entity  {entity.score:.3f}  {entity.name} ({entity.type})")
         _print_chunks(result.chunks)
+        if not result.chunks:
+            sys.exit(1)
+
+
+def _demo_answer(engine: Any, kb_name: str, question: str, result: Any) -> str:
+    """The model's answer when one is configured, else sentences of the evidence, with citations."""
+    from kbgraph.chat.extractive import extractive_answer
+
+    if engine.chat_for(engine.kb(kb_name)) is not None:
+        turn = engine.dialog([kb_name], mode="mix").answer(question)
+        sources = "; ".join(f"[ID:{r.marker}] {r.doc_name}" for r in turn.references)
+        return f"A: {turn.answer}" + (f"\n   sources: {sources}" if sources else "")
+    found = extractive_answer(result)
+    if found is None:
+        return f"A: {engine.settings.empty_response}"
+    by_marker = {m: c for c in result.chunks for m, cid in result.citations.items() if cid == c.chunk_id}
+    sources = "; ".join(f"[ID:{m}] {by_marker[m].doc_name}" for m in found.markers if m in by_marker)
+    return (f"A (sentences of the evidence; configure an LLM for a written answer): {found.text}"
+            f"\n   sources: {sources}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ class Settings:
     store: str = "sqlite"
     # metadata database; empty means SQLite in data_dir/meta.db
     database_url: str = ""
+    # SQLite connections each process keeps open at most to the embedded store (threads wait for one)
+    store_connections: int = 8
 
     # Elasticsearch
     es_url: str = ""
@@ -45,7 +47,7 @@ class Settings:
     es_request_timeout: float = 30.0
     es_bulk_bytes: int = 5_000_000
 
-    # embeddings: "local" (bundled all-MiniLM-L6-v2), "openai" (any compatible endpoint) or "hash"
+    # embeddings: "local" (bundled multilingual-e5-small), "openai" (any compatible endpoint) or "hash"
     embedding_provider: str = "local"
     embedding_model: str = ""
     embedding_base_url: str = ""
@@ -54,6 +56,10 @@ class Settings:
     # batches of one embed call in flight at once ("openai" provider)
     embedding_concurrency: int = 4
     embedding_dim: int = 384  # only for the hash embedder; the others report their own
+    # cores one local-embedder call may use; more than a process really has slows every call down
+    embedding_threads: int = 1
+    # where the local model's prepared files live (made once per machine); empty = ~/.cache/kbgraph/models
+    embedding_model_cache: str = ""
 
     # chat model over the OpenAI protocol; unset base URL and model = no LLM configured
     llm_base_url: str = ""
@@ -86,6 +92,20 @@ class Settings:
     # service mode
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "kbgraph:"
+    # seconds between a running task's liveness beats: a task or knowledge-base lock whose holder
+    # missed three beats (a killed worker) is taken over by another worker
+    task_heartbeat: float = 5.0
+    # seconds before Redis hands a message a worker took but never acknowledged (it was killed) to
+    # another worker; a duplicate of a task still running elsewhere is recognised and dropped
+    broker_visibility_timeout: float = 45.0
+    # seconds a finished document waits before its knowledge base's graph refresh runs (a batch shares one)
+    graph_refresh_delay: float = 5.0
+    # the web server (gunicorn): worker processes, threads per process, seconds a request may run
+    web_workers: int = 2
+    web_threads: int = 8
+    web_timeout: float = 120.0
+    # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
+    web_secret_key: str = ""
 
     @property
     def sqlite_store_path(self) -> Path:
@@ -138,9 +158,13 @@ def _validate(settings: Settings) -> None:
             raise ConfigError(f"setting {name!r} is {value!r}; choose one of {sorted(allowed)}")
     if not 0.0 <= settings.vector_similarity_weight <= 1.0:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
-    for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size"):
+    for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size", "embedding_threads",
+                 "store_connections", "web_workers", "web_threads"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
+    for name in ("task_heartbeat", "broker_visibility_timeout"):
+        if not getattr(settings, name) > 0:
+            raise ConfigError(f"setting {name!r} must be positive, not {getattr(settings, name)}")
     if settings.chunk_overlap >= settings.chunk_tokens:
         raise ConfigError("setting 'chunk_overlap' must be smaller than 'chunk_tokens'")
 

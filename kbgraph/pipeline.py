@@ -26,10 +26,9 @@ from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.parse.chunker import chunk_text
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
-from kbgraph.store.base import Condition, DocStore, any_of, eq, missing, vector_field
+from kbgraph.store.base import Condition, DocStore, any_of, eq, exists, missing, vector_field
 from kbgraph.store.records import (
     Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, ResolutionDecision, chunk_id,
     graph_meta_id,
@@ -117,7 +116,7 @@ class ParseResult:
 def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
                    cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
     """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
-    spans = chunk_text(parsed.text, ctx.chunk_tokens, ctx.chunk_overlap)
+    spans = parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)
     # earlier chunks of this document (an older version, or a killed run) must not survive
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")])
     title_tokens = token_string(parsed.name)
@@ -325,6 +324,16 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
                                ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
             _bump_version(ctx, change)
         return change
+
+
+def drop_graph(ctx: KBContext) -> None:
+    """Remove the knowledge base's whole graph (mentions, entities, relations, communities, reports,
+    resolution decisions); its chunks stay. The version moves on, so no cache serves the old graph."""
+    with ctx.store.batch():
+        version = load_graph_meta(ctx).version
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [exists("knowledge_graph_kwd")])
+        save_graph_meta(ctx, GraphMeta(kb_id=ctx.kb_id, version=version + 1, mention_format=MENTION_FORMAT))
+    ctx.store.refresh(ctx.tenant)
 
 
 # ------------------------------------------------------------------------------------ KB phases
@@ -620,3 +629,45 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     save_graph_meta(ctx, meta)
     result.version = meta.version
     return result
+
+
+# ------------------------------------------------------------------------------- chunk edits
+
+def extract_chunks(ctx: KBContext, chunks: Sequence[Chunk], extractor: Extractor | None = None,
+                   cancel: CancelCheck = never) -> list[dict]:
+    """The mention rows of these chunks (nothing is written). Runs before any write lock is taken:
+    an LLM extraction may take seconds."""
+    extractor = extractor or build_document_extractor(ctx)
+    rows: list[dict] = []
+    for chunk in chunks:
+        _check(cancel)
+        extraction = extractor.extract(chunk.content, cancel=cancel)
+        entities, relations = extraction.to_mentions(ctx.kb_id, chunk.doc_id, chunk.id)
+        rows += [m.to_doc() for m in entities] + [m.to_doc() for m in relations]
+    return rows
+
+
+@bulk_gc()
+def replace_chunk_mentions(ctx: KBContext, chunk_ids: Sequence[str], mentions: Sequence[dict]) -> DeriveResult:
+    """Swap the mentions of the given chunks for ``mentions`` (those of their new text; empty when the
+    chunks are gone) and re-derive exactly the entity and relation rows either side names."""
+    with ctx.store.batch():  # all of it or nothing
+        _ensure_mention_format(ctx)
+        where = [any_of("chunk_id_kwd", list(chunk_ids))]
+        keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, where)
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [*where, any_of("knowledge_graph_kwd", [
+            EntityMention.KIND, RelationMention.KIND])], refresh=False)
+        for row in mentions:
+            if row["knowledge_graph_kwd"] == EntityMention.KIND:
+                keys.add(row["entity_key_kwd"])
+            else:
+                pairs.add((row["src_key_kwd"], row["tgt_key_kwd"]))
+        if mentions:
+            ctx.store.upsert(ctx.tenant, ctx.kb_id, list(mentions), refresh=False)
+        change = DeriveResult()
+        if keys or pairs:
+            change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs, ctx.describer(), None,
+                               load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+            _bump_version(ctx, change)
+    ctx.store.refresh(ctx.tenant)
+    return change

@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
 
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB
@@ -25,15 +25,16 @@ _APPS: "weakref.WeakSet[KBCelery]" = weakref.WeakSet()
 class KBCelery(Celery):
     """A Celery app that also carries kbgraph's settings and per-process resources."""
 
-    def __init__(self, settings: Settings, *, refresh_delay: float = 5.0, **kwargs: Any) -> None:
+    def __init__(self, settings: Settings, *, refresh_delay: float | None = None, **kwargs: Any) -> None:
         super().__init__("kbgraph", **kwargs)
         self.settings = settings
         # seconds a finished document waits before the KB refresh runs, so a batch shares one refresh
-        self.refresh_delay = refresh_delay
+        self.refresh_delay = settings.graph_refresh_delay if refresh_delay is None else refresh_delay
         self._engine_pool: EnginePool | None = None
         self._redis: redis.Redis | None = None
         self._meta: MetaDB | None = None
         self._guard = threading.Lock()
+        self.sweeper: Any = None  # the worker main process's StaleTaskSweeper
 
     @property
     def redis(self) -> redis.Redis:
@@ -70,13 +71,17 @@ class KBCelery(Celery):
             pool.close()
 
 
-def make_celery(settings: Settings, *, refresh_delay: float = 5.0) -> KBCelery:
+def make_celery(settings: Settings, *, refresh_delay: float | None = None) -> KBCelery:
     prefix = settings.redis_prefix
     app = KBCelery(settings, refresh_delay=refresh_delay, include=["task_executor.tasks"])
     app.conf.update(
         broker_url=settings.redis_url,
         result_backend=settings.redis_url,
-        broker_transport_options={"global_keyprefix": prefix},
+        # a message taken by a worker that was then killed goes back to the queue after this long
+        # (kombu checks every 10 s); a duplicate of a task still running elsewhere finds its claim held
+        broker_transport_options={"global_keyprefix": prefix,
+                                  "visibility_timeout": settings.broker_visibility_timeout,
+                                  "socket_keepalive": True, "health_check_interval": 30},
         result_backend_transport_options={"global_keyprefix": prefix},
         broker_connection_retry_on_startup=True,
         task_default_queue=QUEUE,
@@ -87,6 +92,8 @@ def make_celery(settings: Settings, *, refresh_delay: float = 5.0) -> KBCelery:
         # the pipeline's deterministic ids make the rerun rewrite the same rows
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # a worker that lost Redis stops its acks-late tasks: the broker redelivers them anyway
+        worker_cancel_long_running_tasks_on_connection_loss=True,
         worker_prefetch_multiplier=1,
         task_track_started=True,
         result_expires=24 * 3600,
@@ -108,3 +115,21 @@ def _open_engines(**_: Any) -> None:
 def _close_engines(**_: Any) -> None:
     for app in list(_APPS):
         app.close_process_state()
+
+
+@worker_ready.connect
+def _start_sweeper(sender: Any = None, **_: Any) -> None:
+    from task_executor.sweeper import StaleTaskSweeper
+
+    app = getattr(sender, "app", None)
+    if isinstance(app, KBCelery) and app.sweeper is None:
+        app.sweeper = StaleTaskSweeper(app)
+        app.sweeper.start()
+
+
+@worker_shutdown.connect
+def _stop_sweeper(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if isinstance(app, KBCelery) and app.sweeper is not None:
+        app.sweeper.stop()
+        app.sweeper = None

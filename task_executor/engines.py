@@ -13,6 +13,7 @@ import threading
 import redis
 
 from kbgraph.app import Engine
+from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB
 from task_executor.locks import redis_kb_lock
@@ -22,10 +23,13 @@ class EnginePool:
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
         self.settings = settings
         self.redis = client or redis.Redis.from_url(settings.redis_url)
-        self.kb_lock = redis_kb_lock(self.redis, settings.redis_prefix)
+        # a killed holder's lock frees itself after three missed beats, not after a minute
+        self.kb_lock = redis_kb_lock(self.redis, settings.redis_prefix, timeout=3 * settings.task_heartbeat)
         self.base = Engine.open(settings, kb_lock=self.kb_lock)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
+        # a local model loads now, at process start, so no request or task waits for it
+        preload_embedder(self.base.embedder)
 
     @property
     def meta(self) -> MetaDB:

@@ -21,20 +21,27 @@ class KBLockTimeout(RuntimeError):
     """Another worker held the knowledge base's lock for longer than we were willing to wait."""
 
 
+class ClaimedElsewhere(KBLockTimeout):
+    """A live worker runs this task already (a redelivered or re-queued duplicate reached us)."""
+
+
 def kb_lock_key(prefix: str, kb_id: str) -> str:
     return f"{prefix}lock:kb:{kb_id}"
 
 
 class RedisKBLock(AbstractContextManager["RedisKBLock"]):
-    def __init__(self, client: redis.Redis, key: str, timeout: float, blocking_timeout: float) -> None:
+    def __init__(self, client: redis.Redis, key: str, timeout: float, blocking_timeout: float,
+                 busy: type[KBLockTimeout] = KBLockTimeout) -> None:
         # thread_local=False: the watchdog thread extends the lock with the holder's token
         self._lock = Lock(client, key, timeout=timeout, blocking_timeout=blocking_timeout, thread_local=False)
-        self._key, self._timeout, self._blocking_timeout = key, timeout, blocking_timeout
+        self._key, self._timeout, self._blocking_timeout, self._busy = key, timeout, blocking_timeout, busy
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
 
     def __enter__(self) -> "RedisKBLock":
         if not self._lock.acquire():
+            if self._busy is ClaimedElsewhere:
+                raise ClaimedElsewhere(f"{self._key} is held: another worker runs this task")
             raise KBLockTimeout(f"could not take the lock {self._key} within {self._blocking_timeout:g} s: "
                                 "another worker is merging or refreshing this knowledge base")
         self._stop.clear()
@@ -71,3 +78,13 @@ def redis_kb_lock(client: redis.Redis, prefix: str, *, timeout: float = 60.0,
         return RedisKBLock(client, kb_lock_key(prefix, kb_id), timeout, blocking_timeout)
 
     return lock
+
+
+def task_claim_key(prefix: str, task_id: str) -> str:
+    return f"{prefix}claim:task:{task_id}"
+
+
+def task_claim(client: redis.Redis, prefix: str, task_id: str, ttl: float) -> RedisKBLock:
+    """The right to run one task, kept alive while it runs; raises ClaimedElsewhere on entry when a
+    live worker holds it. A killed holder's claim expires after ``ttl`` seconds."""
+    return RedisKBLock(client, task_claim_key(prefix, task_id), ttl, 0.0, busy=ClaimedElsewhere)

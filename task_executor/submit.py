@@ -7,11 +7,13 @@ so a Celery log line, a task row and a document point at each other.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB, Task
 from task_executor.celery_app import KBCelery, make_celery
+from task_executor.locks import task_claim_key
 
 _apps: dict[tuple[str, str], KBCelery] = {}
 _guard = threading.Lock()
@@ -75,3 +77,15 @@ def enqueue_graph(settings: Settings, tenant: str, kb_id: str, *, meta: MetaDB |
     task = meta.create_task(kb_id, "graphrag")
     app.tasks["kbgraph.build_graph"].apply_async((tenant, kb_id, task.id), task_id=task.id)
     return task
+
+
+def run_in_progress(app: KBCelery, meta: MetaDB, kb_id: str, doc_id: str) -> bool:
+    """Whether the document's newest run is queued or held by a live worker. A run marked running
+    whose worker was killed (no claim, no write for three beats) is not: it may be started again."""
+    newest = meta.list_tasks(kb_id, doc_id=doc_id, kind="index", newest_first=True, limit=1)
+    if not newest or newest[0].status not in ("pending", "running"):
+        return False
+    task = newest[0]
+    if task.status == "pending" or app.redis.exists(task_claim_key(app.settings.redis_prefix, task.id)):
+        return True
+    return time.time() * 1000 - task.updated < 3 * app.settings.task_heartbeat * 1000

@@ -17,9 +17,10 @@ from celery import shared_task
 from kbgraph import pipeline
 from kbgraph.app import Engine
 from kbgraph.llm.base import UsageLedger
-from kbgraph.meta import MetaDB, NotFound
+from kbgraph.meta import FINISHED, MetaDB, NotFound
 from kbgraph.pipeline import Progress
 from task_executor.celery_app import KBCelery
+from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,32 @@ def _is_latest_run(meta: MetaDB, kb_id: str, doc_id: str, task_id: str) -> bool:
     return not newest or newest[0].id == task_id
 
 
+def _claim(app: KBCelery, task_id: str) -> RedisKBLock:
+    return task_claim(app.redis, app.settings.redis_prefix, task_id, 3 * app.settings.task_heartbeat)
+
+
+def _already_finished(meta: MetaDB, kb_id: str, task_id: str) -> bool:
+    try:
+        return meta.get_task(kb_id, task_id).status in FINISHED
+    except NotFound:
+        return False  # the run itself finds out and stops quietly
+
+
+def run_once(app: KBCelery, kb_id: str, task_id: str, run: Any) -> dict[str, Any]:
+    """``run()`` unless this task already ended or runs in a live worker: a message may arrive twice
+    (the broker's redelivery after a kill, a sweep's re-queue), the work must not happen twice."""
+    meta = app.engines().meta
+    if _already_finished(meta, kb_id, task_id):
+        return {"status": "skipped", "reason": "the task has finished already"}
+    try:
+        with _claim(app, task_id):
+            if _already_finished(meta, kb_id, task_id):  # ended between the check and the claim
+                return {"status": "skipped", "reason": "the task has finished already"}
+            return run()
+    except ClaimedElsewhere:
+        return {"status": "skipped", "reason": "another worker runs the task"}
+
+
 def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
     engine = app.engines().engine(tenant_id)
     meta = engine.meta
@@ -157,6 +184,7 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
             meta.update_task(task_id, status="cancelled", message="cancelled", **usage)
         else:
             meta.update_task(task_id, status="failed", message="failed", error=outcome.message, **usage)
+            _refresh_after_failure(app, tenant_id, kb)
         return {"status": outcome.status, "chunks": outcome.chunks, "message": outcome.message}
     except NotFound as exc:  # the knowledge base or document was deleted while we worked
         _drop_orphan_rows(engine, tenant_id, kb_id, doc_id)
@@ -167,13 +195,25 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
         return {"status": "cancelled", "message": str(exc)}
     except Exception as exc:
         _record_failure(meta, task_id, doc_id, f"{type(exc).__name__}: {exc}")
+        try:
+            _refresh_after_failure(app, tenant_id, meta.get_kb(tenant_id, kb_id))
+        except Exception:
+            log.exception("could not schedule the graph refresh after task %s failed", task_id)
         raise
+
+
+def _refresh_after_failure(app: KBCelery, tenant_id: str, kb: Any) -> None:
+    # a run that failed after merging part of its document changed the graph: the KB phases
+    # (PageRank, communities, reports) must catch up instead of waiting for the next document
+    if kb.graph.enabled:
+        schedule_refresh(app, tenant_id, kb.id)
 
 
 @shared_task(bind=True, name="kbgraph.index_document")
 def index_document(self: CeleryTask, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
     """Parse, embed and (graph on) extract and merge one uploaded document."""
-    return run_index(_app(self), tenant_id, kb_id, doc_id, task_id)
+    app = _app(self)
+    return run_once(app, kb_id, task_id, lambda: run_index(app, tenant_id, kb_id, doc_id, task_id))
 
 
 def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str) -> bool:
@@ -212,6 +252,10 @@ def build_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str) -> d
     """Bring every parsed document of a KB into its graph (extract + merge), then refresh the KB
     phases: what RAGFlow's run_graphrag does, for documents parsed while the graph was off."""
     app = _app(self)
+    return run_once(app, kb_id, task_id, lambda: run_build_graph(app, tenant_id, kb_id, task_id))
+
+
+def run_build_graph(app: KBCelery, tenant_id: str, kb_id: str, task_id: str) -> dict[str, Any]:
     engine = app.engines().engine(tenant_id)
     meta = engine.meta
     started = time.monotonic()

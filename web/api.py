@@ -1,7 +1,8 @@
 """The RAGFlow-compatible REST blueprint (/api/v1): Bearer API-key auth and shared lookups.
 
-Routes live in web.datasets, web.documents and web.retrieval; importing this package's
-``blueprint`` through ``web.app`` registers them all.
+Routes live in web.datasets, web.documents, web.document_update, web.chunks, web.retrieval, web.chats,
+web.sessions, web.openai_compat and web.unavailable; importing this package's ``blueprint`` through
+``web.app`` registers them all.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from web.services import services
 blueprint = Blueprint("ragflow_api", __name__, url_prefix="/api/v1")
 
 
-@blueprint.before_request
 def authenticate() -> Response | None:
+    """Every /api/v1 request, routed or not: RAGFlow answers auth problems before anything else."""
+    if request.path != "/api/v1" and not request.path.startswith("/api/v1/"):
+        return None
     header = request.headers.get("Authorization")
     if not header:
         # RAGFlow answers these two with code 0; its clients and tests expect exactly this
@@ -62,4 +65,6 @@ def dedupe(ids: list[str]) -> tuple[list[str], list[str]]:
     return list(seen), [i for i, n in seen.items() if n > 1]
 
 
-from web import datasets, documents, retrieval  # noqa: E402,F401  (registers the routes)
+from web import (  # noqa: E402,F401  (registers the routes)
+    chats, chunks, datasets, document_update, documents, openai_compat, retrieval, sessions, unavailable,
+)

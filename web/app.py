@@ -23,9 +23,14 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions[EXTENSION] = Services.open(settings, celery)
 
-    from web.api import blueprint
+    from web.api import authenticate, blueprint
 
+    app.before_request(authenticate)  # app-wide: an unknown /api/v1 route is authenticated too
     app.register_blueprint(blueprint)
+
+    from web.ui import register_ui
+
+    register_ui(app, settings)
 
     @app.get("/health")
     def health() -> Response:

@@ -1,11 +1,10 @@
-"""``kbgraph-web``: serve the REST API (development server) and manage API keys.
+"""``kbgraph-web``: serve the REST API and manage API keys.
 
-    kbgraph-web serve --host 127.0.0.1 --port 9380
+    kbgraph-web serve --host 127.0.0.1 --port 9380      # gunicorn: web_workers x web_threads
+    kbgraph-web serve --dev                             # Flask's development server (debugging only)
     kbgraph-web apikey create --tenant acme [--name ci]
     kbgraph-web apikey list --tenant acme
-
-For production run the same app under gunicorn (not a kbgraph dependency):
-``gunicorn -w 4 -b 0.0.0.0:9380 'web:create_app()'``.
+    kbgraph-web setup-assets                            # npm-install and bundle the graph view's libraries
 """
 
 from __future__ import annotations
@@ -21,10 +20,13 @@ from kbgraph.meta import MetaDB, MetaError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kbgraph-web", description="kbgraph's REST service")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the API with Flask's development server")
+    serve = commands.add_parser("serve", help="run the API under gunicorn (settings web_workers, web_threads)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=9380)
-    serve.add_argument("--debug", action="store_true")
+    serve.add_argument("--dev", action="store_true", help="Flask's development server instead (one process)")
+    serve.add_argument("--debug", action="store_true", help="with --dev: Flask's debugger and reloader")
+    assets = commands.add_parser("setup-assets", help="install the graph view's browser libraries with npm")
+    assets.add_argument("--force", action="store_true", help="reinstall and rebuild even if built")
     keys = commands.add_parser("apikey", help="API keys (each maps to one tenant)")
     key_commands = keys.add_subparsers(dest="action", required=True)
     create = key_commands.add_parser("create", help="create a key and print it (shown only once)")
@@ -37,15 +39,35 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "setup-assets":
+        from web.ui.assets import AssetsError, setup_assets
+
+        try:
+            print(f"graph view libraries ready: {setup_assets(force=args.force)}")
+        except AssetsError as exc:
+            print(f"kbgraph-web: {exc}", file=sys.stderr)
+            return 1
+        return 0
     try:
         settings = load_settings()
     except ConfigError as exc:
         print(f"kbgraph-web: {exc}", file=sys.stderr)
         return 2
     if args.command == "serve":
-        from web.app import create_app
+        from web.ui.assets import AssetsError, setup_assets
 
-        create_app(settings).run(host=args.host, port=args.port, debug=args.debug, threaded=True)
+        try:
+            setup_assets()  # once: npm-installs the graph view's libraries if they are not there yet
+        except AssetsError as exc:
+            print(f"kbgraph-web: the graph view will not draw until this is fixed: {exc}", file=sys.stderr)
+        if args.dev:
+            from web.app import create_app
+
+            create_app(settings).run(host=args.host, port=args.port, debug=args.debug, threaded=True)
+        else:
+            from web.server import serve
+
+            serve(settings, args.host, args.port)
         return 0
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with MetaDB.open(settings.meta_url) as meta:

@@ -12,7 +12,7 @@ from typing import Any
 from flask import Response, request, send_file
 
 from kbgraph.meta import Document, KnowledgeBase, NotFound
-from task_executor.submit import cancel_documents, enqueue_documents
+from task_executor.submit import cancel_documents, enqueue_documents, run_in_progress
 from task_executor.tasks import schedule_refresh
 from web.api import blueprint, dedupe, id_list, own_kb, tenant
 from web.envelope import ARGUMENT_ERROR, DATA_ERROR, EXCEPTION_ERROR, SERVER_ERROR, ApiError, json_body, ok
@@ -183,7 +183,7 @@ def parse_documents(dataset_id: str) -> Response:
     docs = {d.id: d for d in svc.meta.list_documents(kb.id, limit=None)}
     missing = [i for i in ids if i not in docs]
     wanted = [i for i in ids if i in docs]
-    if any(docs[i].status == "running" for i in wanted):
+    if any(docs[i].status == "running" and run_in_progress(svc.celery, svc.meta, kb.id, i) for i in wanted):
         raise ApiError(DATA_ERROR, "Can't parse document that is currently being processed")
     enqueue_documents(svc.settings, tenant(), kb.id, wanted, meta=svc.meta, app=svc.celery)
     if missing:

@@ -35,7 +35,7 @@ def _number(body: dict[str, Any], key: str, default: float, *, integer: bool = F
     return int(value) if integer else float(value)
 
 
-def _highlight(content: str, question: str) -> str:
+def highlight_terms(content: str, question: str) -> str:
     words = sorted({w.casefold() for w in _WORD.findall(question)}, key=len, reverse=True)
     if not words:
         return content
@@ -109,7 +109,7 @@ def retrieval() -> Response:
     if use_kg and any(kb.graph.enabled for kb in kbs):
         entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
         settings = svc.settings.replace(similarity_threshold=threshold, vector_similarity_weight=weight, top_k=top_k)
-        found = retrieve(engine.store, tenant(), kb_ids, question, "mix", embedder=engine.embedder,
+        found = retrieve(engine.store, tenant(), kb_ids, question, "mix", embedder=engine.embedder_for(kbs[0]),
                          chat=engine.chat_for(kbs[0]), settings=settings, top_n=page * page_size,
                          extractor=NLPExtractor(entity_types=entity_types), entity_types=entity_types,
                          doc_ids=doc_ids)
@@ -127,12 +127,12 @@ def retrieval() -> Response:
         query = ChunkQuery(question=question, kb_ids=kb_ids, top_n=page_size, top_k=top_k,
                            vector_similarity_weight=weight, similarity_threshold=threshold, doc_ids=tuple(doc_ids),
                            offset=(page - 1) * page_size)
-        result = retrieve_chunks(engine.store, tenant(), query, engine.embedder)
+        result = retrieve_chunks(engine.store, tenant(), query, engine.embedder_for(kbs[0]))
         chunks, total = [_from_hit(h) for h in result.chunks], result.total
         aggs = [{"doc_name": a.doc_name, "doc_id": a.doc_id, "count": a.count} for a in result.doc_aggs]
     if highlight:
         for c in chunks:
-            c["highlight"] = _highlight(c["content"], question)
+            c["highlight"] = highlight_terms(c["content"], question)
     if pseudo is not None:
         chunks.insert(0, pseudo)
     return ok({"chunks": chunks, "doc_aggs": aggs, "total": total})

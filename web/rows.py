@@ -88,12 +88,18 @@ def _progress_msg(doc: Document) -> str:
     return "\n".join(lines)
 
 
+def document_parser_config(doc: Document, kb: KnowledgeBase) -> dict[str, Any]:
+    """The document's own parser_config once it was updated; the dataset's until then."""
+    own = doc.extra.get("parser_config")
+    return own if own is not None else (parser_config_of(kb) or {})
+
+
 def document_row(doc: Document, kb: KnowledgeBase) -> dict[str, Any]:
     extra = doc.extra
     return {
         "id": doc.id, "name": doc.name, "thumbnail": "", "dataset_id": doc.kb_id,
         "chunk_method": extra.get("chunk_method", kb.extra.get("chunk_method", "naive")), "pipeline_id": None,
-        "parser_config": parser_config_of(kb) or {}, "source_type": "local",
+        "parser_config": document_parser_config(doc, kb), "source_type": "local",
         "type": extra.get("type", file_type(doc.name) or "doc"), "suffix": suffix(doc.name),
         "created_by": kb.tenant_id, "location": doc.name, "size": doc.size,
         "token_count": doc.token_count, "chunk_count": doc.chunk_count,

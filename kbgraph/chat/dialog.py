@@ -9,7 +9,7 @@ the configured empty response is returned without calling the LLM.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -22,11 +22,19 @@ CITATION = re.compile(r"\[ID:(\d+)\]")
 Retrieve = Callable[[str], RetrievalResult]
 
 
+# where an assistant's own system prompt wants the retrieved excerpts (RAGFlow's prompt variable)
+KNOWLEDGE_SLOT = "{knowledge}"
+
+
 @dataclass(frozen=True)
 class AssistantConfig:
     system_prompt: str = ""
-    empty_response: str = "I cannot find this in the knowledge base."
+    # None: with nothing retrieved the LLM still answers (from the conversation alone)
+    empty_response: str | None = "I cannot find this in the knowledge base."
     language: str = "English"
+    # False: a plain chat with no knowledge base; the system prompt is the assistant's own alone
+    knowledge: bool = True
+    temperature: float | None = None
     # earlier user turns folded into the retrieval query
     history_turns: int = 2
     # turns (user + assistant pairs) of history sent to the LLM
@@ -81,7 +89,8 @@ def strip_unknown_citations(answer: str, retrieval: RetrievalResult) -> str:
 class Dialog:
     """One conversation. ``retrieve`` maps a query to a RetrievalResult (the engine binds the KBs)."""
 
-    def __init__(self, retrieve: Retrieve, chat: ChatModel | None, config: AssistantConfig | None = None) -> None:
+    def __init__(self, retrieve: Retrieve, chat: ChatModel | None, config: AssistantConfig | None = None,
+                 history: Sequence[Turn] = ()) -> None:
         if chat is None:
             raise LLMNotConfigured(
                 "chat needs a language model and none is configured: set KBGRAPH_LLM_BASE_URL, "
@@ -90,19 +99,31 @@ class Dialog:
         self.retrieve = retrieve
         self.chat = chat
         self.config = config or AssistantConfig()
-        self.turns: list[Turn] = []
+        self.turns: list[Turn] = list(history)  # earlier turns of a conversation kept elsewhere
+        self.last_prompt = ""  # the system message of the latest answer
 
     def retrieval_query(self, question: str) -> str:
         earlier = [t.question for t in self.turns[-self.config.history_turns:]] if self.config.history_turns else []
         return "\n".join([*earlier, question])
 
+    def system_message(self, retrieval: RetrievalResult) -> str:
+        instructions = self.config.system_prompt
+        if not self.config.knowledge:
+            return instructions.replace(KNOWLEDGE_SLOT, "").strip()
+        inline = KNOWLEDGE_SLOT in instructions
+        if inline:
+            instructions = instructions.replace(KNOWLEDGE_SLOT, retrieval.context)
+        return render("chat_system", instructions=instructions, knowledge=retrieval.context,
+                      language=self.config.language, knowledge_inline=inline)
+
     def messages(self, question: str, retrieval: RetrievalResult) -> list[Message]:
-        system = render("chat_system", instructions=self.config.system_prompt, knowledge=retrieval.context,
-                        language=self.config.language)
+        system = self.system_message(retrieval)
+        self.last_prompt = system
         history: list[Message] = []
         for turn in self.turns[-self.config.memory_turns:]:
             history += [Message("user", turn.question), Message("assistant", turn.answer)]
-        return [Message("system", system), *history, Message("user", question)]
+        head = [Message("system", system)] if system else []
+        return [*head, *history, Message("user", question)]
 
     def ask(self, question: str, *, cancel: CancelCheck | None = None) -> Iterator[ChatEvent]:
         """Events: one "retrieved", then "delta" pieces of the answer, then "done" with references."""
@@ -111,7 +132,7 @@ class Dialog:
             raise ValueError("the question is empty")
         retrieval = self.retrieve(self.retrieval_query(question))
         yield ChatEvent("retrieved", retrieval=retrieval)
-        if not retrieval.chunks:
+        if not retrieval.chunks and self.config.knowledge and self.config.empty_response is not None:
             answer = self.config.empty_response
             self.turns.append(Turn(question, answer, []))
             yield ChatEvent("delta", text=answer)
@@ -119,7 +140,8 @@ class Dialog:
             return
         pieces: list[str] = []
         for piece in self.chat.stream(self.messages(question, retrieval), phase="chat",
-                                      max_tokens=self.config.max_tokens, cancel=cancel):
+                                      temperature=self.config.temperature, max_tokens=self.config.max_tokens,
+                                      cancel=cancel):
             pieces.append(piece)
             yield ChatEvent("delta", text=piece)
         answer = strip_unknown_citations("".join(pieces).strip(), retrieval)

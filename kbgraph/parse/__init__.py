@@ -1,6 +1,6 @@
 """Files -> text -> chunks, and the full-text tokenizer shared by indexing and queries."""
 
-from kbgraph.parse.chunker import TextSpan, chunk_text, count_tokens
+from kbgraph.parse.chunker import TextSpan, chunk_sections, chunk_text, count_tokens
 from kbgraph.parse.readers import (
     SUPPORTED_SUFFIXES,
     ParsedDocument,
@@ -16,6 +16,7 @@ __all__ = [
     "ParseError",
     "ParsedDocument",
     "TextSpan",
+    "chunk_sections",
     "chunk_text",
     "count_tokens",
     "iter_paths",

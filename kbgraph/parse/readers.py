@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kbgraph.parse.chunker import TextSpan, chunk_sections
+
 __all__ = [
     "ParseError",
     "ParsedDocument",
@@ -44,8 +46,18 @@ class ParsedDocument:
     name: str
     text: str
     # (character offset where the page starts, 1-based page number); empty for unpaged formats.
+    # A spreadsheet's sheets and a presentation's slides are its pages.
     pages: list[tuple[int, int]] = field(default_factory=list)
     mime: str = "text/plain"
+    # character offsets where a part starts that no chunk may share with the part before it
+    # (a sheet, a slide); empty when the text may be chunked as one
+    sections: list[int] = field(default_factory=list)
+    # rows that each carry their column names: chunks need no overlap, which would start them mid-row
+    tabular: bool = False
+
+    def chunks(self, chunk_tokens: int, overlap: int) -> list[TextSpan]:
+        """The document's chunks: each section on its own, tables without overlap."""
+        return chunk_sections(self.text, self.sections, chunk_tokens, 0 if self.tabular else overlap)
 
     def page_at(self, offset: int) -> int | None:
         """The page that holds character ``offset``, or None for unpaged documents."""
@@ -68,6 +80,10 @@ _MIME = {
     ".csv": "text/csv",
     ".json": "application/json",
     ".jsonl": "application/x-ndjson",
+    ".xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    ".xlsm": "application/vnd.ms-excel.sheet.macroEnabled.12",
+    ".xls": "application/vnd.ms-excel",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
 }
 SUPPORTED_SUFFIXES: tuple[str, ...] = tuple(_MIME)
 
@@ -117,11 +133,35 @@ def read_bytes(name: str, data: bytes, max_bytes: int = DEFAULT_MAX_BYTES) -> Pa
     _check_size(name, len(data), max_bytes)
     if not data.strip():
         raise ParseError(name, "empty file")
+    if suffix in _PART_READERS:
+        parsed = _from_parts(name, _PART_READERS[suffix](name, data), _MIME[suffix])
+        parsed.tabular = suffix in _SPREADSHEETS
+        return parsed
     text, pages = _READERS[suffix](name, data)
     text = _tidy(text)
     if not text:
         raise ParseError(name, "empty: no text found after parsing")
     return ParsedDocument(name=name, text=text, pages=pages, mime=_MIME[suffix])
+
+
+def _from_parts(name: str, parts: list[tuple[int, str]], mime: str) -> ParsedDocument:
+    """One document from numbered parts (sheets, slides): each part a page and a section of its own."""
+    texts: list[str] = []
+    pages: list[tuple[int, int]] = []
+    offset = 0
+    for number, part in parts:
+        part = _tidy(part)
+        if not part:
+            continue
+        if texts:
+            offset += 2  # the "\n\n" joining parts
+        pages.append((offset, number))
+        texts.append(part)
+        offset += len(part)
+    if not texts:
+        raise ParseError(name, "empty: no text found after parsing")
+    return ParsedDocument(name=name, text="\n\n".join(texts), pages=pages, mime=mime,
+                          sections=[start for start, _ in pages[1:]])
 
 
 def _tidy(text: str) -> str:
@@ -404,6 +444,164 @@ def _read_jsonl(name: str, data: bytes) -> tuple[str, list[tuple[int, int]]]:
             blocks.append(rendered)
     return "\n\n".join(blocks), []
 
+
+# -- spreadsheets -------------------------------------------------------------------------------
+# A sheet becomes a table of lines, one per row, each cell named by its column's header
+# ("Region: North; Revenue: 1200"), like the CSV reader: a chunk cut anywhere in a sheet still
+# says what every value means. The sheet's name heads its text.
+
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # the container of .xls files and of encrypted Office files
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _cell_text(value: Any) -> str:
+    import datetime
+
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, datetime.datetime) and value.time() == datetime.time(0):
+        return value.date().isoformat()
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    return " ".join(str(value).split())
+
+
+def _sheet_text(title: str, rows: Any) -> str:
+    """A sheet's rows (iterables of cell values) as header-named lines under the sheet's title."""
+    table = [cells for cells in ([_cell_text(v) for v in row] for row in rows) if any(cells)]
+    if not table:
+        return ""
+    header = [h or f"column {i + 1}" for i, h in enumerate(table[0])]
+    lines = []
+    for cells in table[1:]:
+        pairs = [f"{header[i] if i < len(header) else f'column {i + 1}'}: {cell}"
+                 for i, cell in enumerate(cells) if cell]
+        lines.append("; ".join(pairs))
+    if not lines:  # a header alone is still the only text there is
+        lines = ["; ".join(h for h in table[0] if h)]
+    return f"Sheet: {title}\n" + "\n".join(lines)
+
+
+def _office_container_problem(name: str, data: bytes, kind: str) -> ParseError:
+    if data.startswith(_OLE_MAGIC):
+        return ParseError(name, f"the {kind} is encrypted (password-protected) or in an older format; "
+                                "save it unprotected as a current file")
+    return ParseError(name, f"corrupt or unreadable {kind}: not a ZIP-based Office file")
+
+
+def _read_xlsx(name: str, data: bytes) -> list[tuple[int, str]]:
+    import warnings
+
+    import openpyxl
+
+    if not data.startswith(_ZIP_MAGIC):
+        raise _office_container_problem(name, data, "XLSX")
+    try:
+        with warnings.catch_warnings():  # openpyxl warns about every unknown extension it skips
+            warnings.simplefilter("ignore")
+            # data_only: the value a formula last computed (what Excel shows), not the formula
+            book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            return [(number, _sheet_text(sheet.title, sheet.iter_rows(values_only=True)))
+                    for number, sheet in enumerate(book.worksheets, start=1)]
+        finally:
+            book.close()
+    except ParseError:
+        raise
+    except Exception as exc:  # zipfile.BadZipFile, KeyError, lxml and openpyxl errors: a broken file
+        raise ParseError(name, f"corrupt or unreadable XLSX ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_xls(name: str, data: bytes) -> list[tuple[int, str]]:
+    import xlrd
+
+    if data.startswith(_ZIP_MAGIC):  # an .xlsx saved under the old suffix: read it as what it is
+        return _read_xlsx(name, data)
+    if not data.startswith(_OLE_MAGIC):
+        raise ParseError(name, "corrupt or unreadable XLS: not an Excel 97-2003 workbook")
+    try:
+        book = xlrd.open_workbook(file_contents=data, on_demand=True)
+        try:
+            parts = []
+            for number in range(book.nsheets):
+                sheet = book.sheet_by_index(number)
+                rows = ([_xls_value(book, cell) for cell in sheet.row(r)] for r in range(sheet.nrows))
+                parts.append((number + 1, _sheet_text(sheet.name, rows)))
+            return parts
+        finally:
+            book.release_resources()
+    except xlrd.biffh.XLRDError as exc:
+        if "encrypted" in str(exc).lower():
+            raise ParseError(name, "the XLS is encrypted (password-protected); save it unprotected") from exc
+        raise ParseError(name, f"corrupt or unreadable XLS ({exc})") from exc
+    except Exception as exc:  # xlrd raises assorted errors on damaged files
+        raise ParseError(name, f"corrupt or unreadable XLS ({type(exc).__name__}: {exc})") from exc
+
+
+def _xls_value(book: Any, cell: Any) -> Any:
+    import xlrd
+
+    if cell.ctype == xlrd.XL_CELL_DATE:
+        try:
+            return xlrd.xldate.xldate_as_datetime(cell.value, book.datemode)
+        except (ValueError, OverflowError, xlrd.xldate.XLDateError):
+            return cell.value
+    if cell.ctype == xlrd.XL_CELL_BOOLEAN:
+        return bool(cell.value)
+    if cell.ctype == xlrd.XL_CELL_ERROR:
+        return None
+    return cell.value
+
+
+# -- presentations -------------------------------------------------------------------------------
+
+
+def _read_pptx(name: str, data: bytes) -> list[tuple[int, str]]:
+    import pptx
+
+    if not data.startswith(_ZIP_MAGIC):
+        raise _office_container_problem(name, data, "PPTX")
+    try:
+        deck = pptx.Presentation(io.BytesIO(data))
+        parts = []
+        for number, slide in enumerate(deck.slides, start=1):
+            blocks = [text for shape in slide.shapes for text in _shape_texts(shape)]
+            if slide.has_notes_slide:
+                notes = slide.notes_slide.notes_text_frame
+                if notes is not None and notes.text.strip():
+                    blocks.append("Notes: " + notes.text.strip())
+            body = "\n\n".join(b.strip() for b in blocks if b.strip())
+            parts.append((number, f"Slide {number}\n{body}" if body else ""))
+        return parts
+    except Exception as exc:  # zipfile.BadZipFile, KeyError, lxml errors: a broken file
+        raise ParseError(name, f"corrupt or unreadable PPTX ({type(exc).__name__}: {exc})") from exc
+
+
+def _shape_texts(shape: Any) -> list[str]:
+    """The text a slide shape shows: text frames, table rows and the shapes inside groups."""
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    if getattr(shape, "shape_type", None) == MSO_SHAPE_TYPE.GROUP:
+        return [text for inner in shape.shapes for text in _shape_texts(inner)]
+    if getattr(shape, "has_table", False) and shape.has_table:
+        rows = [" | ".join(" ".join(cell.text.split()) for cell in row.cells) for row in shape.table.rows]
+        return ["\n".join(row for row in rows if row.strip(" |"))]
+    if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
+        return [shape.text_frame.text]
+    return []
+
+
+_SPREADSHEETS = frozenset({".xlsx", ".xlsm", ".xls"})
+_PART_READERS: dict[str, Callable[[str, bytes], list[tuple[int, str]]]] = {
+    ".xlsx": _read_xlsx,
+    ".xlsm": _read_xlsx,
+    ".xls": _read_xls,
+    ".pptx": _read_pptx,
+}
 
 _READERS: dict[str, Callable[[str, bytes], tuple[str, list[tuple[int, int]]]]] = {
     ".txt": _read_text,

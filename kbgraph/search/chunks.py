@@ -72,7 +72,7 @@ def chunk_filter(doc_ids: Sequence[str] = ()) -> list[Condition]:
 
 
 def embed_question(embedder: Embedder, question: str) -> np.ndarray:
-    return embedder.embed([question])[0]
+    return embedder.embed_query([question])[0]
 
 
 def retrieve_chunks(store: DocStore, tenant: str, query: ChunkQuery, embedder: Embedder,

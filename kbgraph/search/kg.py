@@ -338,7 +338,7 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
         for doc in store.get(tenant, list(kb_ids), ids, fields=fields):
             note(doc, params.exact_score, anchor=True)
     if names and params.entity_matches > 0:
-        name_vectors = embedder.embed(names) if embedder is not None else [None] * len(names)
+        name_vectors = embedder.embed_query(names) if embedder is not None else [None] * len(names)
         for name, name_vector in zip(names, name_vectors):
             name_tokens = tokenize(name)
             for hit in kind_search(store, tenant, kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,

@@ -11,7 +11,7 @@ def open_store(settings: Settings) -> DocStore:
     if settings.store == "sqlite":
         from kbgraph.store.sqlite import SQLiteStore
 
-        return SQLiteStore(settings.sqlite_store_path)
+        return SQLiteStore(settings.sqlite_store_path, connections=settings.store_connections)
     if settings.store == "elasticsearch":
         from kbgraph.store.elastic import ElasticStore
 

@@ -481,17 +481,69 @@ def _kinds_of(where: Sequence[Condition]) -> set[str | None] | None:
     return kinds
 
 
+class _ConnectionPool:
+    """At most ``size`` connections, opened on demand and reused; a taker waits for a free one
+    (up to ``wait`` seconds) instead of opening more."""
+
+    def __init__(self, open_connection: Callable[[], sqlite3.Connection], size: int, wait: float = 60.0) -> None:
+        if size < 1:
+            raise StoreError(f"a SQLite store needs at least one connection, not {size}")
+        self._open, self._size, self._wait = open_connection, size, wait
+        self._idle: list[sqlite3.Connection] = []
+        self.opened = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def take(self) -> sqlite3.Connection:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._closed or self._idle or self.opened < self._size,
+                                       timeout=self._wait):
+                raise StoreError(f"all {self._size} SQLite connections stayed busy for {self._wait:g} s")
+            if self._closed:
+                raise StoreError("the store is closed")
+            if self._idle:
+                return self._idle.pop()
+            self.opened += 1
+        try:
+            return self._open()
+        except BaseException:
+            with self._cond:
+                self.opened -= 1
+                self._cond.notify()
+            raise
+
+    def give_back(self, conn: sqlite3.Connection) -> None:
+        with self._cond:
+            if self._closed:
+                conn.close()
+                self.opened -= 1
+                return
+            self._idle.append(conn)
+            self._cond.notify()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            for conn in self._idle:
+                conn.close()
+            self.opened -= len(self._idle)
+            self._idle.clear()
+            self._cond.notify_all()
+
+
 class SQLiteStore(DocStore):
-    """See the module docstring. Safe to share between threads (one connection per thread)."""
+    """See the module docstring. Safe to share between threads (a bounded pool of connections)."""
 
     engine = "sqlite"
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, connections: int = 8) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        # a thread holds a connection only while it reads or writes (or inside batch()), then hands
+        # it back: a server that starts a thread per request reuses a few instead of leaking one each
+        self._pool = _ConnectionPool(self._open_connection, connections)
+        self._held = threading.local()  # the connection this thread holds, and how deeply
         self._batch = threading.local()  # depth of batch() blocks open in this thread
-        self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._codes: dict[str, int] = {}
         self._tables: set[str] = set()  # FTS tables known to exist (saves re-parsing DDL per row)
@@ -525,26 +577,43 @@ class SQLiteStore(DocStore):
 
     # ---------------------------------------------------------------- connections and transactions
 
-    def _conn(self) -> sqlite3.Connection:
+    def _open_connection(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA wal_autocheckpoint=8000")  # fewer, larger checkpoints (each one syncs)
+            conn.execute("PRAGMA busy_timeout=60000")
+            conn.execute("PRAGMA cache_size=-65536")
+            conn.execute("PRAGMA temp_store=MEMORY")
+            conn.create_function("kb_kv_values", 2, _body_kv_values, deterministic=True)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
+        return conn
+
+    @contextmanager
+    def _lease(self) -> Iterator[sqlite3.Connection]:
+        """This thread's connection for the block: the one it already holds (nested reads and
+        writes, batch()), else one from the pool, given back when the outermost block ends."""
         if self._closed:
             raise StoreError("the store is closed")
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
+        held: sqlite3.Connection | None = getattr(self._held, "conn", None)
+        if held is not None:
+            self._held.depth += 1
             try:
-                conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("PRAGMA wal_autocheckpoint=8000")  # fewer, larger checkpoints (each one syncs)
-                conn.execute("PRAGMA busy_timeout=60000")
-                conn.execute("PRAGMA cache_size=-65536")
-                conn.execute("PRAGMA temp_store=MEMORY")
-                conn.create_function("kb_kv_values", 2, _body_kv_values, deterministic=True)
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot open SQLite store {self.path}: {exc}") from exc
-            self._local.conn = conn
-            with self._lock:
-                self._conns.append(conn)
-        return conn
+                yield held
+            finally:
+                self._held.depth -= 1
+            return
+        conn = self._pool.take()
+        self._held.conn, self._held.depth = conn, 1
+        try:
+            yield conn
+        finally:
+            self._held.conn, self._held.depth = None, 0
+            if conn.in_transaction:  # never hand on a connection inside someone's transaction
+                conn.execute("ROLLBACK")
+            self._pool.give_back(conn)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -559,13 +628,18 @@ class SQLiteStore(DocStore):
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        if getattr(self._batch, "depth", 0):  # inside batch(): its transaction is ours
-            yield conn
-            return
+        with self._lease() as conn:
+            if getattr(self._batch, "depth", 0):  # inside batch(): its transaction is ours
+                yield conn
+                return
+            with self._transaction(conn):
+                yield conn
+
+    @contextmanager
+    def _transaction(self, conn: sqlite3.Connection) -> Iterator[None]:
         try:
             conn.execute("BEGIN IMMEDIATE")
-            yield conn
+            yield
             conn.execute("COMMIT")
         except BaseException as exc:
             if conn.in_transaction:
@@ -584,28 +658,31 @@ class SQLiteStore(DocStore):
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         # one read transaction = one consistent snapshot for the several queries of a search
-        conn = self._conn()
-        if getattr(self._batch, "depth", 0):  # inside batch(): read its own writes
+        with self._lease() as conn:
+            if getattr(self._batch, "depth", 0) or conn.in_transaction:  # read the enclosing transaction
+                try:
+                    yield conn
+                except sqlite3.Error as exc:
+                    raise StoreError(f"SQLite read failed: {exc}") from exc
+                return
             try:
+                conn.execute("BEGIN")
                 yield conn
             except sqlite3.Error as exc:
                 raise StoreError(f"SQLite read failed: {exc}") from exc
-            return
-        try:
-            conn.execute("BEGIN")
-            yield conn
-        except sqlite3.Error as exc:
-            raise StoreError(f"SQLite read failed: {exc}") from exc
-        finally:
-            if conn.in_transaction:
-                conn.execute("COMMIT")
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    @property
+    def open_connections(self) -> int:
+        """Connections this store holds open now (idle in its pool or in use)."""
+        return self._pool.opened
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for conn in self._conns:
-                conn.close()
-            self._conns.clear()
+            self._pool.close()
             self._vectors.clear()
             self._masks.clear()
             self._postings.clear()

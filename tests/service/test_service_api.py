@@ -3,6 +3,7 @@ real Flask over HTTP, the embedded SQLite store, the hash embedder and the `nlp`
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from conftest import require_service
 
-REDIS_URL = "redis://127.0.0.1:6379/12"
+REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 GRAPH = {"use_graphrag": True, "method": "nlp", "community": False}
 
 pytestmark = pytest.mark.services

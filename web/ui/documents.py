@@ -1,0 +1,166 @@
+"""Documents of a knowledge base: upload (several files, drag and drop), parse, live progress,
+cancel, re-parse, delete, and each document's chunks.
+
+The page polls ``/ui/api/kbs/<kb>/documents`` once a second while something runs; parsing runs on
+the Celery workers exactly as the REST API queues it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import PurePosixPath
+from typing import Any
+
+from flask import render_template, request
+
+from kbgraph import pipeline
+from kbgraph.meta import Document, KnowledgeBase, Task
+from kbgraph.store.records import Chunk, GraphMeta, graph_meta_id
+from task_executor.submit import cancel_documents, enqueue_documents
+from task_executor.tasks import refresh_pending_key, schedule_refresh
+from web.documents import _store_upload, _unique_name
+from web.rows import file_type
+from web.services import services
+from web.ui.common import PageError, engine, json_body, own_kb, page_blueprint, tenant
+
+blueprint = page_blueprint("ui_docs")
+
+
+@blueprint.get("/kbs/<kb_id>")
+def documents_page(kb_id: str) -> str:
+    kb = own_kb(kb_id)
+    return render_template("documents.html", kb=kb)
+
+
+def _task_row(task: Task | None) -> dict[str, Any] | None:
+    if task is None:
+        return None
+    return {"id": task.id, "status": task.status, "progress": task.progress, "message": task.message,
+            "error": task.error, "llm_calls": task.llm_calls, "prompt_tokens": task.prompt_tokens,
+            "completion_tokens": task.completion_tokens, "started": task.started, "finished": task.finished}
+
+
+def _document_row(doc: Document, task: Task | None) -> dict[str, Any]:
+    return {"id": doc.id, "name": doc.name, "size": doc.size, "status": doc.status, "progress": doc.progress,
+            "message": doc.message, "error": doc.error, "chunks": doc.chunk_count, "tokens": doc.token_count,
+            "started": doc.started, "finished": doc.finished, "in_graph": doc.extracted, "task": _task_row(task)}
+
+
+def _graph_state(kb: KnowledgeBase, docs: list[Document]) -> dict[str, Any]:
+    """Where the KB's graph stands: the whole-KB build task, and whether the debounced refresh
+    (PageRank, resolution, communities) after parsing is still to come or running."""
+    if not kb.graph.enabled:
+        return {"enabled": False}
+    svc = services()
+    found = svc.engine(tenant()).store.get(tenant(), [kb.id], [graph_meta_id(kb.id)])
+    meta = GraphMeta.from_doc(found[0]) if found else GraphMeta(kb_id=kb.id)
+    queued = bool(svc.pool.redis.exists(refresh_pending_key(svc.settings.redis_prefix, kb.id)))
+    build = None
+    if kb.extra.get("graphrag_task_id"):
+        try:
+            build = _task_row(svc.meta.get_task(kb.id, kb.extra["graphrag_task_id"]))
+        except Exception:  # an old task row that is gone: no build to show
+            build = None
+    parsing = any(d.status in ("pending", "running") for d in docs)
+    stale = meta.version > 0 and meta.is_stale("pagerank")
+    refresh = "queued" if queued else ("running" if stale and not parsing else "idle")
+    if meta.phase_status.get("communities") == "running":
+        refresh = "running"
+    return {"enabled": True, "version": meta.version, "entities": meta.entity_count, "relations": meta.relation_count,
+            "reports": meta.report_count, "refresh": refresh, "build": build,
+            "phases": {p: meta.phase_status.get(p, "never") for p in ("pagerank", "resolution", "communities")}}
+
+
+@blueprint.get("/ui/api/kbs/<kb_id>/documents")
+def document_status(kb_id: str) -> dict[str, Any]:
+    kb = own_kb(kb_id)
+    meta = services().meta
+    docs = meta.list_documents(kb.id, limit=None)
+    latest: dict[str, Task] = {}
+    for task in meta.list_tasks(kb.id, kind="index", newest_first=True, limit=None):
+        if task.doc_id is not None:
+            latest.setdefault(task.doc_id, task)
+    rows = [_document_row(d, latest.get(d.id)) for d in sorted(docs, key=lambda d: (d.name.casefold(), d.id))]
+    return {"now": time.time_ns() // 1_000_000, "documents": rows, "graph": _graph_state(kb, docs)}
+
+
+@blueprint.post("/ui/api/kbs/<kb_id>/documents")
+def upload(kb_id: str) -> dict[str, Any]:
+    kb = own_kb(kb_id)
+    svc = services()
+    files = [f for f in request.files.getlist("file") if f.filename]
+    if not files:
+        raise PageError("Choose at least one file to upload.")
+    taken = {d.name.casefold() for d in svc.meta.list_documents(kb.id, limit=None)}
+    uploaded, refused = [], []
+    for f in files:
+        name = PurePosixPath((f.filename or "").replace("\\", "/")).name
+        kind = file_type(name)
+        if not name or kind is None or len(name.encode("utf-8")) > 255:
+            refused.append(f"{name or f.filename}: this type of file is not supported")
+            continue
+        name = _unique_name(name, taken)
+        taken.add(name.casefold())
+        uploaded.append(_store_upload(svc, kb, name, f.stream, kind))
+    if request.form.get("parse", "on") == "on" and uploaded:
+        enqueue_documents(svc.settings, tenant(), kb.id, [d.id for d in uploaded], meta=svc.meta, app=svc.celery)
+    return {"uploaded": [d.name for d in uploaded], "refused": refused}
+
+
+def _ids(kb: KnowledgeBase) -> list[str]:
+    ids = json_body().get("ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise PageError("Select one or more documents.")
+    known = {d.id for d in services().meta.list_documents(kb.id, limit=None)}
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise PageError(f"{len(missing)} of the selected documents no longer exist; reload the page.", 404)
+    return list(dict.fromkeys(ids))
+
+
+@blueprint.post("/ui/api/kbs/<kb_id>/documents/parse")
+def parse(kb_id: str) -> dict[str, Any]:
+    kb = own_kb(kb_id)
+    svc = services()
+    ids = _ids(kb)
+    tasks = enqueue_documents(svc.settings, tenant(), kb.id, ids, meta=svc.meta, app=svc.celery)
+    return {"queued": len(tasks)}
+
+
+@blueprint.post("/ui/api/kbs/<kb_id>/documents/cancel")
+def cancel(kb_id: str) -> dict[str, Any]:
+    kb = own_kb(kb_id)
+    svc = services()
+    ids = [i for i in _ids(kb) if svc.meta.get_document(kb.id, i).status in ("pending", "running")]
+    if not ids:
+        raise PageError("None of the selected documents is being parsed.")
+    asked = cancel_documents(svc.settings, tenant(), kb.id, ids, meta=svc.meta, app=svc.celery)
+    return {"cancelled": asked}
+
+
+@blueprint.post("/ui/api/kbs/<kb_id>/documents/delete")
+def delete(kb_id: str) -> dict[str, Any]:
+    kb = own_kb(kb_id)
+    svc = services()
+    ids = _ids(kb)
+    eng = engine()
+    for doc_id in ids:
+        svc.meta.request_cancel_document(kb.id, doc_id)  # a running parse stops instead of writing on
+        eng.delete_document(kb.name, doc_id, refresh=False)
+        (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
+    if kb.graph.enabled:
+        schedule_refresh(svc.celery, tenant(), kb.id)
+    return {"deleted": len(ids)}
+
+
+def document_chunks(kb: KnowledgeBase, doc_id: str) -> list[Chunk]:
+    eng = engine()
+    return pipeline.document_chunks(eng.context(kb), doc_id)
+
+
+@blueprint.get("/kbs/<kb_id>/documents/<doc_id>")
+def chunks_page(kb_id: str, doc_id: str) -> str:
+    kb = own_kb(kb_id)
+    doc = services().meta.get_document(kb.id, doc_id)
+    chunks = document_chunks(kb, doc.id)
+    return render_template("chunks.html", kb=kb, doc=doc, chunks=chunks, focus=request.args.get("chunk", ""))

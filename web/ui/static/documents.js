@@ -1,0 +1,114 @@
+// The documents page: upload (drag and drop), bulk actions and live progress.
+"use strict";
+
+(function () {
+  const { call, el, duration } = window.kb;
+  const table = document.getElementById("documents");
+  const body = table.querySelector("tbody");
+  const status = document.getElementById("upload-status");
+  const graphState = document.getElementById("graph-state");
+  const selected = new Set();
+  let timer = null;
+  const LABEL = { pending: "queued", running: "running", done: "done", failed: "failed", cancelled: "cancelled" };
+
+  function llmCell(d) {
+    const t = d.task;
+    const live = /(\d+) LLM calls/.exec(d.message || "");
+    if (t && (t.llm_calls || t.prompt_tokens)) return `${t.llm_calls} calls · ${t.prompt_tokens + t.completion_tokens} tokens`;
+    if (live) return `${live[1]} calls`;
+    return "—";
+  }
+
+  function elapsed(d, now) {
+    if (!d.started) return "";
+    return duration((d.finished || now) - d.started);
+  }
+
+  function row(d, now) {
+    const box = el("input", { type: "checkbox", "aria-label": "Select " + d.name, checked: selected.has(d.id) });
+    box.addEventListener("change", () => { box.checked ? selected.add(d.id) : selected.delete(d.id); });
+    const pct = Math.round((d.progress || 0) * 100);
+    const phase = d.status === "running" ? (d.message || "running") : (d.status === "done" ? (d.message || "") : (d.message || ""));
+    return el("tr", { "data-id": d.id, "data-status": d.status, class: "doc-" + d.status },
+      el("td", {}, box),
+      el("td", {}, el("a", { href: table.dataset.base + "/documents/" + d.id }, d.name)),
+      el("td", {}, el("span", { class: "badge st-" + d.status }, LABEL[d.status] || d.status),
+        d.error ? el("p", { class: "error" }, d.error) : null),
+      el("td", {}, el("progress", { max: 100, value: pct, "aria-label": d.name + " progress" }, pct + "%"),
+        el("span", { class: "pct" }, " " + pct + "%"), el("p", { class: "meta phase" }, phase)),
+      el("td", {}, String(d.chunks)),
+      el("td", {}, llmCell(d)),
+      el("td", {}, elapsed(d, now)));
+  }
+
+  function describeGraph(g, docs) {
+    if (!g.enabled) return "Knowledge graph off.";
+    const parts = [];
+    if (g.build && (g.build.status === "running" || g.build.status === "pending"))
+      parts.push(`Building the knowledge graph: ${Math.round(g.build.progress * 100)}% (${g.build.message})`);
+    else if (g.build && g.build.status === "failed") parts.push("Graph build failed: " + (g.build.error || g.build.message));
+    if (g.refresh === "queued") parts.push("Graph refresh queued (PageRank, communities)…");
+    else if (g.refresh === "running") parts.push("Refreshing the graph (PageRank, communities, reports)…");
+    parts.push(`${g.entities} entities, ${g.relations} relations` + (g.reports ? `, ${g.reports} community reports` : ""));
+    return parts.join(" · ");
+  }
+
+  function busy(data) {
+    const g = data.graph;
+    return data.documents.some((d) => d.status === "running" || d.status === "pending") ||
+      (g.enabled && (g.refresh !== "idle" || (g.build && (g.build.status === "running" || g.build.status === "pending"))));
+  }
+
+  async function refresh() {
+    clearTimeout(timer);
+    let data;
+    try { data = await call("GET", table.dataset.url); }
+    catch (e) { graphState.textContent = e.message; timer = setTimeout(refresh, 3000); return; }
+    const ids = new Set(data.documents.map((d) => d.id));
+    for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
+    body.replaceChildren(...(data.documents.length ? data.documents.map((d) => row(d, data.now))
+      : [el("tr", {}, el("td", { colspan: 7 }, "No documents yet: upload some above."))]));
+    graphState.textContent = describeGraph(data.graph, data.documents);
+    const working = busy(data);
+    table.dataset.busy = working ? "yes" : "no";
+    timer = setTimeout(refresh, working ? 1000 : 5000);
+  }
+
+  async function upload(files) {
+    if (!files.length) return;
+    const form = new FormData();
+    for (const f of files) form.append("file", f, f.name);
+    form.append("parse", document.querySelector('#upload input[name="parse"]').checked ? "on" : "off");
+    status.className = ""; status.textContent = `Uploading ${files.length} file(s)…`;
+    try {
+      const out = await call("POST", document.getElementById("upload").dataset.url, form);
+      status.textContent = `Uploaded ${out.uploaded.length} file(s).` + (out.refused.length ? " Refused: " + out.refused.join("; ") : "");
+      if (out.refused.length) status.className = "error";
+    } catch (e) { status.className = "error"; status.textContent = e.message; }
+    refresh();
+  }
+
+  const zone = document.getElementById("upload");
+  const input = document.getElementById("file-input");
+  input.addEventListener("change", () => { upload([...input.files]); input.value = ""; });
+  zone.addEventListener("dragover", (e) => { e.preventDefault(); zone.classList.add("over"); });
+  zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+  zone.addEventListener("drop", (e) => { e.preventDefault(); zone.classList.remove("over"); upload([...e.dataTransfer.files]); });
+
+  document.getElementById("select-all").addEventListener("change", (e) => {
+    body.querySelectorAll("tr[data-id]").forEach((tr) => { e.target.checked ? selected.add(tr.dataset.id) : selected.delete(tr.dataset.id); });
+    refresh();
+  });
+  document.querySelectorAll("#bulk button").forEach((b) => b.addEventListener("click", async () => {
+    const action = b.dataset.action;
+    if (!selected.size) { status.className = "error"; status.textContent = "Select documents first."; return; }
+    if (action === "delete" && !confirm(`Delete ${selected.size} document(s) with their chunks and their part of the graph?`)) return;
+    try {
+      await call("POST", `${table.dataset.api}/${action}`, { ids: [...selected] });
+      status.className = ""; status.textContent = { parse: "Parsing queued.", cancel: "Cancelling…", delete: "Deleted." }[action];
+      if (action === "delete") selected.clear();
+    } catch (e) { status.className = "error"; status.textContent = e.message; }
+    refresh();
+  }));
+  refresh();
+})();
