@@ -11,11 +11,11 @@
 #             and the venvs of its setup_peers.sh): the comparison then comes from one run on one
 #             machine, which matters on a machine whose speed drifts; other peers stay stored
 #   PYTHON    interpreter with kbgraph installed (default: python3)
-#   GRAPHBENCH_DIR  graphbench checkout (default: ../shared/tools/graphbench from the repo root)
+#   GRAPHBENCH_DIR  the graphbench kit (fakellm, run_peer.py, stored peer results); required
 #   GRAPHBENCH_HOME where setup_peers.sh put the peers' venvs (default: ~/.cache/graphbench)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-GB="${GRAPHBENCH_DIR:-$ROOT/../shared/tools/graphbench}"
+GB="${GRAPHBENCH_DIR:?set GRAPHBENCH_DIR to the graphbench kit (fakellm.py, run_peer.py, results/)}"
 PY="${PYTHON:-python3}"
 BOOK="$GB/../../data/christmas-carol/book.txt"
 PEERS_HOME="${GRAPHBENCH_HOME:-$HOME/.cache/graphbench}"

@@ -1,4 +1,4 @@
-"""kbgraph as a system under test for graphbench (../shared/tools/graphbench).
+"""kbgraph as a system under test for graphbench (the benchmark kit bench/graphbench.sh runs; GRAPHBENCH_DIR).
 
 Indexes every .txt file of a corpus directory into a fresh embedded knowledge base against an
 OpenAI-compatible endpoint (graphbench's fakellm), then answers the sample queries, and writes a
@@ -6,7 +6,7 @@ JSON report with the fields graphbench's run_peer.py writes, so its table.py can
 row beside the peers':
 
     python bench/graphbench_kbgraph.py --corpus /tmp/carol5 --base-url http://127.0.0.1:8765/v1 \\
-        --queries ../shared/tools/graphbench/queries.txt --out kbgraph.json
+        --queries $GRAPHBENCH_DIR/queries.txt --out kbgraph.json
 
 Settings match the peers' runs: graph method ``general`` (GraphRAG-style prompt, 1 gleaning round),
 chunks of 1200 tokens with 100 overlap, embeddings from the endpoint (``openai`` provider, fakellm

@@ -3,7 +3,7 @@
     python bench/index_chunks.py [FILE] [--embedders hash,local] [--repeat 3]
 
 Prints chunks/s per embedder (best of --repeat runs, each into a fresh store, embedding cache off
-so every run embeds for real). FILE defaults to ../shared/data/christmas-carol/book.txt.
+so every run embeds for real). FILE: a long plain-text book (A Christmas Carol in our runs).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ open connections and lazily built models.
 from __future__ import annotations
 
 import difflib
+import dataclasses
 import hashlib
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MetaDB
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
@@ -420,14 +421,15 @@ class Engine:
                                            "(KBGRAPH_MAX_FILE_BYTES)")
             parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
             ctx = self.context(kb)
-            parsed_result = pipeline.parse_document(ctx, doc.id, parsed, progress=progress, cancel=cancel)
+            parsed_result = pipeline.parse_document(self._document_chunking(ctx, doc), doc.id, parsed,
+                                                    progress=progress, cancel=cancel)
             message = f"{parsed_result.chunks} chunks"
             if kb.graph.enabled:
                 extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
                 message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
                             f"mentions; {merged.entities_written} entities updated")
                 if extracted.failed_chunks:
-                    message += f"; extraction failed for {len(extracted.failed_chunks)} chunk(s): {extracted.errors[0]}"
+                    return self._partial(doc, parsed_result, extracted, message)
             meta.set_document_status(doc.id, "done", message=message, chunk_count=parsed_result.chunks,
                                      token_count=parsed_result.tokens)
             return DocOutcome(doc.name, "indexed", doc.id, parsed_result.chunks, message)
@@ -442,6 +444,29 @@ class Engine:
         except Exception as exc:  # one broken document must not stop the others
             meta.set_document_status(doc.id, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
             return DocOutcome(doc.name, "failed", doc.id, 0, f"{type(exc).__name__}: {exc}")
+
+    def _partial(self, doc: Document, parsed: pipeline.ParseResult, extracted: pipeline.ExtractResult,
+                 message: str) -> DocOutcome:
+        """A document whose graph extraction failed for some chunks: searchable, but not done. It
+        ends "failed" with the count, so it is indexed again on the next run, where only those
+        chunks cost model calls (the others' answers parsed, so they come from the cache)."""
+        failed = len(extracted.failed_chunks)
+        error = (f"partial: graph extraction failed for {failed} of {parsed.chunks} chunk(s) "
+                 f"({extracted.errors[0]}); the other chunks are indexed; parse the document again to retry "
+                 f"only the failed ones")
+        self.meta.set_document_status(doc.id, "failed", message=f"{message}; {error}", error=error,
+                                      chunk_count=parsed.chunks, token_count=parsed.tokens)
+        return DocOutcome(doc.name, "failed", doc.id, parsed.chunks, error)
+
+    @staticmethod
+    def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:
+        """A document's own chunk size (its ``parser_config.chunk_token_num``, set through the REST API)
+        over the knowledge base's."""
+        own = (doc.extra.get("parser_config") or {}).get("chunk_token_num")
+        if isinstance(own, bool) or not isinstance(own, int) or not 1 <= own <= MAX_CHUNK_TOKENS \
+                or own == ctx.chunk_tokens:
+            return ctx
+        return dataclasses.replace(ctx, chunk_tokens=own, chunk_overlap=min(ctx.chunk_overlap, own // 8))
 
     def list_documents(self, kb_name: str) -> list[Document]:
         return self.meta.list_documents(self.kb(kb_name).id, limit=None)
@@ -486,15 +511,20 @@ class Engine:
 
         return get_chunk(self.context(kb), chunk_id)
 
+    def find_chunk(self, chunk_id: str) -> "ChunkRecord | None":
+        """The tenant's chunk with this id, in whichever of its knowledge bases it is."""
+        from kbgraph.chunk_edit import find_chunk
+
+        return find_chunk(self.store, self.tenant, [kb.id for kb in self.list_kbs()], chunk_id)
+
     def add_chunk(self, kb: KnowledgeBase, doc: Document, content: str, *, important_keywords: Sequence[str] = (),
                   questions: Sequence[str] = ()) -> "ChunkChange":
         """Add a chunk to a document: searchable at once, and in the graph when the KB has one."""
         from kbgraph.chunk_edit import add_chunk
 
-        with self.kb_lock(kb.id):
-            change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
-                               questions=questions)
-            self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
+        change = add_chunk(self.context(kb), doc.id, doc.name, content, important_keywords=important_keywords,
+                           questions=questions, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, doc.id, chunks=change.chunks_delta, tokens=change.tokens_delta)
         return change
 
     def update_chunk(self, kb: KnowledgeBase, chunk: "ChunkRecord", *, content: str | None = None,
@@ -502,23 +532,21 @@ class Engine:
                      available: bool | None = None) -> "ChunkChange":
         from kbgraph.chunk_edit import update_chunk
 
-        with self.kb_lock(kb.id):
-            change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
-                                  questions=questions, available=available)
-            self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
+        change = update_chunk(self.context(kb), chunk, content=content, important_keywords=important_keywords,
+                              questions=questions, available=available, lock=lambda: self.kb_lock(kb.id))
+        self.meta.add_document_counts(kb.id, chunk.doc_id, tokens=change.tokens_delta)
         return change
 
     def delete_chunks(self, kb: KnowledgeBase, doc: Document, chunk_ids: Sequence[str] | None) -> "ChunkChange":
         """Delete these chunks of the document (None or empty: all), their mentions leaving the graph."""
         from kbgraph.chunk_edit import delete_chunks, document_totals
 
-        with self.kb_lock(kb.id):
-            ctx = self.context(kb)
-            change = delete_chunks(ctx, doc.id, chunk_ids)
-            if change.deleted:
-                # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
-                chunks, tokens = document_totals(ctx, doc.id)
-                self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
+        ctx = self.context(kb)
+        change = delete_chunks(ctx, doc.id, chunk_ids, lock=lambda: self.kb_lock(kb.id))
+        if change.deleted:
+            # recounted: adding the same content twice counts twice (as RAGFlow does) but stores one chunk
+            chunks, tokens = document_totals(ctx, doc.id)
+            self.meta.set_document_counts(kb.id, doc.id, chunks=chunks, tokens=tokens)
         return change
 
     def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:
@@ -535,11 +563,12 @@ class Engine:
         rename_document_chunks(self.context(kb), doc.id, renamed.name)
         return renamed
 
-    def reset_document(self, kb: KnowledgeBase, doc: Document) -> tuple[Document, pipeline.DeriveResult]:
+    def reset_document(self, kb: KnowledgeBase, doc: Document,
+                       reason: str = "") -> tuple[Document, pipeline.DeriveResult]:
         """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
         with self.kb_lock(kb.id):
             change = pipeline.delete_document(self.context(kb), doc.id)
-            return self.meta.reset_document(kb.id, doc.id), change
+            return self.meta.reset_document(kb.id, doc.id, reason), change
 
     # -- retrieval ----------------------------------------------------------------------------
 

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 
 from kbgraph import pipeline
 from kbgraph.graph.derive import DeriveResult
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
-from kbgraph.store.base import Condition, Doc, SearchRequest, TextQuery, any_of, eq, missing
+from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
+from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, TextQuery, any_of, eq, missing
 from kbgraph.store.records import Chunk
 
-# what a chunk listing searches: content, the document's name, keywords and questions
-LIST_TEXT_FIELDS = {"content_ltks": 1.0, "title_tks": 0.5, "important_tks": 1.0, "question_tks": 1.0}
+# what a chunk listing searches: content, the document's name, keywords and questions (as retrieval does)
+LIST_TEXT_FIELDS = CHUNK_TEXT_FIELDS
 _FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "important_kwd", "question_kwd",
            "available_int", "create_timestamp_flt", "position_int", "page_num_int", "token_count_int"]
 # manual chunks sort after the parsed ones (RAGFlow: parsed by page and position, then newest first)
@@ -122,7 +124,14 @@ def list_chunks(ctx: KBContext, doc_id: str, *, keywords: str = "", offset: int 
 
 
 def get_chunk(ctx: KBContext, chunk_id: str) -> ChunkRecord | None:
-    found = ctx.store.get(ctx.tenant, [ctx.kb_id], [chunk_id], fields=_FIELDS)
+    return find_chunk(ctx.store, ctx.tenant, [ctx.kb_id], chunk_id)
+
+
+def find_chunk(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_id: str) -> ChunkRecord | None:
+    """The chunk with this id in any of these knowledge bases (None for an unknown id or a graph row)."""
+    if not kb_ids:
+        return None
+    found = store.get(tenant, list(kb_ids), [chunk_id], fields=[*_FIELDS, "knowledge_graph_kwd"])
     if not found or found[0].get("knowledge_graph_kwd"):
         return None
     return ChunkRecord.from_doc(found[0])
@@ -148,15 +157,20 @@ def _chunk_doc(ctx: KBContext, record: ChunkRecord, title_tokens: str) -> Doc:
     return doc
 
 
-def _graph_change(ctx: KBContext, chunk_ids: Sequence[str], new: Sequence[Chunk]) -> DeriveResult:
+GraphLock = Callable[[], AbstractContextManager]
+
+
+def _graph_change(ctx: KBContext, chunk_ids: Sequence[str], new: Sequence[Chunk], lock: GraphLock) -> DeriveResult:
     if not ctx.graph.enabled:
         return DeriveResult()
-    mentions = pipeline.extract_chunks(ctx, new)
-    return pipeline.replace_chunk_mentions(ctx, chunk_ids, mentions)
+    mentions = pipeline.extract_chunks(ctx, new)  # may call an LLM: outside the knowledge base's lock
+    with lock():
+        return pipeline.replace_chunk_mentions(ctx, chunk_ids, mentions)
 
 
 def add_chunk(ctx: KBContext, doc_id: str, doc_name: str, content: str, *,
-              important_keywords: Sequence[str] = (), questions: Sequence[str] = ()) -> ChunkChange:
+              important_keywords: Sequence[str] = (), questions: Sequence[str] = (),
+              lock: GraphLock = nullcontext) -> ChunkChange:
     """Add (or, for the same content, rewrite) a chunk of the document."""
     if not content.strip():
         raise ChunkEditError("`content` is required")
@@ -166,14 +180,18 @@ def add_chunk(ctx: KBContext, doc_id: str, doc_name: str, content: str, *,
                          token_count=count_tokens(content))
     doc = _chunk_doc(ctx, record, token_string(doc_name))
     ctx.store.upsert(ctx.tenant, ctx.kb_id, [doc])
-    graph = _graph_change(ctx, [record.id], [Chunk.from_doc(doc)])
+    graph = _graph_change(ctx, [record.id], [Chunk.from_doc(doc)], lock)
     return ChunkChange(chunk=record, chunks_delta=1, tokens_delta=record.token_count, graph=graph)
 
 
 def update_chunk(ctx: KBContext, chunk: ChunkRecord, *, content: str | None = None,
                  important_keywords: Sequence[str] | None = None, questions: Sequence[str] | None = None,
-                 available: bool | None = None) -> ChunkChange:
+                 available: bool | None = None, lock: GraphLock = nullcontext) -> ChunkChange:
     """Change a chunk in place (its id stays); new text is embedded again and re-extracted."""
+    if content is None and important_keywords is None and questions is None:
+        if available is not None and available != chunk.available:  # no text changed: nothing to embed
+            ctx.store.patch(ctx.tenant, ctx.kb_id, {chunk.id: {"available_int": 1 if available else 0}})
+        return ChunkChange(chunk=replace(chunk, available=chunk.available if available is None else available))
     changed = ChunkRecord(
         id=chunk.id, kb_id=chunk.kb_id, doc_id=chunk.doc_id, doc_name=chunk.doc_name,
         content=chunk.content if content is None else content,
@@ -186,11 +204,12 @@ def update_chunk(ctx: KBContext, chunk: ChunkRecord, *, content: str | None = No
     ctx.store.upsert(ctx.tenant, ctx.kb_id, [doc])
     graph = DeriveResult()
     if content is not None and content != chunk.content:
-        graph = _graph_change(ctx, [chunk.id], [Chunk.from_doc(doc)])
+        graph = _graph_change(ctx, [chunk.id], [Chunk.from_doc(doc)], lock)
     return ChunkChange(chunk=changed, tokens_delta=changed.token_count - chunk.token_count, graph=graph)
 
 
-def delete_chunks(ctx: KBContext, doc_id: str, chunk_ids: Sequence[str] | None) -> ChunkChange:
+def delete_chunks(ctx: KBContext, doc_id: str, chunk_ids: Sequence[str] | None, *,
+                  lock: GraphLock = nullcontext) -> ChunkChange:
     """Delete these chunks of the document (None or empty: all of them) and their mentions."""
     where = _chunk_where(doc_id)
     if chunk_ids:
@@ -201,7 +220,7 @@ def delete_chunks(ctx: KBContext, doc_id: str, chunk_ids: Sequence[str] | None) 
         return ChunkChange()
     ids = [c.id for c in doomed]
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [*_chunk_where(doc_id), any_of("id", ids)])
-    graph = _graph_change(ctx, ids, []) if ctx.graph.enabled else DeriveResult()
+    graph = _graph_change(ctx, ids, [], lock)
     return ChunkChange(chunks_delta=-len(ids), tokens_delta=-sum(c.token_count for c in doomed), deleted=len(ids),
                        graph=graph)
 

@@ -28,6 +28,9 @@ DEFAULT_SYSTEM = (
     "      The above is the knowledge base.")
 DEFAULT_OPENER = "Hi! I'm your assistant. What can I do for you?"
 DEFAULT_EMPTY_RESPONSE = "Sorry! No relevant content was found in the knowledge base!"
+# RAGFlow's stored default for a chat created without an ``llm`` object
+DEFAULT_LLM_SETTING = {"temperature": 0.1, "top_p": 0.3, "frequency_penalty": 0.7, "presence_penalty": 0.4,
+                       "max_tokens": 512}
 BUILTIN_RERANKERS = ("BAAI/bge-reranker-v2-m3", "maidalun1020/bce-reranker-base_v1")
 PROMPT_RENAMES = {"variables": "parameters", "opener": "prologue", "show_quote": "quote", "prompt": "system"}
 PROMPT_COLUMNS = {"similarity_threshold": "similarity_threshold", "keywords_similarity_weight": "vector_similarity_weight",
@@ -184,7 +187,8 @@ def create_chat() -> Response:
     svc = services()
     body = json_body()
     kbs = _checked_datasets(body.get("dataset_ids"))
-    llm = dict(_object(body, "llm") or {})
+    sent_llm = _object(body, "llm")
+    llm = dict(sent_llm) if sent_llm is not None else dict(DEFAULT_LLM_SETTING)
     model = _checked_model(llm.pop("model_name", None))
     prompt = _object(body, "prompt") or {}
     config, columns = _prompt_fields(prompt)

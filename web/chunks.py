@@ -114,6 +114,12 @@ def add_chunk(dataset_id: str, document_id: str) -> Response:
         "create_timestamp": chunk.created, "dataset_id": kb.id, "document_id": doc.id}})
 
 
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("false", "0", "")
+    return bool(value)
+
+
 def _qa_checked(doc: Document, kb: KnowledgeBase, content: str) -> None:
     method = doc.extra.get("chunk_method", kb.extra.get("chunk_method", "naive"))
     if method == "qa":
@@ -127,29 +133,23 @@ def update_chunk(dataset_id: str, document_id: str, chunk_id: str) -> Response:
     svc = services()
     body = json_body(required=False)
     missing = ApiError(DATA_ERROR, f"Can't find this chunk {chunk_id}")
-    try:
-        kb = svc.meta.get_kb(tenant(), dataset_id)
-    except NotFound:
-        raise missing from None  # looked up in the caller's own store: another tenant's is not there
     engine = svc.engine(tenant())
-    chunk = engine.get_chunk(kb, chunk_id)
+    chunk = engine.find_chunk(chunk_id)  # RAGFlow looks in the caller's whole store first
     if chunk is None:
         raise missing
+    kb = own_kb(dataset_id)
     doc = _own_document(kb, document_id)
-    if chunk.doc_id != doc.id:
+    if chunk.kb_id != kb.id or chunk.doc_id != doc.id:
         raise missing
-    content = body.get("content", None) if "content" in body else None
-    if "content" in body and not isinstance(body["content"], str):
+    content = body.get("content")
+    if "content" in body and not isinstance(content, str):
         raise ApiError(EXCEPTION_ERROR, "TypeError('expected string or bytes-like object')")
     keywords = questions = None
     if "important_keywords" in body:
         keywords = _string_list(body, "important_keywords", "`important_keywords` should be a list")
     if "questions" in body:
         questions = _string_list(body, "questions", "`questions` should be a list")
-    available = None
-    if "available" in body:
-        available = bool(body["available"]) if not isinstance(body["available"], str) else \
-            body["available"].strip().lower() not in ("false", "0", "")
+    available = _flag(body["available"]) if "available" in body else None
     if content is not None:
         _qa_checked(doc, kb, content)
     change = engine.update_chunk(kb, chunk, content=content, important_keywords=keywords, questions=questions,

@@ -104,7 +104,8 @@ def update_document(dataset_id: str, document_id: str) -> Response:
     doc = svc.meta.update_document(kb.id, doc.id, extra=extra)
     if reparse:  # a new chunk method means new chunks: the old ones (and their graph part) go
         svc.meta.request_cancel_document(kb.id, doc.id)
-        doc, change = engine.reset_document(kb, doc)
+        doc, change = engine.reset_document(
+            kb, doc, f"The chunk method changed to {method}: parse the document again.")
         if change.changed:
             schedule_refresh(svc.celery, tenant(), kb.id)
     if enabled is not None:

@@ -3,9 +3,6 @@ RAGFLOW_API.md §5."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -18,6 +15,7 @@ from web.api import blueprint, dedupe, id_list, own_kb, tenant
 from web.envelope import ARGUMENT_ERROR, DATA_ERROR, EXCEPTION_ERROR, SERVER_ERROR, ApiError, json_body, ok
 from web.rows import RUN, document_row, file_type, suffix
 from web.services import Services, services
+from web.uploads import UploadTooLarge
 
 
 def _unique_name(name: str, taken: set[str]) -> str:
@@ -33,24 +31,10 @@ def _unique_name(name: str, taken: set[str]) -> str:
 
 
 def _store_upload(svc: Services, kb: KnowledgeBase, name: str, stream: Any, kind: str) -> Document:
-    folder = svc.upload_dir(kb.id)
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".upload-{uuid.uuid4().hex}"
-    digest, size = hashlib.sha256(), 0
-    with partial.open("wb") as out:  # streamed: an upload is never held in memory whole
-        while block := stream.read(1 << 20):
-            digest.update(block)
-            size += len(block)
-            out.write(block)
-    extra = {"type": kind, "chunk_method": kb.extra.get("chunk_method", "naive")}
     try:
-        doc, _ = svc.meta.upsert_document(kb.id, name, "", size, digest.hexdigest(), extra=extra)
-        final = folder / doc.id
-        os.replace(partial, final)
-        doc, _ = svc.meta.upsert_document(kb.id, name, str(final.resolve()), size, digest.hexdigest(), extra=extra)
-    finally:
-        partial.unlink(missing_ok=True)
-    return doc
+        return svc.store_upload(kb, name, stream, kind)
+    except UploadTooLarge as exc:
+        raise ApiError(ARGUMENT_ERROR, str(exc)) from None
 
 
 @blueprint.post("/datasets/<dataset_id>/documents")
@@ -68,7 +52,6 @@ def upload_documents(dataset_id: str) -> Response:
         kb = svc.meta.get_kb(tenant(), dataset_id)
     except NotFound:
         raise ApiError(EXCEPTION_ERROR, f"LookupError(\"Can't find the dataset with ID {dataset_id}!\")") from None
-    taken = {d.name.casefold() for d in svc.meta.list_documents(kb.id, limit=None)}
     rows, errors = [], []
     for f in files:
         name = PurePosixPath(f.filename.replace("\\", "/")).name or f.filename
@@ -76,8 +59,8 @@ def upload_documents(dataset_id: str) -> Response:
         if kind is None:
             errors.append(f"{name}: This type of file has not been supported yet!")
             continue
-        name = _unique_name(name, taken)
-        taken.add(name.casefold())
+        # a name already taken becomes name(n) (the database's unique constraint decides races);
+        # the same bytes under the same name are a retry and get the document they made
         rows.append(document_row(_store_upload(svc, kb, name, f.stream, kind), kb))
     if errors:
         raise ApiError(SERVER_ERROR, "\n".join(errors))

@@ -23,6 +23,8 @@ def gunicorn_options(settings: Settings, bind: str) -> dict[str, Any]:
         "graceful_timeout": 30,
         "keepalive": 5,
         "preload_app": False,  # build the app in each worker: connections must not cross a fork
+        # gunicorn's control socket is one path per user: several servers on a host would fight over it
+        "control_socket_disable": True,
         "accesslog": None,
         "errorlog": "-",
         "loglevel": "info",

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from flask import current_app
 
 from kbgraph.app import Engine
 from kbgraph.config import Settings
-from kbgraph.meta import MetaDB
+from kbgraph.meta import Document, KnowledgeBase, MetaDB
 from task_executor.celery_app import KBCelery
 from task_executor.engines import EnginePool
 from task_executor.submit import celery_for
+from web.uploads import clean_upload_debris, store_upload
 
 EXTENSION = "kbgraph"
 
@@ -26,7 +28,10 @@ class Services:
 
     @classmethod
     def open(cls, settings: Settings, celery: KBCelery | None = None) -> "Services":
-        return cls(settings, EnginePool(settings), celery or celery_for(settings))
+        opened = cls(settings, EnginePool(settings), celery or celery_for(settings))
+        # files of uploads a crash cut short; one silent for a request's whole time limit is dead
+        clean_upload_debris(settings.data_dir / "uploads", opened.meta, older_than=settings.web_timeout)
+        return opened
 
     @property
     def meta(self) -> MetaDB:
@@ -37,6 +42,10 @@ class Services:
 
     def upload_dir(self, kb_id: str) -> Path:
         return self.settings.data_dir / "uploads" / kb_id
+
+    def store_upload(self, kb: KnowledgeBase, name: str, stream: IO[bytes], kind: str) -> Document:
+        """Keep an uploaded file and register it (crash-safe; see web.uploads)."""
+        return store_upload(self.settings, self.meta, kb, self.upload_dir(kb.id), name, stream, kind)
 
     def close(self) -> None:
         self.pool.close()

@@ -217,7 +217,9 @@ def completions(chat_id: str) -> Response:
     question = body.get("question")
     if not isinstance(question, str) or not question.strip():
         raise ApiError(DATA_ERROR, "`question` is required.")
-    conversation = Conversation(svc.engine(tenant()), assistant, session, extra_kb_ids=_extra_datasets(body))
+    variables = {k: str(v) for k, v in body.items() if isinstance(v, (str, int, float)) and not isinstance(v, bool)}
+    conversation = Conversation(svc.engine(tenant()), assistant, session, extra_kb_ids=_extra_datasets(body),
+                                variables=variables)  # the prompt's own {parameters}, as RAGFlow fills them
     if stream:
         return event_stream(_streamed(conversation, question, session.id))
     try:

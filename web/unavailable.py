@@ -29,7 +29,7 @@ DATASET_FEATURES = {
 
 
 def not_available(feature: str) -> ApiError:
-    return ApiError(DATA_ERROR, f"{feature} is not available in kbgraph: it serves datasets, documents, chunks, "
+    return ApiError(DATA_ERROR, f"Not available in kbgraph: {feature}. It serves datasets, documents, chunks, "
                                 "retrieval, the knowledge graph, chat assistants and their sessions.", with_data=True)
 
 

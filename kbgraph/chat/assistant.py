@@ -84,9 +84,21 @@ def _knowledge_bases(engine: "Engine", assistant: Assistant, extra_kb_ids: Seque
     return kbs
 
 
+def system_prompt(assistant: Assistant, variables: Mapping[str, str]) -> str:
+    """The assistant's own system prompt with its declared variables filled in (``{name}``; an optional
+    one not given is left empty). ``{knowledge}`` stays for the retrieved excerpts."""
+    text = str(assistant.prompt_config.get(SYSTEM) or "")
+    for parameter in assistant.prompt_config.get("parameters") or []:
+        key = parameter.get("key") if isinstance(parameter, dict) else None
+        if isinstance(key, str) and key and key != "knowledge":
+            text = text.replace("{" + key + "}", str(variables.get(key, "")))
+    return text
+
+
 def assistant_dialog(engine: "Engine", assistant: Assistant, history: Sequence[Turn] = (), *,
-                     extra_kb_ids: Sequence[str] = ()) -> Dialog:
-    """The assistant bound to its knowledge bases (raises LLMNotConfigured without a chat model)."""
+                     extra_kb_ids: Sequence[str] = (), variables: Mapping[str, str] | None = None) -> Dialog:
+    """The assistant bound to its knowledge bases (raises LLMNotConfigured without a chat model).
+    ``variables`` fill the prompt's declared parameters other than ``knowledge``."""
     from kbgraph.graph.extract_nlp import NLPExtractor
     from kbgraph.search.retrieve import retrieve
 
@@ -110,7 +122,7 @@ def assistant_dialog(engine: "Engine", assistant: Assistant, history: Sequence[T
     prompt = assistant.prompt_config
     llm = assistant.llm_setting
     config = AssistantConfig(
-        system_prompt=str(prompt.get(SYSTEM) or ""), empty_response=prompt.get(EMPTY_RESPONSE) or None,
+        system_prompt=system_prompt(assistant, variables or {}), empty_response=prompt.get(EMPTY_RESPONSE) or None,
         language=assistant.language or engine.settings.language, knowledge=bool(kbs),
         temperature=_number(llm.get("temperature")), max_tokens=_integer(llm.get("max_tokens")))
     return Dialog(find, chat, config, history)
@@ -145,12 +157,14 @@ class Conversation:
     session: ChatSession | None = None
     history: list[Turn] = field(default_factory=list)
     extra_kb_ids: Sequence[str] = ()
+    variables: Mapping[str, str] = field(default_factory=dict)
     message_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     answer: Answer | None = None
 
     def ask(self, question: str, *, cancel: CancelCheck | None = None) -> Iterator[ChatEvent]:
         history = history_of(self.session.messages) if self.session is not None else self.history
-        dialog = assistant_dialog(self.engine, self.assistant, history, extra_kb_ids=self.extra_kb_ids)
+        dialog = assistant_dialog(self.engine, self.assistant, history, extra_kb_ids=self.extra_kb_ids,
+                                  variables=self.variables)
         for event in dialog.ask(question, cancel=cancel):
             if event.kind == "done":
                 quote = bool(self.assistant.prompt_config.get(QUOTE, True)) and self.assistant.do_refer

@@ -22,6 +22,25 @@ from kbgraph.parse.chunker import count_tokens
 from kbgraph.prompts import prompt_version, render
 
 
+class SummaryError(RuntimeError):
+    """The model's summary failed validation twice: an error, never a description."""
+
+
+_MARKUP = ("<!doctype", "<html", "<?xml", "<body")
+
+
+def usable_summary(answer: str, max_tokens: int) -> bool:
+    """Whether a model's answer reads as a summary: prose (mostly letters, no replacement
+    characters, not an error page) of about the asked length."""
+    text = answer.strip()
+    if not text or "\ufffd" in text or text[:20].lower().startswith(_MARKUP):
+        return False
+    letters = sum(1 for ch in text if ch.isalpha())
+    if letters < 0.25 * sum(1 for ch in text if not ch.isspace()):
+        return False
+    return count_tokens(text) <= 2 * max_tokens + 64
+
+
 @lru_cache(maxsize=65536)
 def _fragment_tokens(fragment: str) -> int:
     # an entity's fragments are counted again every time a new mention re-derives it
@@ -75,14 +94,22 @@ class Describer:
                 pass  # a summary is an improvement, not a requirement: fall back to the fragments
         return self._truncate(fragments)
 
+    def _usable(self, answer: str) -> bool:
+        return usable_summary(answer, self.max_tokens)
+
     def _summarize(self, kind: str, name: str, fragments: Sequence[str]) -> str:
         prompt = render("summarize_descriptions", kind=kind, subject=name, descriptions=sorted(fragments),
                         max_tokens=self.max_tokens, language=self.language)
-        answer = self.chat.chat([Message("user", prompt)], phase="summarize",
-                                prompt_version=prompt_version("summarize_descriptions"))
-        with self._count_lock:
-            self.summaries += 1
-        return answer.strip() or self._truncate(fragments)
+        version = prompt_version("summarize_descriptions")
+        for suffix in ("", "#retry1"):  # the suffix changes the cache key: the retry is a fresh answer
+            answer = self.chat.chat([Message("user", prompt)], phase="summarize", prompt_version=version + suffix,
+                                    accept=self._usable)
+            with self._count_lock:
+                self.summaries += 1
+            if self._usable(answer):
+                return answer.strip()
+        raise SummaryError(f"the model's summary of {kind} {name!r} is unusable twice (last: {answer[:120]!r}); "
+                           "nothing was written: index the document again to retry")
 
     def _truncate(self, fragments: Sequence[str]) -> str:
         kept: list[str] = []

@@ -9,8 +9,8 @@ Conversation, with G = max_gleanings:
 
 A first answer with nothing readable in it is asked again once under a different prompt version
 (``#retry1``), so the response cache cannot hand back the same garbage, and at a higher temperature;
-if that is unreadable too the chunk fails with ``ExtractionError``. Unreadable gleaning answers are
-ignored: gleaning only ever adds.
+if that is unreadable too the chunk fails with ``ExtractionError``. Unreadable answers are never
+cached, so the next run asks again. Unreadable gleaning answers are ignored: gleaning only ever adds.
 """
 
 from __future__ import annotations
@@ -68,23 +68,27 @@ class LLMExtractor:
     def _parse(self, answer: str) -> ParsedOutput:
         return parse_records(answer, TUPLE_DELIMITER, RECORD_DELIMITER, COMPLETION_DELIMITER)
 
+    def _readable(self, answer: str) -> bool:
+        return not _garbled(answer, self._parse(answer))
+
     def _call(self, messages: list[Message], phase: str, version: str, cancel: CancelCheck | None,
-              temperature: float | None = None, max_tokens: int | None = None) -> str:
+              temperature: float | None = None, max_tokens: int | None = None, *, checked: bool = False) -> str:
         if cancel is not None and cancel():
             raise Cancelled("extraction cancelled")
+        # a checked answer is cached only when readable: a garbled one is asked again on the next run
         return self.chat.chat(messages, phase=phase, prompt_version=version, temperature=temperature,
-                              max_tokens=max_tokens, cancel=cancel)
+                              max_tokens=max_tokens, cancel=cancel, accept=self._readable if checked else None)
 
     def extract(self, text: str, *, cancel: CancelCheck | None = None) -> ChunkExtraction:
         if not text.strip():
             return ChunkExtraction()
         messages = [Message("user", self.prompt(text))]
-        answer = self._call(messages, "extract", self._version, cancel)
+        answer = self._call(messages, "extract", self._version, cancel, checked=True)
         calls = 1
         parsed = self._parse(answer)
         if _garbled(answer, parsed):
             answer = self._call(messages, "extract", f"{self._version}#retry1", cancel,
-                                temperature=RETRY_TEMPERATURE)
+                                temperature=RETRY_TEMPERATURE, checked=True)
             calls += 1
             parsed = self._parse(answer)
             if _garbled(answer, parsed):

@@ -225,6 +225,10 @@ def _skeleton_tokens(language: str) -> int:
                                max_findings=8))
 
 
+def _parses(answer: str) -> bool:
+    return parse_report(answer) is not None
+
+
 def llm_report(chat: ChatModel, community: Community, entities: Sequence[Entity], relations: Sequence[Relation],
                language: str = "English", max_input_tokens: int = 8000,
                cancel: CancelCheck | None = None) -> ReportContent:
@@ -239,7 +243,8 @@ def llm_report(chat: ChatModel, community: Community, entities: Sequence[Entity]
     version = prompt_version(PROMPT)
     for suffix in ("", "#retry1"):
         # the suffix changes the cache key, so the retry is a fresh answer, not the cached garbage
-        answer = chat.chat([Message("user", prompt)], phase=PHASE, prompt_version=version + suffix, cancel=cancel)
+        answer = chat.chat([Message("user", prompt)], phase=PHASE, prompt_version=version + suffix, cancel=cancel,
+                           accept=_parses)
         parsed = parse_report(answer)
         if parsed is not None:
             if parsed.rating < 0:

@@ -73,8 +73,9 @@ class ChatModel(Protocol):
 
     def chat(self, messages: Sequence[Message], *, phase: str = "chat", prompt_version: str = "",
              temperature: float | None = None, max_tokens: int | None = None,
-             cancel: CancelCheck | None = None) -> str:
-        """The assistant's reply, with <think>...</think> blocks removed."""
+             cancel: CancelCheck | None = None, accept: Callable[[str], bool] | None = None) -> str:
+        """The assistant's reply, with <think>...</think> blocks removed. ``accept`` says whether a
+        reply is usable (parses): a cache keeps only those."""
         ...
 
     def stream(self, messages: Sequence[Message], *, phase: str = "chat",

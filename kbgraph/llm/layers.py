@@ -54,6 +54,12 @@ class ChatRequest:
     temperature: float = 0.0
     max_tokens: int | None = None
     cancel: CancelCheck | None = field(default=None, compare=False)
+    # whether an answer is usable (it parses): only those are cached, and a cached one that is not
+    # (stored before the check existed) is asked again
+    accept: Callable[[str], bool] | None = field(default=None, compare=False)
+
+    def usable(self, text: str) -> bool:
+        return bool(text.strip()) and (self.accept is None or self.accept(text))
 
     def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel():
@@ -126,17 +132,17 @@ class ChatBase(ABC):
 
     def _request(self, messages: Sequence[Message], phase: str, prompt_version: str,
                  temperature: float | None, max_tokens: int | None,
-                 cancel: CancelCheck | None) -> ChatRequest:
+                 cancel: CancelCheck | None, accept: Callable[[str], bool] | None = None) -> ChatRequest:
         # Defaults are resolved here, once, so the cache key sees the values actually sent.
         return ChatRequest(
             messages=tuple(messages), phase=phase, prompt_version=prompt_version,
             temperature=self.temperature if temperature is None else temperature,
-            max_tokens=self.max_tokens if max_tokens is None else max_tokens, cancel=cancel)
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens, cancel=cancel, accept=accept)
 
     def chat(self, messages: Sequence[Message], *, phase: str = "chat", prompt_version: str = "",
              temperature: float | None = None, max_tokens: int | None = None,
-             cancel: CancelCheck | None = None) -> str:
-        request = self._request(messages, phase, prompt_version, temperature, max_tokens, cancel)
+             cancel: CancelCheck | None = None, accept: Callable[[str], bool] | None = None) -> str:
+        request = self._request(messages, phase, prompt_version, temperature, max_tokens, cancel, accept)
         return self.complete(request).text
 
     def stream(self, messages: Sequence[Message], *, phase: str = "chat",
@@ -450,8 +456,9 @@ def chat_cache_key(model: str, request: ChatRequest) -> str:
 class CachedChat(ChatLayer):
     """Answers repeated requests from SQLite, one table per phase (``llm_<phase>``).
 
-    Only non-empty answers are stored: an empty reply is more likely a glitch than an answer
-    worth pinning. Streams are never cached. A hit counts as ``cached_calls`` in the ledger.
+    Only usable answers are stored (non-empty, and accepted by the request's ``accept`` check when
+    it has one): a garbled reply must be asked again on the next run, not pinned for good. Streams
+    are never cached. A hit counts as ``cached_calls`` in the ledger.
     """
 
     def __init__(self, inner: ChatBase, path: Path, ledger: UsageLedger | None = None) -> None:
@@ -474,11 +481,11 @@ class CachedChat(ChatLayer):
             row = self.store.conn.execute(
                 f"SELECT text, prompt_tokens, completion_tokens FROM {table} WHERE key = ?",
                 (key,)).fetchone()
-        if row is not None:
+        if row is not None and request.usable(row[0]):
             record_usage(self.ledger, request.phase, cached=1)
             return Completion(row[0], row[1], row[2], cached=True)
         result = self.inner.complete(request)
-        if result.text.strip():
+        if request.usable(result.text):
             with self.store.lock:
                 self.store.conn.execute(
                     f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?)",

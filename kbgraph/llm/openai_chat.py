@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -18,20 +19,16 @@ import openai
 import orjson
 
 from kbgraph.llm.base import LLMError
-from kbgraph.llm.http import sdk_http_client
 from kbgraph.llm.layers import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
 
 _CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
-# The SDK describes the caller's platform in seven headers on every request, for OpenAI's own
-# statistics. A plain-HTTP (local) server has no use for them, and each costs both ends parsing.
-_WITHOUT_SDK_TELEMETRY: dict[str, Any] = {
-    f"X-Stainless-{name}": openai.Omit()
-    for name in ("Lang", "Package-Version", "OS", "Arch", "Runtime", "Runtime-Version", "Async")}
 _CLIENTS_LOCK = threading.Lock()
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
 def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
-    """One client (connection pool, SSL context) per endpoint per process, reused by all calls.
+    """One client per endpoint per process, reused by every call: the SDK's own HTTP client (httpx),
+    whose connection pool keeps connections alive between calls (and its TLS and proxy handling).
 
     Keyed by pid too: pooled connections inherited through a fork (Celery prefork) would be
     shared with the parent."""
@@ -39,13 +36,60 @@ def shared_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
-            http_client = sdk_http_client(base_url, timeout)
             # Local servers (Ollama, vLLM) take no key, but the client insists on one.
-            client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed",
-                                   timeout=timeout, max_retries=0, http_client=http_client,
-                                   default_headers=_WITHOUT_SDK_TELEMETRY if http_client is not None else None)
+            client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout,
+                                   max_retries=0, http_client=_sdk_http_client())
             _CLIENTS[key] = client
         return client
+
+
+class _PromptAcks:
+    """httpcore's own network backend, whose sockets acknowledge what they receive at once.
+
+    A server that writes a reply's headers and its body in two sends without TCP_NODELAY (Python's
+    ``http.server`` and many small shims) holds the body back under Nagle's algorithm until the
+    headers are acknowledged, and Linux delays that acknowledgement by up to 40 ms: a call the
+    server answers in 1 ms takes 41. TCP_QUICKACK before each read (the kernel clears it as it
+    goes) removes the wait. Everything else (HTTP, pooling, TLS) stays httpx's and httpcore's.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        return _PromptAckStream(self.inner.connect_tcp(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # connect_unix_socket, sleep: unchanged
+        return getattr(self.inner, name)
+
+
+class _PromptAckStream:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sock = inner.get_extra_info("socket")
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        return self.inner.read(max_bytes, timeout)
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> Any:
+        return _PromptAckStream(self.inner.start_tls(*args, **kwargs))
+
+    def __getattr__(self, name: str) -> Any:  # write, close, get_extra_info: unchanged
+        return getattr(self.inner, name)
+
+
+def _sdk_http_client() -> Any:
+    """The SDK's default HTTP client (its limits, timeouts and proxy handling), with prompt ACKs on
+    its direct connections where the platform has them; else None, which lets the SDK build it."""
+    client = openai.DefaultHttpxClient()
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if _QUICKACK is None or backend is None:
+        return None
+    pool._network_backend = _PromptAcks(backend)
+    return client
 
 
 # ---------------------------------------------------------------------------------------------

@@ -133,9 +133,10 @@ def _setup_sqlite(engine: Engine) -> None:
         # hand transaction control to the "begin" hook below (pysqlite's own BEGIN is deferred)
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
+        # waiting first: several processes (gunicorn workers) open a new file at the same moment
+        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
@@ -176,7 +177,10 @@ class MetaDB:
             _setup_sqlite(engine)
         else:
             engine = create_engine(parsed, pool_pre_ping=True)
-        m.Base.metadata.create_all(engine)
+        # under the write lock: two processes creating the tables in deferred transactions would
+        # deadlock (each holds a read lock the other's write needs) and one would fail at once
+        with engine.connect().execution_options(**_WRITE) as conn, conn.begin():
+            m.Base.metadata.create_all(conn)
         db = cls(engine)
         db.ensure_tenant(DEFAULT_TENANT)
         return db
@@ -457,6 +461,39 @@ class MetaDB:
             raise AlreadyExists(f"document {name!r} was registered concurrently; retry") from None
         return Document.model_validate(row), changed
 
+    def create_document(
+        self,
+        kb_id: str,
+        name: str,
+        location: str,
+        size: int,
+        content_hash: str,
+        *,
+        doc_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Document:
+        """Register a new document; raises AlreadyExists when the KB has one of this name (the
+        unique constraint decides between concurrent uploads, never a read before the write)."""
+        name = _check_name(name, "document", 255)
+        _check_count("size", size)
+        if content_hash and not _HASH_RE.match(content_hash):
+            raise MetaError("content_hash must be the lower-case hex sha256 of the file's bytes")
+        now = _now()
+        try:
+            with self._write() as s:
+                if s.get(m.KnowledgeBase, kb_id) is None:
+                    raise NotFound(f"knowledge base {kb_id!r} does not exist")
+                row = m.Document(id=doc_id or _new_id(), kb_id=kb_id, name=name, status="pending", location=location,
+                                 size=size, content_hash=content_hash, extra=dict(extra or {}), created=now,
+                                 updated=now)
+                _apply_status(row, "pending", None, now)
+                row.message, row.chunk_count, row.token_count = "", 0, 0
+                row.extracted, row.graph_version = False, 0
+                s.add(row)
+        except IntegrityError:
+            raise AlreadyExists(f"document {name!r} already exists in knowledge base {kb_id!r}") from None
+        return Document.model_validate(row)
+
     def get_document(self, kb_id: str, doc_id: str) -> Document:
         with self._read() as s:
             return Document.model_validate(self._doc(s, doc_id, kb_id))
@@ -601,13 +638,14 @@ class MetaDB:
             row.chunk_count, row.token_count, row.updated = chunks, tokens, _now()
         return Document.model_validate(row)
 
-    def reset_document(self, kb_id: str, doc_id: str) -> Document:
-        """Back to "pending" with no chunks, no progress and no graph state (it must be parsed again)."""
+    def reset_document(self, kb_id: str, doc_id: str, message: str = "") -> Document:
+        """Back to "pending" with no chunks, no progress and no graph state (it must be parsed again);
+        ``message`` says why."""
         with self._write() as s:
             row = self._doc(s, doc_id, kb_id, lock=True)
             now = _now()
             _apply_status(row, "pending", None, now)
-            row.message, row.chunk_count, row.token_count = "", 0, 0
+            row.message, row.chunk_count, row.token_count = message, 0, 0
             row.extracted, row.graph_version, row.updated = False, 0, now
         return Document.model_validate(row)
 

@@ -386,3 +386,39 @@ def test_concurrent_task_updates(db: MetaDB) -> None:
     final = db.get_task(kb.id, task.id)
     assert (final.llm_calls, final.prompt_tokens, final.completion_tokens) == (2 * rounds, 20 * rounds, 3 * rounds)
     assert final.status == "running" and db.get_document(kb.id, doc.id).status == "running"
+
+
+def test_assistants_and_sessions(db: MetaDB) -> None:
+    for tenant in ("alice", "bob"):
+        db.ensure_tenant(tenant)
+    kb = db.create_kb("alice", "docs")
+    helper = db.create_assistant("alice", " Helper ", kb_ids=[kb.id], llm_id="m", llm_setting={"temperature": 0.1},
+                                 prompt_config={"system": "be brief {knowledge}", "prologue": "Hi"}, top_n=3)
+    assert (helper.name, helper.kb_ids, helper.top_n, helper.deleted) == ("Helper", [kb.id], 3, False)
+    assert db.find_assistant("alice", "HELPER") == helper and db.find_assistant("bob", "helper") is None
+    with pytest.raises(NotFound):
+        db.create_assistant("bob", "spy", kb_ids=[kb.id])  # another tenant's knowledge base is unknown
+    with pytest.raises(MetaError, match="unknown chat setting"):
+        db.create_assistant("alice", "x", owner="bob")
+    changed = db.update_assistant("alice", helper.id, name="Guide", prompt_config={"system": "x", "use_kg": False})
+    assert changed.name == "Guide" and changed.prompt_config == {"system": "x", "use_kg": False}
+    assert changed.llm_setting == {"temperature": 0.1}
+
+    session = db.create_session("alice", helper.id, "talk", messages=[{"role": "assistant", "content": "Hi"}])
+    turn = [{"role": "user", "content": "q", "id": "m1"}, {"role": "assistant", "content": "a", "id": "m1"}]
+    kept = db.append_turn("alice", helper.id, session.id, turn, {"message_id": "m1", "reference": {"total": 0}})
+    assert [m["role"] for m in kept.messages] == ["assistant", "user", "assistant"]
+    assert kept.references == [{"message_id": "m1", "reference": {"total": 0}}]
+    assert db.get_session("alice", helper.id, session.id) == kept
+    with pytest.raises(NotFound):
+        db.get_session("bob", helper.id, session.id)
+    assert db.rename_session("alice", helper.id, session.id, "renamed").name == "renamed"
+    assert [s.id for s in db.list_sessions("alice", helper.id)] == [session.id]
+
+    db.delete_assistant("alice", helper.id)  # soft: gone from every lookup, its row kept
+    assert db.list_assistants("alice") == [] and db.find_assistant("alice", "guide") is None
+    for call in (lambda: db.get_assistant("alice", helper.id), lambda: db.list_sessions("alice", helper.id),
+                 lambda: db.delete_assistant("alice", helper.id)):
+        with pytest.raises(NotFound):
+            call()
+    assert _count(db, m.Assistant) == 1 and _count(db, m.ChatSession) == 1

@@ -18,19 +18,17 @@ from typing import Any
 import pytest
 import redis
 import requests
+from ragflow_sdk import RAGFlow
+from ragflow_sdk.modules.chunk import ChunkUpdateError
+from ragflow_sdk.modules.dataset import DataSet
 from werkzeug.serving import make_server
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
-from support.scripted_llm import ScriptedLLM
+from support.scripted_llm import ScriptedError, ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key
 from conftest import require_service
-
-ragflow_sdk = pytest.importorskip("ragflow_sdk")
-from ragflow_sdk import RAGFlow  # noqa: E402
-from ragflow_sdk.modules.chunk import ChunkUpdateError  # noqa: E402
-from ragflow_sdk.modules.dataset import DataSet  # noqa: E402
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 
@@ -43,9 +41,12 @@ class ChatScript:
 
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.failure: ScriptedError | None = None  # the answer (a streamed request) fails with this
 
-    def __call__(self, body: dict[str, Any]) -> str:
+    def __call__(self, body: dict[str, Any]) -> str | ScriptedError:
         self.requests.append(body)
+        if body.get("stream") and self.failure is not None:
+            return self.failure
         system = body["messages"][0]["content"]
         markers = re.findall(r"\[ID:(\d+)\]", system)
         turn = sum(1 for m in body["messages"] if m["role"] == "user")
@@ -167,9 +168,6 @@ def mentions_of(settings: Settings, tenant: str, kb_id: str, chunk_id: str) -> l
         store.close()
 
 
-GRAPH_ON = DataSet.ParserConfig
-
-
 @pytest.fixture(scope="module")
 def lore(rag: RAGFlow) -> tuple[DataSet, list[Any]]:
     """A dataset with the graph on (`nlp`, no LLM) and two parsed documents."""
@@ -214,8 +212,29 @@ def test_documents_through_the_sdk(rag: RAGFlow) -> None:
     assert listed.name == "renamed.txt" and listed.chunk_method == "manual"
     results = dataset.parse_documents([doc.id])
     assert results[0][1] == "DONE" and results[0][2] >= 1
+    with pytest.raises(Exception, match="Can't stop parsing document with progress at 0 or 1"):
+        dataset.async_cancel_parse_documents([doc.id])
+    assert [d.id for d in dataset.list_documents(keywords="RENAMED")] == [doc.id]
+    assert [d.id for d in dataset.list_documents(name="renamed.txt")] == [doc.id]
+    doc.update({"enabled": 0})
+    assert doc.status == "0" and doc.list_chunks()  # still listed,
+    assert rag.retrieve(dataset_ids=[dataset.id], question="Quartz lanterns") == []  # never retrieved
+    doc.update({"enabled": 1})
+    assert [c.document_id for c in rag.retrieve(dataset_ids=[dataset.id], question="Quartz lanterns")] == [doc.id]
     dataset.delete_documents(ids=[doc.id])
     assert dataset.list_documents() == []
+    rag.delete_datasets(ids=[dataset.id])
+
+
+def test_a_documents_own_chunk_size_is_used_when_it_is_parsed(rag: RAGFlow) -> None:
+    dataset = rag.create_dataset("sdk chunk size")
+    text = " ".join(f"Sentence {i} tells of the lantern makers of Varrow and their guild." for i in range(150))
+    doc = dataset.upload_documents([{"display_name": "long.txt", "blob": text.encode()}])[0]
+    default = dataset.parse_documents([doc.id])[0][2]
+    doc.update({"parser_config": {"chunk_token_num": 64}})
+    assert doc.parser_config.chunk_token_num == 64 and not hasattr(doc.parser_config, "raptor")
+    smaller = dataset.parse_documents([doc.id])[0][2]
+    assert smaller > 2 * default >= 2
     rag.delete_datasets(ids=[dataset.id])
 
 
@@ -225,6 +244,7 @@ def test_document_update_resets_a_parsed_document(rag: RAGFlow) -> None:
     assert doc.chunk_count > 0 and doc.list_chunks()
     doc.update({"chunk_method": "one"})
     assert doc.run == "UNSTART" and doc.chunk_count == 0 and doc.progress == 0
+    assert doc.progress_msg == "The chunk method changed to one: parse the document again."
     assert doc.list_chunks() == []
     rag.delete_datasets(ids=[dataset.id])
 
@@ -258,6 +278,7 @@ def test_chunks_list_add_update_delete(rag: RAGFlow, host: str, keys: dict[str, 
     # searchable at once
     found = rag.retrieve(dataset_ids=[dataset.id], question="chunk test")
     assert {c.id for c in found} >= {c.id for c in added}
+    assert added[1].id in {c.id for c in rag.retrieve(dataset_ids=[dataset.id], question="q1")}  # by its question
 
     added[2].update({"content": "lantern makers of varrow", "important_keywords": ["glass"], "questions": ["who?"]})
     assert [c.content for c in doc.list_chunks(id=added[2].id)] == ["lantern makers of varrow"]
@@ -268,6 +289,20 @@ def test_chunks_list_add_update_delete(rag: RAGFlow, host: str, keys: dict[str, 
     assert added[3].id not in {c.id for c in hidden}
     with pytest.raises(ChunkUpdateError, match="`important_keywords` should be a list"):
         added[0].update({"important_keywords": "x"})
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+
+    def put(ds: str, chunk: str, body: dict[str, Any]) -> dict[str, Any]:
+        return requests.put(f"{host}/api/v1/datasets/{ds}/documents/{doc.id}/chunks/{chunk}", json=body,
+                            headers=headers, timeout=30).json()
+
+    assert put("nosuchds", added[0].id, {"content": "x"}) == {"code": 102, "message": "You don't own the dataset nosuchds."}
+    assert put(dataset.id, "nosuchchunk", {}) == {"code": 102, "message": "Can't find this chunk nosuchchunk"}
+    assert put(dataset.id, added[0].id, {"content": None})["message"] == "TypeError('expected string or bytes-like object')"
+    assert put(dataset.id, added[0].id, {"questions": [1]}) == {
+        "code": 100, "message": "TypeError('sequence item 0: expected str instance, int found')"}
+    listed_page = requests.get(f"{host}/api/v1/datasets/{dataset.id}/documents/{doc.id}/chunks?id=nosuch",
+                               headers=headers, timeout=30).json()
+    assert listed_page == {"code": 404, "message": f"Chunk not found: {dataset.id}/nosuch"}
 
     with pytest.raises(Exception, match="rm_chunk deleted chunks 1, expect 2"):
         doc.delete_chunks(ids=[added[0].id, "nosuchchunk"])
@@ -441,11 +476,20 @@ def test_use_kg_off_and_plain_chat(rag: RAGFlow, lore: tuple[DataSet, list[Any]]
     system = chat_script.requests[-1]["messages"][0]["content"]
     assert "---- Entities ----" not in system and "---- Chunks ----" in system and answer.reference
 
+    from ragflow_sdk.modules.chat import Chat
+
+    styled = rag.create_chat("styled", dataset_ids=[dataset.id], prompt=Chat.Prompt(rag, {
+        "prompt": "Answer as a {persona}.\n{knowledge}", "variables": [
+            {"key": "knowledge", "optional": False}, {"key": "persona", "optional": True}]}))
+    list(styled.create_session().ask("Who founded the guild?", persona="harbour pilot"))
+    system = chat_script.requests[-1]["messages"][0]["content"]
+    assert system.startswith("Answer as a harbour pilot.\n") and "---- Chunks ----" in system
+
     plain = rag.create_chat("plain", prompt=None)
     reply = list(plain.create_session().ask("hello there"))[-1]
     assert reply.content == "Turn 1: no excerpts to cite, answering from general knowledge."
     assert reply.reference is None  # no datasets: no reference at all
-    rag.delete_chats(ids=[naive.id, plain.id])
+    rag.delete_chats(ids=[naive.id, plain.id, styled.id])
 
 
 def test_completion_wire_format(host: str, keys: dict[str, str], rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:
@@ -540,8 +584,8 @@ def test_missing_features_say_so(host: str, keys: dict[str, str], rag: RAGFlow) 
         response = requests.request(method, host + path, headers=headers, json={}, timeout=30)
         body = response.json()
         assert response.status_code == 200 and body["code"] == 102, (path, body)
-        assert body["message"].startswith(f"{feature}") and "is not available in kbgraph" in body["message"]
-    with pytest.raises(Exception, match="Agents is not available"):
+        assert body["message"].startswith(f"Not available in kbgraph: {feature}"), body
+    with pytest.raises(Exception, match="Not available in kbgraph: Agents"):
         rag.list_agents()
 
 
@@ -617,3 +661,47 @@ def _fill(text: str, ids: dict[str, str]) -> str:
     for name, value in ids.items():
         text = text.replace("{" + name + "}", value)
     return text
+
+
+def test_chat_defaults_over_http(host: str, keys: dict[str, str], lore: tuple[DataSet, list[Any]]) -> None:
+    dataset, _ = lore
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+    created = requests.post(f"{host}/api/v1/chats", headers=headers, timeout=30,
+                            json={"name": "bare", "dataset_ids": [dataset.id]}).json()
+    assert created["code"] == 0, created
+    data = created["data"]
+    assert data["llm"] == {"model_name": "scripted", "temperature": 0.1, "top_p": 0.3, "frequency_penalty": 0.7,
+                           "presence_penalty": 0.4, "max_tokens": 512}
+    prompt = data["prompt"]
+    assert set(prompt) == {"prompt", "opener", "variables", "empty_response", "show_quote", "tts", "refine_multiturn",
+                           "similarity_threshold", "keywords_similarity_weight", "top_n", "rerank_model"}
+    assert prompt["variables"] == [{"key": "knowledge", "optional": False}] and "{knowledge}" in prompt["prompt"]
+    assert prompt["empty_response"] == "Sorry! No relevant content was found in the knowledge base!"
+    assert (prompt["similarity_threshold"], prompt["keywords_similarity_weight"], prompt["top_n"]) == (0.2, 0.7, 6)
+    assert data["dataset_ids"] == [dataset.id] and data["description"] == "A helpful Assistant"
+    listed = requests.get(f"{host}/api/v1/chats?id={data['id']}", headers=headers, timeout=30).json()["data"][0]
+    assert "dataset_ids" not in listed and listed["top_k"] == 1024 and listed["datasets"][0]["id"] == dataset.id
+    bad = requests.put(f"{host}/api/v1/chats/{data['id']}", headers=headers, json={"llm": {}}, timeout=30).json()
+    assert bad["code"] == 100 and bad["message"].startswith("ValueError('Unrecognized field name: \"llm\"")
+    requests.delete(f"{host}/api/v1/chats", headers=headers, json={"ids": [data["id"]]}, timeout=30)
+
+
+def test_llm_failure_arrives_inside_the_stream(host: str, keys: dict[str, str], rag: RAGFlow, chat_script: ChatScript,
+                                               lore: tuple[DataSet, list[Any]]) -> None:
+    dataset, _ = lore
+    chat = rag.create_chat("failing", dataset_ids=[dataset.id])
+    session = chat.create_session()
+    chat_script.failure = ScriptedError(400, "the model refuses")
+    try:
+        response = requests.post(f"{host}/api/v1/chats/{chat.id}/completions", timeout=30,
+                                 headers={"Authorization": f"Bearer {keys['alice']}"},
+                                 json={"question": "Who founded the guild?", "session_id": session.id})
+    finally:
+        chat_script.failure = None
+    events = [json.loads(line[5:]) for line in response.text.split("\n\n") if line]
+    failure = events[-2]
+    assert failure["code"] == 500 and "the model refuses" in failure["message"]
+    assert failure["data"]["answer"].startswith("**ERROR**: ")
+    assert events[-1]["data"] is True
+    assert len(chat.list_sessions(id=session.id)[0].messages) == 1  # the failed turn is not kept
+    rag.delete_chats(ids=[chat.id])

@@ -50,12 +50,15 @@ class KillSwitch:
         self.kinds: Counter[str] = Counter()
         self.trap: tuple[str, int, Callable[[], None]] | None = None
         self.fired_at: float | None = None
+        self.fired = threading.Event()
         self._lock = threading.Lock()
 
     def arm(self, kind: str, nth: int, action: Callable[[], None]) -> None:
         with self._lock:
             self.kinds.clear()
+            self.asked.clear()
             self.trap, self.fired_at = (kind, nth, action), None
+            self.fired.clear()
 
     def __call__(self, request: dict[str, Any]) -> str:
         prompt = _last_user(request)
@@ -73,6 +76,7 @@ class KillSwitch:
         if action is not None:
             action()
             self.fired_at = time.monotonic()
+            self.fired.set()
         return answer
 
 
@@ -163,11 +167,7 @@ def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitc
     first = Worker(settings, tmp_path / "worker1.log", concurrency=2).start()
     switch.arm(trap[0], trap[1], first.kill9)
     enqueue_documents(settings, TENANT, crashed, list(names), meta=meta, app=sender)
-    deadline = time.monotonic() + 60
-    while switch.fired_at is None:
-        assert time.monotonic() < deadline, f"the trap never fired:\n{first.output()}"
-        assert first.alive(), first.output()
-        time.sleep(0.05)
+    assert switch.fired.wait(60), f"the trap never fired:\n{first.output()}"
     killed_at = switch.fired_at
     assert not first.alive()
     running = [t for t in meta.list_tasks(crashed, kind="index") if t.status not in FINISHED]

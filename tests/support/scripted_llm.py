@@ -59,7 +59,7 @@ class ScriptedLLM:
         self.embedder = HashEmbedder(embedding_dim)
         self.embedding_errors: deque[ScriptedError] = deque()
         self.embedding_delay_s = 0.0  # each embeddings answer waits this long (makes overlap visible)
-        self.requests: list[dict[str, Any]] = []  # {"kind", "path", "body", "content_type"}
+        self.requests: list[dict[str, Any]] = []  # {"kind", "path", "body", "content_type", "peer"}
         self.counts: Counter[str] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
@@ -127,9 +127,11 @@ class ScriptedLLM:
     def embedding_vectors(self, texts: list[str]) -> np.ndarray:
         return self.embedder.embed(texts)
 
-    def _log(self, kind: str, path: str, body: dict[str, Any], content_type: str | None = None) -> None:
+    def _log(self, kind: str, path: str, body: dict[str, Any], content_type: str | None = None,
+             peer: tuple[str, int] | None = None) -> None:
         with self._lock:
-            self.requests.append({"kind": kind, "path": path, "body": body, "content_type": content_type})
+            self.requests.append({"kind": kind, "path": path, "body": body, "content_type": content_type,
+                                  "peer": peer})  # the client's address: one per TCP connection
             self.counts[kind] += 1
 
     def _count(self, kind: str) -> None:
@@ -227,10 +229,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.rstrip("/")
         if path == "/v1/chat/completions":
             kind = "chat_stream" if body.get("stream") else "chat"
-            self.llm._log(kind, self.path, body, self.headers.get("Content-Type"))
+            self.llm._log(kind, self.path, body, self.headers.get("Content-Type"), self.client_address)
             self._guard(lambda: self._chat(body))
         elif path == "/v1/embeddings":
-            self.llm._log("embeddings", self.path, body, self.headers.get("Content-Type"))
+            self.llm._log("embeddings", self.path, body, self.headers.get("Content-Type"), self.client_address)
             self._guard(lambda: self._embeddings(body))
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})

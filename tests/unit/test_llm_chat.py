@@ -347,3 +347,29 @@ def test_cache_key_text_is_unchanged(model: str, version: str, messages: list[tu
     except orjson.JSONEncodeError:  # lone surrogates: the key falls back to the stdlib's text
         return
     assert fast == _cache_payload(model, request)
+
+
+def test_one_sdk_client_per_endpoint_and_its_connections_are_reused(settings: Settings) -> None:
+    """Every chat model and embedder of one endpoint shares the openai SDK's own client (httpx),
+    and sequential calls go over one kept-alive connection."""
+    import socket
+
+    import openai
+
+    from kbgraph.llm.embedders import OpenAIEmbedder
+    from kbgraph.llm.openai_chat import OpenAIChat, _PromptAcks
+
+    with ScriptedLLM(default="fine", embedding_dim=8) as llm:
+        chats = [OpenAIChat(llm.base_url, "scripted", "k") for _ in range(2)]
+        embedder = OpenAIEmbedder(llm.base_url, "scripted-embed", "k")
+        assert chats[0].client is chats[1].client is embedder.client
+        # the SDK's own HTTP client (httpx, or the fork of it a newer SDK ships), not a replacement
+        assert isinstance(chats[0].client._client, openai.DefaultHttpxClient)
+        if hasattr(socket, "TCP_QUICKACK"):  # Linux: reads acknowledge at once (no 40 ms delayed-ACK stall)
+            assert isinstance(chats[0].client._client._transport._pool._network_backend, _PromptAcks)
+        for _ in range(5):
+            for chat in chats:
+                assert chat.complete(ChatRequest(USER)).text == "fine"
+            embedder.embed(["a", "b"])
+        peers = {r["peer"] for r in llm.requests}
+        assert len(llm.requests) == 15 and len(peers) == 1
