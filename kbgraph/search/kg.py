@@ -115,11 +115,18 @@ class KGParams:
     hub_damping: float = 1.0
     # question entities named by the question are damped the same way, but softer (they were asked for)
     seed_damping: float = 0.5
+    # bridge chunks: the passages about the far ends of the question's best facts (an anchor's relations
+    # scored against the rest of the question), the facts kept when scoring at least fact_filter x the best
+    fact_top_n: int = 3
+    fact_filter: float = 0.5
+    fact_min_score: float = 0.5  # a fact matching the question less is a co-occurrence, not what it asks
     budget: Budget = field(default_factory=Budget)
 
 
 @dataclass
 class GraphResult:
+    # the passages about the entities the question reaches through the facts it asks about, best first
+    bridges: list[RetrievedChunk] = field(default_factory=list)
     entities: list[EntityHit] = field(default_factory=list)
     relations: list[RelationHit] = field(default_factory=list)
     reports: list[ReportHit] = field(default_factory=list)
@@ -625,6 +632,42 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
     return out
 
 
+def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: dict[Node, float],
+                  about: dict[str, tuple[float, dict]], params: KGParams, citations: Citations | None = None
+                  ) -> dict[str, float]:
+    """Chunk id -> score of the bridge passages of a question.
+
+    The question's facts are its anchors' relations scored against the rest of the question
+    (``anchor_relations``); like HippoRAG 2's filtering of the retrieved facts, only the best
+    ``fact_top_n`` scoring at least ``fact_filter`` x the best (and ``fact_min_score``) are kept, and
+    a far end counts by its specificity (``citations``: a hub at the end of a fact is no bridge to any
+    one passage). Each kept fact leads from its
+    anchor to the entity at its far end, and the passages *about* that entity (where its mentions
+    weigh most) are the bridge: "the guild *founded by* Mira Castell" leads to the guild's own page,
+    not to every page that names the guild.
+    """
+    ranked = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.fact_top_n]
+    if not ranked or ranked[0][0] <= 0:
+        return {}
+    far: dict[Node, float] = {}
+    for score, doc in ranked:
+        if score < max(params.fact_filter * ranked[0][0], params.fact_min_score):
+            break
+        kb = doc.get("kb_id", "")
+        src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+        for a, b in ((src, tgt), (tgt, src)):
+            if a in anchors and b not in anchors:
+                damping = citations.specificity(b) ** params.hub_damping if citations is not None else 1.0
+                far[b] = max(far.get(b, 0.0), score * anchors[a] * damping)
+    out: dict[str, float] = {}
+    for node, weights in mention_weights(store, tenant, kb_ids, far).items():
+        top = max(weights.values(), default=0.0)
+        for cid, weight in weights.items():
+            if top > 0:
+                out[cid] = max(out.get(cid, 0.0), far[node] * weight / top)
+    return out
+
+
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None
                 ) -> GraphResult:
@@ -686,5 +729,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     top = max(support.values(), default=0.0)
     support = {cid: v / top for cid, v in support.items()} if top > 0 else {}
     chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-    return GraphResult(entities=entities, relations=relations, reports=reports, chunks=chunks,
+    bridges = fetch_chunks(store, tenant, kb_ids, bridge_scores(store, tenant, kb_ids, anchors, about, params, citations),
+                           params.chunk_top_n, "kg")
+    return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))

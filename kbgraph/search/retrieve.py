@@ -59,6 +59,7 @@ class MixParams:
     candidates: int = 32  # naive and graph chunks considered before fusing
     ppr_weight: float = 0.5
     kg_weight: float = 0.0
+    bridge_weight: float = 0.5  # the passages the question's facts lead to (kg.bridge_scores)
     kg_mode_weight: float = 1.25  # the kg mode (asked for by name): its own graph ranking leads, fused with naive alone
     fusion: FusionParams = field(default_factory=FusionParams)
     # the graph's part of the fusion (kg and mix) counts only what the graph adds: once the question's
@@ -146,6 +147,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             weight = mix.kg_weight if mode == "mix" else mix.kg_mode_weight
             if weight > 0:
                 graph_lists.append((graph.chunks, weight))
+            if mix.bridge_weight > 0 and graph.bridges:
+                graph_lists.append((graph.bridges, mix.bridge_weight))
         if mode in ("kg", "mix"):
             fused = fuse_rankings(naive, graph_lists, mix.fusion)
             result.chunks = fit_chunks(fused[:top_n], budget.chunks)
