@@ -71,6 +71,7 @@ class PPRParams:
     # fact-to-entity seeding, restricted to the facts of the entities the question names)
     relation_seed_weight: float = 1.0
     relation_seed_top_n: int = 3
+    fact_filter: float = 0.0  # facts seed only when scoring at least this share of the best fact
     entity_top_n: int = 12
     chunk_top_n: int = 8
     kg: KGParams = field(default_factory=KGParams)
@@ -184,7 +185,10 @@ def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     strong = {n for n in seeds.anchored if seeds.scores.get(n, 0.0) >= params.seed_min_score}
     far: dict[str, float] = {}
     if about and strong and params.relation_seed_weight > 0:
-        for score, doc in sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.relation_seed_top_n]:
+        facts = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.relation_seed_top_n]
+        for score, doc in facts:
+            if score < params.fact_filter * facts[0][0]:
+                break  # a fact far below the best one is not what the question asks (HippoRAG 2's fact filter)
             kb = doc.get("kb_id", "")
             src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
             for a, b in ((src, tgt), (tgt, src)):
