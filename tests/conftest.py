@@ -21,6 +21,10 @@ REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11"
 POSTGRES_URL = os.environ.get("KBGRAPH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 
 
+# writes with refresh wait for the next scheduled refresh (refresh="wait_for"): tests keep it short
+ES_TEST_REFRESH_INTERVAL = "100ms"
+
+
 def require_service(name: str, reason: str) -> None:
     """Skip (or, with KBGRAPH_REQUIRE_SERVICES=1, fail) because ``name`` is unreachable."""
     message = f"{name} unreachable: {reason}"
@@ -31,11 +35,13 @@ def require_service(name: str, reason: str) -> None:
 
 def store_overrides() -> dict[str, str]:
     """The document store tests run on: embedded SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
-    (each test session then uses its own index prefix, so it never touches other indexes)."""
+    (each test session then uses its own index prefix, so it never touches other indexes; writes that
+    must be visible wait for the next scheduled refresh, so a short interval keeps the tests quick)."""
     url = os.environ.get("KBGRAPH_ES_URL")
     if not url:
         return {"store": "sqlite"}
-    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": f"kbgraph_test_{uuid.uuid4().hex[:8]}_"}
+    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": f"kbgraph_test_{uuid.uuid4().hex[:8]}_",
+            "es_refresh_interval": ES_TEST_REFRESH_INTERVAL}
 
 
 @pytest.fixture

@@ -27,6 +27,9 @@ def authenticate() -> Response | None:
     parts = header.split()
     if len(parts) < 2:
         return jsonify({"code": 0, "message": "Please check your authorization format.", "data": False})
+    if parts[0].lower() != "bearer" or len(parts) != 2:
+        return jsonify({"code": AUTHENTICATION_ERROR, "data": False,
+                        "message": "Authentication error: send the API key as `Authorization: Bearer <key>`"})
     tenant = services().meta.tenant_for_api_key(parts[1])
     if tenant is None:
         return jsonify({"code": AUTHENTICATION_ERROR, "message": "Authentication error: API key is invalid!",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaError
 from task_executor.celery_app import KBCelery
-from web.envelope import DATA_ERROR, ApiError, exception_response
+from web.envelope import DATA_ERROR, EXCEPTION_ERROR, ApiError, exception_response, log_internal_error
+from web.limits import install_limits
 from web.services import EXTENSION, Services, services
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,7 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
     from web.api import authenticate, blueprint
 
     app.before_request(authenticate)  # app-wide: an unknown /api/v1 route is authenticated too
+    install_limits(app, settings)  # after authentication: a stranger learns nothing of the limits
     app.register_blueprint(blueprint)
 
     from web.ui import register_ui
@@ -40,8 +42,9 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
             try:
                 probe()
                 checks[name] = "ok"
-            except Exception as exc:  # report, do not fail: health is how the failure is seen
-                checks[name] = f"error: {type(exc).__name__}: {exc}"
+            except Exception:  # report, do not fail: health is how the failure is seen
+                # the details (hosts, paths) go to the log only: /health answers anyone
+                checks[name] = f"error (id {log_internal_error(f'health check {name} failed')})"
         healthy = all(v == "ok" for v in checks.values())
         return jsonify({"status": "ok" if healthy else "degraded", **checks}), 200 if healthy else 503
 
@@ -60,7 +63,9 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:
-        log.exception("unhandled error")
-        return exception_response(exc)
+        # driver errors and tracebacks name hosts, paths and queries: they stay in the log
+        error_id = log_internal_error(f"unhandled error in {request.method} {request.path}")
+        return jsonify({"code": EXCEPTION_ERROR, "message": f"Internal server error (id {error_id}); the server "
+                        "log has the details", "data": None})
 
     return app

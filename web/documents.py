@@ -124,6 +124,26 @@ def download_document(dataset_id: str, document_id: str) -> Response:
     return send_file(path, mimetype="application/octet-stream", as_attachment=True, download_name=doc.name)
 
 
+def remove_documents(svc: Services, kb: KnowledgeBase, doc_ids: list[str]) -> int:
+    """Delete documents (rows, graph share, stored file); returns how many.
+
+    The graph refresh is queued before the first deletion too: a server killed halfway must not
+    leave PageRank and communities describing documents that are gone until something else runs.
+    """
+    if not doc_ids:
+        return 0
+    if kb.graph.enabled:
+        schedule_refresh(svc.celery, tenant(), kb.id)
+    engine = svc.engine(tenant())
+    for doc_id in doc_ids:
+        svc.meta.request_cancel_document(kb.id, doc_id)  # a running index stops instead of writing on
+        engine.delete_document(kb.name, doc_id, refresh=False)
+        (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
+    if kb.graph.enabled:  # after a long batch the first refresh may have run already
+        schedule_refresh(svc.celery, tenant(), kb.id)
+    return len(doc_ids)
+
+
 @blueprint.delete("/datasets/<dataset_id>/documents")
 def delete_documents(dataset_id: str) -> Response:
     svc = services()
@@ -132,18 +152,8 @@ def delete_documents(dataset_id: str) -> Response:
     ids = id_list(body, "ids")
     known = {d.id for d in svc.meta.list_documents(kb.id, limit=None)}
     unique, dupes = dedupe(ids) if ids else (sorted(known), [])
-    engine = svc.engine(tenant())
     missing = [i for i in unique if i not in known]
-    removed = 0
-    for doc_id in unique:
-        if doc_id not in known:
-            continue
-        svc.meta.request_cancel_document(kb.id, doc_id)  # a running index stops instead of writing on
-        engine.delete_document(kb.name, doc_id, refresh=False)
-        (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
-        removed += 1
-    if removed and kb.graph.enabled:
-        schedule_refresh(svc.celery, tenant(), kb.id)
+    removed = remove_documents(svc, kb, [i for i in unique if i in known])
     if missing:
         raise ApiError(DATA_ERROR, f"Documents not found: {missing}")
     if dupes:

@@ -1,4 +1,4 @@
-"""RAGFlow's response envelope and return codes (../shared/RAGFLOW_API.md §1.3).
+"""RAGFlow's response envelope and return codes (as RAGFlow v0.22.1 answers its HTTP API).
 
 Every answer is HTTP 200 with a JSON body; errors carry a code and the exact message RAGFlow
 clients compare. Views raise ``ApiError`` and let the app's error handler render it.
@@ -7,6 +7,8 @@ clients compare. Views raise ``ApiError`` and let the app's error handler render
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from typing import Any
 
 from flask import Response, jsonify, request
@@ -19,6 +21,8 @@ OPERATING_ERROR = 103
 PERMISSION_ERROR = 108
 AUTHENTICATION_ERROR = 109
 SERVER_ERROR = 500
+
+log = logging.getLogger("web")
 
 
 class ApiError(Exception):
@@ -49,6 +53,17 @@ def exception_response(exc: BaseException) -> Response:
     return jsonify({"code": EXCEPTION_ERROR, "message": repr(exc), "data": None})
 
 
+def log_internal_error(what: str) -> str:
+    """Log the exception being handled under a fresh id and return the id (for the answer)."""
+    error_id = uuid.uuid4().hex[:12]
+    log.exception("%s [error id %s]", what, error_id)
+    return error_id
+
+
+def _no_constants(name: str) -> float:
+    raise ValueError(f"{name} is not a number")
+
+
 def json_body(*, required: bool = True) -> dict[str, Any]:
     """The request's JSON object, with RAGFlow's pre-validation messages.
 
@@ -61,8 +76,8 @@ def json_body(*, required: bool = True) -> dict[str, Any]:
     if content_type != "application/json":
         raise ApiError(ARGUMENT_ERROR, f"Unsupported content type: Expected application/json, got {request.content_type}")
     try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        payload = json.loads(raw, parse_constant=_no_constants)  # NaN and Infinity are not JSON
+    except (ValueError, UnicodeDecodeError, RecursionError):
         raise ApiError(ARGUMENT_ERROR, "Malformed JSON syntax: Missing commas/brackets or invalid encoding") from None
     if not isinstance(payload, dict):
         raise ApiError(ARGUMENT_ERROR, f"Invalid request payload: expected object, got {type(payload).__name__}")

@@ -15,13 +15,15 @@ from typing import Any
 
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.store.base import Condition, DocStore, SearchRequest, TextQuery, any_of, eq
-from kbgraph.store.records import CommunityReport, Entity, GraphMeta, Relation, entity_id, graph_meta_id
+from kbgraph.store.records import (
+    CommunityReport, Entity, GraphMeta, Relation, entity_id, graph_meta_id, relation_id,
+)
 
 NODE_FIELDS = ["entity_key_kwd", "name_kwd", "entity_type_kwd", "pagerank_flt", "mention_count_int",
                "community_ids_kwd"]
 EDGE_FIELDS = ["src_key_kwd", "tgt_key_kwd", "weight_flt", "keywords_kwd"]
-# key lists sent to one `in` condition: long enough for a sample, short enough for any engine
-_KEY_BATCH = 512
+# up to this many entities, the relations among them are fetched by their ids (n*(n-1)/2 of them)
+_PAIRS_BY_ID = 400
 
 
 @dataclass
@@ -57,6 +59,7 @@ class GraphSample:
     edges: list[ViewEdge] = field(default_factory=list)
     total_entities: int = 0
     total_relations: int = 0
+    version: int = 0  # the graph version sampled (facets stay valid while it does)
     types: list[tuple[str, int]] = field(default_factory=list)
     communities: list[CommunityInfo] = field(default_factory=list)
 
@@ -75,39 +78,47 @@ def _edge(doc: dict[str, Any]) -> ViewEdge:
                     keywords=list(doc.get("keywords_kwd") or [])[:5])
 
 
-def _entity_filters(types: Sequence[str], community: str) -> list[Condition]:
-    where = [eq("knowledge_graph_kwd", Entity.KIND)]
-    if types:
-        where.append(any_of("entity_type_kwd", list(types)))
-    if community:
-        where.append(eq("community_ids_kwd", community))
-    return where
-
-
 def top_nodes(store: DocStore, tenant: str, kb_id: str, limit: int, *, types: Sequence[str] = (),
               community: str = "") -> list[ViewNode]:
+    if community:
+        return _community_nodes(store, tenant, kb_id, community, limit, types)
+    where = [any_of("entity_type_kwd", list(types))] if types else []  # the selective condition drives: first
     hits = store.search(tenant, SearchRequest(
-        kb_ids=[kb_id], where=_entity_filters(types, community), limit=limit, fields=NODE_FIELDS,
-        order_by=[("pagerank_flt", "desc"), ("mention_count_int", "desc")], count_total=False)).hits
+        kb_ids=[kb_id], where=[*where, eq("knowledge_graph_kwd", Entity.KIND)], limit=limit, fields=NODE_FIELDS,
+        # one numeric sort key: the store walks its index from the top instead of sorting every entity
+        order_by=[("pagerank_flt", "desc")], count_total=False)).hits
     return [_node(h.doc) for h in hits]
+
+
+def _community_nodes(store: DocStore, tenant: str, kb_id: str, community: str, limit: int,
+                     types: Sequence[str]) -> list[ViewNode]:
+    """A community's members, from its report's member list (entities' community ids are not an
+    indexed field), top ``limit`` by PageRank."""
+    reports = store.scan(tenant, [kb_id], [eq("community_kwd", community), eq("knowledge_graph_kwd", CommunityReport.KIND)],
+                         fields=["entity_keys_kwd"])
+    keys = sorted({k for r in reports for k in r.get("entity_keys_kwd") or []})
+    nodes = [n for n in nodes_by_key(store, tenant, kb_id, keys) if not types or n.type in types]
+    nodes.sort(key=lambda n: (-n.pagerank, n.key))
+    return nodes[:limit]
 
 
 def edges_among(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str], *, min_weight: float = 0.0,
                 limit: int = 20_000) -> list[ViewEdge]:
-    """Relations with both ends in ``keys`` (weight at least ``min_weight``), heaviest first."""
-    wanted = set(keys)
-    found: dict[tuple[str, str], ViewEdge] = {}
-    ordered = sorted(wanted)
-    for start in range(0, len(ordered), _KEY_BATCH):
-        batch = ordered[start:start + _KEY_BATCH]
-        where = [eq("knowledge_graph_kwd", Relation.KIND), any_of("src_key_kwd", batch)]
-        if min_weight > 0:
-            where.append(Condition("weight_flt", "gte", min_weight))
-        for doc in store.scan(tenant, [kb_id], where, fields=EDGE_FIELDS):
-            if doc["tgt_key_kwd"] in wanted and doc["src_key_kwd"] != doc["tgt_key_kwd"]:
-                edge = _edge(doc)
-                found[(edge.source, edge.target)] = edge
-    edges = sorted(found.values(), key=lambda e: (-e.weight, e.source, e.target))
+    """Relations with both ends in ``keys`` (weight at least ``min_weight``), heaviest first.
+
+    Few keys: every pair's relation id is known (ids are derived from the ends), so the rows are
+    fetched by id. More: one query with both ends filtered, driven by the source-key index (hubs
+    have thousands of relations, of which few end inside the sample)."""
+    wanted = sorted(set(keys))
+    if len(wanted) <= _PAIRS_BY_ID:
+        ids = [relation_id(kb_id, a, b) for i, a in enumerate(wanted) for b in wanted[i + 1:]]
+        docs = store.get(tenant, [kb_id], ids, fields=EDGE_FIELDS) if ids else []
+    else:
+        where = [any_of("src_key_kwd", wanted), any_of("tgt_key_kwd", wanted), eq("knowledge_graph_kwd", Relation.KIND)]
+        docs = [h.doc for h in store.search(tenant, SearchRequest(
+            kb_ids=[kb_id], where=where, fields=EDGE_FIELDS, limit=limit * 4, count_total=False)).hits]
+    edges = [_edge(d) for d in docs if d.get("weight_flt", 0.0) >= min_weight and d["src_key_kwd"] != d["tgt_key_kwd"]]
+    edges.sort(key=lambda e: (-e.weight, e.source, e.target))
     return edges[:limit]
 
 
@@ -123,9 +134,11 @@ def level0_communities(store: DocStore, tenant: str, kb_id: str, limit: int = 50
 
 
 def sample_graph(store: DocStore, tenant: str, kb_id: str, *, limit: int = 300, types: Sequence[str] = (),
-                 community: str = "", min_weight: float = 0.0, include: Sequence[str] = ()) -> GraphSample:
+                 community: str = "", min_weight: float = 0.0, include: Sequence[str] = (),
+                 facets: bool = True) -> GraphSample:
     """The top ``limit`` entities by PageRank (after the filters), plus the entities in ``include``
-    (those the user expanded), and the relations among them."""
+    (those the user expanded), and the relations among them; with ``facets``, also the entity types
+    and top-level communities there are (for the filters and legend; a page asks once)."""
     found = store.get(tenant, [kb_id], [graph_meta_id(kb_id)])
     meta = GraphMeta.from_doc(found[0]) if found else GraphMeta(kb_id=kb_id)
     nodes = top_nodes(store, tenant, kb_id, limit, types=types, community=community)
@@ -134,10 +147,17 @@ def sample_graph(store: DocStore, tenant: str, kb_id: str, *, limit: int = 300, 
     if extra:
         nodes += nodes_by_key(store, tenant, kb_id, extra)
     edges = edges_among(store, tenant, kb_id, [n.key for n in nodes], min_weight=min_weight)
-    types_count = store.aggregate(tenant, [kb_id], "entity_type_kwd", [eq("knowledge_graph_kwd", Entity.KIND)], 50)
-    return GraphSample(nodes=nodes, edges=edges, total_entities=meta.entity_count, total_relations=meta.relation_count,
-                       types=[(str(t), int(c)) for t, c in types_count],
-                       communities=level0_communities(store, tenant, kb_id))
+    sample = GraphSample(nodes=nodes, edges=edges, total_entities=meta.entity_count,
+                         total_relations=meta.relation_count, version=meta.version)
+    if facets:
+        sample.types, sample.communities = graph_facets(store, tenant, kb_id)
+    return sample
+
+
+def graph_facets(store: DocStore, tenant: str, kb_id: str) -> tuple[list[tuple[str, int]], list[CommunityInfo]]:
+    """The entity types (with counts) and top-level communities, for the filters and the legend."""
+    counts = store.aggregate(tenant, [kb_id], "entity_type_kwd", [eq("knowledge_graph_kwd", Entity.KIND)], 50)
+    return [(str(t), int(c)) for t, c in counts], level0_communities(store, tenant, kb_id)
 
 
 def nodes_by_key(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str]) -> list[ViewNode]:

@@ -185,6 +185,9 @@ _ALLOWED_CONTROLS = frozenset("\t\n\r\f\v")
 # (the categories' ranges are fixed by the standard; a test checks them against unicodedata)
 _JUNK = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\ud800-\udfff\ue000-\uf8ff\ufffd"
                    "\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
+# the part of it a text scraped from the web or converted from a PDF carries now and then (a glyph
+# with no Unicode mapping, a byte the decoder replaced): dropped from text that is otherwise sound
+_DROPPABLE = re.compile("[\ue000-\uf8ff\ufffd\U000f0000-\U000ffffd\U00100000-\U0010fffd]")
 
 
 def decode_text(name: str, data: bytes) -> str:
@@ -220,8 +223,13 @@ def _reject_junk(name: str, text: str) -> str:
     sample = text[:100_000]
     if sample:
         bad = len(_JUNK.findall(sample))
-        if bad / len(sample) > 0.05:
+        droppable = len(_DROPPABLE.findall(sample))
+        # controls are the mark of binary data; replacement and private-use characters only when
+        # they make up much of the text (a few in a scraped page are dropped, not fatal)
+        if (bad - droppable) / len(sample) > 0.05 or droppable / len(sample) > 0.3:
             raise ParseError(name, "looks like a binary file (mostly control characters), not text")
+        if droppable:
+            text = _DROPPABLE.sub("", text)
     return text
 
 

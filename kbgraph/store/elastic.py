@@ -7,8 +7,18 @@ checks every answer and turns failures into ``StoreError`` / ``StoreUnavailable`
 Scores: a text query and a vector query are two separate requests, so the two scores never mix
 inside Elasticsearch. ``term_score`` is each text hit's ``_score`` over the best ``_score`` of
 the text window; ``vector_score`` is the cosine between the query vector and the stored vector,
-computed here in Python (the kNN ``_score`` is only used to pick the window). Fusion, threshold,
-order and paging are then done in Python with ``base.fuse``, exactly as the embedded store does.
+read back from the kNN ``_score`` (for ``cosine`` similarity ES scores ``(1 + cosine) / 2``): text
+hits the kNN window missed get theirs from a second kNN request restricted to their ids. Vectors
+never travel back for scoring, so scores survive Elasticsearch >= 9.2, which leaves vectors out of
+``_source``. Fusion, threshold, order and paging are then done in Python with ``base.fuse``, exactly
+as the embedded store does. BM25 itself is Lucene's, whose document lengths are stored lossily
+(one byte per field), so term scores agree with the embedded store's within a tolerance, not bit
+for bit.
+
+Deletion and partial update by filter scan the matching ids with a point in time and send bulk
+``delete`` / ``update`` actions: they work on any cluster (``_delete_by_query`` and
+``_update_by_query`` live in the reindex module, which not every deployment has) and see every
+write made before them (the index is refreshed first).
 
 Needs Elasticsearch 8.11 or later (``dense_vector`` without ``dims`` in the dynamic template).
 """
@@ -58,9 +68,11 @@ MAX_RESULT_WINDOW = 10_000
 MAX_NUM_CANDIDATES = 10_000
 PIT_KEEP_ALIVE = "2m"
 MGET_BATCH = 1000
-LONG_REQUEST_TIMEOUT = 600.0  # delete/update by query wait for completion, bounded by this
+# terms aggregations past search.max_buckets (65,536 by default) fail: ask for at most this many
+MAX_AGGREGATION_BUCKETS = 10_000
+# a partial update that meets a concurrent write of the same document is retried this often
+RETRY_ON_CONFLICT = 3
 VECTOR_RE = re.compile(r"^q_([0-9]+)_vec$")
-UPDATE_SCRIPT = "for (def entry : params['doc'].entrySet()) { ctx._source[entry.getKey()] = entry.getValue(); }"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,6 +150,32 @@ def _condition_clause(cond: Condition) -> tuple[str, dict[str, Any] | None]:
     raise StoreError(f"unknown condition operator {cond.op!r}")
 
 
+def checked_kbs(kb_ids: Sequence[str]) -> list[str]:
+    """The knowledge bases an operation is scoped to; an empty scope is a caller's bug, never "all"."""
+    if isinstance(kb_ids, str) or not kb_ids:
+        raise ValueError("kb_ids must be a non-empty list of knowledge-base ids (never 'all KBs')")
+    return [str(k) for k in kb_ids]
+
+
+def checked_kb(kb_id: str) -> str:
+    if not isinstance(kb_id, str) or not kb_id:
+        raise ValueError("kb_id must be a non-empty string")
+    return kb_id
+
+
+def only_ids(where: Sequence[Condition]) -> list[str] | None:
+    """The ids named when every condition is ``id eq/in``, else None (then a scan must find them)."""
+    if not where:
+        return None
+    wanted: set[str] | None = None
+    for cond in where:
+        if cond.field != "id" or cond.op not in ("eq", "in"):
+            return None
+        values = {cond.value} if cond.op == "eq" else set(cond.value)
+        wanted = values if wanted is None else wanted & values
+    return sorted(str(v) for v in (wanted or set()))
+
+
 def build_filter(kb_ids: Sequence[str], where: Sequence[Condition] = ()) -> dict[str, Any]:
     """A bool query (filter context, no scoring): the knowledge bases AND every condition."""
     clauses: dict[str, list[dict[str, Any]]] = {"filter": [{"terms": {"kb_id": list(kb_ids)}}], "must_not": []}
@@ -184,6 +222,7 @@ def build_text_query(filter_query: Mapping[str, Any], text: TextQuery) -> dict[s
 def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any]) -> dict[str, Any]:
     """Top-level ``knn`` search option (ES "k-nearest neighbor (kNN) search" page): the filter is
     applied during the approximate search, so the k neighbours all satisfy it."""
+    k = max(1, min(k, MAX_NUM_CANDIDATES))
     num_candidates = min(max(k * 2, 100), MAX_NUM_CANDIDATES)
     return {"field": field_name, "query_vector": [float(x) for x in vector], "k": min(k, num_candidates),
             "num_candidates": num_candidates, "filter": dict(filter_query)}
@@ -199,33 +238,51 @@ def build_sort(order_by: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
     return sort
 
 
-def source_spec(fields: Sequence[str] | None, extra: Sequence[str] = (), with_vectors: bool = False) -> Any:
-    """The ``_source`` filter: named fields (plus ``id`` and ``extra``), or everything but vectors."""
+def source_spec(fields: Sequence[str] | None) -> Any:
+    """The ``_source`` filter: named fields (plus ``id``), or everything but vectors."""
     if fields is not None:
-        return list(dict.fromkeys(["id", *fields, *extra]))
-    if with_vectors:
-        return True
+        return list(dict.fromkeys(["id", *fields]))
     return {"excludes": ["q_*_vec"]}
 
 
 def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
-    return {"terms": {"field": field_name, "size": size, "order": [{"_count": "desc"}, {"_key": "asc"}]}}
+    """Most frequent values first; ``size`` capped so the request stays under search.max_buckets."""
+    return {"terms": {"field": field_name, "size": max(1, min(size, MAX_AGGREGATION_BUCKETS)),
+                      "order": [{"_count": "desc"}, {"_key": "asc"}]}}
 
 
-def update_script(values: Mapping[str, Any]) -> dict[str, Any]:
-    return {"source": UPDATE_SCRIPT, "lang": "painless", "params": {"doc": dict(values)}}
+def _finite(name: str, value: Any) -> None:
+    """JSON has no NaN or infinity: Elasticsearch would reject the document, name the field here."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if isinstance(item, float) and not math.isfinite(item):
+            raise StoreError(f"field {name!r} holds {item}, which is not a JSON number")
+
+
+def clean_values(values: Mapping[str, Any]) -> Doc:
+    """Field values ready to send: vectors as lists of floats, a zero-magnitude vector as null
+    (ES cosine rejects it; its cosine is undefined, i.e. a vector score of 0 either way, which is
+    also what a missing vector scores), non-finite numbers refused."""
+    out: Doc = {}
+    for name, value in values.items():
+        if VECTOR_RE.match(name) and value is not None:
+            vector = [float(x) for x in value]
+            _finite(name, vector)
+            out[name] = vector if any(x != 0.0 for x in vector) else None
+            continue
+        if hasattr(value, "tolist"):  # numpy arrays and scalars
+            value = value.tolist()
+        _finite(name, value)
+        out[name] = value
+    return out
 
 
 def prepare_doc(doc: Mapping[str, Any], kb_id: str) -> Doc:
-    """A copy ready to index: ``kb_id`` set, zero-magnitude vectors dropped (ES cosine rejects
-    them; their cosine is undefined, i.e. a vector score of 0 either way)."""
+    """A copy ready to index: ``kb_id`` set, values cleaned (see clean_values), zero vectors left out."""
     if not isinstance(doc.get("id"), str) or not doc["id"]:
         raise StoreError(f"document without a string id: {str(dict(doc))[:200]}")
-    out: Doc = {}
-    for name, value in doc.items():
-        if VECTOR_RE.match(name) and value is not None and not any(float(x) != 0.0 for x in value):
-            continue
-        out[name] = value
+    out = {name: value for name, value in clean_values(doc).items()
+           if not (VECTOR_RE.match(name) and value is None)}
     out["kb_id"] = kb_id
     return out
 
@@ -236,9 +293,14 @@ def bulk_index_actions(index: str, docs: Iterable[Doc]) -> list[dict[str, Any]]:
 
 
 def bulk_update_actions(index: str, changes: Mapping[str, Doc]) -> list[dict[str, Any]]:
-    """``update`` actions with a partial ``doc`` (ES "Bulk API" page)."""
-    return [{"_op_type": "update", "_index": index, "_id": doc_id, "doc": dict(values)}
-            for doc_id, values in changes.items()]
+    """``update`` actions with a partial ``doc`` (ES "Bulk API" page); a concurrent write of the same
+    document is retried on the node rather than reported as a conflict."""
+    return [{"_op_type": "update", "_index": index, "_id": doc_id, "doc": dict(values),
+             "retry_on_conflict": RETRY_ON_CONFLICT} for doc_id, values in changes.items()]
+
+
+def bulk_delete_actions(index: str, ids: Iterable[str]) -> list[dict[str, Any]]:
+    return [{"_op_type": "delete", "_index": index, "_id": doc_id} for doc_id in ids]
 
 
 def vector_fields(docs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -255,21 +317,19 @@ def vector_fields(docs: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     return found
 
 
-def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Cosine similarity clipped to [0, 1]; 0 when either vector is empty or zero."""
-    if len(a) != len(b) or not a:
+def cosine_from_knn_score(score: float | None) -> float:
+    """The cosine behind a kNN ``_score`` of a ``cosine`` dense_vector ((1 + cosine) / 2), clipped
+    to [0, 1] as the contract's vector_score is."""
+    if score is None:
         return 0.0
-    dot = sum(x * y for x, y in zip(a, b))
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    if norm == 0.0:
-        return 0.0
-    return min(1.0, max(0.0, dot / norm))
+    return min(1.0, max(0.0, 2.0 * float(score) - 1.0))
 
 
 def fuse_hits(text_hits: Sequence[Mapping[str, Any]], vector_hits: Sequence[Mapping[str, Any]],
               request: SearchRequest) -> list[Hit]:
     """Scored candidates (raw ES hits with ``_id``, ``_score``, ``_source``) -> fused, thresholded,
-    ordered hits, before offset/limit. See the module docstring of kbgraph.store.base."""
+    ordered hits, before offset/limit. ``vector_hits`` are kNN hits (their ``_score`` carries the
+    cosine) for every candidate that has a vector. See the module docstring of kbgraph.store.base."""
     has_text, has_vector = request.text is not None, request.vector is not None
     best = max((float(h["_score"] or 0.0) for h in text_hits), default=0.0)
     term: dict[str, float] = {}
@@ -277,16 +337,14 @@ def fuse_hits(text_hits: Sequence[Mapping[str, Any]], vector_hits: Sequence[Mapp
     for h in text_hits:
         term[h["_id"]] = float(h["_score"] or 0.0) / best if best > 0 else 0.0
         sources[h["_id"]] = dict(h.get("_source") or {})
+    similarity: dict[str, float] = {}
     for h in vector_hits:
+        similarity[h["_id"]] = cosine_from_knn_score(h.get("_score"))
         sources.setdefault(h["_id"], dict(h.get("_source") or {}))
     hits: list[Hit] = []
     for doc_id, source in sources.items():
         term_score = term.get(doc_id, 0.0)
-        vector_score = 0.0
-        if request.vector is not None:
-            stored = source.get(request.vector.field)
-            if stored:
-                vector_score = cosine(request.vector.vector, stored)
+        vector_score = similarity.get(doc_id, 0.0)
         score = fuse(term_score, vector_score, request.vector_weight, has_text, has_vector)
         if score < request.threshold:
             continue
@@ -337,17 +395,21 @@ class ElasticStore(DocStore):
         self._bulk_chunk_docs = bulk_chunk_docs
         self._bulk_retries = bulk_retries
         self._bulk_backoff = bulk_backoff
-        self._long_timeout = max(request_timeout, LONG_REQUEST_TIMEOUT)
         self._ready: set[str] = set()  # indices known to exist with our mapping
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
+        self._template_put = False
+        self._version: tuple[int, int] | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ElasticStore":
         if not settings.es_url:
             raise StoreError("store is 'elasticsearch' but es_url is empty: set KBGRAPH_ES_URL, "
                              "e.g. http://elastic:PASSWORD@localhost:9200")
+        # no retry of a request that timed out: the first one may still be running on the cluster
+        # (a bulk write or a long search), and a second copy would only add load. Connection
+        # failures and 429/502/503/504 answers, where nothing ran, are retried.
         kwargs: dict[str, Any] = {"hosts": [settings.es_url], "request_timeout": settings.es_request_timeout,
-                                  "retry_on_timeout": True, "max_retries": 3}
+                                  "retry_on_timeout": False, "max_retries": 3}
         if settings.es_api_key:
             kwargs["api_key"] = settings.es_api_key
         elif settings.es_user:
@@ -396,18 +458,71 @@ class ElasticStore(DocStore):
         except (ApiError, TransportError) as exc:
             self._fail(what, target, exc)
 
+    def _search(self, what: str, index: str, **kwargs: Any) -> Any | None:
+        """A search whose answer is complete: a timed-out or partly failed search raises instead of
+        passing off some shards' hits as the whole answer."""
+        answer = self._read(what, index, self._client.search, index=index, **kwargs)
+        if answer is not None:
+            self._check_complete(what, index, answer)
+        return answer
+
+    def _check_complete(self, what: str, index: str, answer: Any) -> None:
+        shards = answer.get("_shards") or {}
+        if answer.get("timed_out"):
+            raise StoreError(f"Elasticsearch at {self._url}: {what} on index {index!r} timed out on the cluster "
+                             f"({shards.get('successful', '?')} of {shards.get('total', '?')} shards answered)")
+        if shards.get("failed"):
+            first = (shards.get("failures") or [{}])[0]
+            reason = (first.get("reason") or {}) if isinstance(first, dict) else {}
+            raise StoreError(f"Elasticsearch at {self._url}: {what} on index {index!r} failed on "
+                             f"{shards['failed']} of {shards.get('total', '?')} shards: "
+                             f"{reason.get('type')}: {reason.get('reason')}")
+
     # -- indices -----------------------------------------------------------------------------
 
     def index_for(self, tenant_id: str) -> str:
         return index_name(self._prefix, tenant_id)
 
+    def _definition(self) -> dict[str, Any]:
+        """The index definition for this cluster. Elasticsearch >= 9.2 leaves dense vectors out of
+        ``_source`` unless told otherwise; kbgraph reads stored vectors back (a merge carries an
+        unchanged row's vector over), so it keeps them there."""
+        if self._cluster_version() >= (9, 2):
+            body = copy.deepcopy(self._body)
+            body["settings"]["index"].setdefault("mapping", {})["exclude_source_vectors"] = False
+            return body
+        return self._body
+
+    def _cluster_version(self) -> tuple[int, int]:
+        if self._version is None:
+            answer = self._call("reading the cluster version", "/", self._client.info)
+            number = str(answer["version"]["number"])
+            major, minor = (re.findall(r"\d+", number) + ["0", "0"])[:2]
+            self._version = (int(major), int(minor))
+        return self._version
+
+    def _put_template(self) -> None:
+        """An index template for every index under our prefix, so an index auto-created by a write
+        that races a drop (bulk creates a missing index) gets kbgraph's mapping, never dynamic
+        defaults. More specific (longer) prefixes win where patterns overlap."""
+        if self._template_put:
+            return
+        pattern = re.sub(r"[^a-z0-9_-]", "_", self._prefix.lower()).lstrip("-_+.") + "*"
+        name = index_name(self._prefix, "template")
+        self._call("putting the index template", name, self._client.indices.put_index_template, name=name,
+                   index_patterns=[pattern], priority=100 + len(pattern),
+                   template={"settings": self._definition()["settings"], "mappings": self._body["mappings"]},
+                   meta={"managed_by": "kbgraph"})
+        self._template_put = True
+
     def ensure_index(self, tenant_id: str) -> None:
         index = self.index_for(tenant_id)
         if index in self._ready:
             return
+        self._put_template()
         if not self._call("checking the index", index, self._client.indices.exists, index=index):
             try:
-                self._client.indices.create(index=index, settings=self._body["settings"],
+                self._client.indices.create(index=index, settings=self._definition()["settings"],
                                             mappings=self._body["mappings"])
             except ApiError as exc:
                 # a concurrent creator won the race: the index exists with the same definition
@@ -452,15 +567,21 @@ class ElasticStore(DocStore):
 
     # -- writes ------------------------------------------------------------------------------
 
-    def _bulk(self, what: str, index: str, actions: list[dict[str, Any]]) -> list[tuple[bool, str, dict[str, Any]]]:
+    def _bulk(self, what: str, index: str, actions: list[dict[str, Any]],
+              refresh: bool) -> list[tuple[bool, str, dict[str, Any]]]:
         """Send actions in chunks bounded by bytes and count, retrying 429/5xx with backoff.
-        Returns (ok, id, item) per action."""
+        ``refresh`` answers only once the writes are visible to searches (``wait_for``: the next
+        scheduled refresh, no extra tiny segment per write). Returns (ok, id, item) per action."""
         results: list[tuple[bool, str, dict[str, Any]]] = []
+        if not actions:
+            return results
+        extra: dict[str, Any] = {"refresh": "wait_for"} if refresh else {}
         try:
             for ok, item in helpers.streaming_bulk(
                     self._client, actions, chunk_size=self._bulk_chunk_docs, max_chunk_bytes=self._bulk_bytes,
                     raise_on_error=False, raise_on_exception=True, max_retries=self._bulk_retries,
-                    initial_backoff=self._bulk_backoff, max_backoff=30.0, retry_on_status=(429, 502, 503, 504)):
+                    initial_backoff=self._bulk_backoff, max_backoff=30.0, retry_on_status=(429, 502, 503, 504),
+                    **extra):
                 info = next(iter(item.values()))
                 results.append((ok, str(info.get("_id")), info))
         except (ApiError, TransportError) as exc:
@@ -468,83 +589,96 @@ class ElasticStore(DocStore):
         return results
 
     def upsert(self, tenant_id: str, kb_id: str, docs: Sequence[Doc], *, refresh: bool = True) -> int:
+        checked_kb(kb_id)
         if not docs:
             return 0
         self.ensure_index(tenant_id)
         index = self.index_for(tenant_id)
-        prepared = [prepare_doc(doc, kb_id) for doc in docs]
-        self._ensure_vectors(index, prepared)
-        results = self._bulk("bulk upsert", index, bulk_index_actions(index, prepared))
-        if refresh:
-            self.refresh(tenant_id)
+        prepared: dict[str, Doc] = {}
+        bad: list[str] = []
+        for position, doc in enumerate(docs):
+            try:
+                ready = prepare_doc(doc, kb_id)
+            except StoreError as exc:
+                bad.append(f"document {position}: {exc}")
+                continue
+            prepared[ready["id"]] = ready  # a repeated id: the last one wins, as on the embedded store
+        try:
+            self._ensure_vectors(index, prepared.values())
+        except StoreError as exc:
+            raise StoreError(f"nothing written to {index!r}: {exc}") from None
+        results = self._bulk("bulk upsert", index, bulk_index_actions(index, list(prepared.values())), refresh)
         failed = [(doc_id, info) for ok, doc_id, info in results if not ok]
-        if failed:
-            raise StoreError(f"Elasticsearch at {self._url}: {len(failed)} of {len(prepared)} documents were not "
-                             f"written to {index!r}: " + _describe_failures(failed))
+        if failed or bad:
+            reasons = bad[:10] + ([_describe_failures(failed)] if failed else [])
+            raise StoreError(f"Elasticsearch at {self._url}: {len(failed) + len(bad)} of {len(docs)} documents were "
+                             f"not written to {index!r}: " + "; ".join(reasons))
         return len(results)
 
     def patch(self, tenant_id: str, kb_id: str, changes: Mapping[str, Doc], *, refresh: bool = True) -> int:
+        checked_kb(kb_id)
         if not changes:
             return 0
         self.ensure_index(tenant_id)
         index = self.index_for(tenant_id)
         # only documents of this knowledge base are patched; unknown ids are ignored
         owned = {doc["id"] for doc in self.get(tenant_id, [kb_id], list(changes), fields=["kb_id"])}
-        mine = {doc_id: {k: v for k, v in values.items() if k not in ("id", "kb_id")}
+        mine = {doc_id: clean_values({k: v for k, v in values.items() if k not in ("id", "kb_id")})
                 for doc_id, values in changes.items() if doc_id in owned}
+        mine = {doc_id: values for doc_id, values in mine.items() if values}
         if not mine:
             return 0
         self._ensure_vectors(index, ({"id": i, **v} for i, v in mine.items()))
-        results = self._bulk("bulk patch", index, bulk_update_actions(index, mine))
-        if refresh:
-            self.refresh(tenant_id)
+        results = self._bulk("bulk patch", index, bulk_update_actions(index, mine), refresh)
+        return self._count_written("patched", index, results)
+
+    def _count_written(self, what: str, index: str, results: list[tuple[bool, str, dict[str, Any]]]) -> int:
         failed = [(doc_id, info) for ok, doc_id, info in results
                   if not ok and info.get("status") != 404]  # deleted meanwhile: ignored like unknown ids
         if failed:
-            raise StoreError(f"Elasticsearch at {self._url}: {len(failed)} documents were not patched in "
+            raise StoreError(f"Elasticsearch at {self._url}: {len(failed)} documents were not {what} in "
                              f"{index!r}: " + _describe_failures(failed))
-        return sum(1 for ok, _, _ in results if ok)
+        return sum(1 for ok, _, info in results if ok and info.get("result") != "not_found")
+
+    def _matching_ids(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition]) -> list[str]:
+        """Ids of the documents a delete/update by filter acts on. Named ids are checked with a
+        realtime mget; any other filter is scanned (after a refresh: rows written just before count)."""
+        named = only_ids(where)
+        if named is not None:
+            return [doc["id"] for doc in self.get(tenant_id, kb_ids, named, fields=[])]
+        return [doc["id"] for doc in self.scan(tenant_id, kb_ids, where, fields=[])]
 
     def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
                *, refresh: bool = True) -> int:
-        if not kb_ids:
-            return 0
+        checked_kbs(kb_ids)
         index = self.index_for(tenant_id)
-        answer = self._read("delete by query", index, self._client.options(request_timeout=self._long_timeout)
-                            .delete_by_query, index=index, query=build_filter(kb_ids, where), conflicts="proceed",
-                            refresh=refresh, wait_for_completion=True)
-        return self._by_query_count("delete by query", index, answer, "deleted")
+        ids = self._matching_ids(tenant_id, kb_ids, where)
+        results = self._bulk("bulk delete", index, bulk_delete_actions(index, ids), refresh)
+        return self._count_written("deleted", index, results)
 
     def update(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition], values: Doc,
                *, refresh: bool = True) -> int:
-        if not kb_ids or not values:
+        checked_kbs(kb_ids)
+        changes = clean_values({k: v for k, v in values.items() if k not in ("id", "kb_id")})
+        if not changes:
             return 0
         index = self.index_for(tenant_id)
-        self._ensure_vectors(index, [values])
-        answer = self._read("update by query", index, self._client.options(request_timeout=self._long_timeout)
-                            .update_by_query, index=index, query=build_filter(kb_ids, where),
-                            script=update_script(values), conflicts="proceed", refresh=refresh,
-                            wait_for_completion=True)
-        return self._by_query_count("update by query", index, answer, "updated")
-
-    def _by_query_count(self, what: str, index: str, answer: Any, key: str) -> int:
-        if answer is None:
+        ids = self._matching_ids(tenant_id, kb_ids, where)
+        if not ids:
             return 0
-        failures = answer.get("failures") or []
-        if failures:
-            raise StoreError(f"Elasticsearch at {self._url}: {what} on {index!r} had {len(failures)} failures, "
-                             f"first: {json.dumps(failures[0])[:300]}")
-        return int(answer.get(key, 0))
+        self._ensure_vectors(index, [{"id": "update", **changes}])
+        results = self._bulk("bulk update", index, bulk_update_actions(index, {i: changes for i in ids}), refresh)
+        return self._count_written("updated", index, results)
 
     # -- reads -------------------------------------------------------------------------------
 
     def get(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str],
             fields: Sequence[str] | None = None) -> list[Doc]:
-        if not ids or not kb_ids:
+        allowed = set(checked_kbs(kb_ids))
+        if not ids:
             return []
         index = self.index_for(tenant_id)
         wanted = list(dict.fromkeys(ids))
-        allowed = set(kb_ids)
         found: dict[str, Doc] = {}
         for start in range(0, len(wanted), MGET_BATCH):
             batch = wanted[start:start + MGET_BATCH]
@@ -565,46 +699,70 @@ class ElasticStore(DocStore):
         return [found[i] for i in wanted if i in found]
 
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
-        if not request.kb_ids:
-            return SearchResult()
+        checked_kbs(request.kb_ids)
         index = self.index_for(tenant_id)
         query = build_filter(request.kb_ids, request.where)
         if request.text is None and request.vector is None:
             return self._list(index, query, request)
         if request.candidates > MAX_RESULT_WINDOW:
             raise StoreError(f"candidates={request.candidates} exceeds Elasticsearch's window of {MAX_RESULT_WINDOW}")
-        extra = [request.vector.field] if request.vector is not None else []
-        source = source_spec(request.fields, extra=extra, with_vectors=request.vector is not None)
+        if request.vector is not None:
+            dims = VECTOR_RE.match(request.vector.field)
+            if dims and request.vector.vector is not None and len(request.vector.vector) != int(dims.group(1)):
+                raise StoreError(f"query vector for {request.vector.field} holds {len(request.vector.vector)} "
+                                 f"numbers, not {dims.group(1)}")
+        source = source_spec(request.fields)
         text_hits: list[dict[str, Any]] = []
         if request.text is not None:
             text_query = build_text_query(query, request.text)
             if text_query is not None:
                 # dfs_query_then_fetch: term statistics from all shards, so BM25 does not depend on
                 # which shard a document lives on (ES "Search API", search_type)
-                answer = self._read("text search", index, self._client.search, index=index, query=text_query,
-                                    size=request.candidates, source=source, track_total_hits=False,
-                                    search_type="dfs_query_then_fetch")
+                answer = self._search("text search", index, query=text_query, size=request.candidates,
+                                      source=source, track_total_hits=False, search_type="dfs_query_then_fetch")
                 text_hits = [] if answer is None else list(answer["hits"]["hits"])
         vector_hits: list[dict[str, Any]] = []
-        if request.vector is not None and request.vector.vector and self._vector_mapped(index, request.vector.field):
-            knn = build_knn(request.vector.field, request.vector.vector, request.candidates, query)
-            answer = self._read("vector search", index, self._client.search, index=index, knn=knn,
-                                size=knn["k"], source=source, track_total_hits=False)
+        vector = request.vector
+        if vector is not None and vector.vector is not None and len(vector.vector) \
+                and any(float(x) != 0.0 for x in vector.vector) and self._vector_mapped(index, vector.field):
+            knn = build_knn(vector.field, vector.vector, request.candidates, query)
+            answer = self._search("vector search", index, knn=knn, size=knn["k"], source=source,
+                                  track_total_hits=False)
             vector_hits = [] if answer is None else list(answer["hits"]["hits"])
+            vector_hits += self._similarity_of(index, vector.field, vector.vector, query, text_hits, vector_hits)
         ranked = fuse_hits(text_hits, vector_hits, request)
         page = ranked[request.offset:request.offset + request.limit]
         for hit in page:
             hit.doc = shape_doc(hit.doc, hit.id, request.fields)
         return SearchResult(hits=page, total=len(ranked))
 
+    def _similarity_of(self, index: str, field_name: str, vector: Sequence[float], query: Mapping[str, Any],
+                       text_hits: Sequence[Mapping[str, Any]],
+                       vector_hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """kNN hits for the text hits the kNN window missed: a kNN request filtered to exactly their
+        ids (small enough for an exact search) scores each of them that has a vector."""
+        seen = {h["_id"] for h in vector_hits}
+        missed = [h["_id"] for h in text_hits if h["_id"] not in seen]
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(missed), MAX_NUM_CANDIDATES):
+            batch = missed[start:start + MAX_NUM_CANDIDATES]
+            only = {"bool": {"filter": [dict(query), {"ids": {"values": batch}}]}}
+            knn = build_knn(field_name, vector, len(batch), only)
+            knn["num_candidates"] = max(knn["num_candidates"], knn["k"])
+            answer = self._search("vector scores", index, knn=knn, size=knn["k"], source=False,
+                                  track_total_hits=False)
+            if answer is not None:
+                found += answer["hits"]["hits"]
+        return found
+
     def _list(self, index: str, query: dict[str, Any], request: SearchRequest) -> SearchResult:
         """Neither text nor vector: a filtered listing in field order, then id."""
         if request.offset + request.limit > MAX_RESULT_WINDOW:
             raise StoreError(f"offset+limit={request.offset + request.limit} is past Elasticsearch's result window "
                              f"of {MAX_RESULT_WINDOW}; use DocStore.scan() to read everything")
-        answer = self._read("search", index, self._client.search, index=index, query=query,
-                            sort=build_sort(request.order_by), from_=request.offset, size=request.limit,
-                            source=source_spec(request.fields), track_total_hits=request.count_total)
+        answer = self._search("search", index, query=query, sort=build_sort(request.order_by), from_=request.offset,
+                              size=request.limit, source=source_spec(request.fields),
+                              track_total_hits=request.count_total)
         if answer is None:
             return SearchResult()
         hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
@@ -615,9 +773,17 @@ class ElasticStore(DocStore):
 
     def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
              fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:
-        """Point in time + search_after, sorted on ``id`` with ``_shard_doc`` as the tiebreak."""
-        if not kb_ids:
-            return
+        """Point in time + search_after, sorted on ``id`` with ``_shard_doc`` as the tiebreak.
+
+        A point in time sees refreshed documents only, and the graph steps scan right after writing
+        without refresh (mentions, then the rows derived from them): the index is refreshed first,
+        so a scan reads every earlier write, as on the embedded store."""
+        checked_kbs(kb_ids)
+        self.refresh(tenant_id)
+        return self._scan(tenant_id, kb_ids, where, fields, batch_size)
+
+    def _scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],
+              fields: Sequence[str] | None, batch_size: int) -> Iterator[Doc]:
         index = self.index_for(tenant_id)
         size = max(1, min(batch_size, MAX_RESULT_WINDOW))
         opened = self._read("opening a point in time", index, self._client.open_point_in_time, index=index,
@@ -636,6 +802,7 @@ class ElasticStore(DocStore):
                 if search_after is not None:
                     kwargs["search_after"] = search_after
                 answer = self._call("scan", index, self._client.search, **kwargs)
+                self._check_complete("scan", index, answer)
                 pit_id = answer.get("pit_id", pit_id)
                 hits = answer["hits"]["hits"]
                 for h in hits:
@@ -653,20 +820,22 @@ class ElasticStore(DocStore):
                 pass  # the PIT expires by itself after keep_alive
 
     def count(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = ()) -> int:
-        if not kb_ids:
-            return 0
+        checked_kbs(kb_ids)
         index = self.index_for(tenant_id)
         answer = self._read("count", index, self._client.count, index=index, query=build_filter(kb_ids, where))
-        return 0 if answer is None else int(answer["count"])
+        if answer is None:
+            return 0
+        self._check_complete("count", index, answer)
+        return int(answer["count"])
 
     def aggregate(self, tenant_id: str, kb_ids: Sequence[str], field_name: str,
                   where: Sequence[Condition] = (), size: int = 100) -> list[tuple[Any, int]]:
-        if not kb_ids or size <= 0:
+        checked_kbs(kb_ids)
+        if size <= 0:
             return []
         index = self.index_for(tenant_id)
-        answer = self._read("terms aggregation", index, self._client.search, index=index, size=0,
-                            query=build_filter(kb_ids, where), aggs={"values": terms_aggregation(field_name, size)},
-                            track_total_hits=False)
+        answer = self._search("terms aggregation", index, size=0, query=build_filter(kb_ids, where),
+                              aggs={"values": terms_aggregation(field_name, size)}, track_total_hits=False)
         if answer is None:
             return []
         return [(b["key"], int(b["doc_count"])) for b in answer["aggregations"]["values"]["buckets"]]

@@ -31,7 +31,8 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         from kbgraph.store import open_store
 
         prefix = f"kbgraph_test_{uuid.uuid4().hex[:10]}_"
-        engine = open_store(load_settings(store="elasticsearch", es_url=url, es_index_prefix=prefix))
+        engine = open_store(load_settings(store="elasticsearch", es_url=url, es_index_prefix=prefix,
+                                          es_refresh_interval="100ms"))
     yield engine
     engine.close()
 

@@ -85,7 +85,10 @@ def test_no_llm_configured_is_a_clear_error(settings):
 def test_chat_command_in_the_terminal(engine, scripted_llm, settings):
     env = {"KBGRAPH_DATA_DIR": str(engine.settings.data_dir), "KBGRAPH_EMBEDDING_PROVIDER": "hash",
            "KBGRAPH_EMBEDDING_DIM": str(engine.settings.embedding_dim), "KBGRAPH_LLM_BASE_URL": scripted_llm.base_url,
-           "KBGRAPH_LLM_MODEL": engine.settings.llm_model, "KBGRAPH_LLM_API_KEY": "test-key", "PATH": "/usr/bin:/bin"}
+           "KBGRAPH_LLM_MODEL": engine.settings.llm_model, "KBGRAPH_LLM_API_KEY": "test-key", "PATH": "/usr/bin:/bin",
+           # the same document store the engine wrote to (Elasticsearch when KBGRAPH_ES_URL is set)
+           "KBGRAPH_STORE": engine.settings.store, "KBGRAPH_ES_URL": engine.settings.es_url,
+           "KBGRAPH_ES_INDEX_PREFIX": engine.settings.es_index_prefix}
     done = subprocess.run([sys.executable, "-m", "kbgraph.cli", "chat", "--kb", "lore"], input="Who founded the guild?\n",
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -66,9 +66,10 @@ def test_general_extraction_builds_a_graph_and_reruns_cost_nothing(settings, scr
         assert first_calls > 0
         reports = list(engine.store.scan(engine.tenant, [engine.kb("lore").id],
                                          [eq("knowledge_graph_kwd", "community_report")]))
-        shared = [r for r in reports if r["member_count_int"] > 1]
+        shared = [r for r in reports if r["member_count_int"] >= settings.report_min_entities]
         assert shared and len(shared) < len(reports)
-        assert model.kinds.count("report") == len(shared)  # a lone entity's report needs no LLM
+        # a community under report_min_entities (a lone entity, a pair) gets its report without the LLM
+        assert model.kinds.count("report") == len(shared)
         graph = _graph(engine, "lore")
         assert "mira castell" in graph["entities"]
         assert check_graph(engine.store, engine.tenant, engine.kb("lore").id, engine.context(engine.kb("lore")).describer()) == []
@@ -117,8 +118,9 @@ def test_rate_limits_are_retried_and_a_garbled_chunk_fails_alone(settings, scrip
         report = engine.index_paths("flaky", [corpus])
         outcomes = {d.name: d for d in report.documents}
         assert outcomes["mira_castell.md"].status == "indexed"
-        assert outcomes["glass_tower.md"].status == "indexed"
-        assert "extraction failed for 1 chunk" in outcomes["glass_tower.md"].message
+        # searchable but not done: partial, with the count (issue 23), so the next run retries it
+        assert outcomes["glass_tower.md"].status == "failed"
+        assert outcomes["glass_tower.md"].message.startswith("partial: graph extraction failed for 1 of ")
         assert engine.ledger.total.failures >= 2
         assert find_entity(engine.store, engine.tenant, engine.kb("flaky").id, "Mira Castell") is not None
 
@@ -200,11 +202,9 @@ def test_progress_reports_phases_calls_and_tokens(settings, scripted_llm, model,
 def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors_and_pagerank(
         settings, scripted_llm, model, tmp_path):
     from kbgraph.llm.base import LLMError
-    from kbgraph.store.sqlite import SQLiteStore
 
     corpus = _corpus(tmp_path, ENGLISH)
     patched: list[set[str]] = []
-    original_patch = SQLiteStore.patch
 
     def counting_patch(self, tenant_id, kb_id, changes, **kw):
         patched.append(set(changes))
@@ -217,11 +217,13 @@ def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors
 
     with _engine(settings, scripted_llm) as engine:
         engine.create_kb("once", graph=GraphConfig(enabled=True, method="general", community=True))
-        SQLiteStore.patch = counting_patch
+        store_class = type(engine.store)  # SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
+        original_patch = store_class.patch
+        store_class.patch = counting_patch
         try:
             engine.index_paths("once", [corpus])
         finally:
-            SQLiteStore.patch = original_patch
+            store_class.patch = original_patch
         entity_ids = {d["id"] for d in engine.store.scan(engine.tenant, [engine.kb("once").id],
                                                          [eq("knowledge_graph_kwd", "entity")], fields=["id"])}
         # vector, PageRank and communities of an entity arrive in one rewrite of its row

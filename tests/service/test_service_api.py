@@ -1,5 +1,5 @@
 """Service mode end to end: real Redis (DB 12), a real Celery worker (in-process, two threads),
-real Flask over HTTP, the embedded SQLite store, the hash embedder and the `nlp` graph method."""
+real Flask over HTTP, the embedded SQLite store (Elasticsearch when KBGRAPH_ES_URL is set), the hash embedder and the `nlp` graph method."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key, schedule_refresh
-from conftest import require_service
+from conftest import require_service, store_overrides
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 GRAPH = {"use_graphrag": True, "method": "nlp", "community": False}
@@ -53,7 +53,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     except redis.exceptions.RedisError as exc:
         require_service("Redis", f"{REDIS_URL}: {exc}")
     prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    yield load_settings(data_dir=tmp_path_factory.mktemp("service") / "data", store="sqlite",
+    # the document store: SQLite, or Elasticsearch when KBGRAPH_ES_URL is set (as in CI)
+    yield load_settings(data_dir=tmp_path_factory.mktemp("service") / "data", **store_overrides(),
                         embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
     for key in client.scan_iter(match=f"{prefix}*"):
         client.delete(key)

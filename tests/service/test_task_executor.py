@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from conftest import require_service
+from conftest import require_service, store_overrides
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import FINISHED, MetaDB
@@ -50,8 +50,9 @@ def prefix(client: redis.Redis) -> Iterator[str]:
 
 @pytest.fixture
 def service_settings(tmp_path: Path, prefix: str) -> Settings:
-    return load_settings(data_dir=tmp_path / "data", store="sqlite", embedding_provider="hash", embedding_dim=64,
-                         redis_url=REDIS_URL, redis_prefix=prefix)
+    # the document store: SQLite, or Elasticsearch when KBGRAPH_ES_URL is set (as in CI)
+    return load_settings(data_dir=tmp_path / "data", **store_overrides(), embedding_provider="hash",
+                         embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
 
 
 def test_kb_lock_serializes_holders_across_clients(client: redis.Redis, prefix: str) -> None:
@@ -116,9 +117,11 @@ def test_celery_keys_live_under_the_prefix(service_settings: Settings) -> None:
 
 def _env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBGRAPH_")}
-    env.update(KBGRAPH_DATA_DIR=str(settings.data_dir), KBGRAPH_STORE="sqlite", KBGRAPH_EMBEDDING_PROVIDER="hash",
+    env.update(KBGRAPH_DATA_DIR=str(settings.data_dir), KBGRAPH_STORE=settings.store, KBGRAPH_EMBEDDING_PROVIDER="hash",
                KBGRAPH_EMBEDDING_DIM="64", KBGRAPH_REDIS_URL=settings.redis_url,
-               KBGRAPH_REDIS_PREFIX=settings.redis_prefix)
+               KBGRAPH_REDIS_PREFIX=settings.redis_prefix, KBGRAPH_ES_URL=settings.es_url,
+               KBGRAPH_ES_INDEX_PREFIX=settings.es_index_prefix,
+               KBGRAPH_ES_REFRESH_INTERVAL=settings.es_refresh_interval)
     return env
 
 

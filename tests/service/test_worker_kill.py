@@ -25,10 +25,8 @@ from conftest import REDIS_URL, require_service
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import FINISHED, GraphConfig, MetaDB
-from kbgraph.store import open_store
-from kbgraph.store.base import any_of
-from kbgraph.store.records import Entity, Relation
 from support.graph_model import GraphModel, _last_user
+from support.graphs import Graph, graph_by_names
 from support.processes import Worker
 from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
@@ -140,25 +138,8 @@ def _wait_finished(meta: MetaDB, kb_id: str, timeout: float) -> list[Any]:
     raise AssertionError(f"tasks still unfinished after {timeout:g} s: {meta.list_tasks(kb_id, kind='index')}")
 
 
-def _graph(settings: Settings, kb_id: str, names: dict[str, str]) -> tuple[dict, dict]:
-    """Entities and relations by name, with document names for ids (ids differ between KBs) and
-    description fragments sorted (they are joined in chunk-id order)."""
-    store = open_store(settings)
-    try:
-        rows = list(store.scan(TENANT, [kb_id], [any_of("knowledge_graph_kwd", [Entity.KIND, Relation.KIND])]))
-    finally:
-        store.close()
-    entities = [Entity.from_doc(d) for d in rows if d["knowledge_graph_kwd"] == Entity.KIND]
-    by_key = {e.key: e.name for e in entities}
-    nodes = {e.name: (e.type, sorted(e.description.split("\n")), sorted(names[d] for d in e.doc_ids))
-             for e in entities}
-    edges = {}
-    for doc in rows:
-        if doc["knowledge_graph_kwd"] == Relation.KIND:
-            r = Relation.from_doc(doc)
-            edges[tuple(sorted((by_key[r.src_key], by_key[r.tgt_key])))] = (
-                sorted(r.description.split("\n")), r.weight, sorted(names[d] for d in r.doc_ids))
-    return nodes, edges
+def _graph(settings: Settings, kb_id: str, names: dict[str, str]) -> Graph:
+    return graph_by_names(settings, TENANT, kb_id, names)
 
 
 def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitch, tmp_path: Path,

@@ -116,12 +116,19 @@ class FakeElasticsearch:
 def default_answer(rec: Recorded) -> Answer:
     if rec.method == "HEAD":
         return 200, None
+    if rec.method == "GET" and rec.path == "/":
+        return 200, {"name": "fake", "cluster_name": "fake", "version": {"number": "8.18.8"},
+                     "tagline": "You Know, for Search"}
     if rec.path.endswith("/_bulk"):
         items = []
-        for line in rec.body[::2]:
+        lines = iter(rec.body)
+        for line in lines:
             op, meta = next(iter(line.items()))
+            if op != "delete":
+                next(lines)  # the document (index) or partial doc (update) line
+            result = {"index": "created", "update": "updated", "delete": "deleted"}[op]
             items.append({op: {"_index": meta["_index"], "_id": meta["_id"], "status": 201 if op == "index" else 200,
-                               "result": "created" if op == "index" else "updated"}})
+                               "result": result}})
         return 200, {"took": 1, "errors": False, "items": items}
     if rec.path.endswith("/_refresh"):
         return 200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}
@@ -210,13 +217,29 @@ def test_ensure_index_creates_with_the_mapping_file(es: FakeElasticsearch, store
     es.script("HEAD", f"/{INDEX}", (404, None))
     store.ensure_index("t1")
     store.ensure_index("t1")  # cached: no second round trip
-    head, put = es.requests
-    assert (head.method, head.path) == ("HEAD", f"/{INDEX}")  # Index exists API
-    assert (put.method, put.path) == ("PUT", f"/{INDEX}")  # Create index API
+    info, template, head, put = es.requests
+    assert (info.method, info.path) == ("GET", "/")  # the cluster's version decides the definition
     expected_settings = json.loads(json.dumps(MAPPINGS["settings"]))
     expected_settings["index"].update(number_of_shards=2, number_of_replicas=1, refresh_interval="5s")
+    # Create or update index template API: an index auto-created under the prefix gets the same definition
+    assert (template.method, template.path) == ("PUT", "/_index_template/kbgraph_template")
+    assert template.body == {"index_patterns": ["kbgraph_*"], "priority": 109, "_meta": {"managed_by": "kbgraph"},
+                             "template": {"settings": expected_settings, "mappings": MAPPINGS["mappings"]}}
+    assert (head.method, head.path) == ("HEAD", f"/{INDEX}")  # Index exists API
+    assert (put.method, put.path) == ("PUT", f"/{INDEX}")  # Create index API
     assert put.body == {"settings": expected_settings, "mappings": MAPPINGS["mappings"]}
-    assert len(es.requests) == 2
+    assert len(es.requests) == 4
+
+
+def test_from_9_2_vectors_stay_in_source(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """Elasticsearch 9.2 leaves dense vectors out of _source by default (index.mapping.exclude_source_vectors);
+    kbgraph reads stored vectors back, so its indexes keep them."""
+    es.script("GET", "/", (200, {"name": "n", "version": {"number": "9.2.1"}}))
+    es.script("HEAD", f"/{INDEX}", (404, None))
+    store.ensure_index("t1")
+    template, create = es.sent("PUT", "/_index_template/kbgraph_template")[0], es.sent("PUT", f"/{INDEX}")[0]
+    for settings in (template.body["template"]["settings"], create.body["settings"]):
+        assert settings["index"]["mapping"]["exclude_source_vectors"] is False
 
 
 def test_ensure_index_tolerates_a_concurrent_create(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -258,21 +281,23 @@ def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElastic
             {"id": "b", "content_ltks": "y", "q_3_vec": [0.0, 0.0, 0.0]}]  # zero vector: dropped
     assert store.upsert("t1", "kb1", docs) == 2
     paths = [(r.method, r.path) for r in es.requests]
-    assert paths == [("HEAD", f"/{INDEX}"), ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk"),
-                     ("POST", f"/{INDEX}/_refresh")]
-    mapping = es.requests[1].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
+    assert paths == [("GET", "/"), ("PUT", "/_index_template/kbgraph_template"), ("HEAD", f"/{INDEX}"),
+                     ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk")]
+    # Bulk API refresh=wait_for: visible when it answers, without forcing a refresh per write
+    assert es.requests[4].query == {"refresh": "wait_for"}
+    mapping = es.requests[3].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
     assert mapping == {"properties": {"q_3_vec": {"type": "dense_vector", "dims": 3, "index": True,
                                                   "similarity": "cosine",
                                                   "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100}}}}
     # Bulk API: NDJSON action line {"index": {"_index", "_id"}} then the whole document
-    assert es.requests[2].body == [
+    assert es.requests[4].body == [
         {"index": {"_index": INDEX, "_id": "a"}},
         {"id": "a", "content_ltks": "x y", "q_3_vec": [1.0, 0.0, 0.0], "kb_id": "kb1"},
         {"index": {"_index": INDEX, "_id": "b"}},
         {"id": "b", "content_ltks": "y", "kb_id": "kb1"}]
     # a second upsert of the same vector size does not touch the mapping again
     store.upsert("t1", "kb1", [{"id": "c", "q_3_vec": [0.0, 1.0, 0.0]}], refresh=False)
-    assert [(r.method, r.path) for r in es.requests[4:]] == [("PUT", "/_bulk")]
+    assert [(r.method, r.path, r.query) for r in es.requests[5:]] == [("PUT", "/_bulk", {})]
 
 
 def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -286,8 +311,20 @@ def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsea
     es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
         {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
     store.patch("t1", "kb1", {"a": {"q_3_vec": rows[0][::-1].copy(), "embedded_int": 1}}, refresh=False)
-    assert es.sent("PUT", "/_bulk")[1].body == [{"update": {"_index": INDEX, "_id": "a"}},
+    assert es.sent("PUT", "/_bulk")[1].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"q_3_vec": [0.0, 0.25, 0.5], "embedded_int": 1}}]
+    # a zero vector in a partial update clears the field instead of reaching ES cosine, which rejects it
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
+    store.patch("t1", "kb1", {"a": {"q_3_vec": rows[1]}}, refresh=False)
+    assert es.sent("PUT", "/_bulk")[2].body[1] == {"doc": {"q_3_vec": None}}
+
+
+def test_non_finite_numbers_are_refused_and_the_rest_written(es: FakeElasticsearch, store: ElasticStore) -> None:
+    with pytest.raises(StoreError, match="1 of 2.*not a JSON number"):
+        store.upsert("t1", "kb1", [{"id": "a", "x_flt": float("nan")}, {"id": "b", "x_flt": 1.0}], refresh=False)
+    assert es.sent("PUT", "/_bulk")[0].body == [{"index": {"_index": INDEX, "_id": "b"}},
+                                                {"id": "b", "x_flt": 1.0, "kb_id": "kb1"}]
 
 
 def test_upsert_chunks_bulk_requests_by_bytes(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -337,38 +374,60 @@ def test_patch_sends_partial_updates_for_owned_ids_only(es: FakeElasticsearch, s
     mget = es.sent("POST", f"/{INDEX}/_mget")[0]
     assert mget.body == {"ids": ["a", "b", "c"]} and mget.query == {"_source_includes": "id,kb_id"}
     # Bulk API: update action with a partial "doc"
-    assert es.sent("PUT", "/_bulk")[0].body == [{"update": {"_index": INDEX, "_id": "a"}},
+    assert es.sent("PUT", "/_bulk")[0].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"pagerank_flt": 0.5}}]
 
 
-def test_delete_by_query(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_delete_by_query", (200, {"took": 3, "deleted": 4, "failures": [],
-                                                           "version_conflicts": 0}))
-    assert store.delete("t1", ["kb1"], [eq("doc_id", "d1")]) == 4
-    rec = es.requests[0]
-    # Delete by query API: conflicts=proceed, refresh, wait_for_completion
-    assert rec.query == {"conflicts": "proceed", "refresh": "true", "wait_for_completion": "true"}
-    assert rec.body == {"query": {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}}
+def scan_answers(es: FakeElasticsearch, ids: list[str]) -> None:
+    """A point in time whose one page holds ``ids`` (fewer than a batch: the scan ends there)."""
+    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-1"}))
+    page = hits(*[(i, None, {"id": i}) for i in ids])
+    for n, h in enumerate(page["hits"]["hits"]):
+        h["sort"] = [h["_id"], n]
+    es.script("POST", "/_search", (200, page))
 
 
-def test_delete_by_query_failures_raise(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_delete_by_query", (200, {"deleted": 1, "failures": [
-        {"index": INDEX, "id": "x", "cause": {"type": "x", "reason": "y"}, "status": 500}]}))
-    with pytest.raises(StoreError, match="failures"):
+def test_delete_by_filter_scans_after_a_refresh_then_bulk_deletes(es: FakeElasticsearch, store: ElasticStore) -> None:
+    scan_answers(es, ["a", "b"])
+    assert store.delete("t1", ["kb1"], [eq("doc_id", "d1")]) == 2
+    refresh, pit, page, close, bulk = es.requests
+    # a point in time sees refreshed documents only: refresh first, so rows written just before count
+    assert (refresh.method, refresh.path) == ("POST", f"/{INDEX}/_refresh")
+    assert (pit.path, close.path) == (f"/{INDEX}/_pit", "/_pit")
+    assert page.body["query"] == {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}
+    assert page.body["_source"] == ["id"]
+    # Bulk API delete actions; no _delete_by_query (the reindex module is not on every cluster)
+    assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}, {"delete": {"_index": INDEX, "_id": "b"}}]
+    assert bulk.query == {"refresh": "wait_for"}
+    assert not es.sent(path=r".*_by_query")
+
+
+def test_delete_of_named_ids_checks_them_with_mget(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
+        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}}]}))
+    assert store.delete("t1", ["kb1"], [Condition("id", "in", ["a", "b"])], refresh=False) == 1
+    mget, bulk = es.requests
+    assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}]  # b belongs to another knowledge base
+
+
+def test_bulk_delete_failures_raise(es: FakeElasticsearch, store: ElasticStore) -> None:
+    scan_answers(es, ["x"])
+    es.script("PUT", "/_bulk", (200, {"took": 1, "errors": True, "items": [
+        {"delete": {"_index": INDEX, "_id": "x", "status": 500, "error": {"type": "x", "reason": "y"}}}]}))
+    with pytest.raises(StoreError, match="not deleted.*x \\(500"):
         store.delete("t1", ["kb1"])
 
 
-def test_update_by_query_sets_fields_from_params(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_update_by_query", (200, {"updated": 2, "failures": []}))
+def test_update_by_filter_sends_partial_updates(es: FakeElasticsearch, store: ElasticStore) -> None:
+    scan_answers(es, ["e1", "e2"])
     assert store.update("t1", ["kb1"], [eq("knowledge_graph_kwd", "entity")], {"community_ids_kwd": ["c1"]}) == 2
-    rec = es.requests[0]
-    # Update by query API (the 8.x client sends `conflicts` in the body, which the API accepts there)
-    # + Painless update-by-query context: ctx._source is a Map, params read-only
-    assert rec.query == {"refresh": "true", "wait_for_completion": "true"}
-    assert rec.body == {"conflicts": "proceed", "query": {"bool": {"filter": [KB_FILTER, {"term": {"knowledge_graph_kwd": "entity"}}]}},
-                        "script": {"source": "for (def entry : params['doc'].entrySet()) "
-                                             "{ ctx._source[entry.getKey()] = entry.getValue(); }",
-                                   "lang": "painless", "params": {"doc": {"community_ids_kwd": ["c1"]}}}}
+    bulk = es.sent("PUT", "/_bulk")[0]
+    # no _update_by_query (reindex module) and no Painless (lang-painless module): bulk partial updates
+    assert bulk.body == [{"update": {"_index": INDEX, "_id": "e1", "retry_on_conflict": 3}},
+                         {"doc": {"community_ids_kwd": ["c1"]}},
+                         {"update": {"_index": INDEX, "_id": "e2", "retry_on_conflict": 3}},
+                         {"doc": {"community_ids_kwd": ["c1"]}}]
 
 
 # --- reads -----------------------------------------------------------------------------------
@@ -389,14 +448,18 @@ def test_get_keeps_asked_order_and_filters_kbs(es: FakeElasticsearch, store: Ela
 def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: ElasticStore) -> None:
     qv = [1.0, 0.0, 0.0]
     es.script("POST", f"/{INDEX}/_search", (200, hits(
-        ("a", 4.0, {"id": "a", "kb_id": "kb1", "content_ltks": "alpha beta", "q_3_vec": [1.0, 0.0, 0.0]}),
-        ("b", 2.0, {"id": "b", "kb_id": "kb1", "content_ltks": "alpha", "q_3_vec": [0.0, 1.0, 0.0]}),
+        ("a", 4.0, {"id": "a", "kb_id": "kb1", "content_ltks": "alpha beta"}),
+        ("b", 2.0, {"id": "b", "kb_id": "kb1", "content_ltks": "alpha"}),
         ("c", 1.0, {"id": "c", "kb_id": "kb1", "content_ltks": "beta"}))))
     es.script("GET", f"/{INDEX}/_mapping/field/q_3_vec", (200, {INDEX: {"mappings": {"q_3_vec": {
         "full_name": "q_3_vec", "mapping": {"q_3_vec": {"type": "dense_vector", "dims": 3}}}}}}))
+    # kNN _score for cosine similarity is (1 + cosine) / 2
+    cos_d = 1 / math.sqrt(2)
     es.script("POST", f"/{INDEX}/_search", (200, hits(
-        ("d", 0.9, {"id": "d", "kb_id": "kb1", "q_3_vec": [1.0, 1.0, 0.0]}),
-        ("a", 1.0, {"id": "a", "kb_id": "kb1", "q_3_vec": [1.0, 0.0, 0.0]}))))
+        ("a", 1.0, {"id": "a", "kb_id": "kb1"}), ("d", (1 + cos_d) / 2, {"id": "d", "kb_id": "kb1"}))))
+    # the text hits the kNN window missed (b, c) are scored by a kNN request restricted to their ids;
+    # c has no vector, so it is not in the answer
+    es.script("POST", f"/{INDEX}/_search", (200, hits(("b", 0.5, {}))))
     request = SearchRequest(
         kb_ids=["kb1"], where=[eq("knowledge_graph_kwd", "entity")],
         text=TextQuery(tokens=["alpha", "beta", "alpha"], fields={"content_ltks": 1.0, "name_ltks": 2.0},
@@ -404,7 +467,7 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
         vector=VectorQuery("q_3_vec", qv), vector_weight=0.4, threshold=0.1, candidates=5, limit=3)
     result = store.search("t1", request)
 
-    text_req, mapping_req, knn_req = es.requests
+    text_req, mapping_req, knn_req, missed_req = es.requests
     flt = {"bool": {"filter": [KB_FILTER, {"term": {"knowledge_graph_kwd": "entity"}}]}}
     # Search API with search_type=dfs_query_then_fetch (global term statistics for BM25)
     assert text_req.query == {"search_type": "dfs_query_then_fetch"}
@@ -420,15 +483,18 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
             "should": [{"match": {"content_ltks": {"query": "alpha beta", "boost": 1.0}}},
                        {"match": {"name_ltks": {"query": "alpha beta", "boost": 2.0}}}],
             "minimum_should_match": 1}},
-        "size": 5, "_source": True, "track_total_hits": False}
+        "size": 5, "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False}
     assert (mapping_req.method, mapping_req.path) == ("GET", f"/{INDEX}/_mapping/field/q_3_vec")  # Get field mapping API
     # kNN search page: top-level knn with k, num_candidates (<= 10,000) and a filter
     assert knn_req.body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 5, "num_candidates": 100,
                                     "filter": flt},
-                            "size": 5, "_source": True, "track_total_hits": False}
+                            "size": 5, "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False}
+    assert missed_req.body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 2, "num_candidates": 100,
+                                       "filter": {"bool": {"filter": [flt, {"ids": {"values": ["b", "c"]}}]}}},
+                               "size": 2, "_source": False, "track_total_hits": False}
 
-    # term = _score / 4.0; vector = cosine computed from the stored vectors; score = 0.6 t + 0.4 v
-    want = {"a": (1.0, 1.0), "b": (0.5, 0.0), "c": (0.25, 0.0), "d": (0.0, 1 / math.sqrt(2))}
+    # term = _score / 4.0; vector = cosine from the kNN _score; score = 0.6 t + 0.4 v
+    want = {"a": (1.0, 1.0), "b": (0.5, 0.0), "c": (0.25, 0.0), "d": (0.0, cos_d)}
     scores = {k: 0.6 * t + 0.4 * v for k, (t, v) in want.items()}
     ordered = sorted(scores, key=lambda k: (-scores[k], k))
     assert [h.id for h in result.hits] == ordered[:3] and result.total == 4
@@ -486,7 +552,9 @@ def test_scan_uses_pit_search_after_and_closes(es: FakeElasticsearch, store: Ela
     es.script("POST", "/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
     docs = list(store.scan("t1", ["kb1"], [eq("doc_id", "d1")], batch_size=2))
     assert [d["id"] for d in docs] == ["a", "b", "c"]
-    pit, page1, page2, close = es.requests
+    refresh, pit, page1, page2, close = es.requests
+    # a point in time sees refreshed documents only: a scan refreshes first (read-your-writes)
+    assert (refresh.method, refresh.path) == ("POST", f"/{INDEX}/_refresh")
     assert (pit.path, pit.query) == (f"/{INDEX}/_pit", {"keep_alive": "2m"})  # Point in time API
     query = {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}
     # Paginate search results: search_after with a PIT, _shard_doc as the tiebreaker; no index in the path
@@ -512,6 +580,37 @@ def test_count_and_terms_aggregation(es: FakeElasticsearch, store: ElasticStore)
     assert agg.body == {"size": 0, "query": {"bool": {"filter": [KB_FILTER]}}, "track_total_hits": False,
                         "aggs": {"values": {"terms": {"field": "knowledge_graph_kwd", "size": 10,
                                                               "order": [{"_count": "desc"}, {"_key": "asc"}]}}}}
+
+
+def test_incomplete_searches_raise(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", (200, {**hits(("a", None, {"id": "a"})), "timed_out": True}))
+    with pytest.raises(StoreError, match="timed out"):
+        store.search("t1", SearchRequest(kb_ids=["kb1"]))
+    failed = hits(("a", None, {"id": "a"}))
+    failed["_shards"] = {"total": 2, "successful": 1, "skipped": 0, "failed": 1, "failures": [
+        {"shard": 1, "index": INDEX, "reason": {"type": "query_shard_exception", "reason": "bad field"}}]}
+    es.script("POST", f"/{INDEX}/_search", (200, failed))
+    with pytest.raises(StoreError, match="1 of 2 shards: query_shard_exception: bad field"):
+        store.search("t1", SearchRequest(kb_ids=["kb1"]))
+
+
+def test_aggregation_size_stays_under_max_buckets(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", (200, {**hits(), "aggregations": {"values": {"buckets": []}}}))
+    store.aggregate("t1", ["kb1"], "entity_kwd", size=1_000_000)
+    assert es.requests[0].body["aggs"]["values"]["terms"]["size"] == 10_000
+
+
+def test_empty_knowledge_base_scope_is_refused(store: ElasticStore) -> None:
+    with pytest.raises(ValueError):
+        store.count("t1", [])
+    with pytest.raises(ValueError):
+        store.search("t1", SearchRequest(kb_ids="kb1"))  # a string is not a list of knowledge bases
+
+
+def test_timed_out_requests_are_not_retried() -> None:
+    store = ElasticStore.from_settings(Settings(store="elasticsearch", es_url="http://127.0.0.1:9"))
+    assert store._client.transport.retry_on_timeout is False
+    store.close()
 
 
 # --- connection errors -----------------------------------------------------------------------

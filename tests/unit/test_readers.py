@@ -12,6 +12,7 @@ import pytest
 from support.documents import make_docx, make_pdf
 
 from kbgraph.parse import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes, read_document
+from kbgraph.parse.readers import decode_text
 
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:
@@ -275,3 +276,13 @@ def test_junk_class_is_exactly_the_rejected_unicode_categories() -> None:
         ch = chr(code)
         expected = ch == "\ufffd" or (unicodedata.category(ch) in ("Cc", "Cs", "Co") and ch not in _ALLOWED_CONTROLS)
         assert bool(_JUNK.fullmatch(ch)) == expected, hex(code)
+
+
+def test_a_few_replacement_and_private_use_characters_are_dropped_not_fatal() -> None:
+    # a short scraped page: 3 odd characters in 40 (7.5%) used to fail it as "binary"
+    scraped = "Varrow\ufffds harbor \ue000opened in 818.\U000f0001 Salt!".encode("utf-8")
+    assert decode_text("page.txt", scraped) == "Varrows harbor opened in 818. Salt!"
+    with pytest.raises(ParseError, match="binary"):  # made mostly of them, it is still junk
+        decode_text("junk.txt", ("\ufffd\ue001" * 40 + "ab").encode("utf-8"))
+    with pytest.raises(ParseError, match="binary"):  # controls still mark binary data
+        decode_text("ctl.txt", ("\x01\x02\x03 text " * 10).encode("utf-8"))

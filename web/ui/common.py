@@ -4,6 +4,7 @@ errors shown as pages (or as ``{"error": ...}`` to the pages' scripts), never as
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -43,8 +44,17 @@ def secret_key(settings: Settings) -> str:
     path = settings.data_dir / "web_secret_key"
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
-        path.chmod(0o600)
+        # written aside, then linked into place: of several workers starting at once exactly one
+        # key wins, and nobody reads a half-written file
+        partial = path.with_name(f".web_secret_key-{secrets.token_hex(8)}")
+        partial.write_text(secrets.token_urlsafe(48), encoding="utf-8")
+        partial.chmod(0o600)
+        try:
+            os.link(partial, path)
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
     return path.read_text(encoding="utf-8").strip()
 
 

@@ -3,6 +3,7 @@ graph, entity details, neighbours on demand, suggestions, community reports) and
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from flask import Response, render_template, request
@@ -15,6 +16,8 @@ from web.ui.common import PageError, assets_built, engine, own_kb, page_blueprin
 
 blueprint = page_blueprint("ui_graph")
 MAX_SAMPLE = 5000
+_FACETS: dict[tuple[str, str, int], tuple[list[tuple[str, int]], list[view.CommunityInfo]]] = {}
+_FACETS_GUARD = threading.Lock()
 
 
 def _graph_kb(kb_id: str) -> KnowledgeBase:
@@ -46,10 +49,28 @@ def graph_sample(kb_id: str) -> dict[str, Any]:
         raise PageError("limit must be a whole number") from None
     types = [t for t in request.args.getlist("type") if t]
     include = [k for k in request.args.getlist("include") if k][:MAX_SAMPLE]
-    sample = view.sample_graph(engine().store, tenant(), kb.id, limit=limit, types=types,
+    store = engine().store
+    sample = view.sample_graph(store, tenant(), kb.id, limit=limit, types=types,
                                community=request.args.get("community") or "", min_weight=_float_arg("min_weight", 0.0),
-                               include=include)
+                               include=include, facets=False)
+    if request.args.get("facets", "1") != "0":
+        sample.types, sample.communities = _facets(kb.id, sample.version)
     return sample.to_dict()
+
+
+def _facets(kb_id: str, version: int) -> tuple[list[tuple[str, int]], list[view.CommunityInfo]]:
+    """Types and communities change only with the graph's version: counted once per version (an
+    aggregation over every entity costs ~0.4 s at 100k entities)."""
+    key = (tenant(), kb_id, version)
+    with _FACETS_GUARD:
+        found = _FACETS.get(key)
+    if found is None:
+        found = view.graph_facets(engine().store, tenant(), kb_id)
+        with _FACETS_GUARD:
+            _FACETS[key] = found
+            while len(_FACETS) > 64:
+                _FACETS.pop(next(iter(_FACETS)))
+    return found
 
 
 @blueprint.get("/ui/api/kbs/<kb_id>/graph/suggest")

@@ -1,0 +1,193 @@
+"""The product on Elasticsearch answers as it does on the embedded store.
+
+The bundled sample corpus is indexed with the graph on (nlp extraction, PageRank, communities and
+reports) into the embedded SQLite store and into an Elasticsearch node (KBGRAPH_ES_URL); LLM
+(`general`) extraction runs against the scripted OpenAI-compatible server on both. The graphs must
+be identical, and every retrieval mode must answer on both with the same top entities and chunk
+lists that overlap within the tolerance stated below. BM25 is Lucene's on Elasticsearch, which
+stores document lengths in one byte, so chunk scores differ slightly and a chunk at the edge of a
+top-n list may trade places with its neighbour; the graph and entity ranking do not depend on BM25.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.graph_model import GraphModel
+from support.scripted_llm import ScriptedLLM
+
+from conftest import ES_TEST_REFRESH_INTERVAL, require_service
+from kbgraph.app import Engine
+from kbgraph.config import Settings, load_settings
+from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
+from kbgraph.graph.invariants import stored_graph
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.store.base import eq
+from kbgraph.store.records import CommunityReport
+
+ENGINES = ("sqlite", "elasticsearch")
+NLP = GraphConfig(enabled=True, method="nlp", community=True)
+GENERAL = GraphConfig(enabled=True, method="general", community=True, max_gleanings=0)
+LLM_DOCS = ["glass_tower.md", "lumen_cartographers_guild.md", "mira_castell.md", "tobias_wren.txt"]
+DELETED = "mira_castell.md"
+TOP_N = 8
+TOP_ENTITIES = 3
+# chunk lists of one question on the two engines: every list shares at least MIN_OVERLAP of its
+# chunks with its counterpart, and over all questions and modes at least MEAN_OVERLAP on average
+MIN_OVERLAP = 0.75
+MEAN_OVERLAP = 0.9
+# entity scores (BM25 + vector + graph) agree within this; two entities closer than it at the cut
+# of the top list may come in either order (measured: at most 0.006 apart on the sample corpus)
+SCORE_TOLERANCE = 0.01
+
+
+def _settings(root: Path, store: str, **extra: object) -> Settings:
+    overrides: dict[str, object] = {"data_dir": root / store, "store": store, "embedding_provider": "hash",
+                                    "embedding_dim": 64, **extra}
+    if store == "elasticsearch":
+        overrides.update(es_url=os.environ["KBGRAPH_ES_URL"], es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
+                         es_index_prefix=f"kbgraph_test_{uuid.uuid4().hex[:8]}_")
+    return load_settings(**overrides)
+
+
+def _clean_environment(mp: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("KBGRAPH_") and key not in {"KBGRAPH_REQUIRE_SERVICES", "KBGRAPH_ES_URL"}:
+            mp.delenv(key, raising=False)
+
+
+def _corpus(folder: Path, names: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copy(SAMPLE_CORPUS_DIR / name, folder / name)
+    return folder
+
+
+def _sample_names() -> list[str]:
+    return sorted(p.name for p in SAMPLE_CORPUS_DIR.iterdir() if p.is_file() and not p.name.startswith("_"))
+
+
+def _fragments(description: str) -> tuple[str, ...]:
+    """A description's sentences. They are ordered by document id, and ids are made per knowledge
+    base (uuid1): two knowledge bases given the same files may order them differently."""
+    return tuple(sorted(description.split("\n")))
+
+
+def _graph(engine: Engine, kb_name: str) -> dict[str, object]:
+    kb_id = engine.kb(kb_name).id
+    snap = stored_graph(engine.store, engine.tenant, kb_id)
+    reports = [CommunityReport.from_doc(d) for d in
+               engine.store.scan(engine.tenant, [kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)])]
+    return {
+        "entities": {k: (e.name, e.type, _fragments(e.description), sorted(e.aliases), e.mention_count,
+                         round(e.pagerank, 9)) for k, e in snap.entities.items()},
+        "relations": {k: (_fragments(r.description), r.weight, r.mention_count) for k, r in snap.relations.items()},
+        "communities": sorted((r.level, tuple(sorted(r.member_keys)), r.title) for r in reports),
+    }
+
+
+@pytest.fixture(scope="module")
+def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Engine]]:
+    """The sample corpus with the nlp graph on both engines, plus a KB that never saw DELETED."""
+    if not os.environ.get("KBGRAPH_ES_URL"):
+        require_service("Elasticsearch", "KBGRAPH_ES_URL not set (bash tests/es_node/es-node.sh start)")
+    root = tmp_path_factory.mktemp("es_vs_sqlite")
+    everything = _sample_names()
+    corpus = _corpus(root / "corpus", everything)
+    without = _corpus(root / "without", [n for n in everything if n != DELETED])
+    with pytest.MonkeyPatch.context() as mp:
+        _clean_environment(mp)
+        opened = {name: Engine.open(_settings(root, name)) for name in ENGINES}
+        for engine in opened.values():
+            engine.create_kb("sample", graph=NLP)
+            engine.index_paths("sample", [corpus])
+            engine.create_kb("without", graph=NLP)
+            engine.index_paths("without", [without])
+        yield opened
+        for engine in opened.values():
+            if engine.store.engine == "elasticsearch":
+                engine.store.drop_index(engine.tenant)
+            engine.close()
+
+
+def test_the_graph_is_the_same_on_both_engines(engines: dict[str, Engine]) -> None:
+    sqlite, elastic = (_graph(engines[name], "sample") for name in ENGINES)
+    assert len(sqlite["entities"]) > 20 and sqlite["communities"]
+    assert elastic == sqlite
+
+
+def _assert_same_top_entities(sqlite: list, elastic: list, where: tuple[str, str]) -> None:
+    assert elastic and sqlite and elastic[0].name == sqlite[0].name, where
+    expected = {e.name: e.score for e in sqlite}
+    cut = sqlite[TOP_ENTITIES - 1].score if len(sqlite) >= TOP_ENTITIES else 0.0
+    for hit in elastic[:TOP_ENTITIES]:
+        assert hit.name in expected, where
+        assert hit.score == pytest.approx(expected[hit.name], abs=SCORE_TOLERANCE), (where, hit.name)
+    # every entity SQLite ranks clearly above its cut is in Elasticsearch's top list too
+    clear = {e.name for e in sqlite[:TOP_ENTITIES] if e.score > cut + SCORE_TOLERANCE}
+    assert clear <= {e.name for e in elastic[:TOP_ENTITIES]}, where
+
+
+def test_every_mode_answers_alike(engines: dict[str, Engine]) -> None:
+    questions = [q["question"] for q in json.loads(SAMPLE_QUESTIONS.read_text(encoding="utf-8"))]
+    overlaps: list[float] = []
+    for question in questions:
+        for mode in ("naive", "kg", "ppr", "mix"):
+            answers = {name: engines[name].query(["sample"], question, mode=mode, top_n=TOP_N) for name in ENGINES}
+            sqlite, elastic = answers["sqlite"], answers["elasticsearch"]
+            assert elastic.chunks, (mode, question)
+            if mode != "naive":
+                _assert_same_top_entities(sqlite.entities, elastic.entities, (mode, question))
+            chunks = [{(c.doc_name, c.position) for c in a.chunks} for a in (sqlite, elastic)]
+            overlap = len(chunks[0] & chunks[1]) / max(len(chunks[0]), len(chunks[1]))
+            assert overlap >= MIN_OVERLAP, (mode, question, chunks)
+            overlaps.append(overlap)
+    assert sum(overlaps) / len(overlaps) >= MEAN_OVERLAP
+
+
+def test_deleting_a_document_on_elasticsearch_leaves_the_graph_of_a_kb_that_never_saw_it(
+        engines: dict[str, Engine]) -> None:
+    elastic = engines["elasticsearch"]
+    elastic.create_kb("deleting", graph=NLP)
+    elastic.index_paths("deleting", [SAMPLE_CORPUS_DIR / n for n in _sample_names()])
+    elastic.delete_document("deleting", DELETED)
+    elastic.refresh_graph("deleting")
+    never = _graph(engines["sqlite"], "without")
+    assert _graph(elastic, "deleting") == never == _graph(elastic, "without")
+    assert "mira castell" not in never["entities"]
+
+
+@pytest.fixture
+def llm_engines(tmp_path: Path, scripted_llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Engine]]:
+    if not os.environ.get("KBGRAPH_ES_URL"):
+        require_service("Elasticsearch", "KBGRAPH_ES_URL not set (bash tests/es_node/es-node.sh start)")
+    _clean_environment(monkeypatch)
+    scripted_llm.responder = GraphModel()
+    opened = {name: Engine.open(scripted_llm.settings(_settings(tmp_path, name), llm_max_retries=3))
+              for name in ENGINES}
+    yield opened
+    for engine in opened.values():
+        if engine.store.engine == "elasticsearch":
+            engine.store.drop_index(engine.tenant)
+        engine.close()
+
+
+def test_llm_extraction_builds_the_same_graph_and_global_answers(llm_engines: dict[str, Engine],
+                                                                  tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "llm", LLM_DOCS)
+    for engine in llm_engines.values():
+        engine.create_kb("lore", graph=GENERAL)
+        engine.index_paths("lore", [corpus])
+    sqlite, elastic = (_graph(llm_engines[name], "lore") for name in ENGINES)
+    assert "mira castell" in sqlite["entities"] and sqlite["communities"]
+    assert elastic == sqlite
+    question = "What are the main themes around the guild?"
+    answers = {name: llm_engines[name].query(["lore"], question, mode="global") for name in ENGINES}
+    assert answers["elasticsearch"].answer
+    assert [r.title for r in answers["elasticsearch"].reports] == [r.title for r in answers["sqlite"].reports]

@@ -1,0 +1,129 @@
+"""Accounts and the pages' protections through Flask's test client (no browser): password rules,
+hashed storage, sign-in, CSRF on every state change, safe redirects, API keys shown once and stored
+hashed, and one tenant's pages and page calls never reaching another's knowledge bases."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from kbgraph.config import Settings
+
+TOKEN = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+@pytest.fixture
+def app(settings: Settings) -> Iterator[Flask]:
+    from web import create_app
+
+    app = create_app(settings)
+    yield app
+    app.extensions["kbgraph"].close()
+
+
+def token(client: FlaskClient, path: str = "/signup") -> str:
+    found = TOKEN.search(client.get(path).get_data(as_text=True))
+    assert found, f"no CSRF token on {path}"
+    return found.group(1)
+
+
+def sign_up(client: FlaskClient, email: str, password: str = "secret pass") -> None:
+    reply = client.post("/signup", data={"email": email, "password": password, "confirm": password,
+                                         "csrf_token": token(client)})
+    assert reply.status_code == 302 and reply.location.endswith("/kbs"), reply.get_data(as_text=True)
+
+
+def create_kb(client: FlaskClient, name: str) -> str:
+    reply = client.post("/kbs", data={"name": name, "graph": "on", "method": "nlp", "entity_types": "person",
+                                      "csrf_token": token(client, "/kbs")})
+    assert reply.status_code == 302, reply.get_data(as_text=True)
+    return reply.location.rsplit("/", 1)[1]
+
+
+def test_sign_up_stores_a_hash_and_sign_in_checks_it(app: Flask) -> None:
+    client = app.test_client()
+    short = client.post("/signup", data={"email": "a@example.com", "password": "short", "confirm": "short",
+                                         "csrf_token": token(client)})
+    assert short.status_code == 400 and "at least 8" in short.get_data(as_text=True)
+    sign_up(client, "A@Example.com")
+    user = app.extensions["kbgraph"].meta.find_user_by_email("a@example.com")
+    assert user is not None and "secret pass" not in user.password_hash and user.password_hash.startswith("scrypt:")
+    again = app.test_client()
+    duplicate = again.post("/signup", data={"email": "a@example.com", "password": "other pass1",
+                                            "confirm": "other pass1", "csrf_token": token(again)})
+    assert duplicate.status_code == 400 and "exists already" in duplicate.get_data(as_text=True)
+
+    client.post("/logout", data={"csrf_token": token(client, "/kbs")})
+    assert client.get("/kbs").status_code == 302  # signed out
+    wrong = client.post("/login", data={"email": "a@example.com", "password": "wrong pass",
+                                        "csrf_token": token(client, "/login")})
+    assert wrong.status_code == 401 and "Wrong e-mail address or password" in wrong.get_data(as_text=True)
+    right = client.post("/login", data={"email": "a@example.com", "password": "secret pass", "next": "//evil.example/x",
+                                        "csrf_token": token(client, "/login")})
+    assert right.status_code == 302 and right.location == "/kbs"  # never redirected off the site
+    assert client.get("/kbs").status_code == 200
+
+
+def test_every_state_change_needs_the_csrf_token(app: Flask) -> None:
+    client = app.test_client()
+    sign_up(client, "b@example.com")
+    kb_id = create_kb(client, "notes")
+    assert client.post("/kbs", data={"name": "forged"}).status_code == 400
+    assert client.post(f"/kbs/{kb_id}/delete", data={"confirm_name": "notes"}).status_code == 400
+    assert client.post("/settings/api-keys", data={}).status_code == 400
+    forged = client.post(f"/ui/api/kbs/{kb_id}/documents/delete", json={"ids": ["x"]})
+    assert forged.status_code == 400 and "CSRF" in forged.get_json()["error"]
+    names = [kb.name for kb in app.extensions["kbgraph"].engine(
+        app.extensions["kbgraph"].meta.find_user_by_email("b@example.com").tenant_id).list_kbs()]
+    assert names == ["notes"]
+
+
+def test_api_key_is_shown_once_and_revocable(app: Flask) -> None:
+    client = app.test_client()
+    sign_up(client, "c@example.com")
+    client.post("/settings/api-keys", data={"name": "ci", "csrf_token": token(client, "/settings")})
+    page = client.get("/settings").get_data(as_text=True)
+    key = re.search(r'id="new-key" class="secret">([^<]+)<', page).group(1)
+    assert key not in client.get("/settings").get_data(as_text=True)  # shown once
+    meta = app.extensions["kbgraph"].meta
+    user = meta.find_user_by_email("c@example.com")
+    assert meta.tenant_for_api_key(key) == user.tenant_id
+    stored = meta.list_api_keys(user.tenant_id)[0]
+    assert key not in stored.token_hash
+    client.post(f"/settings/api-keys/{stored.token_hash}/revoke", data={"csrf_token": token(client, "/settings")})
+    assert meta.tenant_for_api_key(key) is None
+
+
+def test_another_tenants_pages_and_calls_are_not_found(app: Flask) -> None:
+    alice, bob = app.test_client(), app.test_client()
+    sign_up(alice, "alice@example.com")
+    sign_up(bob, "bob@example.com")
+    kb_id = create_kb(alice, "private")
+    assert "private" not in bob.get("/kbs").get_data(as_text=True)
+    for path in (f"/kbs/{kb_id}", f"/kbs/{kb_id}/settings", f"/kbs/{kb_id}/retrieval?question=x",
+                 f"/kbs/{kb_id}/graph", f"/kbs/{kb_id}/graph/export.json", f"/ui/api/kbs/{kb_id}/graph"):
+        assert bob.get(path).status_code == 404, path
+    bob_token = token(bob, "/kbs")
+    deleted = bob.post(f"/kbs/{kb_id}/delete", data={"confirm_name": "private", "csrf_token": bob_token})
+    assert deleted.status_code == 404
+    settings = bob.post(f"/kbs/{kb_id}/settings", data={"chunk_tokens": "64", "csrf_token": bob_token})
+    assert settings.status_code == 404
+    assert "private" in alice.get("/kbs").get_data(as_text=True)
+
+
+def test_errors_are_pages_not_stack_traces(app: Flask) -> None:
+    client = app.test_client()
+    sign_up(client, "d@example.com")
+    missing = client.get("/kbs/0123456789abcdef/retrieval")
+    assert missing.status_code == 404 and "Traceback" not in missing.get_data(as_text=True)
+    assert "<h1>Not found</h1>" in missing.get_data(as_text=True)
+    kb_id = create_kb(client, "k")
+    bad = client.get(f"/kbs/{kb_id}/retrieval?question=x&top_n=abc")
+    assert bad.status_code == 400 and "top n must be a number" in bad.get_data(as_text=True)
+    off = client.post("/kbs", data={"name": "llm", "graph": "on", "method": "general",
+                                    "csrf_token": token(client, "/kbs")})
+    assert off.status_code == 400 and "needs no LLM" in off.get_data(as_text=True)
