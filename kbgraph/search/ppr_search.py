@@ -15,6 +15,7 @@ rebuilds it on the next query.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 import weakref
@@ -47,6 +48,7 @@ from kbgraph.search.kg import (
 )
 from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.query_analysis import QueryAnalysis
+from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.records import Entity, Relation
 from kbgraph.top_k import largest
@@ -85,6 +87,25 @@ class EntityGraph:
     chunk_index: dict[str, int]  # chunk id -> position in chunk_nodes
     mentions: dict[str, int]  # entity node -> number of chunks citing it
     entity_nodes: np.ndarray  # node indices of the entity nodes
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """For store/index_files.py: a new process maps the graph instead of reading every row."""
+        arrays = {f"graph_{name}": array for name, array in self.graph.to_arrays().items()}
+        arrays.update(versions=strings_array([json.dumps(self.versions)]), chunk_nodes=self.chunk_nodes,
+                      chunk_ids=strings_array(self.chunk_ids), mention_nodes=strings_array(list(self.mentions)),
+                      mention_counts=np.fromiter(self.mentions.values(), dtype=np.int64, count=len(self.mentions)),
+                      entity_nodes=self.entity_nodes)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> EntityGraph:
+        graph = SparseGraph.from_arrays({name[6:]: a for name, a in arrays.items() if name.startswith("graph_")})
+        chunk_ids = array_strings(arrays["chunk_ids"])
+        versions = tuple(tuple(v) for v in json.loads(array_strings(arrays["versions"])[0]))
+        return cls(versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
+                   chunk_index={c: i for i, c in enumerate(chunk_ids)},
+                   mentions=dict(zip(array_strings(arrays["mention_nodes"]), arrays["mention_counts"].tolist())),
+                   entity_nodes=np.asarray(arrays["entity_nodes"]))
 
 
 def entity_node(kb_id: str, key: str) -> str:
@@ -144,10 +165,32 @@ def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link
         cached = per_store.get(key)
     if cached is not None and cached.versions == versions:
         return cached
-    built = build_entity_graph(store, tenant, kb_ids, versions, chunk_link_weight)
+    built = _graph_from_disk(store, key, versions)
+    if built is None:
+        built = build_entity_graph(store, tenant, kb_ids, versions, chunk_link_weight)
+        _graph_to_disk(store, key, versions, built)
     with _cache_lock:
         per_store[key] = built
     return built
+
+
+def _graph_from_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...]) -> EntityGraph | None:
+    files = store.index_files()
+    if files is None or not _persistable(versions):
+        return None
+    loaded = files.load(key, EntityGraph, sum(v for _, v in versions))
+    return loaded[1] if loaded is not None and loaded[1].versions == versions else None
+
+
+def _graph_to_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...], graph: EntityGraph) -> None:
+    files = store.index_files()
+    if files is not None and _persistable(versions) and graph.graph.size >= PERSIST_MIN_ROWS:
+        files.save(key, sum(v for _, v in versions), graph)
+
+
+def _persistable(versions: tuple[tuple[str, int], ...]) -> bool:
+    # a graph without a graph_meta row (version -1) can change without its version moving
+    return all(version > 0 for _, version in versions)
 
 
 def clear_cache() -> None:

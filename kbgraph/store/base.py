@@ -35,7 +35,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 Doc = dict[str, Any]
 
@@ -48,6 +48,10 @@ class StoreError(RuntimeError):
 
 class StoreUnavailable(StoreError):
     """The storage engine cannot be reached (connection refused, auth failed, timed out)."""
+
+
+if TYPE_CHECKING:
+    from kbgraph.store.index_files import IndexFiles
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,11 @@ class DocStore(ABC):
     def aggregate(self, tenant_id: str, kb_ids: Sequence[str], field_name: str,
                   where: Sequence[Condition] = (), size: int = 100) -> list[tuple[Any, int]]:
         """(value, document count) for the most frequent values of a keyword field, most first."""
+
+    def index_files(self) -> "IndexFiles | None":
+        """Where search structures derived from this store may be kept between processes (a store
+        on the local disk), or None."""
+        return None
 
     @abstractmethod
     def refresh(self, tenant_id: str) -> None:

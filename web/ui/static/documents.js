@@ -13,9 +13,9 @@
 
   function llmCell(d) {
     const t = d.task;
-    const live = /(\d+) LLM calls/.exec(d.message || "");
+    const live = /(\d+) LLM calls, (\d+) tokens/.exec(d.message || "");
     if (t && (t.llm_calls || t.prompt_tokens)) return `${t.llm_calls} calls · ${t.prompt_tokens + t.completion_tokens} tokens`;
-    if (live) return `${live[1]} calls`;
+    if (live) return `${live[1]} calls · ${live[2]} tokens`;
     return "—";
   }
 
