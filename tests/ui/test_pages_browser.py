@@ -138,6 +138,7 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     form.find_element(By.CSS_SELECTOR, "input[name=kb_ids]").click()
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     question = wait(browser, EC.presence_of_element_located((By.ID, "question")), what="the chat page")
+    STATE["chat_url"] = browser.current_url.split("?")[0]
     shot(browser, artifacts, "06-chat-new")
     question.send_keys("Who founded the Lumen Cartographers Guild?")
     question.send_keys(Keys.ENTER)
@@ -183,6 +184,24 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     Select(browser.find_element(By.ID, "colour-by")).select_by_value("community")
     assert browser.find_elements(By.CSS_SELECTOR, "#legend span")
     shot(browser, artifacts, "11-graph-communities")
+    # filter to one type: only those entities stay (plus the expanded ones, kept on purpose)
+    browser.find_element(By.CSS_SELECTOR, "#type-filter input[value=person]").click()
+    limit = browser.find_element(By.ID, "limit")
+    limit.clear()
+    limit.send_keys("5")
+    browser.find_element(By.ID, "apply-filters").click()
+    wait(browser, lambda b: "Showing" in b.find_element(By.ID, "graph-status").text and
+         "plus expanded" in b.find_element(By.ID, "graph-status").text, what="the filtered sample")
+    shown = browser.execute_script("return document.getElementById('graph-status').textContent")
+    assert shown.split()[1].isdigit() and int(shown.split()[1]) < 100, shown
+    # exports: GraphML and JSON from the server, PNG drawn by the page
+    exported = browser.execute_script("""
+        const r = await fetch(document.getElementById('export-graphml').href, {credentials: 'same-origin'});
+        return [r.status, (await r.text()).slice(0, 200)];""")
+    assert exported[0] == 200 and "graphml" in exported[1], exported
+    browser.find_element(By.XPATH, "//summary[text()='Export']").click()
+    browser.find_element(By.ID, "export-png").click()
+    assert int(browser.find_element(By.ID, "graph-app").get_attribute("data-png-bytes")) > 5000
 
     # settings: an API key shown once, then only its hash
     browser.get(base_url + "/settings")
@@ -202,6 +221,9 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     # the knowledge base's settings: the graph switch says what it does, off removes the graph, on
     # builds it again for the documents already there
+    browser.get(STATE["kb_url"] + "/graph")
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#type-filter input[value=category]"),
+         what="the first graph's types")
     switch_graph(browser, on=False, expect="will be removed")
     shot(browser, artifacts, "13-kb-settings")
     browser.get(STATE["kb_url"])
@@ -216,6 +238,23 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     wait(browser, rebuilt, timeout=60, what="the graph rebuilt for the documents already parsed")
     shot(browser, artifacts, "13b-graph-rebuilt")
+    # new entity types: the graph is extracted again with them
+    browser.get(STATE["kb_url"] + "/settings")
+    types = browser.find_element(By.NAME, "entity_types")
+    types.clear()
+    types.send_keys("person, geo")
+    browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
+    alert = WebDriverWait(browser, 10).until(EC.alert_is_present(), "the confirmation")
+    assert "extracted again" in alert.text, alert.text
+    alert.accept()
+    browser.get(STATE["kb_url"])
+    wait(browser, rebuilt, timeout=60, what="the graph extracted again with the new entity types")
+    browser.get(STATE["kb_url"] + "/graph")
+    wait(browser, lambda b: b.find_element(By.ID, "graph-app").get_attribute("data-loaded") == "yes",
+         what="the rebuilt graph drawn")
+    labels = [e.get_attribute("value") for e in browser.find_elements(By.CSS_SELECTOR, "#type-filter input")]
+    # "category" came from the default entity types; extracted again without it, no entity has it
+    assert labels and "category" not in labels and "person" in labels, labels
 
 
 def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
@@ -229,6 +268,10 @@ def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
             assert "Not found" in other.find_element(By.TAG_NAME, "h1").text, suffix
         other.get(STATE["kb_url"].replace("/kbs/", "/ui/api/kbs/") + "/documents")
         assert "Not found" in other.page_source
+        other.get(STATE["chat_url"])
+        assert "Not found" in other.find_element(By.TAG_NAME, "h1").text
+        other.get(base_url + "/chat")
+        assert "Guide" not in other.find_element(By.TAG_NAME, "main").text
         shot(other, artifacts, "14-other-tenant")
     finally:
         other.quit()
@@ -238,8 +281,19 @@ def test_narrow_screen(base_url: str, artifacts: Path) -> None:
     narrow = new_browser(390, 844)
     try:
         sign_up(narrow, base_url, "carol@example.com")
-        shot(narrow, artifacts, "15-narrow-kbs")
-        width = narrow.execute_script("return document.documentElement.scrollWidth")
-        assert width <= 390, f"the page scrolls sideways ({width}px)"
+        form = narrow.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+        form.find_element(By.NAME, "name").send_keys("Pocket")
+        form.find_element(By.NAME, "graph").click()
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait(narrow, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+        kb_url = narrow.current_url
+        pages = {"kbs": base_url + "/kbs", "documents": kb_url, "retrieval": kb_url + "/retrieval?question=guild",
+                 "graph": kb_url + "/graph", "kb-settings": kb_url + "/settings", "chat": base_url + "/chat",
+                 "settings": base_url + "/settings"}
+        for name, url in pages.items():
+            narrow.get(url)
+            shot(narrow, artifacts, f"16-narrow-{name}")
+            width = narrow.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 390, f"{name} scrolls sideways ({width}px)"
     finally:
         narrow.quit()

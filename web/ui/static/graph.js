@@ -191,6 +191,7 @@ function reportView(r) {
 
 // -- search with suggestions -------------------------------------------------------------------
 let suggestTimer = null;
+let asked = 0;
 let choices = [];
 let active = -1;
 function showSuggestions(items) {
@@ -206,6 +207,8 @@ function showSuggestions(items) {
 function choose(i) {
   const n = choices[i];
   if (!n) return;
+  clearTimeout(suggestTimer);
+  asked += 1;  // a suggestion request still in flight must not reopen the list
   searchBox.value = n.name;
   showSuggestions([]);
   focusEntity(n.key);
@@ -218,9 +221,11 @@ searchBox.addEventListener("input", () => {
   const local = [];
   graph.forEachNode((key, a) => { if (local.length < 6 && a.label.toLowerCase().startsWith(lower)) local.push({ key, name: a.label, type: a.entityType }); });
   showSuggestions(local);
+  const ticket = ++asked;
   suggestTimer = setTimeout(async () => {
     try {
       const out = await call("GET", `${api}/suggest?q=${encodeURIComponent(text)}`);
+      if (ticket !== asked) return;
       const seen = new Set(local.map((n) => n.key));
       showSuggestions([...local, ...out.entities.filter((n) => !seen.has(n.key))].slice(0, 10));
     } catch (e) { /* suggestions are a convenience: typing on is still possible */ }
@@ -276,7 +281,9 @@ document.getElementById("export-png").addEventListener("click", () => {
   ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, out.width, out.height);
   renderer.refresh();
   Object.values(renderer.getCanvases()).forEach((c) => ctx.drawImage(c, 0, 0, out.width, out.height));
-  const a = el("a", { href: out.toDataURL("image/png"), download: `${app.dataset.name}-graph.png` });
+  const url = out.toDataURL("image/png");
+  app.dataset.pngBytes = String(url.length);  // lets a test see that an image was made
+  const a = el("a", { href: url, download: `${app.dataset.name}-graph.png` });
   document.body.append(a); a.click(); a.remove();
 });
 
