@@ -68,7 +68,7 @@ def sign_up(browser: WebDriver, base_url: str, email: str) -> None:
     wait(browser, EC.url_contains("/kbs"), what="the knowledge base list after signing up")
 
 
-def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, artifacts: Path) -> None:
+def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, artifacts: Path, tmp_path: Path) -> None:
     sign_up(browser, base_url, "alice@example.com")
     shot(browser, artifacts, "01-kbs-empty")
 
@@ -85,8 +85,11 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     STATE["kb_url"] = browser.current_url
     assert "graph on" in browser.find_element(By.CSS_SELECTOR, ".kbhead h1").text
 
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 this is not really a PDF")
     files = sorted(str(p) for p in SAMPLE_CORPUS_DIR.iterdir() if p.is_file())
-    browser.find_element(By.ID, "file-input").send_keys("\n".join(files))
+    browser.find_element(By.ID, "file-input").send_keys("\n".join([*files, str(broken)]))
+    files.append(str(broken))
     wait(browser, lambda b: len(doc_rows(b)) == len(files), what="every uploaded file listed")
     shot(browser, artifacts, "02-documents-parsing")
     statuses: set[str] = set()
@@ -94,13 +97,16 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     def all_done(b: WebDriver) -> bool:
         rows = doc_rows(b)
         statuses.update(r["status"] for r in rows)
-        return bool(rows) and all(r["status"] == "done" for r in rows) \
+        return bool(rows) and all(r["status"] == ("failed" if "broken.pdf" in r["text"] else "done") for r in rows) \
             and b.find_element(By.ID, "documents").get_attribute("data-busy") == "no"
 
     wait(browser, all_done, timeout=120, what="every document done and the graph refreshed")
     shot(browser, artifacts, "03-documents-done")
     assert statuses & {"running", "pending"}, "progress was never seen moving"
     rows = doc_rows(browser)
+    failed = [r for r in rows if "broken.pdf" in r["text"]]
+    assert len(failed) == 1 and "could not be parsed" in failed[0]["text"], failed  # the error shows on its row
+    rows = [r for r in rows if r not in failed]
     assert all(int(r["chunks"]) > 0 for r in rows), rows
     state = browser.find_element(By.ID, "graph-state").text
     assert "entities" in state and not state.startswith("0 entities"), state
@@ -184,6 +190,10 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     Select(browser.find_element(By.ID, "colour-by")).select_by_value("community")
     assert browser.find_elements(By.CSS_SELECTOR, "#legend span")
     shot(browser, artifacts, "11-graph-communities")
+    # a community's reports
+    Select(browser.find_element(By.ID, "community-filter")).select_by_index(1)
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#node-panel details.report"), what="community reports")
+    Select(browser.find_element(By.ID, "community-filter")).select_by_index(0)
     # filter to one type: only those entities stay (plus the expanded ones, kept on purpose)
     browser.find_element(By.CSS_SELECTOR, "#type-filter input[value=person]").click()
     limit = browser.find_element(By.ID, "limit")
