@@ -395,7 +395,9 @@ class Engine:
                         yield item
 
         progress(Progress("documents", 0, len(files)))
-        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
+        # summaries wait for the refresh's summary pass only when a refresh follows the run
+        ctx = self.context(kb) if refresh else replace(self.context(kb), defer_summaries=False)
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
                        chunking=self._document_chunking)
         indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
         report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
