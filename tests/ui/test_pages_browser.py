@@ -4,7 +4,6 @@ the graph view, search an entity and expand it. Another user never sees the firs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
