@@ -135,6 +135,14 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     assert browser.find_elements(By.CSS_SELECTOR, ".chunk-hit mark"), "question words are not highlighted"
     assert "graph" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .scores").text
     shot(browser, artifacts, "05-retrieval-kg")
+    Select(browser.find_element(By.NAME, "mode")).select_by_value("mix")
+    browser.find_element(By.CSS_SELECTOR, "#retrieval-form button[type=submit]").click()
+    scores = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, ".chunk-hit .scores"))
+    assert "term" in scores and "vector" in scores, scores  # the hybrid part's scores
+    shot(browser, artifacts, "05b-retrieval-mix")
+    # an entity of the results opens in the graph view, selected
+    browser.find_element(By.CSS_SELECTOR, ".kg-entities tbody tr a").click()
+    wait(browser, lambda b: b.find_elements(By.ID, "expand-node"), what="the entity opened in the graph view")
 
     # chat: an assistant over the knowledge base, an answer streamed in pieces, a citation that opens
     browser.get(base_url + "/chat")
