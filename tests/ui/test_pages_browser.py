@@ -107,6 +107,13 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     assert len(failed) == 1 and "could not be parsed" in failed[0]["text"], failed  # the error shows on its row
     rows = [r for r in rows if r not in failed]
     assert all(int(r["chunks"]) > 0 for r in rows), rows
+    # a row's own Delete button, after a confirmation
+    browser.execute_script("document.querySelector('button[aria-label=\"Delete broken.pdf\"]').click()")
+    WebDriverWait(browser, 10).until(EC.alert_is_present(), "the delete confirmation").accept()
+    try:
+        wait(browser, lambda b: len(doc_rows(b)) == len(rows), what="the broken document gone")
+    except Exception:
+        raise AssertionError(browser.find_element(By.ID, "upload-status").text) from None
     state = browser.find_element(By.ID, "graph-state").text
     assert "entities" in state and not state.startswith("0 entities"), state
 
