@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import requests
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -25,7 +26,9 @@ STATE: dict[str, str] = {}
 
 
 def wait(browser: WebDriver, check: Callable[[WebDriver], Any], timeout: float = 30, what: str = "") -> Any:
-    return WebDriverWait(browser, timeout, poll_frequency=0.2).until(check, what)
+    # an element read while the page navigates or redraws goes stale: look again
+    return WebDriverWait(browser, timeout, poll_frequency=0.2,
+                         ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]).until(check, what)
 
 
 def shot(browser: WebDriver, artifacts: Path, name: str) -> None:
@@ -144,6 +147,8 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     shot(browser, artifacts, "05-retrieval-kg")
     Select(browser.find_element(By.NAME, "mode")).select_by_value("mix")
     browser.find_element(By.CSS_SELECTOR, "#retrieval-form button[type=submit]").click()
+    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "p.meta[role=status]").text.startswith("mix"),
+         what="the mix results")
     scores = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, ".chunk-hit .scores"))
     assert "term" in scores and "vector" in scores, scores  # the hybrid part's scores
     shot(browser, artifacts, "05b-retrieval-mix")
@@ -230,7 +235,7 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     # settings: an API key shown once, then only its hash
     browser.get(base_url + "/settings")
     browser.find_element(By.CSS_SELECTOR, "form[action='/settings/api-keys'] button").click()
-    key = browser.find_element(By.ID, "new-key").text
+    key = wait(browser, EC.presence_of_element_located((By.ID, "new-key")), what="the new key shown").text
     assert key.startswith("kbgraph-")
     shot(browser, artifacts, "12-settings-key")
     listed = requests.get(base_url + "/api/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
