@@ -18,18 +18,6 @@ from web.services import Services, services
 from web.uploads import UploadTooLarge
 
 
-def _unique_name(name: str, taken: set[str]) -> str:
-    """RAGFlow's ``stem(n).ext`` for a name already in the dataset (case-insensitively)."""
-    if name.casefold() not in taken:
-        return name
-    path = PurePosixPath(name)
-    stem, ext = path.stem, path.suffix
-    n = 1
-    while f"{stem}({n}){ext}".casefold() in taken:
-        n += 1
-    return f"{stem}({n}){ext}"
-
-
 def _store_upload(svc: Services, kb: KnowledgeBase, name: str, stream: Any, kind: str) -> Document:
     try:
         return svc.store_upload(kb, name, stream, kind)
