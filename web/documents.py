@@ -121,14 +121,14 @@ def remove_documents(svc: Services, kb: KnowledgeBase, doc_ids: list[str]) -> in
     if not doc_ids:
         return 0
     if kb.graph.enabled:
-        schedule_refresh(svc.celery, tenant(), kb.id)
-    engine = svc.engine(tenant())
+        schedule_refresh(svc.celery, kb.tenant_id, kb.id)
+    engine = svc.engine(kb.tenant_id)
     for doc_id in doc_ids:
         svc.meta.request_cancel_document(kb.id, doc_id)  # a running index stops instead of writing on
         engine.delete_document(kb.name, doc_id, refresh=False)
         (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
     if kb.graph.enabled:  # after a long batch the first refresh may have run already
-        schedule_refresh(svc.celery, tenant(), kb.id)
+        schedule_refresh(svc.celery, kb.tenant_id, kb.id)
     return len(doc_ids)
 
 
