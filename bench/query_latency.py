@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import random
 import statistics
 import sys
@@ -27,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kbgraph.config import Settings
+from kbgraph.app import Engine
+from kbgraph.config import Settings, load_settings
+from kbgraph.meta.schemas import DEFAULT_TENANT, GraphConfig
 from kbgraph.graph.derive import entity_text, relation_text
 from kbgraph.graph.extract_nlp import NLPExtractor
 from kbgraph.graph.pagerank import weighted_pagerank
@@ -37,8 +40,8 @@ from kbgraph.search.retrieve import retrieve
 from kbgraph.store.records import Chunk, Entity, GraphMeta, Relation, chunk_id
 from kbgraph.store.sqlite import SQLiteStore
 
-TENANT = "qlat"
-KB = "kb-synthetic"
+TENANT = DEFAULT_TENANT
+KB_NAME = "synthetic"
 DIM = 384
 TYPES = ["person", "organization", "geo", "event", "category"]
 _SYLLABLES = ["ka", "lo", "mi", "ren", "tor", "sa", "vel", "dun", "ar", "is", "mon", "bel", "cor", "fen", "gal",
@@ -115,7 +118,7 @@ def preferential_edges(n: int, m: int, links: int, rng: random.Random) -> list[t
     return sorted(edges)[:m] if len(edges) > m else sorted(edges)
 
 
-def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, seed: int) -> dict:
+def build(store: SQLiteStore, kb: str, n_entities: int, n_relations: int, n_chunks: int, seed: int) -> dict:
     rng = random.Random(seed)
     vectors = WordVectors(DIM)
     started = time.perf_counter()
@@ -136,7 +139,7 @@ def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, 
             mentions.setdefault(i, []).append(cid)
         text = " ".join(f"{names[i]} met the {rng.choice(_WORDS)} of {names[j]} near the {rng.choice(_WORDS)}."
                         for i, j in zip(members, members[1:] + members[:1]))
-        chunks.append(Chunk(id=cid, kb_id=KB, doc_id="doc-synthetic", doc_name="synthetic.txt", content=text,
+        chunks.append(Chunk(id=cid, kb_id=kb, doc_id="doc-synthetic", doc_name="synthetic.txt", content=text,
                             content_tokens=token_string(text), title_tokens="synthetic", position=pos,
                             start=0, end=len(text), token_count=len(text) // 4, page=0,
                             vector=vectors.embed(text), created=0.0))
@@ -149,7 +152,7 @@ def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, 
         words = " ".join(rng.sample(_WORDS, 3))
         desc = f"{names[i]} is a {types[i]} known for the {words}; linked to {degree[i]} others."
         cited = mentions.get(i) or [chunks[i % n_chunks].id]
-        e = Entity(kb_id=KB, key=keys[i], name=names[i], type=types[i], description=desc,
+        e = Entity(kb_id=kb, key=keys[i], name=names[i], type=types[i], description=desc,
                    name_tokens=token_string(names[i]), description_tokens=token_string(desc), aliases=[],
                    doc_ids=["doc-synthetic"], chunk_ids=sorted(cited)[:50], mention_count=len(cited),
                    pagerank=round(float(ranks.get(keys[i], 0.0)), 9), community_ids=[])
@@ -160,7 +163,7 @@ def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, 
         word = rng.choice(_WORDS)
         desc = f"{names[a]} and {names[b]} share the {word}."
         cited = sorted(set(mentions.get(a, [])[:2] + mentions.get(b, [])[:2])) or [chunks[a % n_chunks].id]
-        r = Relation(kb_id=KB, src_key=keys[a], tgt_key=keys[b], src_name=names[a], tgt_name=names[b],
+        r = Relation(kb_id=kb, src_key=keys[a], tgt_key=keys[b], src_name=names[a], tgt_name=names[b],
                      description=desc, description_tokens=token_string(" ".join([names[a], names[b], desc, word])),
                      keywords=[word], weight=float(1 + rng.randrange(5)), doc_ids=["doc-synthetic"],
                      chunk_ids=cited, mention_count=1)
@@ -168,7 +171,7 @@ def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, 
         return r
 
     def write(docs: list[dict]) -> None:
-        store.upsert(TENANT, KB, docs, refresh=False)
+        store.upsert(TENANT, kb, docs, refresh=False)
 
     for start in range(0, n_chunks, 5000):
         write([c.to_doc() for c in chunks[start:start + 5000]])
@@ -178,7 +181,7 @@ def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, 
     for start in range(0, len(edges), 10000):
         write([relation(a, b).to_doc() for a, b in edges[start:start + 10000]])
         print(f"[build] relations {min(len(edges), start + 10000)}/{len(edges)}", file=sys.stderr)
-    meta = GraphMeta(kb_id=KB, version=1, entity_count=n_entities, relation_count=len(edges))
+    meta = GraphMeta(kb_id=kb, version=1, entity_count=n_entities, relation_count=len(edges))
     meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = 1, "done"
     write([meta.to_doc()])
     info = {"entities": n_entities, "relations": len(edges), "chunks": n_chunks, "seed": seed,
@@ -187,12 +190,12 @@ def build(store: SQLiteStore, n_entities: int, n_relations: int, n_chunks: int, 
     return info
 
 
-def questions(store: SQLiteStore, n: int, seed: int) -> list[str]:
+def questions(store: SQLiteStore, kb: str, n: int, seed: int) -> list[str]:
     """Questions naming existing entities: hubs and ordinary ones, one or two per question."""
     from kbgraph.store.base import eq
 
     rows = [(d["name_kwd"], d.get("pagerank_flt", 0.0)) for d in
-            store.scan(TENANT, [KB], [eq("knowledge_graph_kwd", Entity.KIND)], fields=["name_kwd", "pagerank_flt"])]
+            store.scan(TENANT, [kb], [eq("knowledge_graph_kwd", Entity.KIND)], fields=["name_kwd", "pagerank_flt"])]
     rows.sort(key=lambda r: -r[1])
     hubs = [r[0] for r in rows[:200]]
     everyone = [r[0] for r in rows]
@@ -227,32 +230,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     a = ap.parse_args(argv)
 
-    a.data_dir.mkdir(parents=True, exist_ok=True)
     tag = f"e{a.entities}-r{a.relations}-c{a.chunks}-s{a.seed}"
-    path = a.data_dir / f"synthetic-{tag}.db"
-    info_path = path.with_suffix(".json")
+    data_dir = a.data_dir / tag
+    info_path = data_dir / "synthetic.json"
+    # a knowledge base of an ordinary data dir, so `KBGRAPH_DATA_DIR=<it> kbgraph query ... --kb synthetic`
+    # times a cold query on it too (its vectors are hash-384, which the KB records as its model)
+    settings = load_settings(data_dir=data_dir, embedding_provider="hash", embedding_dim=DIM)
     if a.rebuild or not info_path.exists():
-        for stale in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), info_path):
-            stale.unlink(missing_ok=True)
-        store = SQLiteStore(path)
-        store.ensure_index(TENANT)
-        info = build(store, a.entities, a.relations, a.chunks, a.seed)
+        shutil.rmtree(data_dir, ignore_errors=True)
+        with Engine.open(settings) as engine:
+            kb = engine.create_kb(KB_NAME, graph=GraphConfig(enabled=True, method="nlp", entity_types=TYPES))
+            info = build(engine.store, kb.id, a.entities, a.relations, a.chunks, a.seed)
         info_path.write_text(json.dumps(info, indent=1))
-        store.close()
     info = json.loads(info_path.read_text())
+    path = settings.sqlite_store_path
     print(f"[kb] {info['entities']} entities, {info['relations']} relations, {info['chunks']} chunks; "
-          f"max degree {info['max_degree']}, median {info['median_degree']}; built in {info['build_s']} s; {path}")
+          f"max degree {info['max_degree']}, median {info['median_degree']}; built in {info['build_s']} s; "
+          f"KBGRAPH_DATA_DIR={data_dir} (knowledge base {KB_NAME!r})")
+    with Engine.open(settings) as engine:
+        kb_id = engine.kb(KB_NAME).id
 
     store = SQLiteStore(path)
     embedder = HashEmbedder(DIM)
-    settings = Settings(embedding_provider="hash", embedding_dim=DIM)
     extractor = NLPExtractor(entity_types=TYPES)
-    qs = questions(store, a.queries + a.warmup, a.seed)
+    qs = questions(store, kb_id, a.queries + a.warmup, a.seed)
     figures: dict[str, dict] = {"kb": info}
     for mode in a.modes.split(","):
         def run(question: str) -> float:
             t = time.perf_counter()
-            result = retrieve(store, TENANT, [KB], question, mode, embedder=embedder, chat=None, settings=settings,
+            result = retrieve(store, TENANT, [kb_id], question, mode, embedder=embedder, chat=None, settings=settings,
                               extractor=extractor, entity_types=TYPES)
             elapsed = time.perf_counter() - t
             if not (result.entities or result.chunks):

@@ -174,9 +174,6 @@ def kb_set(ctx: click.Context, name: str, method: str | None, entity_types: str 
     with _engine(ctx) as engine:
         current = engine.kb(name).graph
         graph = GraphConfig.model_validate({**current.model_dump(), **changes})
-        if not graph.enabled and method != "off" and not current.enabled:
-            click.echo(f"note: the graph of {name!r} is off; these settings apply once it is switched on "
-                       f"(`kbgraph kb set {name} --graph nlp`)", err=True)
         change = engine.set_graph(name, graph)
         click.echo(change.describe())
         if change.action == "build":
@@ -197,7 +194,7 @@ def _echo_graph_report(report: Any, quiet_successes: bool) -> int:
     """Per-document lines and a summary of a graph build; returns the exit code it calls for."""
     for outcome in report.documents:
         if outcome.status == "failed":
-            click.echo(f"FAILED  {outcome.name}: {outcome.message}", err=True)
+            click.echo(_failure_line(outcome), err=True)
         elif not quiet_successes:
             click.echo(f"{'extracted':<10}{outcome.name}: {outcome.message}")
     summary = f"graph built for {report.count('indexed')} document(s), {report.count('failed')} failed"
@@ -205,6 +202,12 @@ def _echo_graph_report(report: Any, quiet_successes: bool) -> int:
         summary += "; " + _refresh_summary(report.refresh)
     click.echo(summary)
     return 1 if report.count("failed") or report.count("cancelled") else 0
+
+
+def _failure_line(outcome: Any) -> str:
+    # a reader's message already starts with the file's name
+    reason = outcome.message.removeprefix(f"{outcome.name}: ")
+    return f"FAILED  {outcome.name}: {reason}"
 
 
 def _exit_after(code: int) -> None:
@@ -296,7 +299,7 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             bars.close()
         for outcome in report.documents:
             if outcome.status == "failed":
-                click.echo(f"FAILED  {outcome.name}: {outcome.message}", err=True)
+                click.echo(_failure_line(outcome), err=True)
             elif outcome.status != "skipped" or not bars.enabled:
                 click.echo(f"{outcome.status:<8}{outcome.name}: {outcome.message}")
         summary = (f"{report.count('indexed')} indexed, {report.count('skipped')} unchanged, "

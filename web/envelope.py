@@ -1,4 +1,4 @@
-"""RAGFlow's response envelope and return codes (../shared/RAGFLOW_API.md §1.3).
+"""RAGFlow's response envelope and return codes (as RAGFlow v0.22.1 answers its HTTP API).
 
 Every answer is HTTP 200 with a JSON body; errors carry a code and the exact message RAGFlow
 clients compare. Views raise ``ApiError`` and let the app's error handler render it.

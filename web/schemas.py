@@ -1,6 +1,6 @@
 """Request models of the dataset endpoints, mirroring RAGFlow's pydantic validators so that the
 wire messages match (``Field: <loc> - Message: <msg> - Value: <input>``), and the stored
-``parser_config`` rules (method defaults, deep merge). See ../shared/RAGFLOW_API.md §1.4 and §3.
+``parser_config`` rules (method defaults, deep merge). As RAGFlow v0.22.1 validates datasets and documents.
 """
 
 from __future__ import annotations

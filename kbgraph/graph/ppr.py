@@ -60,6 +60,25 @@ class SparseGraph:
     def size(self) -> int:
         return len(self.nodes)
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The graph as arrays, for store/index_files.py; ``from_arrays`` gives it back."""
+        from kbgraph.store.index_files import strings_array
+
+        arrays = {"nodes": strings_array(self.nodes), "dangling": self.dangling}
+        for name, m in (("matrix", self.matrix), ("transposed", self.transposed)):
+            arrays.update({f"{name}_data": m.data, f"{name}_indices": m.indices, f"{name}_indptr": m.indptr})
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SparseGraph":
+        from kbgraph.store.index_files import array_strings
+
+        nodes = array_strings(arrays["nodes"])
+        n = len(nodes)
+        matrix, transposed = (sp.csr_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
+                                            shape=(n, n)) for name in ("matrix", "transposed"))
+        return cls(nodes, {name: i for i, name in enumerate(nodes)}, matrix, transposed, np.asarray(arrays["dangling"]))
+
     def step(self, scores: np.ndarray) -> np.ndarray:
         """``transposed @ scores``: the mass each node receives in one step of a walk. On a large
         graph the rows are split over the cores (``parallel``), which nearly halves a step on two."""

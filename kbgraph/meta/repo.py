@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,20 @@ def _check_progress(progress: float | None) -> None:
 def _check_count(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or value < 0):
         raise MetaError(f"{name} must be a non-negative integer, not {value!r}")
+
+
+@dataclass
+class DocumentStatus:
+    """One document's step, for ``MetaDB.set_document_statuses`` (None: leave the field as it is)."""
+
+    doc_id: str
+    status: str
+    progress: float | None = None
+    message: str | None = None
+    error: str | None = None
+    chunk_count: int | None = None
+    token_count: int | None = None
+    extracted: bool | None = None
 
 
 def _apply_status(row: m.Document | m.Task, status: str, progress: float | None, now: int) -> None:
@@ -568,6 +583,32 @@ class MetaDB:
                 row.token_count = token_count
             row.updated = now
         return Document.model_validate(row)
+
+    def set_document_statuses(self, updates: Sequence[DocumentStatus]) -> set[str]:
+        """``set_document_status`` (and ``extracted``) for many documents in one transaction, as an
+        indexing run records a batch of them; documents deleted meanwhile are skipped. Returns the
+        ids of those recorded."""
+        for u in updates:
+            _check_status(u.status)
+            _check_progress(u.progress)
+            _check_count("chunk_count", u.chunk_count)
+            _check_count("token_count", u.token_count)
+        by_id = {u.doc_id: u for u in updates}
+        written: set[str] = set()
+        with self._write() as s:
+            ids = sorted(by_id)
+            for start in range(0, len(ids), 500):
+                query = select(m.Document).where(m.Document.id.in_(ids[start:start + 500])).with_for_update()
+                for row in s.scalars(query):
+                    u = by_id[row.id]
+                    now = _now()
+                    _apply_status(row, u.status, u.progress, now)
+                    for name in ("message", "error", "chunk_count", "token_count", "extracted"):
+                        if getattr(u, name) is not None:
+                            setattr(row, name, getattr(u, name))
+                    row.updated = now
+                    written.add(row.id)
+        return written
 
     def set_document_graph_state(
         self, doc_id: str, *, extracted: bool | None = None, graph_version: int | None = None

@@ -35,7 +35,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 Doc = dict[str, Any]
 
@@ -48,6 +48,10 @@ class StoreError(RuntimeError):
 
 class StoreUnavailable(StoreError):
     """The storage engine cannot be reached (connection refused, auth failed, timed out)."""
+
+
+if TYPE_CHECKING:
+    from kbgraph.store.index_files import IndexFiles
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,10 @@ class TextQuery:
 class VectorQuery:
     field: str
     vector: Sequence[float]
+    # the model's cosine for unrelated texts: vector_score = (cosine - floor) / (1 - floor), clipped,
+    # so that models whose cosines all sit high (e5: ~0.75 for unrelated texts) weigh in the hybrid
+    # score as much as those centred on 0 (the ranking by vector alone does not change)
+    floor: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -198,6 +206,11 @@ class DocStore(ABC):
                   where: Sequence[Condition] = (), size: int = 100) -> list[tuple[Any, int]]:
         """(value, document count) for the most frequent values of a keyword field, most first."""
 
+    def index_files(self) -> "IndexFiles | None":
+        """Where search structures derived from this store may be kept between processes (a store
+        on the local disk), or None."""
+        return None
+
     @abstractmethod
     def refresh(self, tenant_id: str) -> None:
         """Make every write so far visible to searches."""
@@ -214,6 +227,13 @@ class DocStore(ABC):
 def vector_field(dim: int) -> str:
     """The name of the dense-vector field for embeddings of this size."""
     return f"q_{dim}_vec"
+
+
+def rescale_cosine(cosine: float, floor: float) -> float:
+    """A cosine as the contract's vector_score: (cosine - floor) / (1 - floor), clipped to [0, 1]."""
+    if floor:
+        cosine = (cosine - floor) / (1.0 - floor)
+    return min(1.0, max(0.0, cosine))
 
 
 def fuse(term_score: float, vector_score: float, weight: float, has_text: bool, has_vector: bool) -> float:

@@ -35,6 +35,7 @@ import math
 import re
 import sqlite3
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,6 +51,7 @@ from kbgraph.store.base import (
 )
 from kbgraph.store.records import UNFILTERED_FIELDS
 from kbgraph.store.row_set import RowSet
+from kbgraph.store.index_files import PERSIST_MIN_ROWS, IndexFiles
 from kbgraph.store.text_index import FieldPostings
 from kbgraph.store.vector_index import VectorSlice
 from kbgraph.top_k import largest
@@ -263,6 +265,8 @@ def _fused(term_rows: np.ndarray, term: np.ndarray, vec_rows: np.ndarray, vec: n
     term_scores[np.searchsorted(rowids, term_rows)] = term
     if len(vec_rows):
         vector_scores[np.searchsorted(rowids, vec_rows)] = vec
+        if req.vector is not None and req.vector.floor:
+            vector_scores = (vector_scores - req.vector.floor) / (1.0 - req.vector.floor)
         vector_scores = np.minimum(1.0, np.maximum(0.0, vector_scores))
     has_text, has_vector = req.text is not None, req.vector is not None
     if has_text and has_vector:
@@ -557,6 +561,7 @@ class SQLiteStore(DocStore):
         # (tag, kb, field code, kind) -> (write generation, postings of that slice)
         self._postings: OrderedDict[tuple[Any, ...], tuple[int, FieldPostings]] = OrderedDict()
         self._kinds: dict[tuple[Any, ...], tuple[int, list[str | None]]] = {}
+        self._index_files: IndexFiles | None = None
         # kb_gen.n is bumped by every write to (tag, kb), kb_gen.vn only by writes that touch vectors
         with self._write() as conn:
             _script(conn, """
@@ -569,11 +574,18 @@ class SQLiteStore(DocStore):
                 CREATE TABLE IF NOT EXISTS kb_seq (k INTEGER PRIMARY KEY, n INTEGER NOT NULL);
                 INSERT OR IGNORE INTO kb_seq VALUES (0, 0);
                 CREATE TABLE IF NOT EXISTS kb_log_floor (tag TEXT PRIMARY KEY, n INTEGER NOT NULL);
+                CREATE TABLE IF NOT EXISTS kb_store (k INTEGER PRIMARY KEY, id TEXT NOT NULL);
             """)
+            conn.execute("INSERT OR IGNORE INTO kb_store VALUES (0, ?)", (uuid.uuid4().hex,))
+            (store_id,) = conn.execute("SELECT id FROM kb_store WHERE k=0").fetchone()
             _count_fts_tokens(conn)
             for (tag,) in conn.execute("SELECT tag FROM kb_tenants").fetchall():
                 _ensure_log(conn, tag)
                 _drop_unfiltered_kv(conn, tag)
+        # the large slices' indexes, kept on disk for the next process: under this database's own id,
+        # so a store file made anew never meets the snapshots of the one it replaced
+        self._index_files = None if str(path) == ":memory:" else IndexFiles.for_store(
+            Path(f"{self.path}.indexes"), store_id)
 
     # ---------------------------------------------------------------- connections and transactions
 
@@ -1527,27 +1539,34 @@ class SQLiteStore(DocStore):
 
         return self._kept_current(
             self._postings, (tag, kb, self._codes[name], kind), conn, tag, kb, self._gen(conn, tag, kb)[0],
-            lambda: FieldPostings(self._field_tokens(conn, tag, kb, name, kind)), update, _POSTINGS_CACHE_BYTES)
+            lambda: FieldPostings(self._field_tokens(conn, tag, kb, name, kind)), update, _POSTINGS_CACHE_BYTES,
+            FieldPostings)
 
     def _kept_current(self, cache: OrderedDict[tuple[Any, ...], tuple[int, Any]], key: tuple[Any, ...],
                       conn: sqlite3.Connection, tag: str, kb: str, generation: int, build: Callable[[], Any],
-                      update: Callable[[Any, np.ndarray], Any], budget: int) -> Any:
+                      update: Callable[[Any, np.ndarray], Any], budget: int, kind: type) -> Any:
         """One slice's cached in-memory index at ``generation``: reused as is, updated with the rows the
         change log names (``update`` may give None: rebuild instead), or built; the least recently
-        used indexes are dropped past ``budget`` bytes."""
+        used indexes are dropped past ``budget`` bytes. A process without one in memory starts from
+        the newest snapshot on disk (index_files.py), and a large build is written there."""
         with self._lock:
             cached = cache.get(key)
             if cached is not None:
                 cache.move_to_end(key)
+        if cached is None and self._index_files is not None:
+            cached = self._index_files.load(key, kind, generation)
         if cached is not None and cached[0] == generation:
-            return cached[1]
-        index = None
-        if cached is not None:
-            changed = self._changed_since(conn, tag, kb, cached[0])
-            if changed is not None:
-                index = update(cached[1], changed)
-        if index is None:
-            index = build()
+            index = cached[1]
+        else:
+            index = None
+            if cached is not None:
+                changed = self._changed_since(conn, tag, kb, cached[0])
+                if changed is not None:
+                    index = update(cached[1], changed)
+            if index is None:
+                index = build()
+                if self._index_files is not None and index.rows >= PERSIST_MIN_ROWS and self._outside_writes():
+                    self._index_files.save(key, generation, index)
         with self._lock:
             cache[key] = (generation, index)
             total = sum(held.nbytes for _, held in cache.values())
@@ -1555,6 +1574,14 @@ class SQLiteStore(DocStore):
                 _, (_, dropped) = cache.popitem(last=False)
                 total -= dropped.nbytes
         return index
+
+    def index_files(self) -> IndexFiles | None:
+        return self._index_files
+
+    def _outside_writes(self) -> bool:
+        """Whether this thread reads committed rows only (not inside a write or batch() of its own),
+        so a snapshot built now names a generation no rollback can take back."""
+        return not getattr(self._batch, "depth", 0) and getattr(self._held, "depth", 0) <= 1
 
     @staticmethod
     def _filter_rowids(conn: sqlite3.Connection, tag: str, sql: str, params: list[Any],
@@ -1644,7 +1671,7 @@ class SQLiteStore(DocStore):
             self._vectors, (tag, kb, code, kind), conn, tag, kb, vgen,
             lambda: VectorSlice(*self._slice_vectors(conn, tag, kb, code, kind)),
             lambda old, changed: old.updated(changed, *self._slice_vectors(conn, tag, kb, code, kind, changed)),
-            _VECTOR_CACHE_BYTES)
+            _VECTOR_CACHE_BYTES, VectorSlice)
 
     def _allowed(self, conn: sqlite3.Connection, tag: str, kb: str, where: Sequence[Condition],
                  gen: int, only_cached: bool = False) -> RowSet | None:

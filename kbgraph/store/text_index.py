@@ -75,6 +75,30 @@ class FieldPostings:
         self._delta_lengths: dict[int, int] = {}
         self._scored: dict[tuple[str, float, float], tuple[np.ndarray, np.ndarray]] = {}
 
+    # -- on disk (store/index_files.py); only a fresh build is written, so no delta goes with it
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        vocab = "\n".join(self._vocab).encode("utf-8")  # tokens hold only letters, digits and CJK
+        return {"vocab": np.frombuffer(vocab, dtype=np.uint8), "indptr": self._indptr, "rows": self._rows,
+                "tf": self._tf, "rowids": self._rowids, "lengths": self._lengths, "alive": self._alive}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> FieldPostings:
+        new = object.__new__(cls)
+        tokens = bytes(arrays["vocab"]).decode("utf-8").split("\n") if len(arrays["vocab"]) else []
+        if len(tokens) != len(arrays["indptr"]) - 1:
+            raise ValueError("postings vocabulary does not match its term pointers")
+        new._vocab = {token: number for number, token in enumerate(tokens)}
+        for name in ("indptr", "rows", "tf", "rowids", "lengths", "alive"):
+            setattr(new, f"_{name}", arrays[name])
+        new._dead = int(len(new._alive) - np.count_nonzero(new._alive))
+        new._delta, new._delta_lengths, new._scored = {}, {}, {}
+        return new
+
+    @property
+    def rows(self) -> int:
+        return int(len(self._rowids))
+
     @property
     def stale(self) -> bool:
         """Whether the changes since the build are many enough to rebuild instead."""

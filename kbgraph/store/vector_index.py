@@ -138,6 +138,28 @@ class VectorSlice:
         self._tail_rowids = np.zeros(0, dtype=np.int64)
         self._tail = np.zeros((0, self.dim), dtype=np.float32)
 
+    # ------------------------------------------------------------------------------ on disk
+
+    _SAVED = ("rowids", "matrix", "by_rowid", "sorted_rowids", "alive", "tail_rowids", "tail")
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The slice as arrays (store/index_files.py); ``from_arrays`` gives it back, memory-mapped."""
+        arrays = {name: getattr(self, f"_{name}") for name in self._SAVED}
+        arrays["shape"] = np.array([self.dim, self._trained_rows], dtype=np.int64)
+        if self._centroids is not None and self._offsets is not None:
+            arrays["centroids"], arrays["offsets"] = self._centroids, self._offsets
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> VectorSlice:
+        new = object.__new__(cls)
+        for name in cls._SAVED:
+            setattr(new, f"_{name}", arrays[name])
+        new.dim, new._trained_rows = (int(v) for v in arrays["shape"])
+        new._centroids, new._offsets = arrays.get("centroids"), arrays.get("offsets")
+        new._dead = int(len(new._alive) - np.count_nonzero(new._alive))
+        return new
+
     # ------------------------------------------------------------------------------ upkeep
 
     @property

@@ -66,7 +66,8 @@ def test_mixed_folder_then_the_graph_switched_on_changed_and_off(kbgraph, tmp_pa
     indexed = kbgraph("index", str(folder), "--kb", "work", code=1)  # two files failed
     assert "kbgraph kb set work --graph nlp" in indexed.stderr  # created with the graph off: the hint
     assert "5 indexed, 0 unchanged, 2 failed" in indexed.stdout
-    assert "broken.xlsx" in indexed.stderr and "logo.png: unsupported file type (.png)" in indexed.stderr
+    assert "FAILED  broken.xlsx: corrupt or unreadable XLSX" in indexed.stderr
+    assert "FAILED  logo.png: unsupported file type (.png)" in indexed.stderr
     docs = {d["name"]: d for d in json.loads(kbgraph("docs", "list", "--kb", "work", "--json").stdout)}
     assert set(docs) == {"notes.md", "report.pdf", "report.docx", "sales.xlsx", "deck.pptx", "broken.xlsx", "logo.png"}
     assert docs["logo.png"]["status"] == "failed" and "unsupported file type" in docs["logo.png"]["error"]
@@ -158,6 +159,21 @@ def test_exit_codes_of_every_command(kbgraph, tmp_path: Path) -> None:
     assert "lore" not in kbgraph("kb", "list").stdout
 
     kbgraph("docs", "rm", "note.md", "--kb", "nope", code=2)
+
+
+def test_settings_of_a_graph_that_is_off_and_an_unreadable_file(kbgraph, tmp_path: Path) -> None:
+    kbgraph("kb", "create", "plain")
+    saved = kbgraph("kb", "set", "plain", "--community", "--entity-types", "person,ship")
+    assert "saved; the graph is off" in saved.stdout
+    assert "graph: off" in kbgraph("kb", "list").stdout
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "ok.md").write_text("The harbor opens at dawn.")
+    (folder / "gone.md").symlink_to(folder / "moved-away.md")  # a link whose file is gone
+    result = kbgraph("index", str(folder), "--kb", "plain", code=1)
+    assert "1 indexed, 0 unchanged, 1 failed" in result.stdout and "gone.md: cannot read the file" in result.stderr
+    gone = next(d for d in json.loads(kbgraph("docs", "list", "--kb", "plain", "--json").stdout) if d["name"] == "gone.md")
+    assert gone["status"] == "failed" and "No such file" in gone["error"]
 
 
 def test_chat_answers_and_exits_0_with_a_working_model(kbgraph, tmp_path: Path, scripted_llm) -> None:

@@ -25,14 +25,12 @@ from conftest import REDIS_URL, require_service
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import FINISHED, GraphConfig, MetaDB
-from kbgraph.store import open_store
-from kbgraph.store.base import any_of
-from kbgraph.store.records import Entity, Relation
 from support.graph_model import GraphModel, _last_user
+from support.graphs import Graph, graph_by_names
 from support.processes import Worker
 from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
-from task_executor.submit import enqueue_documents
+from task_executor.submit import enqueue_documents, run_in_progress
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -140,25 +138,8 @@ def _wait_finished(meta: MetaDB, kb_id: str, timeout: float) -> list[Any]:
     raise AssertionError(f"tasks still unfinished after {timeout:g} s: {meta.list_tasks(kb_id, kind='index')}")
 
 
-def _graph(settings: Settings, kb_id: str, names: dict[str, str]) -> tuple[dict, dict]:
-    """Entities and relations by name, with document names for ids (ids differ between KBs) and
-    description fragments sorted (they are joined in chunk-id order)."""
-    store = open_store(settings)
-    try:
-        rows = list(store.scan(TENANT, [kb_id], [any_of("knowledge_graph_kwd", [Entity.KIND, Relation.KIND])]))
-    finally:
-        store.close()
-    entities = [Entity.from_doc(d) for d in rows if d["knowledge_graph_kwd"] == Entity.KIND]
-    by_key = {e.key: e.name for e in entities}
-    nodes = {e.name: (e.type, sorted(e.description.split("\n")), sorted(names[d] for d in e.doc_ids))
-             for e in entities}
-    edges = {}
-    for doc in rows:
-        if doc["knowledge_graph_kwd"] == Relation.KIND:
-            r = Relation.from_doc(doc)
-            edges[tuple(sorted((by_key[r.src_key], by_key[r.tgt_key])))] = (
-                sorted(r.description.split("\n")), r.weight, sorted(names[d] for d in r.doc_ids))
-    return nodes, edges
+def _graph(settings: Settings, kb_id: str, names: dict[str, str]) -> Graph:
+    return graph_by_names(settings, TENANT, kb_id, names)
 
 
 def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitch, tmp_path: Path,
@@ -173,6 +154,14 @@ def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitc
     running = [t for t in meta.list_tasks(crashed, kind="index") if t.status not in FINISHED]
     assert running, "the kill should leave unfinished tasks"
     answered_before = sum(switch.asked.values())
+    # the web app refuses a new parse of a document whose run is alive; a killed one's stops
+    # counting once its claim lapsed (three beats), so the user is never locked out for long
+    orphan = next(t for t in running if t.status == "running")
+    assert run_in_progress(sender, meta, crashed, orphan.doc_id)
+    deadline = time.monotonic() + 10 * HEARTBEAT
+    while run_in_progress(sender, meta, crashed, orphan.doc_id):
+        assert time.monotonic() < deadline, "a killed worker's run still counts as in progress"
+        time.sleep(0.1)
 
     with Worker(settings, tmp_path / "worker2.log", concurrency=2) as second:
         tasks = _wait_finished(meta, crashed, 60 - (time.monotonic() - killed_at))

@@ -268,3 +268,70 @@ def test_json_arrays_for_sql_read_back_as_the_values() -> None:
     for values in ([1, 2, 3], ["kb1", "é ü", 'quote " and \\ back'], [2**70, 1], [0.5, 1e16], (7, 8), []):
         assert json.loads(_json_array(values)) == list(values)
     assert _json_array([float("nan")]) == "[NaN]"  # as before: SQLite refuses it rather than matching null
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_snapshots_on_disk_answer_as_a_fresh_build(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a new process starts from the indexes an earlier one wrote to disk, and catches up on later
+    # writes through the change log: it answers exactly as a store that builds everything anew
+    monkeypatch.setattr(sqlite_store, "PERSIST_MIN_ROWS", 1)
+    monkeypatch.setattr(vector_index, "IVF_MIN_ROWS", 30)  # k-means lists go to disk too
+    monkeypatch.setattr(text_index, "_DELTA_FLOOR", 25)
+    monkeypatch.setattr(vector_index, "_TAIL_FLOOR", 25)
+    builds = {"postings": 0, "vectors": 0}
+
+    def counted(cls: type, name: str) -> None:
+        original = cls.__init__
+
+        def init(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            builds[name] += 1
+            original(self, *args, **kwargs)
+        monkeypatch.setattr(cls, "__init__", init)
+
+    counted(text_index.FieldPostings, "postings")
+    counted(vector_index.VectorSlice, "vectors")
+    rng = random.Random(seed)
+    path = tmp_path / "store.db"
+    writer = SQLiteStore(path)
+    writer.ensure_index("t")
+    next_id = churn(writer, rng, 0, 150)
+
+    def rebuilt(requests: list[SearchRequest]) -> list:
+        store = SQLiteStore(path)
+        store._index_files = None  # builds everything from the rows
+        found = answers(store, requests)
+        store.close()
+        return found
+
+    for round_ in range(4):
+        requests = searches(rng)
+        expected = rebuilt(requests)
+        first = SQLiteStore(path)  # from the last round's snapshots plus the change log, or built
+        assert answers(first, requests) == expected
+        first.close()
+        assert list(Path(f"{path}.indexes").glob("*/*-g*"))
+        if round_ == 0:  # no write since the snapshots were made: a new store builds nothing
+            builds.update(postings=0, vectors=0)
+            second = SQLiteStore(path)
+            assert answers(second, requests) == expected
+            assert builds == {"postings": 0, "vectors": 0}
+            second.close()
+        next_id = churn(writer, rng, next_id)
+    writer.close()
+
+
+def test_a_store_made_anew_never_reads_the_old_ones_snapshots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_store, "PERSIST_MIN_ROWS", 1)
+    path = tmp_path / "store.db"
+    old, rng, requests = churned_store(path, 6, 150)
+    answers(old, requests)  # snapshots written
+    old.close()
+    (old_id,) = [p.name for p in Path(f"{path}.indexes").iterdir()]
+    for leftover in tmp_path.glob("store.db*"):
+        if leftover.is_file():
+            leftover.unlink()
+    new, _, _ = churned_store(path, 7, 150)  # same path, other rows, generations counted from 0 again
+    fresh = SQLiteStore(path)
+    fresh._index_files = None
+    assert answers(new, requests) == answers(fresh, requests)
+    assert old_id not in [p.name for p in Path(f"{path}.indexes").iterdir()]

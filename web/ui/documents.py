@@ -11,14 +11,15 @@ import time
 from pathlib import PurePosixPath
 from typing import Any
 
-from flask import render_template, request
+from flask import Response, flash, redirect, render_template, request, url_for
 
-from kbgraph import pipeline
+from kbgraph import chunk_edit
 from kbgraph.meta import Document, KnowledgeBase, Task
-from kbgraph.store.records import Chunk, GraphMeta, graph_meta_id
+from kbgraph.store.records import GraphMeta, graph_meta_id
 from task_executor.submit import cancel_documents, enqueue_documents
-from task_executor.tasks import refresh_pending_key
-from web.documents import _store_upload, _unique_name, remove_documents
+from task_executor.tasks import refresh_pending_key, schedule_refresh
+from web.documents import remove_documents
+from web.uploads import UploadTooLarge
 from web.rows import file_type
 from web.services import services
 from web.ui.common import PageError, engine, json_body, own_kb, page_blueprint, tenant
@@ -91,7 +92,6 @@ def upload(kb_id: str) -> dict[str, Any]:
     files = [f for f in request.files.getlist("file") if f.filename]
     if not files:
         raise PageError("Choose at least one file to upload.")
-    taken = {d.name.casefold() for d in svc.meta.list_documents(kb.id, limit=None)}
     uploaded, refused = [], []
     for f in files:
         name = PurePosixPath((f.filename or "").replace("\\", "/")).name
@@ -99,9 +99,10 @@ def upload(kb_id: str) -> dict[str, Any]:
         if not name or kind is None or len(name.encode("utf-8")) > 255:
             refused.append(f"{name or f.filename}: this type of file is not supported")
             continue
-        name = _unique_name(name, taken)
-        taken.add(name.casefold())
-        uploaded.append(_store_upload(svc, kb, name, f.stream, kind))
+        try:  # a taken name becomes name(n); the same bytes again are the document they made
+            uploaded.append(svc.store_upload(kb, name, f.stream, kind))
+        except UploadTooLarge as exc:
+            refused.append(str(exc))
     if request.form.get("parse", "on") == "on" and uploaded:
         enqueue_documents(svc.settings, tenant(), kb.id, [d.id for d in uploaded], meta=svc.meta, app=svc.celery)
     return {"uploaded": [d.name for d in uploaded], "refused": refused}
@@ -145,14 +146,70 @@ def delete(kb_id: str) -> dict[str, Any]:
     return {"deleted": remove_documents(svc, kb, _ids(kb))}
 
 
-def document_chunks(kb: KnowledgeBase, doc_id: str) -> list[Chunk]:
-    eng = engine()
-    return pipeline.document_chunks(eng.context(kb), doc_id)
-
-
 @blueprint.get("/kbs/<kb_id>/documents/<doc_id>")
 def chunks_page(kb_id: str, doc_id: str) -> str:
     kb = own_kb(kb_id)
     doc = services().meta.get_document(kb.id, doc_id)
-    chunks = document_chunks(kb, doc.id)
-    return render_template("chunks.html", kb=kb, doc=doc, chunks=chunks, focus=request.args.get("chunk", ""))
+    keywords = (request.args.get("q") or "").strip()[:200]
+    page = chunk_edit.list_chunks(engine().context(kb), doc.id, keywords=keywords, limit=None)
+    return render_template("chunks.html", kb=kb, doc=doc, chunks=page.chunks, total=page.total, q=keywords,
+                           focus=request.args.get("chunk", ""))
+
+
+def _doc_chunk(kb: KnowledgeBase, doc_id: str, chunk_id: str) -> tuple[Document, chunk_edit.ChunkRecord]:
+    doc = services().meta.get_document(kb.id, doc_id)
+    chunk = engine().find_chunk(chunk_id)
+    if chunk is None or chunk.kb_id != kb.id or chunk.doc_id != doc.id:
+        raise PageError("That chunk no longer exists.", 404)
+    return doc, chunk
+
+
+def _after_edit(kb: KnowledgeBase, change: chunk_edit.ChunkChange) -> None:
+    if change.graph.changed:  # PageRank and communities follow the changed graph rows
+        schedule_refresh(services().celery, tenant(), kb.id)
+
+
+def _keywords() -> list[str]:
+    return [k.strip() for k in (request.form.get("important_keywords") or "").split(",") if k.strip()]
+
+
+def _back(kb: KnowledgeBase, doc_id: str, chunk_id: str = "") -> Response:
+    target = url_for("ui_docs.chunks_page", kb_id=kb.id, doc_id=doc_id, chunk=chunk_id or None)
+    return redirect(target + (f"#chunk-{chunk_id}" if chunk_id else ""))
+
+
+@blueprint.post("/kbs/<kb_id>/documents/<doc_id>/chunks")
+def add_chunk(kb_id: str, doc_id: str) -> Response:
+    kb = own_kb(kb_id)
+    doc = services().meta.get_document(kb.id, doc_id)
+    content = request.form.get("content") or ""
+    if not content.strip():
+        raise PageError("Write the chunk's text first.")
+    change = engine().add_chunk(kb, doc, content, important_keywords=_keywords())
+    _after_edit(kb, change)
+    flash("Chunk added" + (" and its entities extracted into the graph." if kb.graph.enabled else "."))
+    return _back(kb, doc.id, change.chunk.id if change.chunk else "")
+
+
+@blueprint.post("/kbs/<kb_id>/documents/<doc_id>/chunks/<chunk_id>")
+def update_chunk(kb_id: str, doc_id: str, chunk_id: str) -> Response:
+    kb = own_kb(kb_id)
+    doc, chunk = _doc_chunk(kb, doc_id, chunk_id)
+    content = request.form.get("content")
+    if content is not None and not content.strip():
+        raise PageError("A chunk cannot be empty; delete it instead.")
+    change = engine().update_chunk(kb, chunk, content=content if content != chunk.content else None,
+                                   important_keywords=_keywords(), available=request.form.get("available") == "on")
+    _after_edit(kb, change)
+    flash("Chunk saved" + ("; the graph follows the new text." if change.graph.changed else "."))
+    return _back(kb, doc.id, chunk.id)
+
+
+@blueprint.post("/kbs/<kb_id>/documents/<doc_id>/chunks/<chunk_id>/delete")
+def delete_chunk(kb_id: str, doc_id: str, chunk_id: str) -> Response:
+    kb = own_kb(kb_id)
+    doc, chunk = _doc_chunk(kb, doc_id, chunk_id)
+    change = engine().delete_chunks(kb, doc, [chunk.id])
+    _after_edit(kb, change)
+    flash("Chunk deleted" + (" with its part of the graph." if change.graph.changed else "."))
+    return _back(kb, doc.id)

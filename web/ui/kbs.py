@@ -126,5 +126,5 @@ def save_settings(kb_id: str) -> Response:
     if description != kb.description:
         kb = svc.meta.update_kb(tenant(), kb.id, description=description)
     change = apply_settings(svc, kb, chunk_tokens=chunk_tokens, graph=graph)
-    flash(" ".join(change.notes) if change.notes else "Settings saved.")
+    flash("Saved. " + " ".join(change.notes) if change.notes else "Settings saved.")
     return redirect(url_for("ui_kb.settings_page", kb_id=kb.id))

@@ -15,7 +15,7 @@ window.kb = (function () {
     try { data = await response.json(); } catch (e) { data = null; }
     if (!response.ok) {
       if (response.status === 401) { window.location.href = "/login?next=" + encodeURIComponent(location.pathname); }
-      throw new Error((data && data.error) || ("The server answered " + response.status));
+      throw new Error((data && (data.error || data.message)) || ("The server answered " + response.status));
     }
     return data;
   }
