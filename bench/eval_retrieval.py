@@ -1,57 +1,85 @@
-"""Passage-recall evaluation of the retrieval modes on a multi-hop QA set.
+"""Passage-recall evaluation of the retrieval modes on multi-hop QA sets; one command, one table.
 
-    python bench/eval_retrieval.py DATASET_DIR [--modes naive,kg,ppr,mix] [--limit N] [--json]
-                                   [--embedding local|hash] [--data-dir DIR]
+    python bench/eval_retrieval.py [DATASET_DIR ...] [--modes naive,kg,ppr,mix] [--limit N] [--json]
+                                   [--embedding local|hash] [--data-dir DIR] [--set PART.FIELD=VALUE ...]
 
-DATASET_DIR holds corpus.jsonl ({id, title, text}) and questions.jsonl ({question,
-gold_passage_ids, ...}), as /work/shared/data/musique-kag-train100 does. Every passage is indexed
-as one document named ``<passage id>.txt`` with text ``title + "\\n" + text`` (knowledge graph on,
-method nlp, communities on), so a retrieved chunk maps back to its passage through its document
-name. Per mode, over the questions:
+With no DATASET_DIR it runs the suite: the shared dev sets (MuSiQue and HotpotQA, where
+../shared/data or $KBGRAPH_EVAL_DATA holds them) and every set under bench/data/ (our own: chat
+logs among invented people, a Chinese news set). A DATASET_DIR holds corpus.jsonl ({id, title,
+text}) and questions.jsonl ({question, gold_passage_ids, hops?}). Every passage is indexed as one
+document named ``<passage id>.txt`` with text ``title + "\\n" + text`` (knowledge graph on, method
+nlp, communities on), so a retrieved chunk maps back to its passage through its document name.
+Per mode, over the questions (distinct passages in rank order):
 
-- recall@k: the fraction of a question's gold passages among the first k distinct passages
-  retrieved, averaged over questions (k = 2, 5);
+- recall@k: the fraction of a question's gold passages among the first k, averaged (k = 2, 5);
 - all_recall@5: the fraction of questions with every gold passage in the first 5;
-- hits@10: the fraction of questions with any gold passage in the first 10;
-- index_s: seconds the indexing took (when the index is reused from --data-dir, the time of the
-  run that built it); query_ms: mean milliseconds per question.
+- precision@5: gold passages among the first 5, divided by min(5, number of gold) (sets whose
+  questions have many gold passages: a ranking cannot do better than fill the page);
+- hits@1: the fraction of questions whose first passage is gold;
+- mh_recall@5 / mh_all@5: recall@5 and all_recall@5 over the multi-hop questions only (hops >= 2,
+  or a dev set whose questions are all multi-hop);
+- query_ms: mean milliseconds per question.
 
-With --data-dir the index is kept there and reused by later runs (unchanged passages are skipped).
-No LLM is used: query analysis falls back to the nlp extractor. Similarity threshold 0, so every
-mode ranks the same candidate pool.
+Indexes are cached under --data-dir (default /tmp/kbgraph-eval), one per dataset and embedder, and
+reused by later runs (unchanged passages are skipped), so the retrieval code can be changed and
+re-measured without re-indexing. No LLM is used: query analysis falls back to the nlp extractor.
+Similarity threshold 0, so every mode ranks the same candidate pool. ``--set`` overrides a
+retrieval parameter for an experiment, e.g. ``--set ppr.damping=0.6 --set mix.rrf_k=20``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import shutil
+import os
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 from kbgraph.app import Engine
 from kbgraph.config import load_settings
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.search.retrieve import MODES, retrieve
+from kbgraph.search.kg import KGParams
+from kbgraph.search.ppr_search import PPRParams
+from kbgraph.search.retrieve import MODES, MixParams, retrieve
 
 KB_NAME = "eval"
 TOP = 10
+HERE = Path(__file__).resolve().parent
+SHARED = Path(os.environ.get("KBGRAPH_EVAL_DATA", HERE.parent.parent.parent / "shared" / "data"))
+DEV_SETS = ("musique-kag-train100", "hotpotqa-kag-train100")
 
 
 @dataclass
 class Question:
     text: str
     gold: set[str]
+    hops: int
+
+
+def suite() -> list[Path]:
+    """The shared dev sets that are present, then our own sets under bench/data."""
+    found = [SHARED / name for name in DEV_SETS if (SHARED / name / "corpus.jsonl").exists()]
+    found += sorted(p for p in (HERE / "data").iterdir() if (p / "corpus.jsonl").exists()) \
+        if (HERE / "data").is_dir() else []
+    return found
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def load(dataset: Path) -> tuple[list[dict], list[Question]]:
-    corpus = [json.loads(line) for line in (dataset / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    questions = [Question(q["question"], set(q["gold_passage_ids"]))
-                 for q in (json.loads(line) for line in (dataset / "questions.jsonl").read_text(encoding="utf-8").splitlines()
-                           if line)]
+    corpus = _jsonl(dataset / "corpus.jsonl")
+    rows = _jsonl(dataset / "questions.jsonl")
+    questions = []
+    for q in rows:
+        gold = set(q["gold_passage_ids"])
+        # HotpotQA's comparison questions need both passages too: every dev question is multi-hop
+        hops = int(q.get("hops") or (2 if len(gold) > 1 else 1))
+        questions.append(Question(q["question"], gold, hops))
     return corpus, questions
 
 
@@ -100,73 +128,140 @@ def passages_of(result) -> list[str]:  # type: ignore[no-untyped-def]
     return seen
 
 
-def evaluate(engine: Engine, questions: list[Question], mode: str) -> tuple[dict[str, float], list[list[str]]]:
+def score(questions: list[Question], rankings: list[list[str]]) -> dict[str, float]:
+    """The metrics of the module docstring (query_ms aside) for rankings in question order."""
+    sums = dict.fromkeys(("recall@2", "recall@5", "all_recall@5", "precision@5", "hits@1",
+                          "mh_recall@5", "mh_all@5"), 0.0)
+    multi = 0
+    for q, ranked in zip(questions, rankings):
+        top5 = set(ranked[:5])
+        r5 = len(q.gold & top5) / len(q.gold)
+        every = float(q.gold <= top5)
+        sums["recall@2"] += len(q.gold & set(ranked[:2])) / len(q.gold)
+        sums["recall@5"] += r5
+        sums["all_recall@5"] += every
+        sums["precision@5"] += len(q.gold & top5) / min(5, len(q.gold))
+        sums["hits@1"] += float(bool(ranked) and ranked[0] in q.gold)
+        if q.hops >= 2:
+            multi += 1
+            sums["mh_recall@5"] += r5
+            sums["mh_all@5"] += every
+    n = max(1, len(questions))
+    out = {k: round(v / (max(1, multi) if k.startswith("mh_") else n), 4) for k, v in sums.items()}
+    out["multi_hop"] = multi
+    return out
+
+
+def evaluate(engine: Engine, questions: list[Question], mode: str, overrides: dict[str, Any] | None = None
+             ) -> tuple[dict[str, float], list[list[str]]]:
     kb = engine.kb(KB_NAME)
-    r2 = r5 = all5 = hit10 = 0.0
     elapsed = 0.0
     rankings = []
     for q in questions:
         started = time.perf_counter()
         result = retrieve(engine.store, engine.tenant, [kb.id], q.text, mode, embedder=engine.embedder,
-                          chat=None, settings=engine.settings, top_n=TOP, entity_types=kb.graph.entity_types)
+                          chat=None, settings=engine.settings, top_n=TOP, entity_types=kb.graph.entity_types,
+                          **(overrides or {}))
         elapsed += time.perf_counter() - started
-        ranked = passages_of(result)
-        rankings.append(ranked)
-        r2 += len(q.gold & set(ranked[:2])) / len(q.gold)
-        r5 += len(q.gold & set(ranked[:5])) / len(q.gold)
-        all5 += q.gold <= set(ranked[:5])
-        hit10 += bool(q.gold & set(ranked[:10]))
-    n = max(1, len(questions))
-    return ({"recall@2": round(r2 / n, 4), "recall@5": round(r5 / n, 4), "all_recall@5": round(all5 / n, 4),
-             "hits@10": round(hit10 / n, 4), "query_ms": round(1000 * elapsed / n, 1)}, rankings)
+        rankings.append(passages_of(result))
+    metrics = score(questions, rankings)
+    metrics["query_ms"] = round(1000 * elapsed / max(1, len(questions)), 1)
+    return metrics, rankings
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parameter_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set ppr.damping=0.6`` -> {"ppr_params": PPRParams(damping=0.6)}; ``ppr.kg.x`` reaches the
+    KG parameters inside the PPR ones."""
+    params: dict[str, Any] = {"kg": KGParams(), "ppr": PPRParams(), "mix": MixParams()}
+    touched: set[str] = set()
+    for item in items:
+        path, _, raw = item.partition("=")
+        part, *names = path.strip().split(".")
+        if part not in params or not names:
+            raise SystemExit(f"--set {item!r}: expected kg.FIELD=, ppr.FIELD=, ppr.kg.FIELD= or mix.FIELD=")
+        touched.add(part)
+        if len(names) == 2 and names[0] == "kg" and part == "ppr":
+            params["ppr"] = replace(params["ppr"], kg=replace(params["ppr"].kg, **{names[1]: _value(raw)}))
+            continue
+        known = {f.name for f in fields(params[part])}
+        if names[0] not in known:
+            raise SystemExit(f"--set {item!r}: {part} has no parameter {names[0]!r}")
+        params[part] = replace(params[part], **{names[0]: _value(raw)})
+    return {f"{part}_params": params[part] for part in touched}
+
+
+def run_dataset(dataset: Path, modes: list[str], args: argparse.Namespace, overrides: dict[str, Any]
+                ) -> dict[str, dict[str, float]]:
+    corpus, questions = load(dataset)
+    if args.limit:
+        questions = questions[:args.limit]
+    data_dir = args.data_dir / f"{dataset.name}-{args.embedding}"
+    settings_overrides = {} if args.vector_weight is None else {"vector_similarity_weight": args.vector_weight}
+    settings = load_settings(data_dir=data_dir, embedding_provider=args.embedding, similarity_threshold=0.0,
+                             **settings_overrides)
+    out: dict[str, dict[str, float]] = {}
+    with Engine.open(settings) as engine:
+        index_s = build_index(engine, corpus, data_dir, args.json)
+        for mode in modes:
+            metrics, _ = evaluate(engine, questions, mode, overrides)
+            out[mode] = {**metrics, "index_s": round(index_s, 1), "questions": len(questions),
+                         "passages": len(corpus)}
+            if not args.json:
+                print(f"{dataset.name} {mode:6s} " + "  ".join(f"{k} {v}" for k, v in metrics.items()),
+                      file=sys.stderr)
+    return out
+
+
+COLUMNS = ("recall@2", "recall@5", "all_recall@5", "precision@5", "hits@1", "mh_recall@5", "mh_all@5")
+
+
+def table(results: dict[str, dict[str, dict[str, float]]], embedding: str) -> str:
+    lines = [f"embedding {embedding}; mh_* = multi-hop questions only", "",
+             "| set (questions / multi-hop / passages) | mode | " + " | ".join(COLUMNS) + " | query_ms |",
+             "|---|---|" + "---|" * (len(COLUMNS) + 1)]
+    for name, per_mode in results.items():
+        for mode, m in per_mode.items():
+            label = f"{name} ({m['questions']} / {m['multi_hop']} / {m['passages']})"
+            lines.append(f"| {label} | {mode} | " + " | ".join(f"{m[c]:.3f}" for c in COLUMNS)
+                         + f" | {m['query_ms']:.0f} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dataset", type=Path)
+    parser.add_argument("datasets", type=Path, nargs="*", help="dataset folders (default: the whole suite)")
     parser.add_argument("--modes", default="naive,kg,ppr,mix")
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions (the corpus stays whole)")
     parser.add_argument("--json", action="store_true", help="print only the metrics as one JSON object")
     parser.add_argument("--embedding", choices=["local", "hash"], default="local")
-    parser.add_argument("--data-dir", type=Path, default=None, help="keep the index here and reuse it")
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/kbgraph-eval"),
+                        help="root of the cached indexes (one folder per dataset and embedder)")
     parser.add_argument("--vector-weight", type=float, default=None,
-                        help="vector_similarity_weight of the naive part (default: the library's, 0.3; "
-                             "the same for every dataset)")
+                        help="vector_similarity_weight of the naive part (default: the library's)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PART.FIELD=VALUE",
+                        help="override a retrieval parameter (kg., ppr., ppr.kg., mix.)")
     args = parser.parse_args(argv)
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES or m == "global"]
     if unknown:
         parser.error(f"unknown or unsupported mode(s) {unknown}; choose from naive, kg, ppr, mix")
-    corpus, questions = load(args.dataset)
-    if args.limit:
-        questions = questions[:args.limit]
-    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="kbgraph-eval-"))
-    overrides = {} if args.vector_weight is None else {"vector_similarity_weight": args.vector_weight}
-    settings = load_settings(data_dir=data_dir, embedding_provider=args.embedding, similarity_threshold=0.0, **overrides)
-    out: dict[str, dict[str, float]] = {}
-    try:
-        with Engine.open(settings) as engine:
-            index_s = build_index(engine, corpus, data_dir, args.json)
-            for mode in modes:
-                metrics, _ = evaluate(engine, questions, mode)
-                out[mode] = {**{k: v for k, v in metrics.items() if k != "query_ms"}, "index_s": round(index_s, 1),
-                             "query_ms": metrics["query_ms"]}
-                if not args.json:
-                    print(f"{mode:6s} " + "  ".join(f"{k} {v}" for k, v in out[mode].items()), file=sys.stderr)
-    finally:
-        if args.data_dir is None:
-            shutil.rmtree(data_dir, ignore_errors=True)
+    datasets = args.datasets or suite()
+    if not datasets:
+        parser.error("no dataset given and none found for the suite")
+    overrides = parameter_overrides(args.overrides)
+    results = {d.name: run_dataset(d, modes, args, overrides) for d in datasets}
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps(results))
     else:
-        name = args.dataset.name
-        print(f"\n{name} ({len(questions)} questions, {len(corpus)} passages, embedding {args.embedding})\n")
-        print("| mode | recall@2 | recall@5 | all_recall@5 | hits@10 | index_s | query_ms |")
-        print("|---|---|---|---|---|---|---|")
-        for mode, m in out.items():
-            print(f"| {mode} | {m['recall@2']:.3f} | {m['recall@5']:.3f} | {m['all_recall@5']:.3f} | "
-                  f"{m['hits@10']:.3f} | {m['index_s']:.0f} | {m['query_ms']:.0f} |")
+        print("\n" + table(results, args.embedding))
     return 0
 
 

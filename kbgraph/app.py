@@ -13,17 +13,18 @@ import hashlib
 import threading
 import time
 from contextlib import AbstractContextManager
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kbgraph import pipeline
 from kbgraph.config import Settings
+from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun, RunEstimate, estimate_run
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
-from kbgraph.parse.readers import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes
+from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
@@ -31,6 +32,25 @@ if TYPE_CHECKING:
     from kbgraph.chat import Dialog
     from kbgraph.chunk_edit import ChunkChange, ChunkPage, ChunkRecord
     from kbgraph.search.retrieve import RetrievalResult
+
+
+def _reader(path: Path, readable: bool, within_limit: bool) -> Callable[[], bytes | None]:
+    """A file's bytes when the run gets to it: b"" for a type kbgraph cannot read (it then fails with
+    that reason), None over the size limit."""
+    def read() -> bytes | None:
+        if not within_limit:
+            return None
+        return path.read_bytes() if readable else b""
+
+    return read
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class KBGraphError(RuntimeError):
@@ -86,15 +106,6 @@ class GraphChange:
 
 
 @dataclass
-class DocOutcome:
-    name: str
-    status: str  # "indexed" | "skipped" | "failed" | "cancelled"
-    doc_id: str = ""
-    chunks: int = 0
-    message: str = ""
-
-
-@dataclass
 class IndexReport:
     documents: list[DocOutcome] = field(default_factory=list)
     refresh: pipeline.RefreshResult | None = None
@@ -137,7 +148,7 @@ class Engine:
         self.tenant = tenant
         self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
         self._kb_embedders: dict[str, Embedder] = {}  # knowledge bases indexed with another model
-        self._chats: dict[tuple[tuple[str, str], ...], ChatModel | None] = {}
+        self._chats: dict[tuple[tuple[tuple[str, str], ...], str], ChatModel | None] = {}
         self.ledger = UsageLedger()
 
     @classmethod
@@ -200,11 +211,13 @@ class Engine:
         if model and self.settings.llm_configured and model != wanted.get("llm_model", self.settings.llm_model):
             wanted["llm_model"] = model
         overrides = tuple(sorted(wanted.items()))
-        if overrides not in self._chats:
+        key = (overrides, kb.id if kb is not None else "")
+        if key not in self._chats:
             from kbgraph.llm.factory import build_chat
 
-            self._chats[overrides] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger)
-        return self._chats[overrides]
+            # a knowledge base's chat has its own concurrency limit inside the process-wide one
+            self._chats[key] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger, kb_id=key[1])
+        return self._chats[key]
 
     # -- knowledge bases ----------------------------------------------------------------------
 
@@ -299,6 +312,18 @@ class Engine:
                 self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
         return report
 
+    def clear_graph_for_rebuild(self, kb_name: str) -> KnowledgeBase:
+        """Drop the stored graph and mark every document unextracted, so that a whole-KB build (the
+        worker's, which extracts the documents not in the graph) extracts them all again with the
+        current settings; for callers that queue the build instead of calling ``build_graph``."""
+        kb = self.kb(kb_name)
+        with self.kb_lock(kb.id):
+            pipeline.drop_graph(self.context(kb))
+            for doc in self.meta.list_documents(kb.id, limit=None):
+                if doc.extracted or doc.graph_version:
+                    self.meta.set_document_graph_state(doc.id, extracted=False, graph_version=0)
+            return self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
+
     def graph_needs_rebuild(self, kb: KnowledgeBase) -> bool:
         """Whether the extraction settings changed since the stored graph was extracted."""
         return bool(kb.extra.get(_REBUILD_MARK))
@@ -351,20 +376,63 @@ class Engine:
 
     def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = no_progress,
                     cancel: CancelCheck = never, force: bool = False, refresh: bool = True) -> IndexReport:
-        """Index files and folders into a KB; unchanged files are skipped unless ``force``."""
+        """Index files and folders into a KB; unchanged files are skipped unless ``force``.
+
+        The documents go through one IndexRun (kbgraph.indexing): many of them parsed, extracted
+        and merged at once. Then the graph's KB phases are refreshed once, with their own progress.
+        """
         kb = self.kb(kb_name)
         report = IndexReport(ledger=self.ledger)
         files = self._named_files(paths)
-        for number, (name, path) in enumerate(files, start=1):
-            progress(Progress("documents", number - 1, len(files), name))
-            report.documents.append(self._index_file(kb, name, path, progress, cancel, force))
-            if report.documents[-1].status == "cancelled":
-                break
+        settled: dict[str, DocOutcome] = {}  # files with nothing to run: unchanged, or unreadable
+        names: list[str] = []
+
+        def inputs() -> Iterator[DocumentInput]:
+            batch = max(1, self.settings.index_batch_documents)
+            for start in range(0, len(files), batch):
+                for (name, _), item in zip(files[start:start + batch],
+                                           self._register_files(kb, files[start:start + batch], force)):
+                    names.append(name)
+                    if isinstance(item, DocOutcome):
+                        settled[name] = item
+                    else:
+                        yield item
+
+        progress(Progress("documents", 0, len(files)))
+        # summaries wait for the refresh's summary pass only when a refresh follows the run
+        ctx = self.context(kb) if refresh else replace(self.context(kb), defer_summaries=False)
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
+                       chunking=self._document_chunking)
+        indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
+        report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
         progress(Progress("documents", len(files), len(files)))
         if refresh and kb.graph.enabled and report.count("indexed"):
             with self.kb_lock(kb.id):
                 report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
+            self._fail_unsummarized(report)
         return report
+
+    def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
+        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from their sizes."""
+        kb = self.kb(kb_name)
+        sizes = []
+        for _, path in self._named_files(paths):
+            try:
+                sizes.append(path.stat().st_size)
+            except OSError:
+                continue
+        return estimate_run(self.context(kb), sizes)
+
+    def _fail_unsummarized(self, report: IndexReport) -> None:
+        """Documents of this run whose descriptions the model could not summarize end failed (the
+        descriptions keep their stand-ins), so that the next run indexes them again."""
+        failures = report.refresh.summary_failures if report.refresh is not None else {}
+        for number, outcome in enumerate(report.documents):
+            error = failures.get(outcome.doc_id)
+            if outcome.status == "indexed" and error:
+                self.meta.set_document_status(outcome.doc_id, "failed", message=f"{outcome.message}; {error}",
+                                              error=error)
+                report.documents[number] = dataclasses.replace(outcome, status="failed", message=error)
 
     @staticmethod
     def _named_files(paths: Sequence[Path]) -> list[tuple[str, Path]]:
@@ -381,26 +449,34 @@ class Engine:
                 named.append((given.name, given))
         return named
 
-    def _index_file(self, kb: KnowledgeBase, name: str, path: Path, progress: ProgressFn,
-                    cancel: CancelCheck, force: bool) -> DocOutcome:
-        # an unreadable file is registered unread, to fail with its reason (type, size, permissions,
-        # a dangling link)
-        try:
-            size = path.stat().st_size
-            readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= self.settings.max_file_bytes
-            data = path.read_bytes() if readable else b""
-        except OSError as exc:
-            doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
-            reason = f"{name}: cannot read the file ({exc.strerror or exc})"
-            self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
-            return DocOutcome(name, "failed", doc.id, 0, reason)
-        digest = hashlib.sha256(data).hexdigest()
-        doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
-                                                 content_hash=digest)
-        if not changed and not force:
-            return DocOutcome(name, "skipped", doc.id, doc.chunk_count, "unchanged")
-        return self.index_bytes(kb, doc, data if size <= self.settings.max_file_bytes else None, size,
-                                progress=progress, cancel=cancel)
+    def _register_files(self, kb: KnowledgeBase, files: Sequence[tuple[str, Path]],
+                        force: bool) -> list[DocumentInput | DocOutcome]:
+        """The files' document rows, registered or updated in one transaction; an outcome for each
+        file with nothing to run (unchanged, or unreadable)."""
+        limit = self.settings.max_file_bytes
+        out: list[DocumentInput | DocOutcome | None] = [None] * len(files)
+        found: list[tuple[int, DocumentFile, bool]] = []
+        for number, (name, path) in enumerate(files):
+            # an unreadable file is registered unread, to fail with its reason (type, size,
+            # permissions, a dangling link)
+            try:
+                size = path.stat().st_size
+                readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
+                digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
+            except OSError as exc:
+                doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
+                reason = f"{name}: cannot read the file ({exc.strerror or exc})"
+                self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
+                out[number] = DocOutcome(name, "failed", doc.id, 0, reason)
+                continue
+            found.append((number, DocumentFile(name, str(path.resolve()), size, digest), readable))
+        registered = self.meta.upsert_documents(kb.id, [f for _, f, _ in found])
+        for (number, file, readable), (doc, changed) in zip(found, registered):
+            if not changed and not force:
+                out[number] = DocOutcome(file.name, "skipped", doc.id, doc.chunk_count, "unchanged")
+            else:
+                out[number] = DocumentInput(doc, _reader(Path(file.location), readable, file.size <= limit), file.size)
+        return [o for o in out if o is not None]
 
     def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
         """A progress callback that also records the document's progress (at most twice a second)."""
@@ -426,51 +502,13 @@ class Engine:
     def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
                     progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
-        meta = self.meta
-        progress = self._tracked(doc.id, progress)
-        meta.set_document_status(doc.id, "running", progress=0.0, message="parsing")
-        try:
-            if data is None:
-                raise ParseError(doc.name, f"{size} bytes is over the limit of {self.settings.max_file_bytes} "
-                                           "(KBGRAPH_MAX_FILE_BYTES)")
-            parsed = read_bytes(doc.name, data, max_bytes=self.settings.max_file_bytes)
-            ctx = self.context(kb)
-            parsed_result = pipeline.parse_document(self._document_chunking(ctx, doc), doc.id, parsed,
-                                                    progress=progress, cancel=cancel)
-            message = f"{parsed_result.chunks} chunks"
-            if kb.graph.enabled:
-                extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
-                message += (f"; {extracted.entity_mentions} entity and {extracted.relation_mentions} relation "
-                            f"mentions; {merged.entities_written} entities updated")
-                if extracted.failed_chunks:
-                    return self._partial(doc, parsed_result, extracted, message)
-            meta.set_document_status(doc.id, "done", message=message, chunk_count=parsed_result.chunks,
-                                     token_count=parsed_result.tokens)
-            return DocOutcome(doc.name, "indexed", doc.id, parsed_result.chunks, message)
-        except ParseError as exc:
-            meta.set_document_status(doc.id, "failed", message="could not be parsed", error=str(exc))
-            return DocOutcome(doc.name, "failed", doc.id, 0, str(exc))
-        except pipeline.Cancelled:
-            meta.set_document_status(doc.id, "cancelled", message="cancelled")
-            return DocOutcome(doc.name, "cancelled", doc.id, 0, "cancelled")
-        except (MetaError, KBGraphError):
-            raise
-        except Exception as exc:  # one broken document must not stop the others
-            meta.set_document_status(doc.id, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
-            return DocOutcome(doc.name, "failed", doc.id, 0, f"{type(exc).__name__}: {exc}")
-
-    def _partial(self, doc: Document, parsed: pipeline.ParseResult, extracted: pipeline.ExtractResult,
-                 message: str) -> DocOutcome:
-        """A document whose graph extraction failed for some chunks: searchable, but not done. It
-        ends "failed" with the count, so it is indexed again on the next run, where only those
-        chunks cost model calls (the others' answers parsed, so they come from the cache)."""
-        failed = len(extracted.failed_chunks)
-        error = (f"partial: graph extraction failed for {failed} of {parsed.chunks} chunk(s) "
-                 f"({extracted.errors[0]}); the other chunks are indexed; parse the document again to retry "
-                 f"only the failed ones")
-        self.meta.set_document_status(doc.id, "failed", message=f"{message}; {error}", error=error,
-                                      chunk_count=parsed.chunks, token_count=parsed.tokens)
-        return DocOutcome(doc.name, "failed", doc.id, parsed.chunks, error)
+        ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
+                       chunking=self._document_chunking)
+        outcomes = run.run([DocumentInput(doc, lambda: data, size)], total=1)
+        if doc.id in run.vanished:
+            raise NotFound(f"document {doc.id!r} was deleted while it was indexed")
+        return outcomes[0]
 
     @staticmethod
     def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:

@@ -54,7 +54,7 @@ class Settings:
     embedding_api_key: str = ""
     embedding_batch_size: int = 64
     # batches of one embed call in flight at once ("openai" provider)
-    embedding_concurrency: int = 4
+    embedding_concurrency: int = 16
     embedding_dim: int = 384  # only for the hash embedder; the others report their own
     # cores one local-embedder call may use; more than a process really has slows every call down
     embedding_threads: int = 1
@@ -69,12 +69,24 @@ class Settings:
     llm_max_tokens: int = 4096
     llm_timeout: float = 120.0
     llm_max_retries: int = 4
-    llm_concurrency: int = 4
+    # chat calls in flight at once per process (hosted APIs allow this many and more)
+    llm_concurrency: int = 16
+    # chat calls in flight at once for one knowledge base (0: llm_concurrency)
+    llm_kb_concurrency: int = 16
+    # request and token budgets per minute for the chat model (0: unlimited); a 429's Retry-After
+    # pauses every call to the model, not only the one that got it
+    llm_requests_per_minute: int = 0
+    llm_tokens_per_minute: int = 0
 
     # ingestion defaults (a knowledge base may override chunking)
     max_file_bytes: int = 50_000_000
     chunk_tokens: int = 512
     chunk_overlap: int = 64
+    # documents of one indexing run parsed, embedded and stored together (one embedding batch and
+    # one store transaction), and merged together into the graph
+    index_batch_documents: int = 64
+    # documents parsed but not yet merged into the graph: bounds the memory of a run
+    index_documents_in_flight: int = 256
 
     # retrieval defaults
     vector_similarity_weight: float = 0.3
@@ -84,8 +96,15 @@ class Settings:
 
     # knowledge graph defaults
     max_gleanings: int = 1
+    # chunks of fewer tokens get no gleaning round (a short text is listed whole in one pass)
+    glean_min_tokens: int = 256
     summary_max_tokens: int = 500
+    # fragments put into one summary prompt (at least twice summary_max_tokens); more are summarized
+    # in groups, then the group summaries
+    summary_prompt_tokens: int = 4000
     max_cluster_size: int = 10
+    # communities with fewer entities get a report put together from their rows, not an LLM call
+    report_min_entities: int = 3
     language: str = "English"
     empty_response: str = "I cannot find this in the knowledge base."
 
@@ -164,9 +183,12 @@ def _validate(settings: Settings) -> None:
     if not 0.0 <= settings.vector_similarity_weight <= 1.0:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
     for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size", "embedding_threads",
-                 "store_connections", "web_workers", "web_threads"):
+                 "store_connections", "web_workers", "web_threads", "index_batch_documents", "index_documents_in_flight"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
+    for name in ("llm_kb_concurrency", "llm_requests_per_minute", "llm_tokens_per_minute"):
+        if getattr(settings, name) < 0:
+            raise ConfigError(f"setting {name!r} must be 0 (no limit) or more, not {getattr(settings, name)}")
     for name in ("task_heartbeat", "broker_visibility_timeout"):
         if not getattr(settings, name) > 0:
             raise ConfigError(f"setting {name!r} must be positive, not {getattr(settings, name)}")

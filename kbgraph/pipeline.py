@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import orjson
@@ -20,10 +21,11 @@ import orjson
 from kbgraph.config import Settings
 from kbgraph.gc_scope import bulk_gc
 from kbgraph.graph.derive import (
-    MENTION_FORMAT, AliasMap, DeriveResult, document_entity_mentions, load_aliases, pairs_touching, recompute,
+    MENTION_FORMAT, AliasMap, DeriveResult, entity_description_inputs, load_aliases, pairs_touching, recompute,
+    relation_description_inputs,
     touched_keys, touched_pairs, upgrade_mentions,
 )
-from kbgraph.graph.describe import Describer
+from kbgraph.graph.describe import Describer, SummaryError
 from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
 from kbgraph.graph.extract_llm import ExtractionError
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
@@ -77,6 +79,10 @@ class KBContext:
     chunk_tokens: int = 512
     chunk_overlap: int = 64
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # merges leave descriptions over the budget to the refresh's summary pass (a run of many
+    # documents: one summary per entity per run); False: merges summarize them at once (a worker's
+    # single document, whose graph should be final when its task ends)
+    defer_summaries: bool = True
 
     def embed(self, texts: Sequence[str]) -> list[np.ndarray]:
         """One float32 vector per text, as rows of one array: the stores take arrays as they take
@@ -91,8 +97,16 @@ class KBContext:
         return vector_field(self.embedder.dim)
 
     def describer(self) -> Describer:
+        """Descriptions as the graph holds them once the summary pass has run (what a rebuild gives)."""
         return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language,
-                         concurrency=self.settings.llm_concurrency)
+                         concurrency=self.settings.llm_concurrency, prompt_tokens=self.settings.summary_prompt_tokens)
+
+    def merge_describer(self) -> Describer:
+        """Descriptions as merges write them: over the budget, a stand-in left for the summary pass."""
+        if not self.defer_summaries:
+            return self.describer()
+        return Describer(self.chat, self.settings.summary_max_tokens, self.settings.language,
+                         prompt_tokens=self.settings.summary_prompt_tokens, deferred=True)
 
 
 def _report(ctx: KBContext, progress: ProgressFn, phase: str, done: int, total: int, message: str = "") -> None:
@@ -149,6 +163,50 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     return ParseResult(chunks=len(spans), tokens=total_tokens)
 
 
+def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) -> list[list[Chunk]]:
+    """Each document's chunks, without vectors or search tokens (store_chunks adds them): what
+    extraction needs, which need not wait for the rest."""
+    now = time.time()
+    out: list[list[Chunk]] = []
+    for doc_id, parsed in docs:
+        out.append([Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
+                          content=s.text, content_tokens="", title_tokens="",
+                          position=s.position, start=s.start, end=s.end, token_count=s.token_count,
+                          page=parsed.page_at(s.start) or 0, created=now)
+                    for s in parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)])
+    return out
+
+
+@bulk_gc()
+def store_chunks(ctx: KBContext, doc_ids: Sequence[str], chunks: Sequence[Sequence[Chunk]], *,
+                 cancel: CancelCheck = never) -> list[ParseResult]:
+    """``parse_document``'s embedding and writing for many small documents at once: their chunks
+    are embedded in one batch and stored in one transaction, which for documents of a chunk or two
+    costs a fraction of one embedding call and one commit per document."""
+    _check(cancel)
+    vectors = iter(ctx.embed([c.content for doc_chunks in chunks for c in doc_chunks]))
+    rows: list[dict] = []
+    titles: dict[str, str] = {}
+    for doc_chunks in chunks:
+        for c in doc_chunks:
+            c.vector = next(vectors)
+            if c.doc_name not in titles:
+                titles[c.doc_name] = token_string(c.doc_name)
+            rows.append(replace(c, content_tokens=token_string(c.content), title_tokens=titles[c.doc_name]).to_doc())
+            c.vector = None  # the store has it; a document in flight keeps only its text
+    _check(cancel)
+    with ctx.store.batch():
+        ids = list(doc_ids)
+        for start in range(0, len(ids), 500):
+            # earlier chunks of these documents (older versions, or a killed run) must not survive
+            ctx.store.delete(ctx.tenant, [ctx.kb_id], [any_of("doc_id", ids[start:start + 500]),
+                                                       missing("knowledge_graph_kwd")], refresh=False)
+        for start in range(0, len(rows), _WRITE_ROWS):
+            ctx.store.upsert(ctx.tenant, ctx.kb_id, rows[start:start + _WRITE_ROWS], refresh=False)
+    ctx.store.refresh(ctx.tenant)
+    return [ParseResult(chunks=len(c), tokens=sum(x.token_count for x in c)) for c in chunks]
+
+
 def embed_ahead(ctx: KBContext, batches: Sequence[Sequence[str]], cancel: CancelCheck = never
                 ) -> Iterator[list[np.ndarray]]:
     """The vectors of each batch of texts, in order. The next batch is being embedded while the
@@ -187,7 +245,19 @@ def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
 
 def build_document_extractor(ctx: KBContext) -> Extractor:
     return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
-                           max_gleanings=ctx.graph.max_gleanings)
+                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens)
+
+
+def extract_chunk(ctx: KBContext, extractor: Extractor, chunk: Chunk, cancel: CancelCheck = never
+                  ) -> tuple[ChunkExtraction | None, str]:
+    """One chunk's extraction, or None and why the extractor gave up on it (after its retries)."""
+    _check(cancel)
+    try:
+        return extractor.extract(chunk.content, cancel=cancel), ""
+    except Cancelled:
+        raise
+    except (LLMError, ExtractionError) as exc:
+        return None, str(exc)
 
 
 @bulk_gc()
@@ -278,14 +348,17 @@ def _ensure_mention_format(ctx: KBContext) -> GraphMeta:
     return meta
 
 
-def _rows_citing(ctx: KBContext, doc_id: str) -> tuple[set[str], set[tuple[str, str]]]:
-    """Keys of derived rows that cite the document (they may come from mentions since replaced)."""
-    keys = {d["entity_key_kwd"] for d in ctx.store.scan(
-        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Entity.KIND), eq("doc_ids_kwd", doc_id)],
-        fields=["entity_key_kwd"])}
-    pairs = {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
-        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Relation.KIND), eq("doc_ids_kwd", doc_id)],
-        fields=["src_key_kwd", "tgt_key_kwd"])}
+def _rows_citing(ctx: KBContext, doc_ids: Sequence[str]) -> tuple[set[str], set[tuple[str, str]]]:
+    """Keys of derived rows that cite the documents (they may come from mentions since replaced)."""
+    keys: set[str] = set()
+    pairs: set[tuple[str, str]] = set()
+    for start in range(0, len(doc_ids), 500):
+        cites = any_of("doc_ids_kwd", list(doc_ids[start:start + 500]))
+        keys |= {d["entity_key_kwd"] for d in ctx.store.scan(
+            ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Entity.KIND), cites], fields=["entity_key_kwd"])}
+        pairs |= {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
+            ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", Relation.KIND), cites],
+            fields=["src_key_kwd", "tgt_key_kwd"])}
     return keys, pairs
 
 
@@ -296,18 +369,47 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     Touches only the keys the document's mentions name, plus the keys of rows that still cite
     the document (an earlier extraction of it may have named keys the new one does not).
     """
+    return merge_documents(ctx, [doc_id])
+
+
+@bulk_gc()
+def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = ()) -> DeriveResult:
+    """``merge_document`` for several documents at once, in one transaction: a row touched by many
+    of them is derived (and written) once. The graph is a function of the mentions, so this equals
+    merging them one by one. ``mentions``: rows of these documents to store first, replacing the
+    ones they had (in the same transaction: mentions and the rows derived from them agree)."""
     with ctx.store.batch():
-        return _merge(ctx, doc_id)
+        if mentions:
+            replace_mentions(ctx, doc_ids, mentions)
+        return _merge(ctx, list(doc_ids))
 
 
-def _merge(ctx: KBContext, doc_id: str) -> DeriveResult:
+def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict]) -> None:
+    for start in range(0, len(doc_ids), 500):
+        ids = list(doc_ids[start:start + 500])
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [any_of("doc_id", ids),
+                                                   any_of("knowledge_graph_kwd", [EntityMention.KIND,
+                                                                                  RelationMention.KIND])],
+                         refresh=False)
+    for start in range(0, len(mentions), _WRITE_ROWS):
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, list(mentions[start:start + _WRITE_ROWS]), refresh=False)
+
+
+def _merge(ctx: KBContext, doc_ids: list[str]) -> DeriveResult:
     meta = _ensure_mention_format(ctx)
-    added = document_entity_mentions(ctx.store, ctx.tenant, ctx.kb_id, doc_id)
-    pairs = touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
-    cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
+    added: dict[str, list[EntityMention]] = {}
+    pairs: set[tuple[str, str]] = set()
+    for start in range(0, len(doc_ids), 500):
+        ids = doc_ids[start:start + 500]
+        for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND),
+                                                            any_of("doc_id", ids)]):
+            mention = EntityMention.from_doc(doc)
+            added.setdefault(mention.key, []).append(mention)
+        pairs |= touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [any_of("doc_id", ids)])
+    cited_keys, cited_pairs = _rows_citing(ctx, doc_ids)
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, set(added) | cited_keys, pairs | cited_pairs,
-                       ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name,
-                       added=added)
+                       ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
+                       ctx.vector_name, added=added)
     _bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 
@@ -318,12 +420,13 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
     with ctx.store.batch():  # all of it or nothing
         _ensure_mention_format(ctx)
         keys, pairs = touched_keys(ctx.store, ctx.tenant, ctx.kb_id, [eq("doc_id", doc_id)])
-        cited_keys, cited_pairs = _rows_citing(ctx, doc_id)
+        cited_keys, cited_pairs = _rows_citing(ctx, [doc_id])
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id)])
         change = DeriveResult()
         if keys or pairs or cited_keys or cited_pairs:
             change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
-                               ctx.describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id), ctx.vector_name)
+                               ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
+                               ctx.vector_name)
             _bump_version(ctx, change)
         return change
 
@@ -350,6 +453,9 @@ class RefreshResult:
     reports_removed: int = 0
     report_fallbacks: int = 0
     embedded: int = 0
+    summarized: int = 0
+    # document id -> why a description it contributes to could not be summarized (left pending)
+    summary_failures: dict[str, str] = field(default_factory=dict)
     resolution_asked: int = 0
     resolution_merged: int = 0
     skipped: list[str] = field(default_factory=list)
@@ -363,6 +469,8 @@ class GraphRows:
     relations: list[Relation]
     # rows whose text changed since their last vector (``embedded_int`` 0)
     unembedded: set[str] = field(default_factory=set)
+    # rows whose description waits for the summary pass (``summary_pending_int`` 1)
+    pending: set[str] = field(default_factory=set)
 
 
 def _graph_rows(ctx: KBContext) -> GraphRows:
@@ -372,7 +480,71 @@ def _graph_rows(ctx: KBContext) -> GraphRows:
             into.append(kind.from_doc(doc))
             if not doc.get("embedded_int"):
                 rows.unembedded.add(doc["id"])
+            if doc.get("summary_pending_int"):
+                rows.pending.add(doc["id"])
     return rows
+
+
+def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
+                      cancel: CancelCheck = never, failures: dict[str, str] | None = None) -> int:
+    """Give every row of ``rows`` whose description waits for a summary (merges leave summaries to
+    this pass, kbgraph.graph.describe) the summary of all its fragments, several at a time; the
+    rows are then due for a new vector. Returns how many rows were summarized.
+
+    An entity touched by many documents of a batch is summarized once, from its fragments as the
+    batch left them: the same description a rebuild from the mentions would ask for. A summary the
+    model botched twice (describe.SummaryError) leaves its row pending; ``failures`` then gets the
+    error for each document the row cites.
+    """
+    failures = failures if failures is not None else {}
+    entities = [e for e in rows.entities if e.id in rows.pending]
+    relations = [r for r in rows.relations if r.id in rows.pending]
+    total = len(entities) + len(relations)
+    if not total:
+        return 0
+    _report(ctx, progress, "summaries", 0, total)
+    describer = ctx.describer()
+    aliases = load_aliases(ctx.store, ctx.tenant, ctx.kb_id)
+    entity_inputs = entity_description_inputs(ctx.store, ctx.tenant, ctx.kb_id, [e.key for e in entities], aliases)
+    relation_inputs = relation_description_inputs(ctx.store, ctx.tenant, ctx.kb_id, relations, aliases)
+    work: list[tuple[Entity | Relation, tuple[str, str, list[str]]]] = (
+        [(e, entity_inputs[e.key]) for e in entities if e.key in entity_inputs]
+        + [(r, relation_inputs[(r.src_key, r.tgt_key)]) for r in relations if (r.src_key, r.tgt_key) in relation_inputs])
+
+    def describe(item: tuple[Entity | Relation, tuple[str, str, list[str]]]) -> tuple[Entity | Relation, str | None]:
+        _check(cancel)
+        row, (kind, name, fragments) = item
+        try:
+            return row, describer.summary(kind, name, fragments)
+        except SummaryError as exc:  # the row keeps its stand-in and stays pending: never garbage
+            for doc_id in row.doc_ids:
+                failures.setdefault(doc_id, str(exc))
+            return row, None
+
+    waiting: list[dict] = []
+    workers = max(1, min(ctx.settings.llm_concurrency, len(work))) if ctx.chat is not None else 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for done, (row, description) in enumerate(pool.map(describe, work), start=1):
+            if description is None:
+                continue
+            row.description, row.summary_pending, row.vector = description, False, None
+            if isinstance(row, Entity):
+                row.derivation = None  # the description is no longer its first fragments
+                row.description_tokens = token_string(description)
+            else:
+                row.description_tokens = token_string(" ".join([row.src_name, row.tgt_name, description,
+                                                                *row.keywords]))
+            rows.unembedded.add(row.id)
+            waiting.append(row.to_doc())
+            if len(waiting) >= _WRITE_ROWS:
+                ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
+                waiting = []
+            _report(ctx, progress, "summaries", done, total)
+    if waiting:
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
+    rows.pending.clear()
+    ctx.store.refresh(ctx.tenant)
+    return len(work)
 
 
 def _refresh_pagerank(ctx: KBContext, entities: list[Entity], relations: list[Relation], changes: RowChanges) -> int:
@@ -407,6 +579,13 @@ def _report_input_hash(members: Sequence[Entity], relations: Sequence[Relation],
     return digest.hexdigest()
 
 
+def _by_llm(ctx: KBContext, entities: int) -> bool:
+    """Whether a community of this many entities gets an LLM report (else one put together from its
+    rows): a single entity has nothing to summarize beyond its own description, and a community
+    under ``report_min_entities`` (a pair and its one relation) little beyond its rows."""
+    return ctx.chat is not None and entities >= max(2, ctx.settings.report_min_entities)
+
+
 def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
                          result: RefreshResult, changes: RowChanges, progress: ProgressFn, cancel: CancelCheck) -> None:
     from kbgraph.graph.communities import detect_communities
@@ -431,7 +610,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
     inputs = {rid: _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
                                       member_relations(set(c.member_keys)),
-                                      ctx.chat is not None and len(c.member_keys) > 1)
+                                      _by_llm(ctx, sum(1 for k in c.member_keys if k in by_key)))
               for rid, c in wanted.items()}
     todo = [(rid, c) for rid, c in wanted.items() if not existing.get(rid) or existing[rid] != inputs[rid]]
     result.reports_reused = len(wanted) - len(todo)
@@ -441,8 +620,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         rid, community = rid_community
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
-        # a community of one entity has nothing to summarize beyond that entity's own description
-        if ctx.chat is not None and len(member_entities) > 1:
+        if _by_llm(ctx, len(member_entities)):
             content = llm_report(ctx.chat, community, member_entities, member_relations(members),
                                  language=ctx.settings.language)
         else:
@@ -509,8 +687,8 @@ def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
     raw_pairs |= {(d["src_key_kwd"], d["tgt_key_kwd"]) for d in ctx.store.scan(
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("tgt_key_kwd", sorted(keys))],
         fields=["src_key_kwd", "tgt_key_kwd"])}
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.describer(), None, after,
-                       ctx.vector_name)
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.merge_describer(), None,
+                       after, ctx.vector_name)
     _bump_version(ctx, change)
     return change
 
@@ -546,16 +724,19 @@ class RowChanges:
         self.ctx = ctx
         self.limit = limit
         self.rows: dict[str, dict] = {}
+        self._lock = threading.RLock()  # the embedding pass may add from its own thread
 
     def add(self, row_id: str, fields: dict) -> None:
-        self.rows.setdefault(row_id, {}).update(fields)
-        if len(self.rows) >= self.limit:
-            self.write()
+        with self._lock:
+            self.rows.setdefault(row_id, {}).update(fields)
+            if len(self.rows) >= self.limit:
+                self.write()
 
     def write(self) -> None:
-        if self.rows:
-            self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, self.rows, refresh=False)
-            self.rows = {}
+        with self._lock:
+            if self.rows:
+                self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, self.rows, refresh=False)
+                self.rows = {}
 
 
 def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
@@ -594,6 +775,18 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     rows = _graph_rows(ctx)
+    result.summarized = summarize_pending(ctx, rows, progress=progress, cancel=cancel,
+                                          failures=result.summary_failures)
+    # with a remote model the vectors are fetched while the reports are written (both wait on the
+    # network); resolution re-derives rows, so with it on the vectors come first
+    if ctx.chat is not None and not ctx.graph.resolution:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-embed") as pool:
+            embedding = pool.submit(embed_pending, ctx, rows, progress=progress, cancel=cancel, into=changes)
+            try:
+                meta = _ranked_and_reported(ctx, load_graph_meta(ctx), rows, result, changes, force, progress, cancel)
+            finally:
+                result.embedded = embedding.result()
+        return meta
     result.embedded = embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
     meta = load_graph_meta(ctx)
     if ctx.graph.resolution and (force or meta.is_stale("resolution")):
@@ -604,11 +797,18 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
             changes.write()  # merges re-derive rows: a vector waiting here could be stale after them
             _refresh_resolution(ctx, rows.entities, result, cancel)
             rows = _graph_rows(ctx)
+            result.summarized += summarize_pending(ctx, rows, progress=progress, cancel=cancel,
+                                                   failures=result.summary_failures)
             result.embedded += embed_pending(ctx, rows, progress=progress, cancel=cancel,
                                              into=changes)  # merged rows
             meta = load_graph_meta(ctx)  # merges bump the graph version
             meta.phase_versions["resolution"], meta.phase_status["resolution"] = meta.version, "done"
             _report(ctx, progress, "resolution", 1, 1)
+    return _ranked_and_reported(ctx, meta, rows, result, changes, force, progress, cancel)
+
+
+def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, result: RefreshResult,
+                         changes: RowChanges, force: bool, progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     entities, relations = rows.entities, rows.relations
     if force or meta.is_stale("pagerank"):
         _report(ctx, progress, "pagerank", 0, 1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from celery import shared_task
 from kbgraph import pipeline
 from kbgraph.app import Engine
 from kbgraph.llm.base import UsageLedger
-from kbgraph.meta import FINISHED, MetaDB, NotFound
+from kbgraph.meta import FINISHED, KnowledgeBase, MetaDB, NotFound
 from kbgraph.pipeline import Progress
 from task_executor.celery_app import KBCelery
 from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
@@ -133,7 +134,7 @@ def _already_finished(meta: MetaDB, kb_id: str, task_id: str) -> bool:
         return False  # the run itself finds out and stops quietly
 
 
-def run_once(app: KBCelery, kb_id: str, task_id: str, run: Any) -> dict[str, Any]:
+def run_once(app: KBCelery, kb_id: str, task_id: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """``run()`` unless this task already ended or runs in a live worker: a message may arrive twice
     (the broker's redelivery after a kill, a sweep's re-queue), the work must not happen twice."""
     meta = app.engines().meta
@@ -203,7 +204,7 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
         raise
 
 
-def _refresh_after_failure(app: KBCelery, tenant_id: str, kb: Any) -> None:
+def _refresh_after_failure(app: KBCelery, tenant_id: str, kb: KnowledgeBase) -> None:
     # a run that failed after merging part of its document changed the graph: the KB phases
     # (PageRank, communities, reports) must catch up instead of waiting for the next document
     if kb.graph.enabled:

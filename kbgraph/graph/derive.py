@@ -194,6 +194,10 @@ def _entity_from_facts(kb_id: str, key: str, facts: EntityFacts, describe: Descr
         description=description, name_tokens=token_string(" ".join([name, *aliases])),
         description_tokens=tokens(description), aliases=aliases, doc_ids=doc_ids, chunk_ids=chunk_ids,
         mention_count=facts.mention_count, derivation=_derivation_state(facts, description, doc_ids, chunk_ids),
+        # fragments past the ones an extended row kept (``beyond``) put the whole set over the budget
+        # even where the kept ones and the new ones still fit
+        summary_pending=_pending(describe, fragments) or (
+            facts.beyond is not None and isinstance(describe, Describer) and describe.deferred),
     )
 
 
@@ -258,8 +262,13 @@ def _add_mentions(facts: EntityFacts, added: Sequence[EntityMention]) -> None:
 
 
 def _truncates(describe: Describe) -> bool:
-    """Whether a description too long for the budget is its first fragments (no LLM summary)."""
-    return isinstance(describe, Describer) and describe.chat is None
+    """Whether a description too long for the budget is its first fragments (no LLM summary, or
+    the summary left for the KB's summary pass)."""
+    return isinstance(describe, Describer) and (describe.chat is None or describe.deferred)
+
+
+def _pending(describe: Describe, fragments: Sequence[str]) -> bool:
+    return isinstance(describe, Describer) and describe.pending(fragments)
 
 
 def derive_entity(kb_id: str, key: str, mentions: Sequence[EntityMention], describe: Describe,
@@ -288,7 +297,8 @@ def derive_relation(kb_id: str, src: str, tgt: str, mentions: Sequence[RelationM
                     names: Mapping[str, str], describe: Describe) -> Relation:
     ordered = _in_order(mentions)
     src_name, tgt_name = names.get(src, src), names.get(tgt, tgt)
-    description = describe(*_relation_description_input(src, tgt, ordered, names))
+    kind, subject, fragments = _relation_description_input(src, tgt, ordered, names)
+    description = describe(kind, subject, fragments)
     keyword_counts = Counter(k.strip().lower() for m in ordered for k in m.keywords if k.strip())
     keywords = sorted(keyword_counts, key=lambda k: (-keyword_counts[k], k))[:12]
     return Relation(
@@ -296,7 +306,7 @@ def derive_relation(kb_id: str, src: str, tgt: str, mentions: Sequence[RelationM
         description_tokens=token_string(" ".join([src_name, tgt_name, description, *keywords])),
         keywords=keywords, weight=round(sum(m.weight for m in ordered), 6),
         doc_ids=sorted({m.doc_id for m in ordered}), chunk_ids=sorted({m.chunk_id for m in ordered}),
-        mention_count=len(ordered),
+        mention_count=len(ordered), summary_pending=_pending(describe, fragments),
     )
 
 
@@ -534,3 +544,25 @@ def touched_pairs(store: DocStore, tenant: str, kb_id: str, where: Sequence[Cond
     """The relation pairs of the mentions matching ``where``."""
     return {(doc["src_key_kwd"], doc["tgt_key_kwd"]) for doc in store.scan(
         tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), *where], fields=["src_key_kwd", "tgt_key_kwd"])}
+
+
+def entity_description_inputs(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str],
+                              aliases: AliasMap) -> dict[str, tuple[str, str, list[str]]]:
+    """(kind, display name, fragments) of these canonical entity keys, from all their mentions:
+    what their descriptions are made from (for the summary pass)."""
+    return {key: _description_input(key, entity_facts(mentions))
+            for key, mentions in _entity_mentions(store, tenant, kb_id, keys, aliases).items()}
+
+
+def relation_description_inputs(store: DocStore, tenant: str, kb_id: str, rows: Sequence[Relation],
+                                aliases: AliasMap) -> dict[tuple[str, str], tuple[str, str, list[str]]]:
+    """(kind, subject, fragments) of these relation rows, from all their mentions; the subject
+    names the endpoints as the rows do (as a derivation names them)."""
+    mentions = _relation_mentions(store, tenant, kb_id, [(r.src_key, r.tgt_key) for r in rows], aliases)
+    out: dict[tuple[str, str], tuple[str, str, list[str]]] = {}
+    for row in rows:
+        pair = (row.src_key, row.tgt_key)
+        if pair in mentions:
+            out[pair] = _relation_description_input(row.src_key, row.tgt_key, _in_order(mentions[pair]),
+                                                    {row.src_key: row.src_name, row.tgt_key: row.tgt_name})
+    return out

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from kbgraph.graph.extract import ChunkExtraction, ExtractionError, ExtractedEntity, ExtractedRelation, finalize
 from kbgraph.graph.output_parser import ParsedOutput, parse_records
 from kbgraph.llm.base import Cancelled, CancelCheck, ChatModel, Message
+from kbgraph.parse.chunker import count_tokens
 from kbgraph.prompts import prompt_version, render
 
 TUPLE_DELIMITER = "<|>"
@@ -43,7 +44,7 @@ def _garbled(answer: str, parsed: ParsedOutput) -> bool:
 
 class LLMExtractor:
     def __init__(self, chat: ChatModel, method: str = "general", entity_types: Sequence[str] = (),
-                 language: str = "English", max_gleanings: int = 1) -> None:
+                 language: str = "English", max_gleanings: int = 1, glean_min_tokens: int = 0) -> None:
         if method not in ("general", "light"):
             raise ValueError(f"LLMExtractor handles 'general' and 'light', not {method!r}")
         self.chat = chat
@@ -51,6 +52,9 @@ class LLMExtractor:
         self.entity_types = list(entity_types) or ["organization", "person", "geo", "event", "category"]
         self.language = language or "English"
         self.max_gleanings = max(0, int(max_gleanings))
+        # a chunk shorter than this is not gleaned: one pass lists what a short text names, and a
+        # gleaning round costs a call that re-sends the whole conversation
+        self.glean_min_tokens = max(0, int(glean_min_tokens))
         self.template = f"extract_{method}"
         self._delims = {"tuple_delimiter": TUPLE_DELIMITER, "record_delimiter": RECORD_DELIMITER,
                         "completion_delimiter": COMPLETION_DELIMITER}
@@ -97,7 +101,8 @@ class LLMExtractor:
         relations: list[ExtractedRelation] = list(parsed.relations)
         dropped = parsed.dropped
 
-        for round_no in range(1, self.max_gleanings + 1):
+        gleanings = self.max_gleanings if count_tokens(text) >= self.glean_min_tokens else 0
+        for round_no in range(1, gleanings + 1):
             messages += [Message("assistant", answer), Message("user", self._continue_text)]
             answer = self._call(messages, "glean", self._continue_version, cancel)
             calls += 1
@@ -105,7 +110,7 @@ class LLMExtractor:
             entities += more.entities
             relations += more.relations
             dropped += more.dropped
-            if round_no == self.max_gleanings:
+            if round_no == gleanings:
                 break
             check = messages + [Message("assistant", answer), Message("user", self._check_text)]
             verdict = self._call(check, "glean", self._check_version, cancel, max_tokens=16)

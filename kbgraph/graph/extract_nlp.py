@@ -72,7 +72,29 @@ january february march april may june july august september october november dec
 monday tuesday wednesday thursday friday saturday sunday
 chapter stave illustration contents title author note footnote figure table section page volume part appendix
 end start beginning introduction preface index copyright license
+thanks thank thx sorry yeah yep yup nope lol omg wow haha hmm oops congrats congratulations cheers welcome
+great nice cool sure looking hey hiya morning evening afternoon night tonight today tomorrow yesterday
+asap fyi btw tbd eta eod imo imho tl dr dm pm am ps nb aka ok ooo wfh rsvp faq re fwd cc bcc
+mondays tuesdays wednesdays thursdays fridays saturdays sundays weekend weekends
+jan feb mar apr jun jul aug sep sept oct nov dec mon tue tues wed thu thurs fri sat sun
 """.split())
+# words that name a role in front of a name or an organization ("CEO of Corvid Interactive"): cut, no vote
+_ROLES = frozenset("ceo cto cfo coo cmo vp chairman chairwoman director head founder manager".split())
+# the sentence is licence, legal or distribution boilerplate (a book's licence, a site's footer) when it
+# holds two of these: its names (the licensor, the foundation) would otherwise become top entities
+_BOILERPLATE = re.compile(
+    r"licen[cs]e|copyright|warrant|trademark|liabilit|redistribut|royalt|donation|terms of use|"
+    r"all rights reserved|e-?books?\b|e-?text|project gutenberg|https?://|www\.|public domain|disclaim|"
+    r"permission|refund|electronic works?", re.I)
+# a table-of-contents line: a chapter word, then a title, then a page number or dotted leader
+_CONTENTS_LINE = re.compile(r"(?im)^[ \t]*(?:chapter|stave|part|book|section|appendix|[ivxlc]+\.)\b[^\n]{0,80}"
+                            r"(?:\.{3,}|\s\d{1,4})[ \t]*$")
+# a speaker at the start of a chat or script line: "AdamSmith: ...", "Li Hua: ...", "[10:02] Nora Lind: ..."
+_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?<?([A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2})>?:[ \t]")
+# a quoted title: "Moonlit Orchard", “Overwatch 3”, 'Keeper's Light'
+_QUOTED = re.compile(r"[\"“]([A-Z0-9][^\"“”\n]{1,60}?)[\"”]")
+# CamelCase handles and names ("LiHua", "JonasVale"), not Mc/Mac names ("McRae")
+_CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
 _CONNECTORS = frozenset("of the de von van der den da di du la le del des".split())
 _TITLES_DROP = frozenset("mr mister dr doctor prof professor sir captain capt uncle aunt master general colonel "
                          "col president rev reverend sgt sergeant lieutenant lt".split())
@@ -105,17 +127,23 @@ caroline catherine charles charlie charlotte chris christopher clara daniel davi
 emma eric fanny frank fred frederick george harry helen henry jack jacob james jane jenny jim joan joe john joseph
 kate katherine laura lily lucy margaret maria mark martha mary matthew michael molly nancy ned nell oliver paul
 peter philip polly richard robert rose ruth sally sam samuel sarah simon sophia steve susan thomas tim tom tony
-victoria walter william
+victoria walter william aaron ahmed ali amir ana andrea angela anton astrid carlos chen dev diego elena elif
+felix fatima gwen hana hans ines ivan jonas juan julia kenji li lin luca lucas malcolm maria marta mei mohammed
+nina nora olga omar owen pablo priya raj rosa sofia sven tomasz wei yuki zara
 """.split())
+_CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
+                          "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
+                          "覃武戴莫孔向汤欧阳司马上官诸葛")
 _CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept"}
 
-_LATIN = "A-Za-zÀ-ÖØ-öø-ÿ"
+_LATIN = "A-Za-zÀ-ÖØ-öø-ÿĀ-ɏ"
 _TOKEN = re.compile(rf"[{_LATIN}]+(?:['’\-][{_LATIN}]+)*")  # "--" (a dash) splits words
 _CJK_CHAR = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
 # a blank line, a sentence end, or the end of a heading/title line (a short line with no closing
 # punctuation, e.g. "Bubye River\nThe Bubye River is..."), so a title never runs into its text;
 # hard-wrapped prose lines are longer and keep joining ("Ebenezer\nScrooge")
-_BOUNDARY = re.compile(r"\n[ \t]*\n|(?m:^\S[^\n]{0,59}(?<![.,;:!?\-—–\s])(?=\n[ \t]*[\"'“‘(#*]*[A-Z\d\u4e00-\u9fff]))"
+_BOUNDARY = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?<?[A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2}>?:[ \t])"
+                       r"|(?m:^\S[^\n]{0,59}(?<![.,;:!?\-—–\s])(?=\n[ \t]*[\"'“‘(#*]*[A-Z\d\u4e00-\u9fff]))"
                        r"|[.!?…]+[\"'”’)\]_]*(?=\s|$)|[。！？；]+[”’」』\"]*")
 _WS_GAP = re.compile(r"^\s+$")
 _PLAIN_GAP = re.compile(r"^[\s,]+$")
@@ -176,6 +204,83 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def _without_boilerplate(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with licence/legal sentences and table-of-contents lines blanked (same length, so
+    offsets hold): names found there (the licensor, chapter titles) are not what the text is about."""
+    chars = list(text)
+    for start, end in spans:
+        if len({m.group(0).lower()[:6] for m in _BOILERPLATE.finditer(text, start, end)}) >= 2:
+            chars[start:end] = " " * (end - start)
+    for m in _CONTENTS_LINE.finditer(text):
+        chars[m.start():m.end()] = " " * (m.end() - m.start())
+    return "".join(chars)
+
+
+def _quoted_titles(text: str) -> list[tuple[int, int]]:
+    """Spans of quoted titles: at most six words, no sentence punctuation, most words capitalized or
+    numbers ("Moonlit Orchard", "Overwatch 3"); quoted speech ("How now?", "Thanks a lot") is not one."""
+    found = []
+    for m in _QUOTED.finditer(text):
+        inner = m.group(1).strip()
+        words = inner.split()
+        if not words or len(words) > 6 or re.search(r"[.!?,;:]$|[!?;]", inner):
+            continue
+        if words[0].lower() in _STOP:
+            continue
+        content = [w for w in words if w.lower() not in _CONNECTORS and w.lower() not in ("a", "an", "and", "or")]
+        if not content or sum(w[0].isupper() or w[0].isdigit() for w in content) < max(1, len(content)):
+            continue
+        found.append((m.start(1), m.start(1) + len(m.group(1).rstrip())))
+    return found
+
+
+def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[int, int, str]]
+                      ) -> list[tuple[int, int, str]]:
+    """A one-word name that is the first or last word of exactly one longer name of the chunk ("Dev"
+    and "Dev Patel", "Wren" and "Tobias Wren") is that entity: its occurrences and votes move there."""
+    longer: dict[str, set[str]] = defaultdict(set)
+    for key in cands:
+        parts = key.split()
+        # "Mrs. Fezziwig" is not "Fezziwig" (Mr. Fezziwig, titles dropped): titled names take no short form
+        if len(parts) >= 2 and parts[0].rstrip(".") not in _TITLE_ABBR:
+            longer[parts[0]].add(key)
+            longer[parts[-1]].add(key)
+    moved: dict[str, str] = {}
+    for key, cand in cands.items():
+        if " " in key or key not in longer or len(longer[key]) != 1:
+            continue
+        target = next(iter(longer[key]))
+        full = cands[target]
+        if full.votes and cand.votes and full.votes.most_common(1)[0][0] != cand.votes.most_common(1)[0][0]:
+            continue  # "Harbor" (a place) is not "Tin Harbor"'s short form only because it is its last word
+        moved[key] = target
+        full.proven = full.proven or cand.proven
+        full.votes.update(cand.votes)
+        full.sentences = sorted(set(full.sentences) | set(cand.sentences))
+        full.first_pos = min(full.first_pos, cand.first_pos)
+    for key in moved:
+        del cands[key]
+    return [(si, off, moved.get(key, key)) for si, off, key in occurrences]
+
+
+def _whole_names(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """jieba's (word, tag) pairs with split Chinese names put back together: a one-character surname
+    before a given name ("杨" + "明哲", "何" + "志远") is one person."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pairs):
+        word, flag = pairs[i]
+        nxt = pairs[i + 1] if i + 1 < len(pairs) else None
+        if nxt and len(word) == 1 and word in _CJK_SURNAMES and nxt[1] in ("nr", "nrfg", "nrt") \
+                and 1 <= len(nxt[0]) <= 2 and _CJK_CHAR.match(nxt[0]):
+            out.append((word + nxt[0], "nr"))
+            i += 2
+            continue
+        out.append((word, flag))
+        i += 1
+    return out
+
+
 def _shouting(toks: list[tuple[str, int, int]], i: int) -> bool:
     return 0 <= i < len(toks) and len(toks[i][0]) >= 2 and toks[i][0].isupper()
 
@@ -213,12 +318,14 @@ class NLPExtractor:
             return ChunkExtraction()
         spans = _sentences(text)
         starts = [s for s, _ in spans]
+        names_text = _without_boilerplate(text, spans)
         cands: dict[str, _Candidate] = {}
         # (sentence index, char offset, key) of every accepted-or-pending occurrence
         occurrences: list[tuple[int, int, str]] = []
-        self._latin(text, spans, starts, cands, occurrences)
-        if _CJK_CHAR.search(text):
-            self._chinese(text, spans, cands, occurrences)
+        self._latin(names_text, spans, starts, cands, occurrences)
+        if _CJK_CHAR.search(names_text):
+            self._chinese(names_text, spans, cands, occurrences)
+        occurrences = _link_short_names(cands, occurrences)
         keep = {k for k, c in cands.items() if c.proven}
         self._type_by_tokens(cands, keep)
         return self._build(text, spans, cands, keep, occurrences)
@@ -229,6 +336,10 @@ class NLPExtractor:
         toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
         if not toks:
             return
+        speakers = {m.start(1) for m in _SPEAKER.finditer(text)}
+        titles = _quoted_titles(text)
+        for start, end in titles:
+            self._take_title(text, start, end, starts, cands, occurrences)
         sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
         lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
         initial = [False] * len(toks)
@@ -291,17 +402,46 @@ class NLPExtractor:
                     noninitial_caps.add(_POSSESSIVE.sub("", toks[idx][0]))
 
         for run in runs:
-            self._take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences)
+            if any(start <= toks[run[0]][1] < end for start, end in titles):
+                continue  # a word of a quoted title: the title is the name
+            self._take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
+                           toks[run[0]][1] in speakers)
+
+    @staticmethod
+    def _take_title(text: str, start: int, end: int, starts: list[int], cands: dict[str, _Candidate],
+                    occurrences: list[tuple[int, int, str]]) -> None:
+        """A quoted title ("Moonlit Orchard", "Overwatch 3") as one name, typed by its head word if any."""
+        name = _SPACES.sub(" ", text[start:end]).strip()
+        key = _key(name)
+        if not key:
+            return
+        cand = cands.get(key)
+        if cand is None:
+            cand = cands[key] = _Candidate(name=name, key=key, first_pos=start)
+        cand.proven = True
+        si = bisect.bisect_right(starts, start) - 1
+        if not cand.sentences or cand.sentences[-1] != si:
+            cand.sentences.append(si)
+        occurrences.append((si, start, key))
+        head = name.split()[-1].lower()
+        if head in _EVENT_HEADS or head in _HOLIDAYS:
+            cand.votes["event"] += 3
+        elif head in _ORG_HEADS:
+            cand.votes["organization"] += 3
 
     def _take_run(self, text: str, toks: list[tuple[str, int, int]], run: list[int], initial: list[bool],
                   sent_of: list[int], lower_words: set[str], noninitial_caps: set[str],
-                  cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+                  cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
+                  speaker: bool = False) -> None:
         words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
         idxs = list(run)
         caps = [w for w in words if len(w) >= 2 and w.isupper()]
         if len(caps) >= 2:
             return  # "MARLEY'S GHOST", "A CHRISTMAS CAROL": a heading
-        person = 0
+        person = 3 if speaker else 0  # "AdamSmith: ..." at the start of a chat line
+        # a role in front: "CEO of Corvid Interactive" is Corvid Interactive (the connector goes below)
+        while len(idxs) > 1 and words[0].lower() in _ROLES:
+            words, idxs = words[1:], idxs[1:]
         # honorifics
         while idxs and words[0].lower() in _TITLES_DROP and len(idxs) > 1:
             person += 3
@@ -325,6 +465,8 @@ class NLPExtractor:
         first, last = idxs[0], idxs[-1]
         end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
         name = _SPACES.sub(" ", text[toks[first][1]:end])
+        if len(words) == 1 and _CAMEL.match(name):
+            name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)  # "LiHua" is Li Hua: one key for both spellings
         key = _key(name)
         if not key:
             return
@@ -380,8 +522,7 @@ class NLPExtractor:
             if not _CJK_CHAR.search(sentence):
                 continue
             pos = 0
-            for pair in posseg.cut(sentence):
-                word, flag = pair.word, pair.flag
+            for word, flag in _whole_names([(p.word, p.flag) for p in posseg.cut(sentence)]):
                 at = sentence.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 etype = _CJK_TAGS.get(flag)

@@ -9,20 +9,23 @@ from kbgraph.llm.base import ChatModel, Embedder, LLMNotConfigured, UsageLedger
 from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder, OpenAIEmbedder
 from kbgraph.llm.layers import (
     AccountedChat,
+    BudgetedChat,
     CachedChat,
     ChatBase,
     LimitedChat,
     RetryingChat,
     RetryPolicy,
+    shared_budget,
 )
 
 
 def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
-               backoff_base: float = 1.0, backoff_max: float = 30.0) -> ChatModel | None:
+               backoff_base: float = 1.0, backoff_max: float = 30.0, kb_id: str = "") -> ChatModel | None:
     """The configured chat model, or None when no LLM is configured.
 
-    Layers, outermost first: cache (optional) -> retry -> concurrency limit -> accounting ->
-    HTTP. ``backoff_*`` shape the retry waits (seconds); tests shrink them.
+    Layers, outermost first: cache (optional) -> retry -> per-minute budget -> the knowledge base's
+    concurrency limit (with ``kb_id``) -> the process's concurrency limit -> accounting -> HTTP.
+    ``backoff_*`` shape the retry waits (seconds); tests shrink them.
     """
     if not settings.llm_configured:
         return None
@@ -35,8 +38,12 @@ def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: boo
                                  temperature=settings.llm_temperature,
                                  max_tokens=settings.llm_max_tokens or None)
     model = AccountedChat(model, ledger)
-    model = LimitedChat(model, settings.llm_concurrency,
-                        key=f"{settings.llm_base_url}|{settings.llm_model}")
+    model_key = f"{settings.llm_base_url}|{settings.llm_model}"
+    model = LimitedChat(model, settings.llm_concurrency, key=model_key)
+    if kb_id and settings.llm_kb_concurrency:
+        model = LimitedChat(model, settings.llm_kb_concurrency, key=f"kb:{kb_id}|{model_key}")
+    model = BudgetedChat(model, shared_budget(model_key, settings.llm_requests_per_minute,
+                                              settings.llm_tokens_per_minute))
     model = RetryingChat(model, RetryPolicy(settings.llm_max_retries, backoff_base, backoff_max))
     if cache:
         model = CachedChat(model, settings.cache_path, ledger)

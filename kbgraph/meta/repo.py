@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,31 @@ def _check_progress(progress: float | None) -> None:
 def _check_count(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or value < 0):
         raise MetaError(f"{name} must be a non-negative integer, not {value!r}")
+
+
+@dataclass
+class DocumentFile:
+    """A file to register, for ``MetaDB.upsert_documents``."""
+
+    name: str
+    location: str = ""
+    size: int = 0
+    content_hash: str = ""
+    extra: dict[str, Any] | None = None
+
+
+@dataclass
+class DocumentStatus:
+    """One document's step, for ``MetaDB.set_document_statuses`` (None: leave the field as it is)."""
+
+    doc_id: str
+    status: str
+    progress: float | None = None
+    message: str | None = None
+    error: str | None = None
+    chunk_count: int | None = None
+    token_count: int | None = None
+    extracted: bool | None = None
 
 
 def _apply_status(row: m.Document | m.Task, status: str, progress: float | None, now: int) -> None:
@@ -430,36 +456,50 @@ class MetaDB:
         reset to "pending" with its counters and graph state cleared; an unchanged one only gets
         its location and size refreshed.
         """
-        name = _check_name(name, "document", 255)
-        _check_count("size", size)
-        if content_hash and not _HASH_RE.match(content_hash):
-            raise MetaError("content_hash must be the lower-case hex sha256 of the file's bytes")
+        return self.upsert_documents(kb_id, [DocumentFile(name, location, size, content_hash, extra)])[0]
+
+    def upsert_documents(self, kb_id: str, files: Sequence[DocumentFile]) -> list[tuple[Document, bool]]:
+        """``upsert_document`` for many files in one transaction (an indexing run registers its
+        files in batches: one commit per file would cost more than indexing a short one)."""
+        for f in files:
+            _check_name(f.name, "document", 255)
+            _check_count("size", f.size)
+            if f.content_hash and not _HASH_RE.match(f.content_hash):
+                raise MetaError("content_hash must be the lower-case hex sha256 of the file's bytes")
         now = _now()
+        out: list[tuple[m.Document, bool]] = []
         try:
             with self._write() as s:
                 if s.get(m.KnowledgeBase, kb_id) is None:
                     raise NotFound(f"knowledge base {kb_id!r} does not exist")
-                row = s.scalar(
-                    select(m.Document).where(m.Document.kb_id == kb_id, m.Document.name == name).with_for_update()
-                )
-                if row is None:
-                    changed = True
-                    row = m.Document(
-                        id=_new_id(), kb_id=kb_id, name=name, status="pending", extra={}, created=now
-                    )
-                    s.add(row)
-                else:
-                    changed = row.content_hash != content_hash or row.status != "done"
-                row.location, row.size, row.content_hash, row.updated = location, size, content_hash, now
-                if extra is not None:
-                    row.extra = dict(extra)
-                if changed:
-                    _apply_status(row, "pending", None, now)
-                    row.message, row.chunk_count, row.token_count = "", 0, 0
-                    row.extracted, row.graph_version = False, 0
+                names = [_check_name(f.name, "document", 255) for f in files]
+                found: dict[str, m.Document] = {}
+                for start in range(0, len(names), 500):
+                    query = select(m.Document).where(m.Document.kb_id == kb_id,
+                                                     m.Document.name.in_(names[start:start + 500])).with_for_update()
+                    found |= {row.name: row for row in s.scalars(query)}
+                for name, f in zip(names, files):
+                    row = found.get(name)
+                    if row is None:
+                        changed = True
+                        row = found[name] = m.Document(
+                            id=_new_id(), kb_id=kb_id, name=name, status="pending", extra={}, created=now
+                        )
+                        s.add(row)
+                    else:
+                        changed = row.content_hash != f.content_hash or row.status != "done"
+                    row.location, row.size, row.content_hash, row.updated = f.location, f.size, f.content_hash, now
+                    if f.extra is not None:
+                        row.extra = dict(f.extra)
+                    if changed:
+                        _apply_status(row, "pending", None, now)
+                        row.message, row.chunk_count, row.token_count = "", 0, 0
+                        row.extracted, row.graph_version = False, 0
+                    out.append((row, changed))
         except IntegrityError:
-            raise AlreadyExists(f"document {name!r} was registered concurrently; retry") from None
-        return Document.model_validate(row), changed
+            raise AlreadyExists(f"a document of {[f.name for f in files][:3]} was registered concurrently; "
+                                "retry") from None
+        return [(Document.model_validate(row), changed) for row, changed in out]
 
     def create_document(
         self,
@@ -568,6 +608,32 @@ class MetaDB:
                 row.token_count = token_count
             row.updated = now
         return Document.model_validate(row)
+
+    def set_document_statuses(self, updates: Sequence[DocumentStatus]) -> set[str]:
+        """``set_document_status`` (and ``extracted``) for many documents in one transaction, as an
+        indexing run records a batch of them; documents deleted meanwhile are skipped. Returns the
+        ids of those recorded."""
+        for u in updates:
+            _check_status(u.status)
+            _check_progress(u.progress)
+            _check_count("chunk_count", u.chunk_count)
+            _check_count("token_count", u.token_count)
+        by_id = {u.doc_id: u for u in updates}
+        written: set[str] = set()
+        with self._write() as s:
+            ids = sorted(by_id)
+            for start in range(0, len(ids), 500):
+                query = select(m.Document).where(m.Document.id.in_(ids[start:start + 500])).with_for_update()
+                for row in s.scalars(query):
+                    u = by_id[row.id]
+                    now = _now()
+                    _apply_status(row, u.status, u.progress, now)
+                    for name in ("message", "error", "chunk_count", "token_count", "extracted"):
+                        if getattr(u, name) is not None:
+                            setattr(row, name, getattr(u, name))
+                    row.updated = now
+                    written.add(row.id)
+        return written
 
     def set_document_graph_state(
         self, doc_id: str, *, extracted: bool | None = None, graph_version: int | None = None

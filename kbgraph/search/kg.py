@@ -110,11 +110,23 @@ class KGParams:
     support_power: float = 2.0  # chunk support sums score**power: confident evidence dominates
     prominence: bool = True  # spread an entity's support over its chunks by its mention weight in each
     relation_support: float = 1.0  # weight of a chunk's best relation next to its entities' sum
+    # an entity reached by expansion keeps score * specificity(its chunks)**hub_damping: the narrator of
+    # a chat log or a country is a neighbour of everything and says nothing about which chunk answers
+    hub_damping: float = 1.0
+    # question entities named by the question are damped the same way, but softer (they were asked for)
+    seed_damping: float = 0.5
+    # bridge chunks: the passages about the far ends of the question's best facts (an anchor's relations
+    # scored against the rest of the question), the facts kept when scoring at least fact_filter x the best
+    fact_top_n: int = 3
+    fact_filter: float = 0.5
+    fact_min_score: float = 0.5  # a fact matching the question less is a co-occurrence, not what it asks
     budget: Budget = field(default_factory=Budget)
 
 
 @dataclass
 class GraphResult:
+    # the passages about the entities the question reaches through the facts it asks about, best first
+    bridges: list[RetrievedChunk] = field(default_factory=list)
     entities: list[EntityHit] = field(default_factory=list)
     relations: list[RelationHit] = field(default_factory=list)
     reports: list[ReportHit] = field(default_factory=list)
@@ -162,14 +174,16 @@ def _report_hit(doc: dict, score: float) -> ReportHit:
 
 def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
                 fields: dict[str, float], vector: np.ndarray | None, limit: int, vector_weight: float,
-                where: Sequence[Condition] = (), returned: Sequence[str] | None = None) -> list[Hit]:
-    """Hybrid (or text-only / vector-only) search over one kind of graph row."""
+                where: Sequence[Condition] = (), returned: Sequence[str] | None = None,
+                floor: float = 0.0) -> list[Hit]:
+    """Hybrid (or text-only / vector-only) search over one kind of graph row; ``floor`` is the
+    embedding model's similarity floor (VectorQuery)."""
     if not tokens and vector is None:
         return []
     request = SearchRequest(
         kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind), *where],
         text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
-        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist())
+        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
         vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
     return store.search(tenant, request).hits
@@ -222,6 +236,41 @@ def chunk_support(items: Iterable[tuple[float, Sequence[str]] | tuple[float, Seq
 
 
 # ------------------------------------------------------------------------------------- retrieval
+
+def specificity(chunks: int, total: int) -> float:
+    """IDF-like specificity in (0, 1] of an entity cited by ``chunks`` of ``total`` chunks:
+    ``log(1 + total/chunks) / log(1 + total)`` is 1 for an entity of one chunk and falls to
+    log 2 / log(1 + total) for one in every chunk (never 0: a question may still ask about a hub)."""
+    total = max(1, total)
+    chunks = min(max(1, chunks), total)
+    return math.log1p(total / chunks) / math.log1p(total)
+
+
+@dataclass(frozen=True)
+class Citations:
+    """How many chunks cite each entity, and how many chunks the graph's entities cite in all."""
+
+    counts: dict[Node, int]
+    total: int
+
+    def specificity(self, node: Node) -> float:
+        return specificity(self.counts.get(node, 1), self.total)
+
+
+def entity_citations(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> Citations:
+    """The chunk counts of every entity, read once per graph state (one scan of the entity rows)."""
+    def read() -> Citations:
+        counts: dict[Node, int] = {}
+        chunks: set[str] = set()
+        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Entity.KIND)],
+                              fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd"]):
+            cited = doc.get("chunk_ids_kwd") or []
+            counts[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = len(cited)
+            chunks.update(cited)
+        return Citations(counts, len(chunks))
+
+    return cached(store, ("citations", tenant, tuple(sorted(kb_ids))), state, read, LISTING_ENTRIES)
+
 
 def name_match(query_tokens: Sequence[str], name_tokens: str) -> float:
     """Jaccard overlap of a query entity's tokens with an entity's name (and alias) tokens."""
@@ -285,10 +334,11 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
             anchored.add(node)
 
     fields = [*ENTITY_FIELDS, "name_ltks"]
+    floor = embedder.similarity_floor if embedder is not None else 0.0
     tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
     for hit in kind_search(store, tenant, kb_ids, Entity.KIND, tokens,
                            {"name_ltks": params.name_boost, "content_ltks": 1.0}, vector,
-                           params.search_top_n, params.vector_weight, returned=fields):
+                           params.search_top_n, params.vector_weight, returned=fields, floor=floor):
         note(hit.doc, params.question_weight * hit.score)
 
     names = list(dict.fromkeys(n for n in analysis.entities if normalize_key(n)))
@@ -302,7 +352,7 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
         for name, name_vector in zip(names, name_vectors):
             name_tokens = tokenize(name)
             for hit in kind_search(store, tenant, kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,
-                                   params.entity_matches, params.vector_weight, returned=fields):
+                                   params.entity_matches, params.vector_weight, returned=fields, floor=floor):
                 overlap = name_match(name_tokens, hit.doc.get("name_ltks", ""))
                 similarity = hit.vector_score if name_vector is not None else overlap
                 note(hit.doc, 0.5 * overlap + 0.5 * similarity, anchor=True)
@@ -416,7 +466,8 @@ def spread_hop(edges: Sequence[Edge], frontier: dict[Node, float], relevance: Ma
 
 
 def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
-           relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None
+           relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None,
+           citations: Citations | None = None
            ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, Edge]]]:
     """Spread seed relevance along relations for ``params.hops`` hops.
 
@@ -428,6 +479,8 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
     for every relation walked its best path score and the relation (``relation_rows`` reads the rows
     of those that are shown). Relations come from ``adjacency`` when given (cached per graph state:
     hubs are met by question after question and have hundreds of relations), else from the store.
+    With ``citations``, what a reached entity gains is scaled by its specificity to
+    ``params.hub_damping``, so a hub neither ranks high nor leads the next hop.
     """
     relevance = relevance or {}
     scores = dict(seeds)
@@ -448,7 +501,11 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
                     walked[edge.id] = (best, edge)
         before = np.fromiter((scores.get(node, 0.0) for node in spread.reached), dtype=np.float64,
                              count=len(spread.reached))
-        scores.update(zip(spread.reached, (1.0 - (1.0 - _clipped(before)) * spread.misses).tolist()))
+        gained = 1.0 - spread.misses
+        if citations is not None and params.hub_damping > 0:
+            gained = gained * np.fromiter((citations.specificity(node) ** params.hub_damping
+                                           for node in spread.reached), dtype=np.float64, count=len(spread.reached))
+        scores.update(zip(spread.reached, (1.0 - (1.0 - _clipped(before)) * (1.0 - gained)).tolist()))
         reached = [node for node in spread.reached if node not in hops]
         hops.update(dict.fromkeys(reached, hop))
         # the best few of often hundreds of newly reached entities (nsmallest: sorted()[:k], without the sort)
@@ -578,6 +635,42 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
     return out
 
 
+def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: dict[Node, float],
+                  about: dict[str, tuple[float, dict]], params: KGParams, citations: Citations | None = None
+                  ) -> dict[str, float]:
+    """Chunk id -> score of the bridge passages of a question.
+
+    The question's facts are its anchors' relations scored against the rest of the question
+    (``anchor_relations``); like HippoRAG 2's filtering of the retrieved facts, only the best
+    ``fact_top_n`` scoring at least ``fact_filter`` x the best (and ``fact_min_score``) are kept, and
+    a far end counts by its specificity (``citations``: a hub at the end of a fact is no bridge to any
+    one passage). Each kept fact leads from its
+    anchor to the entity at its far end, and the passages *about* that entity (where its mentions
+    weigh most) are the bridge: "the guild *founded by* Mira Castell" leads to the guild's own page,
+    not to every page that names the guild.
+    """
+    ranked = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.fact_top_n]
+    if not ranked or ranked[0][0] <= 0:
+        return {}
+    far: dict[Node, float] = {}
+    for score, doc in ranked:
+        if score < max(params.fact_filter * ranked[0][0], params.fact_min_score):
+            break
+        kb = doc.get("kb_id", "")
+        src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+        for a, b in ((src, tgt), (tgt, src)):
+            if a in anchors and b not in anchors:
+                damping = citations.specificity(b) ** params.hub_damping if citations is not None else 1.0
+                far[b] = max(far.get(b, 0.0), score * anchors[a] * damping)
+    out: dict[str, float] = {}
+    for node, weights in mention_weights(store, tenant, kb_ids, far).items():
+        top = max(weights.values(), default=0.0)
+        for cid, weight in weights.items():
+            if top > 0:
+                out[cid] = max(out.get(cid, 0.0), far[node] * weight / top)
+    return out
+
+
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None
                 ) -> GraphResult:
@@ -586,9 +679,12 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     seed_docs = seeds.docs
     anchors = seeds.anchors(params.anchor_min)
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params)
-    scores, hops, walked = expand(store, tenant, kb_ids, seeds.scores, params,
+    citations = entity_citations(store, tenant, kb_ids, state)
+    seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
+                   for node, score in seeds.scores.items()}
+    scores, hops, walked = expand(store, tenant, kb_ids, seed_scores, params,
                                   {rid: score for rid, (score, _) in about.items()},
-                                  relation_adjacency(store, tenant, kb_ids, state))
+                                  relation_adjacency(store, tenant, kb_ids, state), citations)
 
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
@@ -605,7 +701,8 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     # relations matching the question's words anywhere are loose evidence, like loose entity matches
     found = {h.id: (h.score if touches_anchor(h.doc) else seeds.loose_factor * h.score, h.doc)
              for h in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
-                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS)}
+                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS,
+                                  floor=embedder.similarity_floor if embedder is not None else 0.0)}
     for rid, (score, doc) in about.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)
@@ -636,5 +733,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     top = max(support.values(), default=0.0)
     support = {cid: v / top for cid, v in support.items()} if top > 0 else {}
     chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-    return GraphResult(entities=entities, relations=relations, reports=reports, chunks=chunks,
+    bridges = fetch_chunks(store, tenant, kb_ids, bridge_scores(store, tenant, kb_ids, anchors, about, params, citations),
+                           params.chunk_top_n, "kg")
+    return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))

@@ -68,7 +68,7 @@ def graph_meta_id(kb_id: str) -> str:
 UNFILTERED_FIELDS = frozenset({
     # graph rows
     "name_kwd", "src_name_kwd", "tgt_name_kwd", "chunk_id_kwd", "chunk_ids_kwd", "community_ids_kwd",
-    "mention_count_int", "weight_flt", "embedded_int",
+    "mention_count_int", "weight_flt", "embedded_int", "summary_pending_int",
     # community reports
     "title_kwd", "parent_kwd", "member_count_int", "graph_version_int", "input_hash_kwd",
     # chunks
@@ -233,6 +233,9 @@ class Entity:
     # what a later merge needs to extend this row with a new document's mentions without reading
     # the older ones again (kbgraph.graph.derive.extend_entity); None when it cannot
     derivation: dict[str, Any] | None = None
+    # the description is a stand-in (its first fragments) until the KB's summary pass replaces it
+    # with the LLM summary of all of them (kbgraph.pipeline.summarize_pending)
+    summary_pending: bool = False
 
     @property
     def id(self) -> str:
@@ -251,6 +254,8 @@ class Entity:
         }
         if self.derivation is not None:
             doc["derivation_with_weight"] = self.derivation
+        if self.summary_pending:  # absent otherwise: rows written before the field stay as they are
+            doc["summary_pending_int"] = 1
         _put_vector(doc, self.vector)
         return doc
 
@@ -264,6 +269,7 @@ class Entity:
             chunk_ids=list(doc.get("chunk_ids_kwd") or []), mention_count=int(doc.get("mention_count_int", 0)),
             pagerank=float(doc.get("pagerank_flt", 0.0)), community_ids=list(doc.get("community_ids_kwd") or []),
             vector=_vector_fields(doc), derivation=doc.get("derivation_with_weight"),
+            summary_pending=bool(doc.get("summary_pending_int")),
         )
 
 
@@ -286,6 +292,7 @@ class Relation:
     chunk_ids: list[str] = field(default_factory=list)
     mention_count: int = 0
     vector: Vector | None = None
+    summary_pending: bool = False  # as Entity.summary_pending
 
     @property
     def id(self) -> str:
@@ -300,6 +307,8 @@ class Relation:
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count, "available_int": 0,
             "embedded_int": int(self.vector is not None),
         }
+        if self.summary_pending:
+            doc["summary_pending_int"] = 1
         _put_vector(doc, self.vector)
         return doc
 
@@ -312,6 +321,7 @@ class Relation:
             keywords=list(doc.get("keywords_kwd") or []), weight=float(doc.get("weight_flt", 0.0)),
             doc_ids=list(doc.get("doc_ids_kwd") or []), chunk_ids=list(doc.get("chunk_ids_kwd") or []),
             mention_count=int(doc.get("mention_count_int", 0)), vector=_vector_fields(doc),
+            summary_pending=bool(doc.get("summary_pending_int")),
         )
 
 

@@ -130,7 +130,9 @@ def test_killed_indexing_resumes_without_duplicates(env: dict[str, str], tmp_pat
     for n in range(40):
         (folder / f"ledger_{n:02d}.txt").write_text(f"Ledger {n}. " + paragraph * 60)
     run(env, "kb", "create", "big", "--graph", "nlp", "--chunk-tokens", "128", "--chunk-overlap", "16")
-    proc = subprocess.Popen([*KBGRAPH, "index", str(folder), "--kb", "big"], env=env,
+    # one document per batch, so documents finish one after another and the kill lands between them
+    proc = subprocess.Popen([*KBGRAPH, "index", str(folder), "--kb", "big"],
+                            env={**env, "KBGRAPH_INDEX_BATCH_DOCUMENTS": "1"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     data_dir = Path(env["KBGRAPH_DATA_DIR"])
     deadline = time.time() + 120

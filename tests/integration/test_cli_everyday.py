@@ -66,7 +66,8 @@ def test_mixed_folder_then_the_graph_switched_on_changed_and_off(kbgraph, tmp_pa
     indexed = kbgraph("index", str(folder), "--kb", "work", code=1)  # two files failed
     assert "kbgraph kb set work --graph nlp" in indexed.stderr  # created with the graph off: the hint
     assert "5 indexed, 0 unchanged, 2 failed" in indexed.stdout
-    assert "broken.xlsx" in indexed.stderr and "logo.png: unsupported file type (.png)" in indexed.stderr
+    assert "FAILED  broken.xlsx: corrupt or unreadable XLSX" in indexed.stderr
+    assert "FAILED  logo.png: unsupported file type (.png)" in indexed.stderr
     docs = {d["name"]: d for d in json.loads(kbgraph("docs", "list", "--kb", "work", "--json").stdout)}
     assert set(docs) == {"notes.md", "report.pdf", "report.docx", "sales.xlsx", "deck.pptx", "broken.xlsx", "logo.png"}
     assert docs["logo.png"]["status"] == "failed" and "unsupported file type" in docs["logo.png"]["error"]

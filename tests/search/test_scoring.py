@@ -31,7 +31,8 @@ from kbgraph.search.kg import (
 )
 from kbgraph.search.ppr_search import PPRParams, clear_cache, entity_graph, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.search.retrieve import fuse_chunks, retrieve
+from kbgraph.search.fusion import FusionParams, fuse_rankings, rank_fusion
+from kbgraph.search.retrieve import retrieve
 from kbgraph.store.records import GraphMeta
 
 from . import EMBEDDER, KB, TENANT, cid, toy_kb
@@ -147,17 +148,35 @@ def test_ppr_finds_the_second_hop_and_caches_the_graph(store) -> None:  # type: 
     assert rebuilt is not graph and rebuilt.versions == ((KB, 2),)
 
 
-def test_fusion_ranks_agreement_first() -> None:
+def test_fusion_ranks_agreement_first_and_cuts_weak_graph_support() -> None:
     def hit(name: str, sim: float) -> ChunkHit:
         return ChunkHit(chunk_id=name, kb_id="kb", doc_id=name, doc_name=name, content=name, position=0,
                         similarity=sim, vector_similarity=sim, term_similarity=sim)
 
-    graph = [RetrievedChunk(chunk_id=n, kb_id="kb", doc_id=n, doc_name=n, content=n, score=s, graph_score=s,
-                            sources=["kg"]) for n, s in (("b", 1.0), ("c", 0.8))]
-    fused = fuse_chunks([hit("a", 0.8), hit("b", 0.6)], graph, 0.5)
-    assert [c.chunk_id for c in fused] == ["b", "a", "c"]
-    assert fused[0].sources == ["naive", "kg"] and fused[0].similarity == 0.6 and fused[0].graph_score == 1.0
-    assert fused[2].similarity is None and fused[2].score == pytest.approx(0.4)
+    def graph(*scored: tuple[str, float]) -> list[RetrievedChunk]:
+        return [RetrievedChunk(chunk_id=n, kb_id="kb", doc_id=n, doc_name=n, content=n, score=s, graph_score=s,
+                               sources=["kg"]) for n, s in scored]
+
+    naive = [hit("a", 0.8), hit("b", 0.6), hit("d", 0.5)]
+    # b (2nd in both lists) beats a (1st of naive only); c, found by the graph alone, enters after them
+    fused = fuse_rankings(naive, [(graph(("c", 1.0), ("b", 0.8)), 1.0)], FusionParams(rrf_k=5.0))
+    assert [c.chunk_id for c in fused] == ["b", "a", "c", "d"]
+    assert fused[0].sources == ["naive", "kg"] and fused[0].similarity == 0.6 and fused[0].graph_score == 0.8
+    assert fused[2].similarity is None and fused[2].sources == ["kg"]
+    assert fused[0].score == 1.0 and [c.score for c in fused] == sorted((c.score for c in fused), reverse=True)
+    # a graph ranking at a low weight cannot push a naive chunk below one only the graph found
+    weak = fuse_rankings(naive, [(graph(("c", 1.0), ("b", 0.8)), 0.25)], FusionParams(rrf_k=5.0))
+    assert [c.chunk_id for c in weak] == ["b", "a", "d", "c"]
+    # support under the floor (a hub's echo) does not count as a rank
+    echo = fuse_rankings(naive, [(graph(("c", 1.0), ("d", 0.05)), 1.25)], FusionParams(rrf_k=5.0, graph_floor=0.1))
+    assert [c.chunk_id for c in echo] == ["c", "a", "b", "d"] and echo[3].sources == ["naive", "kg"]
+
+
+def test_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
+    fused = rank_fusion([["x", "y"], ["y"]], [1.0, 0.5], k=2.0)
+    assert fused == pytest.approx({"x": 1 / 3, "y": 1 / 4 + 0.5 / 3})
+    with pytest.raises(ValueError):
+        rank_fusion([["x"]], [1.0, 2.0], k=1.0)
 
 
 @pytest.mark.parametrize("mode", ["naive", "kg", "ppr", "mix"])

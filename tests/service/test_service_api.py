@@ -4,7 +4,6 @@ real Flask over HTTP, the embedded SQLite store (Elasticsearch when KBGRAPH_ES_U
 from __future__ import annotations
 
 import os
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,13 +12,13 @@ from typing import Any
 import pytest
 import redis
 import requests
-from werkzeug.serving import make_server
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from conftest import require_service, store_overrides
+from support.processes import WebServer
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 GRAPH = {"use_graphrag": True, "method": "nlp", "community": False}
@@ -55,7 +54,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
     # the document store: SQLite, or Elasticsearch when KBGRAPH_ES_URL is set (as in CI)
     yield load_settings(data_dir=tmp_path_factory.mktemp("service") / "data", **store_overrides(),
-                        embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
+                        embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix,
+                        graph_refresh_delay=0.3, web_workers=2, web_threads=4)
     for key in client.scan_iter(match=f"{prefix}*"):
         client.delete(key)
     client.close()
@@ -73,17 +73,12 @@ def celery_app(settings: Settings) -> Iterator[KBCelery]:
 
 
 @pytest.fixture(scope="module")
-def api(settings: Settings, celery_app: KBCelery) -> Iterator[Api]:
-    from web import create_app
-
-    app = create_app(settings, celery=celery_app)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield Api(f"http://127.0.0.1:{server.server_port}")
-    server.shutdown()
-    thread.join(10)
-    app.extensions["kbgraph"].close()
+def api(settings: Settings, celery_app: KBCelery, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    # the production server (kbgraph-web serve: gunicorn, two worker processes) in front of the
+    # in-process worker above, which takes the tasks it queues
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with WebServer(settings, tmp_path_factory.mktemp("web") / "web.log") as server:
+        yield Api(server.url)
 
 
 @pytest.fixture(scope="module")

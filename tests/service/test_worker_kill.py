@@ -30,7 +30,7 @@ from support.graphs import Graph, graph_by_names
 from support.processes import Worker
 from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
-from task_executor.submit import enqueue_documents
+from task_executor.submit import enqueue_documents, run_in_progress
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -154,6 +154,14 @@ def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitc
     running = [t for t in meta.list_tasks(crashed, kind="index") if t.status not in FINISHED]
     assert running, "the kill should leave unfinished tasks"
     answered_before = sum(switch.asked.values())
+    # the web app refuses a new parse of a document whose run is alive; a killed one's stops
+    # counting once its claim lapsed (three beats), so the user is never locked out for long
+    orphan = next(t for t in running if t.status == "running")
+    assert run_in_progress(sender, meta, crashed, orphan.doc_id)
+    deadline = time.monotonic() + 10 * HEARTBEAT
+    while run_in_progress(sender, meta, crashed, orphan.doc_id):
+        assert time.monotonic() < deadline, "a killed worker's run still counts as in progress"
+        time.sleep(0.1)
 
     with Worker(settings, tmp_path / "worker2.log", concurrency=2) as second:
         tasks = _wait_finished(meta, crashed, 60 - (time.monotonic() - killed_at))

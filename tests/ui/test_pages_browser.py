@@ -4,13 +4,13 @@ the graph view, search an entity and expand it. Another user never sees the firs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -26,7 +26,9 @@ STATE: dict[str, str] = {}
 
 
 def wait(browser: WebDriver, check: Callable[[WebDriver], Any], timeout: float = 30, what: str = "") -> Any:
-    return WebDriverWait(browser, timeout, poll_frequency=0.2).until(check, what)
+    # an element read while the page navigates or redraws goes stale: look again
+    return WebDriverWait(browser, timeout, poll_frequency=0.2,
+                         ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]).until(check, what)
 
 
 def shot(browser: WebDriver, artifacts: Path, name: str) -> None:
@@ -68,7 +70,7 @@ def sign_up(browser: WebDriver, base_url: str, email: str) -> None:
     wait(browser, EC.url_contains("/kbs"), what="the knowledge base list after signing up")
 
 
-def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, artifacts: Path) -> None:
+def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, artifacts: Path, tmp_path: Path) -> None:
     sign_up(browser, base_url, "alice@example.com")
     shot(browser, artifacts, "01-kbs-empty")
 
@@ -85,8 +87,11 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     STATE["kb_url"] = browser.current_url
     assert "graph on" in browser.find_element(By.CSS_SELECTOR, ".kbhead h1").text
 
+    broken = tmp_path / "broken.pdf"
+    broken.write_bytes(b"%PDF-1.4 this is not really a PDF")
     files = sorted(str(p) for p in SAMPLE_CORPUS_DIR.iterdir() if p.is_file())
-    browser.find_element(By.ID, "file-input").send_keys("\n".join(files))
+    browser.find_element(By.ID, "file-input").send_keys("\n".join([*files, str(broken)]))
+    files.append(str(broken))
     wait(browser, lambda b: len(doc_rows(b)) == len(files), what="every uploaded file listed")
     shot(browser, artifacts, "02-documents-parsing")
     statuses: set[str] = set()
@@ -94,14 +99,24 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     def all_done(b: WebDriver) -> bool:
         rows = doc_rows(b)
         statuses.update(r["status"] for r in rows)
-        return bool(rows) and all(r["status"] == "done" for r in rows) \
+        return bool(rows) and all(r["status"] == ("failed" if "broken.pdf" in r["text"] else "done") for r in rows) \
             and b.find_element(By.ID, "documents").get_attribute("data-busy") == "no"
 
     wait(browser, all_done, timeout=120, what="every document done and the graph refreshed")
     shot(browser, artifacts, "03-documents-done")
     assert statuses & {"running", "pending"}, "progress was never seen moving"
     rows = doc_rows(browser)
+    failed = [r for r in rows if "broken.pdf" in r["text"]]
+    assert len(failed) == 1 and "could not be parsed" in failed[0]["text"], failed  # the error shows on its row
+    rows = [r for r in rows if r not in failed]
     assert all(int(r["chunks"]) > 0 for r in rows), rows
+    # a row's own Delete button, after a confirmation
+    browser.execute_script("document.querySelector('button[aria-label=\"Delete broken.pdf\"]').click()")
+    WebDriverWait(browser, 10).until(EC.alert_is_present(), "the delete confirmation").accept()
+    try:
+        wait(browser, lambda b: len(doc_rows(b)) == len(rows), what="the broken document gone")
+    except Exception:
+        raise AssertionError(browser.find_element(By.ID, "upload-status").text) from None
     state = browser.find_element(By.ID, "graph-state").text
     assert "entities" in state and not state.startswith("0 entities"), state
 
@@ -130,6 +145,16 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     assert browser.find_elements(By.CSS_SELECTOR, ".chunk-hit mark"), "question words are not highlighted"
     assert "graph" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .scores").text
     shot(browser, artifacts, "05-retrieval-kg")
+    Select(browser.find_element(By.NAME, "mode")).select_by_value("mix")
+    browser.find_element(By.CSS_SELECTOR, "#retrieval-form button[type=submit]").click()
+    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "p.meta[role=status]").text.startswith("mix"),
+         what="the mix results")
+    scores = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, ".chunk-hit .scores"))
+    assert "term" in scores and "vector" in scores, scores  # the hybrid part's scores
+    shot(browser, artifacts, "05b-retrieval-mix")
+    # an entity of the results opens in the graph view, selected
+    browser.find_element(By.CSS_SELECTOR, ".kg-entities tbody tr a").click()
+    wait(browser, lambda b: b.find_elements(By.ID, "expand-node"), what="the entity opened in the graph view")
 
     # chat: an assistant over the knowledge base, an answer streamed in pieces, a citation that opens
     browser.get(base_url + "/chat")
@@ -138,6 +163,7 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     form.find_element(By.CSS_SELECTOR, "input[name=kb_ids]").click()
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     question = wait(browser, EC.presence_of_element_located((By.ID, "question")), what="the chat page")
+    STATE["chat_url"] = browser.current_url.split("?")[0]
     shot(browser, artifacts, "06-chat-new")
     question.send_keys("Who founded the Lumen Cartographers Guild?")
     question.send_keys(Keys.ENTER)
@@ -183,11 +209,33 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     Select(browser.find_element(By.ID, "colour-by")).select_by_value("community")
     assert browser.find_elements(By.CSS_SELECTOR, "#legend span")
     shot(browser, artifacts, "11-graph-communities")
+    # a community's reports
+    Select(browser.find_element(By.ID, "community-filter")).select_by_index(1)
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#node-panel details.report"), what="community reports")
+    Select(browser.find_element(By.ID, "community-filter")).select_by_index(0)
+    # filter to one type: only those entities stay (plus the expanded ones, kept on purpose)
+    browser.find_element(By.CSS_SELECTOR, "#type-filter input[value=person]").click()
+    limit = browser.find_element(By.ID, "limit")
+    limit.clear()
+    limit.send_keys("5")
+    browser.find_element(By.ID, "apply-filters").click()
+    wait(browser, lambda b: "Showing" in b.find_element(By.ID, "graph-status").text and
+         "plus expanded" in b.find_element(By.ID, "graph-status").text, what="the filtered sample")
+    shown = browser.execute_script("return document.getElementById('graph-status').textContent")
+    assert shown.split()[1].isdigit() and int(shown.split()[1]) < 100, shown
+    # exports: GraphML and JSON from the server, PNG drawn by the page
+    exported = browser.execute_script("""
+        const r = await fetch(document.getElementById('export-graphml').href, {credentials: 'same-origin'});
+        return [r.status, (await r.text()).slice(0, 200)];""")
+    assert exported[0] == 200 and "graphml" in exported[1], exported
+    browser.find_element(By.XPATH, "//summary[text()='Export']").click()
+    browser.find_element(By.ID, "export-png").click()
+    assert int(browser.find_element(By.ID, "graph-app").get_attribute("data-png-bytes")) > 5000
 
     # settings: an API key shown once, then only its hash
     browser.get(base_url + "/settings")
     browser.find_element(By.CSS_SELECTOR, "form[action='/settings/api-keys'] button").click()
-    key = browser.find_element(By.ID, "new-key").text
+    key = wait(browser, EC.presence_of_element_located((By.ID, "new-key")), what="the new key shown").text
     assert key.startswith("kbgraph-")
     shot(browser, artifacts, "12-settings-key")
     listed = requests.get(base_url + "/api/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
@@ -202,6 +250,9 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     # the knowledge base's settings: the graph switch says what it does, off removes the graph, on
     # builds it again for the documents already there
+    browser.get(STATE["kb_url"] + "/graph")
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#type-filter input[value=category]"),
+         what="the first graph's types")
     switch_graph(browser, on=False, expect="will be removed")
     shot(browser, artifacts, "13-kb-settings")
     browser.get(STATE["kb_url"])
@@ -216,6 +267,23 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     wait(browser, rebuilt, timeout=60, what="the graph rebuilt for the documents already parsed")
     shot(browser, artifacts, "13b-graph-rebuilt")
+    # new entity types: the graph is extracted again with them
+    browser.get(STATE["kb_url"] + "/settings")
+    types = browser.find_element(By.NAME, "entity_types")
+    types.clear()
+    types.send_keys("person, geo")
+    browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
+    alert = WebDriverWait(browser, 10).until(EC.alert_is_present(), "the confirmation")
+    assert "extracted again" in alert.text, alert.text
+    alert.accept()
+    browser.get(STATE["kb_url"])
+    wait(browser, rebuilt, timeout=60, what="the graph extracted again with the new entity types")
+    browser.get(STATE["kb_url"] + "/graph")
+    wait(browser, lambda b: b.find_element(By.ID, "graph-app").get_attribute("data-loaded") == "yes",
+         what="the rebuilt graph drawn")
+    labels = [e.get_attribute("value") for e in browser.find_elements(By.CSS_SELECTOR, "#type-filter input")]
+    # "category" came from the default entity types; extracted again without it, no entity has it
+    assert labels and "category" not in labels and "person" in labels, labels
 
 
 def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
@@ -229,6 +297,10 @@ def test_another_user_sees_none_of_it(base_url: str, artifacts: Path) -> None:
             assert "Not found" in other.find_element(By.TAG_NAME, "h1").text, suffix
         other.get(STATE["kb_url"].replace("/kbs/", "/ui/api/kbs/") + "/documents")
         assert "Not found" in other.page_source
+        other.get(STATE["chat_url"])
+        assert "Not found" in other.find_element(By.TAG_NAME, "h1").text
+        other.get(base_url + "/chat")
+        assert "Guide" not in other.find_element(By.TAG_NAME, "main").text
         shot(other, artifacts, "14-other-tenant")
     finally:
         other.quit()
@@ -238,8 +310,19 @@ def test_narrow_screen(base_url: str, artifacts: Path) -> None:
     narrow = new_browser(390, 844)
     try:
         sign_up(narrow, base_url, "carol@example.com")
-        shot(narrow, artifacts, "15-narrow-kbs")
-        width = narrow.execute_script("return document.documentElement.scrollWidth")
-        assert width <= 390, f"the page scrolls sideways ({width}px)"
+        form = narrow.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+        form.find_element(By.NAME, "name").send_keys("Pocket")
+        form.find_element(By.NAME, "graph").click()
+        form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+        wait(narrow, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+        kb_url = narrow.current_url
+        pages = {"kbs": base_url + "/kbs", "documents": kb_url, "retrieval": kb_url + "/retrieval?question=guild",
+                 "graph": kb_url + "/graph", "kb-settings": kb_url + "/settings", "chat": base_url + "/chat",
+                 "settings": base_url + "/settings"}
+        for name, url in pages.items():
+            narrow.get(url)
+            shot(narrow, artifacts, f"16-narrow-{name}")
+            width = narrow.execute_script("return document.documentElement.scrollWidth")
+            assert width <= 390, f"{name} scrolls sideways ({width}px)"
     finally:
         narrow.quit()

@@ -1,0 +1,462 @@
+"""An indexing run: many documents of one knowledge base through one bounded pipeline.
+
+    read -> parse (batches: one embedding batch, one store transaction) -> extract (the chunks of
+    every document in flight at once, within the chat model's limits) -> merge (the documents
+    extracted meanwhile, together, under the KB lock) -> record (their statuses, one transaction)
+
+With a model that takes L seconds per call and C calls allowed in flight, a folder of small
+documents then takes about calls x L / C rather than documents x the latency of one document's
+calls one after another, and offline the per-document bookkeeping (commits, embedding calls,
+status writes) is paid once per batch. The CLI (Engine.index_paths) and the worker
+(Engine.index_bytes, one document per task) both run documents through this class.
+
+Memory stays bounded: at most ``index_documents_in_flight`` documents are between reading and
+recording, a large document is chunked and stored in batches (kbgraph.pipeline.parse_document),
+and its mentions are written as they come instead of being held until its merge.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+from kbgraph import pipeline
+from kbgraph.graph.extract import Extractor
+from kbgraph.llm.base import CancelCheck, Cancelled
+from kbgraph.meta.repo import DocumentStatus, MetaDB
+from kbgraph.meta.schemas import Document, KnowledgeBase
+from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
+from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
+from kbgraph.store.records import Chunk
+
+# a document with more text than this is chunked, embedded and stored on its own, in batches
+_LARGE_CHARS = 1_000_000
+# a parse batch holds at most this much text
+_BATCH_CHARS = 4_000_000
+# documents merged in one transaction at most
+_MERGE_DOCUMENTS = 512
+# seconds between two progress events of the same phase (the last one always goes out)
+_PROGRESS_EVERY = 0.2
+
+
+@dataclass
+class RunEstimate:
+    """What an indexing run will roughly cost, before it starts (for a warning on long work)."""
+
+    documents: int
+    bytes: int
+    chunks: int
+    llm_calls: int
+    seconds: float
+
+
+# rough figures for the estimate: a token is ~4 bytes of text; offline (nlp extraction, a local
+# or hash embedder) a chunk of 512 tokens takes ~20 ms on one core; a hosted model answers in ~2 s
+_BYTES_PER_TOKEN = 4
+_OFFLINE_SECONDS_PER_TOKEN = 0.02 / 512
+_MODEL_SECONDS_PER_CALL = 2.0
+
+
+def estimate_run(ctx: KBContext, sizes: Iterable[int]) -> RunEstimate:
+    """Chunks, LLM calls and seconds a run over files of these sizes will take, roughly: chunk
+    count from the bytes, two calls per chunk with gleaning, one report call per ~4 chunks, at a
+    hosted model's ~2 s per call with ``llm_concurrency`` in flight."""
+    sizes = list(sizes)
+    total = sum(sizes)
+    step = max(1, ctx.chunk_tokens - ctx.chunk_overlap)
+    chunks = sum(max(1, -(-size // _BYTES_PER_TOKEN) // step + 1) for size in sizes if size)
+    seconds = total / _BYTES_PER_TOKEN * _OFFLINE_SECONDS_PER_TOKEN
+    calls = 0
+    if ctx.graph.enabled and ctx.graph.method != "nlp":
+        per_chunk = 1 + (ctx.graph.max_gleanings if ctx.chunk_tokens >= ctx.settings.glean_min_tokens else 0)
+        calls = chunks * per_chunk + chunks // 4
+        seconds += calls * _MODEL_SECONDS_PER_CALL / max(1, ctx.settings.llm_concurrency)
+    return RunEstimate(len(sizes), total, chunks, calls, seconds)
+
+
+@dataclass
+class DocumentInput:
+    """One registered document to index; ``read`` gives its bytes, or None when it is over the
+    size limit (recorded as its failure), and is called only when the run gets to it."""
+
+    doc: Document
+    read: Callable[[], bytes | None]
+    size: int
+
+
+@dataclass
+class DocOutcome:
+    name: str
+    status: str  # "indexed" | "skipped" | "failed" | "cancelled"
+    doc_id: str = ""
+    chunks: int = 0
+    message: str = ""
+
+
+@dataclass
+class _InFlight:
+    doc: Document
+    chunks: int = 0
+    tokens: int = 0
+    remaining: int = 0
+    mentions: list[dict] = field(default_factory=list)
+    stored_mentions: bool = False  # some were written already (a large document)
+    has_slot: bool = False
+    chunk_rows: list[Chunk] = field(default_factory=list)  # chunked, not stored yet
+    extraction: pipeline.ExtractResult = field(default_factory=pipeline.ExtractResult)
+    failure: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _Throttle:
+    def __init__(self, progress: ProgressFn) -> None:
+        self.progress = progress
+        self._at: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, event: Progress) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if event.done < event.total and now - self._at.get(event.phase, 0.0) < _PROGRESS_EVERY:
+                return
+            self._at[event.phase] = now
+        self.progress(event)
+
+
+class IndexRun:
+    """Index documents of one knowledge base; ``run`` returns one outcome per input, in order."""
+
+    def __init__(self, ctx: KBContext, meta: MetaDB, kb: KnowledgeBase, kb_lock: Callable[[str], AbstractContextManager],
+                 *, progress: ProgressFn = no_progress, cancel: CancelCheck = never,
+                 document_progress: ProgressFn | None = None,
+                 chunking: Callable[[KBContext, Document], KBContext] | None = None) -> None:
+        self.ctx, self.meta, self.kb, self.kb_lock = ctx, meta, kb, kb_lock
+        # a document's own chunk size over the knowledge base's (set through the REST API)
+        self.chunking = chunking or (lambda context, _doc: context)
+        self.progress = _Throttle(progress)
+        # a run of one document (a worker's task) reports that document's own steps too
+        self.document_progress = document_progress
+        self.cancel = cancel
+        self.settings = ctx.settings
+        self.graph = kb.graph.enabled
+        self._outcomes: dict[str, DocOutcome] = {}
+        self._slots = threading.BoundedSemaphore(self.settings.index_documents_in_flight)
+        self._merge_queue: queue.Queue[_InFlight | None] = queue.Queue()
+        self._cancelled = threading.Event()
+        self._lock = threading.Lock()
+        self._total = 0
+        self._recorded = 0
+        self._in_flight = 0
+        self._chunks_submitted = 0
+        self._parsed = 0
+        self._chunks_done = 0
+        self._extractor: Extractor | None = None
+        self.vanished: set[str] = set()  # documents deleted while they were indexed
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def run(self, inputs: Iterable[DocumentInput], total: int) -> list[DocOutcome]:
+        self._total = total
+        order: list[str] = []
+        if self.graph:
+            self._extractor = pipeline.build_document_extractor(self.ctx)
+        merger = threading.Thread(target=self._merge_loop, name="kbgraph-merge", daemon=True)
+        merger.start()
+        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else max(
+            1, min(self.settings.llm_concurrency, self.settings.llm_kb_concurrency or self.settings.llm_concurrency))
+        try:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbgraph-extract") as pool:
+                batch: list[tuple[_InFlight, ParsedDocument]] = []
+                chars = 0
+                for item in inputs:
+                    order.append(item.doc.id)
+                    if self._stopped():
+                        self._finish(_InFlight(item.doc), "cancelled")
+                        continue
+                    if not self._slots.acquire(blocking=False):
+                        self._parse_batch(batch, pool)  # what waits here holds slots: send it on first
+                        batch, chars = [], 0
+                        self._acquire_slot()
+                    with self._lock:
+                        self._in_flight += 1
+                    self._report_documents()
+                    flight = _InFlight(item.doc, has_slot=True)
+                    parsed = self._read(flight, item)
+                    if parsed is None:
+                        continue
+                    if len(parsed.text) > _LARGE_CHARS:
+                        self._parse_large(flight, parsed, pool)
+                        continue
+                    # its extraction starts now; its chunks are embedded and stored with the batch's
+                    self._start_extraction(flight, parsed, pool)
+                    batch.append((flight, parsed))
+                    chars += len(parsed.text)
+                    if len(batch) >= self.settings.index_batch_documents or chars >= _BATCH_CHARS:
+                        self._parse_batch(batch, pool)
+                        batch, chars = [], 0
+                self._parse_batch(batch, pool)
+        except Cancelled:
+            self._cancelled.set()
+        finally:
+            self._merge_queue.put(None)
+            merger.join()
+        self._report_documents()
+        return [self._outcomes[doc_id] for doc_id in order if doc_id in self._outcomes]
+
+    def _stopped(self) -> bool:
+        if not self._cancelled.is_set() and self.cancel():
+            self._cancelled.set()
+        return self._cancelled.is_set()
+
+    def _acquire_slot(self) -> None:
+        while not self._slots.acquire(timeout=0.1):
+            if self._stopped():
+                raise Cancelled("cancelled by request")
+
+    # -- parse --------------------------------------------------------------------------------
+
+    def _read(self, flight: _InFlight, item: DocumentInput) -> ParsedDocument | None:
+        try:
+            data = item.read()
+            if data is None:
+                raise ParseError(item.doc.name, f"{item.size} bytes is over the limit of "
+                                                f"{self.settings.max_file_bytes} (KBGRAPH_MAX_FILE_BYTES)")
+            return read_bytes(item.doc.name, data, max_bytes=self.settings.max_file_bytes)
+        except ParseError as exc:
+            flight.failure = str(exc)
+            self._finish(flight, "failed", message="could not be parsed", error=str(exc))
+        except OSError as exc:
+            flight.failure = f"cannot be read: {exc}"
+            self._finish(flight, "failed", message="could not be read", error=flight.failure)
+        return None
+
+    def _parse_batch(self, batch: list[tuple[_InFlight, ParsedDocument]], pool: ThreadPoolExecutor) -> None:
+        """Chunk the batch's documents, set their extraction going, then embed and store their
+        chunks meanwhile (extraction needs only their text)."""
+        if not batch:
+            return
+        self._mark_running([flight for flight, _ in batch])
+        try:
+            pipeline.store_chunks(self.ctx, [f.doc.id for f, _ in batch], [f.chunk_rows for f, _ in batch],
+                                  cancel=self._stopped)
+        except Cancelled:
+            self._cancelled.set()
+            for flight, _ in batch:
+                self._step_done(flight)  # the merge loop records them cancelled
+            raise
+        except Exception as exc:  # the batch's store write failed: its documents fail, the run goes on
+            for flight, _ in batch:
+                flight.failure = flight.failure or f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self._parsed += len(batch)
+        if self.document_progress is None:
+            pipeline._report(self.ctx, self.progress, "parse", self._parsed, self._total, "documents")
+        for flight, _ in batch:
+            if self.document_progress is not None:  # a run of one document: in its chunks
+                pipeline._report(self.ctx, self._doc_progress, "parse", flight.chunks, flight.chunks, flight.doc.name)
+            flight.chunk_rows = []
+            self._step_done(flight)  # the stored chunks were the flight's last step but its extraction
+
+    def _start_extraction(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
+        flight.chunk_rows = pipeline.chunk_documents(self.chunking(self.ctx, flight.doc), [(flight.doc.id, parsed)])[0]
+        flight.chunks, flight.tokens = len(flight.chunk_rows), sum(c.token_count for c in flight.chunk_rows)
+        self._extract(flight, flight.chunk_rows, pool, storing=True)
+
+    def _parse_large(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
+        self._mark_running([flight])
+        try:
+            result = pipeline.parse_document(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed,
+                                             progress=self._doc_progress,
+                                             cancel=self._stopped)
+            del parsed  # the chunks are stored: the text is not needed any more
+            flight.chunks, flight.tokens = result.chunks, result.tokens
+            chunks = pipeline.document_chunks(self.ctx, flight.doc.id) if self.graph else []
+        except Cancelled:
+            self._finish(flight, "cancelled")
+            raise
+        except Exception as exc:
+            self._finish(flight, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        self._extract(flight, chunks, pool)
+
+    def _mark_running(self, flights: list[_InFlight]) -> None:
+        self._record([DocumentStatus(f.doc.id, "running", progress=0.0, message="indexing")
+                                         for f in flights])
+
+    def _doc_progress(self, event: Progress) -> None:
+        self.progress(event)
+        if self.document_progress is not None:
+            self.document_progress(event)
+
+    # -- extract ------------------------------------------------------------------------------
+
+    def _extract(self, flight: _InFlight, chunks: list[Chunk], pool: ThreadPoolExecutor, *,
+                 storing: bool = False) -> None:
+        """Set the document's extraction going; it goes on to the merge once every chunk is
+        extracted (and, ``storing``, once its chunks are stored: see _step_done)."""
+        chunks = chunks if self.graph else []
+        flight.remaining = len(chunks) + (1 if storing else 0)
+        flight.extraction.chunks = len(chunks)
+        if not flight.remaining:
+            self._merge_queue.put(flight)
+            return
+        with self._lock:
+            self._chunks_submitted += len(chunks)
+        for chunk in chunks:
+            pool.submit(self._extract_chunk, flight, chunk)
+
+    def _step_done(self, flight: _InFlight) -> None:
+        with flight.lock:
+            flight.remaining -= 1
+            last = flight.remaining == 0
+        if last:
+            self._merge_queue.put(flight)
+
+    def _extract_chunk(self, flight: _InFlight, chunk: Chunk) -> None:
+        extraction, error = None, ""
+        try:
+            if not self._stopped() and not flight.failure:
+                extraction, error = pipeline.extract_chunk(self.ctx, self._extractor, chunk, self._stopped)
+        except Cancelled:
+            self._cancelled.set()
+        except Exception as exc:  # a fault of this document's, not of the run
+            flight.failure = flight.failure or f"{type(exc).__name__}: {exc}"
+        with flight.lock:
+            result = flight.extraction
+            if extraction is not None:
+                result.llm_calls += extraction.llm_calls
+                result.dropped_records += extraction.dropped
+                entities, relations = extraction.to_mentions(self.ctx.kb_id, chunk.doc_id, chunk.id)
+                flight.mentions += [m.to_doc() for m in entities] + [m.to_doc() for m in relations]
+                result.entity_mentions += len(entities)
+                result.relation_mentions += len(relations)
+            elif error:
+                result.failed_chunks.append(chunk.id)
+                result.errors.append(error)
+            if len(flight.mentions) >= pipeline._WRITE_ROWS and not self._cancelled.is_set():
+                self._store_mentions(flight)  # a large document: not all of its mentions in memory
+        with self._lock:
+            self._chunks_done += 1
+            done, submitted = self._chunks_done, self._chunks_submitted
+        pipeline._report(self.ctx, self._doc_progress, "extract", done, submitted)
+        self._step_done(flight)
+
+    def _store_mentions(self, flight: _InFlight) -> None:
+        rows, flight.mentions = flight.mentions, []
+        if not flight.stored_mentions:
+            with self.ctx.store.batch():
+                pipeline.replace_mentions(self.ctx, [flight.doc.id], rows)
+            flight.stored_mentions = True
+        else:
+            self.ctx.store.upsert(self.ctx.tenant, self.ctx.kb_id, rows, refresh=False)
+
+    # -- merge and record ---------------------------------------------------------------------
+
+    def _merge_loop(self) -> None:
+        ended = False
+        while not ended:
+            first = self._merge_queue.get()
+            if first is None:
+                return
+            flights = [first]
+            while len(flights) < _MERGE_DOCUMENTS:
+                try:
+                    item = self._merge_queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    ended = True
+                    break
+                flights.append(item)
+            try:
+                self._merge(flights)
+            except Exception as exc:  # the merge's transaction failed as a whole: so do its documents
+                for flight in flights:
+                    if flight.doc.id not in self._outcomes:
+                        self._finish(flight, "failed", message="indexing failed",
+                                     error=f"{type(exc).__name__}: {exc}")
+
+    def _merge(self, flights: list[_InFlight]) -> None:
+        if self._stopped():
+            for flight in flights:
+                self._finish(flight, "cancelled")
+            return
+        failed = [f for f in flights if f.failure]
+        for flight in failed:
+            self._finish(flight, "failed", message="indexing failed", error=flight.failure)
+        good = [f for f in flights if not f.failure]
+        summary = ""
+        if self.graph and good:
+            # documents whose mentions were partly stored already replaced their old ones then
+            fresh = [f for f in good if not f.stored_mentions]
+            with self.kb_lock(self.kb.id):  # merges of one KB never interleave
+                for flight in good:
+                    if flight.stored_mentions and flight.mentions:
+                        self.ctx.store.upsert(self.ctx.tenant, self.ctx.kb_id, flight.mentions, refresh=False)
+                if fresh:
+                    with self.ctx.store.batch():
+                        pipeline.replace_mentions(self.ctx, [f.doc.id for f in fresh],
+                                                  [row for f in fresh for row in f.mentions])
+                for flight in good:
+                    flight.mentions = []
+                merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good])
+            summary = f"{merged.entities_written} entities updated" + (
+                f" with {len(good) - 1} other document(s)" if len(good) > 1 else "")
+        updates: list[DocumentStatus] = []
+        for flight in good:
+            message = f"{flight.chunks} chunks"
+            extracted = True if self.graph else None
+            if self.graph:
+                ex = flight.extraction
+                message += (f"; {ex.entity_mentions} entity and {ex.relation_mentions} relation mentions; {summary}")
+                if ex.failed_chunks:
+                    updates.append(self._partial(flight, message))
+                    continue
+            updates.append(DocumentStatus(flight.doc.id, "done", message=message, chunk_count=flight.chunks,
+                                          token_count=flight.tokens, extracted=extracted))
+            self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
+        self._record(updates)
+        self._recorded_some(good)
+
+    def _partial(self, flight: _InFlight, message: str) -> DocumentStatus:
+        """A document whose graph extraction failed for some chunks: searchable, but not done. It
+        ends "failed" with the count, so it is indexed again on the next run, where only those
+        chunks cost model calls (the others' answers parsed, so they come from the cache)."""
+        ex = flight.extraction
+        error = (f"partial: graph extraction failed for {len(ex.failed_chunks)} of {flight.chunks} chunk(s) "
+                 f"({ex.errors[0]}); the other chunks are indexed; parse the document again to retry "
+                 f"only the failed ones")
+        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "failed", flight.doc.id, flight.chunks, error)
+        return DocumentStatus(flight.doc.id, "failed", message=f"{message}; {error}", error=error,
+                              chunk_count=flight.chunks, token_count=flight.tokens)
+
+    def _finish(self, flight: _InFlight, status: str, *, message: str = "", error: str | None = None) -> None:
+        """Record one document that ends without a merge (failed, cancelled)."""
+        message = message or status
+        self._record([DocumentStatus(flight.doc.id, status, message=message, error=error)])
+        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, status, flight.doc.id, 0, error or message)
+        self._recorded_some([flight])
+
+    def _record(self, updates: list[DocumentStatus]) -> None:
+        written = self.meta.set_document_statuses(updates)
+        self.vanished |= {u.doc_id for u in updates} - written
+
+    def _recorded_some(self, flights: list[_InFlight]) -> None:
+        holding = [f for f in flights if f.has_slot]
+        with self._lock:
+            self._recorded += len(flights)
+            self._in_flight -= len(holding)
+        for flight in holding:
+            flight.has_slot = False
+            self._slots.release()
+        self._report_documents()
+
+    def _report_documents(self) -> None:
+        with self._lock:
+            done, in_flight = self._recorded, self._in_flight
+        self.progress(Progress("documents", done, self._total, f"{in_flight} in flight" if in_flight else ""))
