@@ -18,18 +18,6 @@ from web.services import Services, services
 from web.uploads import UploadTooLarge
 
 
-def _unique_name(name: str, taken: set[str]) -> str:
-    """RAGFlow's ``stem(n).ext`` for a name already in the dataset (case-insensitively)."""
-    if name.casefold() not in taken:
-        return name
-    path = PurePosixPath(name)
-    stem, ext = path.stem, path.suffix
-    n = 1
-    while f"{stem}({n}){ext}".casefold() in taken:
-        n += 1
-    return f"{stem}({n}){ext}"
-
-
 def _store_upload(svc: Services, kb: KnowledgeBase, name: str, stream: Any, kind: str) -> Document:
     try:
         return svc.store_upload(kb, name, stream, kind)
@@ -80,14 +68,14 @@ def list_documents(dataset_id: str) -> Response:
     kb = own_kb(dataset_id, f"You don't own the dataset {dataset_id}. ")
     docs = svc.meta.list_documents(kb.id, limit=None)
     doc_id, name = request.args.get("id"), request.args.get("name")
+    # each must name a document of the dataset; together they filter (an id and another's name: none)
+    for wanted, attr in ((doc_id, "id"), (name, "name")):
+        if wanted and not any(getattr(d, attr) == wanted for d in docs):
+            raise ApiError(DATA_ERROR, f"You don't own the document {wanted}.")
     if doc_id:
         docs = [d for d in docs if d.id == doc_id]
-        if not docs:
-            raise ApiError(DATA_ERROR, f"You don't own the document {doc_id}.")
     if name:
         docs = [d for d in docs if d.name == name]
-        if not docs:
-            raise ApiError(DATA_ERROR, f"You don't own the document {name}.")
     keywords = (request.args.get("keywords") or "").casefold()
     if keywords:
         docs = [d for d in docs if keywords in d.name.casefold()]
@@ -133,14 +121,14 @@ def remove_documents(svc: Services, kb: KnowledgeBase, doc_ids: list[str]) -> in
     if not doc_ids:
         return 0
     if kb.graph.enabled:
-        schedule_refresh(svc.celery, tenant(), kb.id)
-    engine = svc.engine(tenant())
+        schedule_refresh(svc.celery, kb.tenant_id, kb.id)
+    engine = svc.engine(kb.tenant_id)
     for doc_id in doc_ids:
         svc.meta.request_cancel_document(kb.id, doc_id)  # a running index stops instead of writing on
         engine.delete_document(kb.name, doc_id, refresh=False)
         (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
     if kb.graph.enabled:  # after a long batch the first refresh may have run already
-        schedule_refresh(svc.celery, tenant(), kb.id)
+        schedule_refresh(svc.celery, kb.tenant_id, kb.id)
     return len(doc_ids)
 
 

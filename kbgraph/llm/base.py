@@ -89,6 +89,8 @@ class ChatModel(Protocol):
 class Embedder(Protocol):
     model_name: str
     dim: int
+    # the cosine this model gives unrelated texts (see VectorQuery.floor); 0 for models centred on 0
+    similarity_floor: float
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 array (len(texts), dim), rows L2-normalized. Empty input gives shape (0, dim).

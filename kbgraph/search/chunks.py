@@ -84,7 +84,8 @@ def retrieve_chunks(store: DocStore, tenant: str, query: ChunkQuery, embedder: E
     request = SearchRequest(
         kb_ids=list(query.kb_ids), where=chunk_filter(query.doc_ids),
         text=TextQuery(tokens=tokens, fields=CHUNK_TEXT_FIELDS) if tokens else None,
-        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist()),
+        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(),
+                           floor=embedder.similarity_floor),
         vector_weight=query.vector_similarity_weight, threshold=query.similarity_threshold,
         candidates=candidates, offset=0, limit=candidates if query.aggregate else query.offset + query.top_n,
         fields=CHUNK_FIELDS,

@@ -174,14 +174,16 @@ def _report_hit(doc: dict, score: float) -> ReportHit:
 
 def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
                 fields: dict[str, float], vector: np.ndarray | None, limit: int, vector_weight: float,
-                where: Sequence[Condition] = (), returned: Sequence[str] | None = None) -> list[Hit]:
-    """Hybrid (or text-only / vector-only) search over one kind of graph row."""
+                where: Sequence[Condition] = (), returned: Sequence[str] | None = None,
+                floor: float = 0.0) -> list[Hit]:
+    """Hybrid (or text-only / vector-only) search over one kind of graph row; ``floor`` is the
+    embedding model's similarity floor (VectorQuery)."""
     if not tokens and vector is None:
         return []
     request = SearchRequest(
         kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind), *where],
         text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
-        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist())
+        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
         vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
     return store.search(tenant, request).hits
@@ -332,10 +334,11 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
             anchored.add(node)
 
     fields = [*ENTITY_FIELDS, "name_ltks"]
+    floor = embedder.similarity_floor if embedder is not None else 0.0
     tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
     for hit in kind_search(store, tenant, kb_ids, Entity.KIND, tokens,
                            {"name_ltks": params.name_boost, "content_ltks": 1.0}, vector,
-                           params.search_top_n, params.vector_weight, returned=fields):
+                           params.search_top_n, params.vector_weight, returned=fields, floor=floor):
         note(hit.doc, params.question_weight * hit.score)
 
     names = list(dict.fromkeys(n for n in analysis.entities if normalize_key(n)))
@@ -349,7 +352,7 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
         for name, name_vector in zip(names, name_vectors):
             name_tokens = tokenize(name)
             for hit in kind_search(store, tenant, kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,
-                                   params.entity_matches, params.vector_weight, returned=fields):
+                                   params.entity_matches, params.vector_weight, returned=fields, floor=floor):
                 overlap = name_match(name_tokens, hit.doc.get("name_ltks", ""))
                 similarity = hit.vector_score if name_vector is not None else overlap
                 note(hit.doc, 0.5 * overlap + 0.5 * similarity, anchor=True)
@@ -698,7 +701,8 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     # relations matching the question's words anywhere are loose evidence, like loose entity matches
     found = {h.id: (h.score if touches_anchor(h.doc) else seeds.loose_factor * h.score, h.doc)
              for h in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
-                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS)}
+                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS,
+                                  floor=embedder.similarity_floor if embedder is not None else 0.0)}
     for rid, (score, doc) in about.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)

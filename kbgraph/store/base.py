@@ -103,6 +103,10 @@ class TextQuery:
 class VectorQuery:
     field: str
     vector: Sequence[float]
+    # the model's cosine for unrelated texts: vector_score = (cosine - floor) / (1 - floor), clipped,
+    # so that models whose cosines all sit high (e5: ~0.75 for unrelated texts) weigh in the hybrid
+    # score as much as those centred on 0 (the ranking by vector alone does not change)
+    floor: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -223,6 +227,13 @@ class DocStore(ABC):
 def vector_field(dim: int) -> str:
     """The name of the dense-vector field for embeddings of this size."""
     return f"q_{dim}_vec"
+
+
+def rescale_cosine(cosine: float, floor: float) -> float:
+    """A cosine as the contract's vector_score: (cosine - floor) / (1 - floor), clipped to [0, 1]."""
+    if floor:
+        cosine = (cosine - floor) / (1.0 - floor)
+    return min(1.0, max(0.0, cosine))
 
 
 def fuse(term_score: float, vector_score: float, weight: float, has_text: bool, has_vector: bool) -> float:

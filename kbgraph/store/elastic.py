@@ -59,6 +59,7 @@ from kbgraph.store.base import (
     StoreUnavailable,
     TextQuery,
     fuse,
+    rescale_cosine,
 )
 
 MAPPINGS_FILE = INDEX_DEFINITION
@@ -344,7 +345,7 @@ def fuse_hits(text_hits: Sequence[Mapping[str, Any]], vector_hits: Sequence[Mapp
     hits: list[Hit] = []
     for doc_id, source in sources.items():
         term_score = term.get(doc_id, 0.0)
-        vector_score = similarity.get(doc_id, 0.0)
+        vector_score = rescale_cosine(similarity.get(doc_id, 0.0), request.vector.floor if request.vector else 0.0)
         score = fuse(term_score, vector_score, request.vector_weight, has_text, has_vector)
         if score < request.threshold:
             continue

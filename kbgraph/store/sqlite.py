@@ -265,6 +265,8 @@ def _fused(term_rows: np.ndarray, term: np.ndarray, vec_rows: np.ndarray, vec: n
     term_scores[np.searchsorted(rowids, term_rows)] = term
     if len(vec_rows):
         vector_scores[np.searchsorted(rowids, vec_rows)] = vec
+        if req.vector is not None and req.vector.floor:
+            vector_scores = (vector_scores - req.vector.floor) / (1.0 - req.vector.floor)
         vector_scores = np.minimum(1.0, np.maximum(0.0, vector_scores))
     has_text, has_vector = req.text is not None, req.vector is not None
     if has_text and has_vector:

@@ -414,6 +414,19 @@ def test_knn_ordering_and_scores(store: DocStore, tenant: str, kb: str) -> None:
     assert ids_of(result) == ["a0", "a10"] and result.total == 2
 
 
+def test_similarity_floor_rescales_vector_scores_not_their_order(store: DocStore, tenant: str, kb: str) -> None:
+    # a model whose unrelated texts sit at cosine ~0.75 weighs in the fusion like one centred on 0
+    angles = {"a0": 0, "a20": 20, "a40": 40, "a60": 60}
+    store.upsert(tenant, kb, [{"id": i, V: unit(a)} for i, a in angles.items()])
+    plain = store.search(tenant, SearchRequest(kb_ids=[kb], vector=VectorQuery(V, unit(0)), limit=10))
+    floored = store.search(tenant, SearchRequest(kb_ids=[kb], vector=VectorQuery(V, unit(0), floor=0.8), limit=10,
+                                                 threshold=0.01))
+    assert ids_of(floored) == ["a0", "a20"] and ids_of(plain)[:2] == ids_of(floored)  # a40, a60 fall under the floor
+    for hit in floored.hits:
+        cos = math.cos(math.radians(angles[hit.id]))
+        assert hit.vector_score == pytest.approx(max(0.0, (cos - 0.8) / 0.2), abs=1e-4)
+
+
 def test_hybrid_fusion_follows_vector_weight(store: DocStore, tenant: str, kb: str) -> None:
     store.upsert(tenant, kb, [
         # the text winner points away from the query vector; the vector winner barely matches the text

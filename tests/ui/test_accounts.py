@@ -127,3 +127,19 @@ def test_errors_are_pages_not_stack_traces(app: Flask) -> None:
     off = client.post("/kbs", data={"name": "llm", "graph": "on", "method": "general",
                                     "csrf_token": token(client, "/kbs")})
     assert off.status_code == 400 and "needs no LLM" in off.get_data(as_text=True)
+
+
+def test_graph_page_says_how_to_install_missing_assets(app: Flask, monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from web.ui import assets, common
+
+    client = app.test_client()
+    sign_up(client, "e@example.com")
+    kb_id = create_kb(client, "g")
+    monkeypatch.setattr(common, "BUILD_DIR", tmp_path / "nothing-built")
+    page = client.get(f"/kbs/{kb_id}/graph").get_data(as_text=True)
+    assert "kbgraph-web setup-assets" in page and "graph.js" not in page
+    monkeypatch.setattr(assets, "BUNDLE", tmp_path / "nothing-built" / "graph-lib.js")
+    monkeypatch.setattr(assets.shutil, "which", lambda _: None)
+    with pytest.raises(assets.AssetsError, match="npm is not installed"):
+        assets.setup_assets()

@@ -4,13 +4,13 @@ the graph view, search an entity and expand it. Another user never sees the firs
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -26,7 +26,9 @@ STATE: dict[str, str] = {}
 
 
 def wait(browser: WebDriver, check: Callable[[WebDriver], Any], timeout: float = 30, what: str = "") -> Any:
-    return WebDriverWait(browser, timeout, poll_frequency=0.2).until(check, what)
+    # an element read while the page navigates or redraws goes stale: look again
+    return WebDriverWait(browser, timeout, poll_frequency=0.2,
+                         ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]).until(check, what)
 
 
 def shot(browser: WebDriver, artifacts: Path, name: str) -> None:
@@ -108,6 +110,13 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     assert len(failed) == 1 and "could not be parsed" in failed[0]["text"], failed  # the error shows on its row
     rows = [r for r in rows if r not in failed]
     assert all(int(r["chunks"]) > 0 for r in rows), rows
+    # a row's own Delete button, after a confirmation
+    browser.execute_script("document.querySelector('button[aria-label=\"Delete broken.pdf\"]').click()")
+    WebDriverWait(browser, 10).until(EC.alert_is_present(), "the delete confirmation").accept()
+    try:
+        wait(browser, lambda b: len(doc_rows(b)) == len(rows), what="the broken document gone")
+    except Exception:
+        raise AssertionError(browser.find_element(By.ID, "upload-status").text) from None
     state = browser.find_element(By.ID, "graph-state").text
     assert "entities" in state and not state.startswith("0 entities"), state
 
@@ -136,6 +145,16 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     assert browser.find_elements(By.CSS_SELECTOR, ".chunk-hit mark"), "question words are not highlighted"
     assert "graph" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .scores").text
     shot(browser, artifacts, "05-retrieval-kg")
+    Select(browser.find_element(By.NAME, "mode")).select_by_value("mix")
+    browser.find_element(By.CSS_SELECTOR, "#retrieval-form button[type=submit]").click()
+    wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, "p.meta[role=status]").text.startswith("mix"),
+         what="the mix results")
+    scores = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, ".chunk-hit .scores"))
+    assert "term" in scores and "vector" in scores, scores  # the hybrid part's scores
+    shot(browser, artifacts, "05b-retrieval-mix")
+    # an entity of the results opens in the graph view, selected
+    browser.find_element(By.CSS_SELECTOR, ".kg-entities tbody tr a").click()
+    wait(browser, lambda b: b.find_elements(By.ID, "expand-node"), what="the entity opened in the graph view")
 
     # chat: an assistant over the knowledge base, an answer streamed in pieces, a citation that opens
     browser.get(base_url + "/chat")
@@ -216,7 +235,7 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
     # settings: an API key shown once, then only its hash
     browser.get(base_url + "/settings")
     browser.find_element(By.CSS_SELECTOR, "form[action='/settings/api-keys'] button").click()
-    key = browser.find_element(By.ID, "new-key").text
+    key = wait(browser, EC.presence_of_element_located((By.ID, "new-key")), what="the new key shown").text
     assert key.startswith("kbgraph-")
     shot(browser, artifacts, "12-settings-key")
     listed = requests.get(base_url + "/api/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()

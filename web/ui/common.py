@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,5 +160,3 @@ def json_body() -> dict[str, Any]:
 def assets_built() -> bool:
     return (BUILD_DIR / "graph-lib.js").is_file()
 
-
-Route = Callable[..., Any]

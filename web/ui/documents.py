@@ -18,7 +18,8 @@ from kbgraph.meta import Document, KnowledgeBase, Task
 from kbgraph.store.records import GraphMeta, graph_meta_id
 from task_executor.submit import cancel_documents, enqueue_documents
 from task_executor.tasks import refresh_pending_key, schedule_refresh
-from web.documents import _store_upload, _unique_name, remove_documents
+from web.documents import remove_documents
+from web.uploads import UploadTooLarge
 from web.rows import file_type
 from web.services import services
 from web.ui.common import PageError, engine, json_body, own_kb, page_blueprint, tenant
@@ -91,7 +92,6 @@ def upload(kb_id: str) -> dict[str, Any]:
     files = [f for f in request.files.getlist("file") if f.filename]
     if not files:
         raise PageError("Choose at least one file to upload.")
-    taken = {d.name.casefold() for d in svc.meta.list_documents(kb.id, limit=None)}
     uploaded, refused = [], []
     for f in files:
         name = PurePosixPath((f.filename or "").replace("\\", "/")).name
@@ -99,9 +99,10 @@ def upload(kb_id: str) -> dict[str, Any]:
         if not name or kind is None or len(name.encode("utf-8")) > 255:
             refused.append(f"{name or f.filename}: this type of file is not supported")
             continue
-        name = _unique_name(name, taken)
-        taken.add(name.casefold())
-        uploaded.append(_store_upload(svc, kb, name, f.stream, kind))
+        try:  # a taken name becomes name(n); the same bytes again are the document they made
+            uploaded.append(svc.store_upload(kb, name, f.stream, kind))
+        except UploadTooLarge as exc:
+            refused.append(str(exc))
     if request.form.get("parse", "on") == "on" and uploaded:
         enqueue_documents(svc.settings, tenant(), kb.id, [d.id for d in uploaded], meta=svc.meta, app=svc.celery)
     return {"uploaded": [d.name for d in uploaded], "refused": refused}

@@ -38,7 +38,17 @@
         el("span", { class: "pct" }, " " + pct + "%"), el("p", { class: "meta phase" }, phase)),
       el("td", {}, String(d.chunks)),
       el("td", {}, llmCell(d)),
-      el("td", {}, elapsed(d, now)));
+      el("td", {}, elapsed(d, now)),
+      el("td", { class: "rowactions" }, ...rowActions(d)));
+  }
+
+  function rowActions(d) {
+    const running = d.status === "running" || d.status === "pending";
+    const button = (action, text, extra) => el("button", {
+      type: "button", class: "small " + (extra || ""), "aria-label": `${text} ${d.name}`,
+      onclick: () => act(action, [d.id]) }, text);
+    return running ? [button("cancel", "Cancel")]
+      : [button("parse", d.status === "done" || d.status === "failed" ? "Re-parse" : "Parse"), button("delete", "Delete", "danger")];
   }
 
   function describeGraph(g, docs) {
@@ -67,7 +77,7 @@
     const ids = new Set(data.documents.map((d) => d.id));
     for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
     body.replaceChildren(...(data.documents.length ? data.documents.map((d) => row(d, data.now))
-      : [el("tr", {}, el("td", { colspan: 7 }, "No documents yet: upload some above."))]));
+      : [el("tr", {}, el("td", { colspan: 8 }, "No documents yet: upload some above."))]));
     graphState.textContent = describeGraph(data.graph, data.documents);
     const working = busy(data);
     table.dataset.busy = working ? "yes" : "no";
@@ -99,16 +109,19 @@
     body.querySelectorAll("tr[data-id]").forEach((tr) => { e.target.checked ? selected.add(tr.dataset.id) : selected.delete(tr.dataset.id); });
     refresh();
   });
-  document.querySelectorAll("#bulk button").forEach((b) => b.addEventListener("click", async () => {
-    const action = b.dataset.action;
-    if (!selected.size) { status.className = "error"; status.textContent = "Select documents first."; return; }
-    if (action === "delete" && !confirm(`Delete ${selected.size} document(s) with their chunks and their part of the graph?`)) return;
+  async function act(action, ids) {
+    if (action === "delete" && !confirm(`Delete ${ids.length} document(s) with their chunks and their part of the graph?`)) return;
     try {
-      await call("POST", `${table.dataset.api}/${action}`, { ids: [...selected] });
+      await call("POST", `${table.dataset.api}/${action}`, { ids });
       status.className = ""; status.textContent = { parse: "Parsing queued.", cancel: "Cancelling…", delete: "Deleted." }[action];
-      if (action === "delete") selected.clear();
+      if (action === "delete") ids.forEach((id) => selected.delete(id));
     } catch (e) { status.className = "error"; status.textContent = e.message; }
     refresh();
+  }
+
+  document.querySelectorAll("#bulk button").forEach((b) => b.addEventListener("click", () => {
+    if (!selected.size) { status.className = "error"; status.textContent = "Select documents first."; return; }
+    act(b.dataset.action, [...selected]);
   }));
   refresh();
 })();
