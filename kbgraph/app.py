@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Literal
 
 from kbgraph import pipeline
 from kbgraph.config import Settings
-from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun
+from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun, RunEstimate, estimate_run
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
-from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB, NotFound
+from kbgraph.meta.repo import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
@@ -32,6 +32,17 @@ if TYPE_CHECKING:
     from kbgraph.chat import Dialog
     from kbgraph.chunk_edit import ChunkChange, ChunkPage, ChunkRecord
     from kbgraph.search.retrieve import RetrievalResult
+
+
+def _reader(path: Path, readable: bool, within_limit: bool) -> Callable[[], bytes | None]:
+    """A file's bytes when the run gets to it: b"" for a type kbgraph cannot read (it then fails with
+    that reason), None over the size limit."""
+    def read() -> bytes | None:
+        if not within_limit:
+            return None
+        return path.read_bytes() if readable else b""
+
+    return read
 
 
 def _file_digest(path: Path) -> str:
@@ -193,9 +204,13 @@ class Engine:
         """The configured chat model (None without an LLM)."""
         return self.chat_for(None)
 
-    def chat_for(self, kb: KnowledgeBase | None) -> ChatModel | None:
-        """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top."""
-        overrides = tuple(sorted((kb.extra.get("llm") or {}).items())) if kb is not None else ()
+    def chat_for(self, kb: KnowledgeBase | None, model: str = "") -> ChatModel | None:
+        """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top;
+        ``model`` names another model of the same endpoint (a chat assistant's own choice)."""
+        wanted = dict(kb.extra.get("llm") or {}) if kb is not None else {}
+        if model and self.settings.llm_configured and model != wanted.get("llm_model", self.settings.llm_model):
+            wanted["llm_model"] = model
+        overrides = tuple(sorted(wanted.items()))
         key = (overrides, kb.id if kb is not None else "")
         if key not in self._chats:
             from kbgraph.llm.factory import build_chat
@@ -373,16 +388,20 @@ class Engine:
         names: list[str] = []
 
         def inputs() -> Iterator[DocumentInput]:
-            for name, path in files:
-                item = self._register_file(kb, name, path, force)
-                names.append(name)
-                if isinstance(item, DocOutcome):
-                    settled[name] = item
-                else:
-                    yield item
+            batch = max(1, self.settings.index_batch_documents)
+            for start in range(0, len(files), batch):
+                for (name, _), item in zip(files[start:start + batch],
+                                           self._register_files(kb, files[start:start + batch], force)):
+                    names.append(name)
+                    if isinstance(item, DocOutcome):
+                        settled[name] = item
+                    else:
+                        yield item
 
         progress(Progress("documents", 0, len(files)))
-        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
+        # summaries wait for the refresh's summary pass only when a refresh follows the run
+        ctx = self.context(kb) if refresh else replace(self.context(kb), defer_summaries=False)
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
                        chunking=self._document_chunking)
         indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
         report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
@@ -392,6 +411,17 @@ class Engine:
                 report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
             self._fail_unsummarized(report)
         return report
+
+    def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
+        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from their sizes."""
+        kb = self.kb(kb_name)
+        sizes = []
+        for _, path in self._named_files(paths):
+            try:
+                sizes.append(path.stat().st_size)
+            except OSError:
+                continue
+        return estimate_run(self.context(kb), sizes)
 
     def _fail_unsummarized(self, report: IndexReport) -> None:
         """Documents of this run whose descriptions the model could not summarize end failed (the
@@ -419,26 +449,34 @@ class Engine:
                 named.append((given.name, given))
         return named
 
-    def _register_file(self, kb: KnowledgeBase, name: str, path: Path, force: bool) -> DocumentInput | DocOutcome:
-        """The file's document row, registered or updated; an outcome when there is nothing to run
-        (unchanged, or the file cannot be read)."""
+    def _register_files(self, kb: KnowledgeBase, files: Sequence[tuple[str, Path]],
+                        force: bool) -> list[DocumentInput | DocOutcome]:
+        """The files' document rows, registered or updated in one transaction; an outcome for each
+        file with nothing to run (unchanged, or unreadable)."""
         limit = self.settings.max_file_bytes
-        # an unreadable file is registered unread, to fail with its reason (type, size, permissions,
-        # a dangling link)
-        try:
-            size = path.stat().st_size
-            readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
-            digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
-        except OSError as exc:
-            doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
-            reason = f"{name}: cannot read the file ({exc.strerror or exc})"
-            self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
-            return DocOutcome(name, "failed", doc.id, 0, reason)
-        doc, changed = self.meta.upsert_document(kb.id, name, location=str(path.resolve()), size=size,
-                                                 content_hash=digest)
-        if not changed and not force:
-            return DocOutcome(name, "skipped", doc.id, doc.chunk_count, "unchanged")
-        return DocumentInput(doc, lambda: (path.read_bytes() if readable else b"") if size <= limit else None, size)
+        out: list[DocumentInput | DocOutcome | None] = [None] * len(files)
+        found: list[tuple[int, DocumentFile, bool]] = []
+        for number, (name, path) in enumerate(files):
+            # an unreadable file is registered unread, to fail with its reason (type, size,
+            # permissions, a dangling link)
+            try:
+                size = path.stat().st_size
+                readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
+                digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
+            except OSError as exc:
+                doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
+                reason = f"{name}: cannot read the file ({exc.strerror or exc})"
+                self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
+                out[number] = DocOutcome(name, "failed", doc.id, 0, reason)
+                continue
+            found.append((number, DocumentFile(name, str(path.resolve()), size, digest), readable))
+        registered = self.meta.upsert_documents(kb.id, [f for _, f, _ in found])
+        for (number, file, readable), (doc, changed) in zip(found, registered):
+            if not changed and not force:
+                out[number] = DocOutcome(file.name, "skipped", doc.id, doc.chunk_count, "unchanged")
+            else:
+                out[number] = DocumentInput(doc, _reader(Path(file.location), readable, file.size <= limit), file.size)
+        return [o for o in out if o is not None]
 
     def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
         """A progress callback that also records the document's progress (at most twice a second)."""

@@ -19,6 +19,7 @@ import click
 
 from kbgraph.config import ConfigError, Settings, load_settings, settings_table
 from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig, MetaError
+from kbgraph.indexing import RunEstimate
 from kbgraph.pipeline import Progress
 from kbgraph.store.base import StoreError
 
@@ -53,6 +54,15 @@ class ProgressBars:
         for bar in self.bars.values():
             bar.close()
         self.bars.clear()
+
+
+def _warn_if_long(estimate: "RunEstimate") -> None:
+    """A note before work that will take more than a minute (unchanged files make it shorter)."""
+    if estimate.seconds < 60:
+        return
+    calls = f", ~{estimate.llm_calls} LLM calls" if estimate.llm_calls else ""
+    click.echo(f"note: {estimate.documents} file(s), {estimate.bytes / 1e6:.1f} MB, ~{estimate.chunks} chunks{calls}: "
+               f"expect roughly {estimate.seconds / 60:.0f} minute(s) (less for files already indexed)", err=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -293,6 +303,7 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             engine.create_kb(kb_name)
             click.echo(f"created knowledge base {kb_name!r} with the graph off; `kbgraph kb set {kb_name} --graph nlp` "
                        "switches it on and builds it for what is indexed", err=True)
+        _warn_if_long(engine.estimate_index(kb_name, list(paths)))
         try:
             report = engine.index_paths(kb_name, list(paths), progress=bars, force=force)
         finally:
@@ -309,6 +320,10 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
         if calls or cached:
             summary += (f"; LLM calls {calls} (+{cached} cached), tokens {sum(u.prompt_tokens for u in chat)}"
                         f"+{sum(u.completion_tokens for u in chat)}")
+        if calls or cached:
+            click.echo("tokens by phase (prompt+completion): " + ", ".join(
+                f"{phase} {u.calls} calls {u.prompt_tokens}+{u.completion_tokens}"
+                for phase, u in sorted(report.ledger.by_phase.items()) if phase != "embed" and u.calls), err=True)
         if report.count("cancelled"):
             summary += f", {report.count('cancelled')} cancelled"
         if report.refresh is not None:

@@ -45,6 +45,41 @@ _PROGRESS_EVERY = 0.2
 
 
 @dataclass
+class RunEstimate:
+    """What an indexing run will roughly cost, before it starts (for a warning on long work)."""
+
+    documents: int
+    bytes: int
+    chunks: int
+    llm_calls: int
+    seconds: float
+
+
+# rough figures for the estimate: a token is ~4 bytes of text; offline (nlp extraction, a local
+# or hash embedder) a chunk of 512 tokens takes ~20 ms on one core; a hosted model answers in ~2 s
+_BYTES_PER_TOKEN = 4
+_OFFLINE_SECONDS_PER_TOKEN = 0.02 / 512
+_MODEL_SECONDS_PER_CALL = 2.0
+
+
+def estimate_run(ctx: KBContext, sizes: Iterable[int]) -> RunEstimate:
+    """Chunks, LLM calls and seconds a run over files of these sizes will take, roughly: chunk
+    count from the bytes, two calls per chunk with gleaning, one report call per ~4 chunks, at a
+    hosted model's ~2 s per call with ``llm_concurrency`` in flight."""
+    sizes = list(sizes)
+    total = sum(sizes)
+    step = max(1, ctx.chunk_tokens - ctx.chunk_overlap)
+    chunks = sum(max(1, -(-size // _BYTES_PER_TOKEN) // step + 1) for size in sizes if size)
+    seconds = total / _BYTES_PER_TOKEN * _OFFLINE_SECONDS_PER_TOKEN
+    calls = 0
+    if ctx.graph.enabled and ctx.graph.method != "nlp":
+        per_chunk = 1 + (ctx.graph.max_gleanings if ctx.chunk_tokens >= ctx.settings.glean_min_tokens else 0)
+        calls = chunks * per_chunk + chunks // 4
+        seconds += calls * _MODEL_SECONDS_PER_CALL / max(1, ctx.settings.llm_concurrency)
+    return RunEstimate(len(sizes), total, chunks, calls, seconds)
+
+
+@dataclass
 class DocumentInput:
     """One registered document to index; ``read`` gives its bytes, or None when it is over the
     size limit (recorded as its failure), and is called only when the run gets to it."""
@@ -149,6 +184,7 @@ class IndexRun:
                         self._acquire_slot()
                     with self._lock:
                         self._in_flight += 1
+                    self._report_documents()
                     flight = _InFlight(item.doc, has_slot=True)
                     parsed = self._read(flight, item)
                     if parsed is None:

@@ -194,7 +194,10 @@ def _entity_from_facts(kb_id: str, key: str, facts: EntityFacts, describe: Descr
         description=description, name_tokens=token_string(" ".join([name, *aliases])),
         description_tokens=tokens(description), aliases=aliases, doc_ids=doc_ids, chunk_ids=chunk_ids,
         mention_count=facts.mention_count, derivation=_derivation_state(facts, description, doc_ids, chunk_ids),
-        summary_pending=_pending(describe, fragments),
+        # fragments past the ones an extended row kept (``beyond``) put the whole set over the budget
+        # even where the kept ones and the new ones still fit
+        summary_pending=_pending(describe, fragments) or (
+            facts.beyond is not None and isinstance(describe, Describer) and describe.deferred),
     )
 
 

@@ -112,6 +112,17 @@ def _check_count(name: str, value: int | None) -> None:
 
 
 @dataclass
+class DocumentFile:
+    """A file to register, for ``MetaDB.upsert_documents``."""
+
+    name: str
+    location: str = ""
+    size: int = 0
+    content_hash: str = ""
+    extra: dict[str, Any] | None = None
+
+
+@dataclass
 class DocumentStatus:
     """One document's step, for ``MetaDB.set_document_statuses`` (None: leave the field as it is)."""
 
@@ -445,36 +456,50 @@ class MetaDB:
         reset to "pending" with its counters and graph state cleared; an unchanged one only gets
         its location and size refreshed.
         """
-        name = _check_name(name, "document", 255)
-        _check_count("size", size)
-        if content_hash and not _HASH_RE.match(content_hash):
-            raise MetaError("content_hash must be the lower-case hex sha256 of the file's bytes")
+        return self.upsert_documents(kb_id, [DocumentFile(name, location, size, content_hash, extra)])[0]
+
+    def upsert_documents(self, kb_id: str, files: Sequence[DocumentFile]) -> list[tuple[Document, bool]]:
+        """``upsert_document`` for many files in one transaction (an indexing run registers its
+        files in batches: one commit per file would cost more than indexing a short one)."""
+        for f in files:
+            _check_name(f.name, "document", 255)
+            _check_count("size", f.size)
+            if f.content_hash and not _HASH_RE.match(f.content_hash):
+                raise MetaError("content_hash must be the lower-case hex sha256 of the file's bytes")
         now = _now()
+        out: list[tuple[m.Document, bool]] = []
         try:
             with self._write() as s:
                 if s.get(m.KnowledgeBase, kb_id) is None:
                     raise NotFound(f"knowledge base {kb_id!r} does not exist")
-                row = s.scalar(
-                    select(m.Document).where(m.Document.kb_id == kb_id, m.Document.name == name).with_for_update()
-                )
-                if row is None:
-                    changed = True
-                    row = m.Document(
-                        id=_new_id(), kb_id=kb_id, name=name, status="pending", extra={}, created=now
-                    )
-                    s.add(row)
-                else:
-                    changed = row.content_hash != content_hash or row.status != "done"
-                row.location, row.size, row.content_hash, row.updated = location, size, content_hash, now
-                if extra is not None:
-                    row.extra = dict(extra)
-                if changed:
-                    _apply_status(row, "pending", None, now)
-                    row.message, row.chunk_count, row.token_count = "", 0, 0
-                    row.extracted, row.graph_version = False, 0
+                names = [_check_name(f.name, "document", 255) for f in files]
+                found: dict[str, m.Document] = {}
+                for start in range(0, len(names), 500):
+                    query = select(m.Document).where(m.Document.kb_id == kb_id,
+                                                     m.Document.name.in_(names[start:start + 500])).with_for_update()
+                    found |= {row.name: row for row in s.scalars(query)}
+                for name, f in zip(names, files):
+                    row = found.get(name)
+                    if row is None:
+                        changed = True
+                        row = found[name] = m.Document(
+                            id=_new_id(), kb_id=kb_id, name=name, status="pending", extra={}, created=now
+                        )
+                        s.add(row)
+                    else:
+                        changed = row.content_hash != f.content_hash or row.status != "done"
+                    row.location, row.size, row.content_hash, row.updated = f.location, f.size, f.content_hash, now
+                    if f.extra is not None:
+                        row.extra = dict(f.extra)
+                    if changed:
+                        _apply_status(row, "pending", None, now)
+                        row.message, row.chunk_count, row.token_count = "", 0, 0
+                        row.extracted, row.graph_version = False, 0
+                    out.append((row, changed))
         except IntegrityError:
-            raise AlreadyExists(f"document {name!r} was registered concurrently; retry") from None
-        return Document.model_validate(row), changed
+            raise AlreadyExists(f"a document of {[f.name for f in files][:3]} was registered concurrently; "
+                                "retry") from None
+        return [(Document.model_validate(row), changed) for row, changed in out]
 
     def create_document(
         self,
@@ -959,6 +984,14 @@ class MetaDB:
     def get_session(self, tenant_id: str, assistant_id: str, session_id: str) -> ChatSession:
         with self._read() as s:
             return ChatSession.model_validate(self._session(s, tenant_id, assistant_id, session_id))
+
+    def session_of_deleted_assistant(self, tenant_id: str, assistant_id: str, session_id: str) -> bool:
+        """Whether this is a session kept under one of the tenant's deleted assistants."""
+        with self._read() as s:
+            found = s.scalar(select(m.ChatSession.id).join(m.Assistant, m.Assistant.id == m.ChatSession.assistant_id)
+                             .where(m.ChatSession.id == session_id, m.Assistant.id == assistant_id,
+                                    m.Assistant.tenant_id == tenant_id, m.Assistant.deleted.is_(True)))
+            return found is not None
 
     def list_sessions(self, tenant_id: str, assistant_id: str) -> list[ChatSession]:
         with self._read() as s:

@@ -73,3 +73,41 @@ def test_budget_is_fragment_tokens_plus_line_breaks_without_a_model() -> None:
     # without a model, a description over the budget keeps the first fragments that fit, in order
     assert describe("entity", "Keeper", fragments) == "\n".join(fragments[:3])
     assert Describer(None, max_tokens=exactly_three - 1)("entity", "Keeper", fragments) == "\n".join(fragments[:2])
+
+
+MANY = [f"Fragment {i} tells of the subject's deed number {i} in the year {1700 + i} at length." for i in range(60)]
+
+
+def test_summary_prompts_stay_bounded_and_new_fragments_reask_only_their_group(scripted_llm: ScriptedLLM,
+                                                                               settings: Settings) -> None:
+    prompts: list[str] = []
+
+    def answer(request: dict[str, Any]) -> str:
+        prompt = request["messages"][-1]["content"]
+        prompts.append(prompt)
+        return f"Summary of {len(re.findall(r'^- ', prompt, re.M))} descriptions."
+
+    scripted_llm.responder = answer
+    chat = build_chat(scripted_llm.settings(settings))  # with the answer cache, as indexing runs
+    describe = Describer(chat, max_tokens=30, prompt_tokens=400)
+    first = describe.summary("entity", "Subject", MANY)
+    fragment_lines = [len(re.findall(r"^- ", p, re.M)) for p in prompts]
+    assert len(prompts) > 2 and max(fragment_lines) < len(MANY)  # grouped, then the groups' summaries
+    assert all(len(p) < 400 * 6 for p in prompts)  # every prompt within its token budget (~4-6 chars a token)
+    # a function of the set of fragments: another order asks nothing new and gives the same summary
+    asked = len(prompts)
+    assert describe.summary("entity", "Subject", list(reversed(MANY))) == first and len(prompts) == asked
+    # one new fragment: its group and the summaries above it are asked again, not every group
+    describe.summary("entity", "Subject", MANY + ["Fragment 99 tells of one more deed."])
+    assert 1 <= len(prompts) - asked < asked
+
+
+def test_a_deferred_describer_writes_a_stand_in_and_marks_it_pending(scripted_llm: ScriptedLLM,
+                                                                     settings: Settings) -> None:
+    summarizing(scripted_llm)
+    chat = build_chat(scripted_llm.settings(settings), cache=False)
+    deferred = Describer(chat, max_tokens=40, deferred=True)
+    stand_in = deferred("entity", "Subject", LONG)
+    assert scripted_llm.counts["chat"] == 0 and deferred.pending(LONG) and not deferred.pending(["tiny"])
+    assert stand_in == Describer(None, max_tokens=40)("entity", "Subject", LONG)  # the first fragments
+    assert deferred.summary("entity", "Subject", LONG).startswith("Summary of 8 fragments")

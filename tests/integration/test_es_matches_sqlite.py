@@ -45,6 +45,9 @@ MEAN_OVERLAP = 0.9
 # entity scores (BM25 + vector + graph) agree within this; two entities closer than it at the cut
 # of the top list may come in either order (measured: at most 0.006 apart on the sample corpus)
 SCORE_TOLERANCE = 0.01
+# community reports are long texts, where Lucene's one-byte lengths move BM25 most: report scores
+# agree within this (one run measured 0.016)
+REPORT_SCORE_TOLERANCE = 0.03
 
 
 def _settings(root: Path, store: str, **extra: object) -> Settings:
@@ -122,16 +125,21 @@ def test_the_graph_is_the_same_on_both_engines(engines: dict[str, Engine]) -> No
     assert elastic == sqlite
 
 
-def _assert_same_top_entities(sqlite: list, elastic: list, where: tuple[str, str]) -> None:
-    assert elastic and sqlite and elastic[0].name == sqlite[0].name, where
-    expected = {e.name: e.score for e in sqlite}
-    cut = sqlite[TOP_ENTITIES - 1].score if len(sqlite) >= TOP_ENTITIES else 0.0
-    for hit in elastic[:TOP_ENTITIES]:
-        assert hit.name in expected, where
-        assert hit.score == pytest.approx(expected[hit.name], abs=SCORE_TOLERANCE), (where, hit.name)
-    # every entity SQLite ranks clearly above its cut is in Elasticsearch's top list too
-    clear = {e.name for e in sqlite[:TOP_ENTITIES] if e.score > cut + SCORE_TOLERANCE}
-    assert clear <= {e.name for e in elastic[:TOP_ENTITIES]}, where
+def _assert_same_ranking(sqlite: list, elastic: list, top: int, name: str, where: object,
+                         tolerance: float = SCORE_TOLERANCE) -> None:
+    """The same ranking up to near ties: Elasticsearch's first ``top`` hits are SQLite's hits with
+    scores within ``tolerance``, and every hit SQLite ranks clearly inside its top (and first,
+    when clearly first) is there too."""
+    assert sqlite and elastic, where
+    expected = {getattr(h, name): h.score for h in sqlite}
+    for hit in elastic[:top]:
+        assert getattr(hit, name) in expected, where
+        assert hit.score == pytest.approx(expected[getattr(hit, name)], abs=tolerance), (where, hit)
+    cut = sqlite[top - 1].score if len(sqlite) >= top and len(sqlite) > top else -1.0
+    clear = {getattr(h, name) for h in sqlite[:top] if h.score > cut + tolerance}
+    assert clear <= {getattr(h, name) for h in elastic[:top]}, where
+    if len(sqlite) == 1 or sqlite[0].score > sqlite[1].score + tolerance:
+        assert getattr(elastic[0], name) == getattr(sqlite[0], name), where
 
 
 def test_every_mode_answers_alike(engines: dict[str, Engine]) -> None:
@@ -143,7 +151,7 @@ def test_every_mode_answers_alike(engines: dict[str, Engine]) -> None:
             sqlite, elastic = answers["sqlite"], answers["elasticsearch"]
             assert elastic.chunks, (mode, question)
             if mode != "naive":
-                _assert_same_top_entities(sqlite.entities, elastic.entities, (mode, question))
+                _assert_same_ranking(sqlite.entities, elastic.entities, TOP_ENTITIES, "name", (mode, question))
             chunks = [{(c.doc_name, c.position) for c in a.chunks} for a in (sqlite, elastic)]
             overlap = len(chunks[0] & chunks[1]) / max(len(chunks[0]), len(chunks[1]))
             assert overlap >= MIN_OVERLAP, (mode, question, chunks)
@@ -190,4 +198,5 @@ def test_llm_extraction_builds_the_same_graph_and_global_answers(llm_engines: di
     question = "What are the main themes around the guild?"
     answers = {name: llm_engines[name].query(["lore"], question, mode="global") for name in ENGINES}
     assert answers["elasticsearch"].answer
-    assert [r.title for r in answers["elasticsearch"].reports] == [r.title for r in answers["sqlite"].reports]
+    reports = [answers[name].reports for name in ENGINES]
+    _assert_same_ranking(reports[0], reports[1], len(reports[0]), "title", "global", REPORT_SCORE_TOLERANCE)

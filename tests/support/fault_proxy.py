@@ -1,8 +1,8 @@
 """A fault-injecting HTTP proxy for an OpenAI-compatible server, for drills.
 
-Each chat request is, with probability ``rate`` (seeded, so a run can be repeated), answered with a
-fault instead of being passed on: HTTP 500, HTTP 429 with Retry-After, the connection dropped
-without an answer, a reply cut off mid-JSON, or a well-formed reply whose text is garbage. Every
+Each chat request is, with probability ``rate`` (seeded), answered with a fault instead of being
+passed on, the kinds taking turns: HTTP 500, HTTP 429 with Retry-After, the connection dropped
+without an answer, a reply cut off mid-JSON, a well-formed reply whose text is garbage. Every
 other request is forwarded to ``upstream`` and its answer relayed unchanged.
 """
 
@@ -62,7 +62,8 @@ class FaultProxy:
             if self._random.random() >= self.rate:
                 self.forwarded += 1
                 return None
-            fault = self._random.choice(FAULTS)
+            # the kinds take turns, so every kind shows up once five faults have happened
+            fault = FAULTS[sum(self.injected.values()) % len(FAULTS)]
             self.injected[fault] += 1
             return fault
 

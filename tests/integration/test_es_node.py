@@ -1,0 +1,56 @@
+"""What only a live Elasticsearch node shows: the test node is a real 8.x, and an index that a write
+auto-creates (racing a drop) gets kbgraph's mapping from the index template, not dynamic defaults."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from conftest import ES_TEST_REFRESH_INTERVAL, require_service
+from kbgraph.config import load_settings
+from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery
+from kbgraph.store.elastic import ElasticStore
+
+
+@pytest.fixture
+def stores() -> Iterator[tuple[ElasticStore, ElasticStore]]:
+    """Two stores on the same node and prefix, as two processes would hold them."""
+    url = os.environ.get("KBGRAPH_ES_URL")
+    if not url:
+        require_service("Elasticsearch", "KBGRAPH_ES_URL not set (bash tests/es_node/es-node.sh start)")
+    settings = load_settings(store="elasticsearch", es_url=url, es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
+                             es_index_prefix=f"kbgnode_{uuid.uuid4().hex[:8]}_")  # no other template matches
+    pair = (ElasticStore.from_settings(settings), ElasticStore.from_settings(settings))
+    yield pair
+    for store in pair:
+        store.close()
+
+
+def test_the_node_is_elasticsearch_8(stores: tuple[ElasticStore, ElasticStore]) -> None:
+    info = stores[0]._client.info()
+    assert info["version"]["number"].startswith("8.") and info["tagline"] == "You Know, for Search"
+
+
+def test_an_auto_created_index_gets_the_kbgraph_mapping(stores: tuple[ElasticStore, ElasticStore]) -> None:
+    writer, dropper = stores
+    tenant = f"race-{uuid.uuid4().hex[:8]}"
+    writer.upsert(tenant, "kb", [{"id": "first", "content_ltks": "alpha", "q_4_vec": [1, 0, 0, 0]}])
+    dropper.drop_index(tenant)  # another process drops it; the writer still believes it exists
+    try:
+        writer.upsert(tenant, "kb", [{"id": "a", "content_ltks": "dock-9 harbour", "tag_kwd": "x",
+                                      "q_4_vec": [0, 1, 0, 0], "note": {"free": "form"}}])
+        index = writer.index_for(tenant)
+        mapping = writer._client.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+        assert mapping["content_ltks"] == {"type": "text", "analyzer": "whitespace", "similarity": "BM25"}
+        assert mapping["tag_kwd"]["type"] == "keyword" and mapping["q_4_vec"]["type"] == "dense_vector"
+        assert mapping["note"] == {"type": "object", "enabled": False}  # no dynamic field explosion
+        # the whitespace analyzer keeps "dock-9" one token, as the embedded store does
+        hits = writer.search(tenant, SearchRequest(kb_ids=["kb"], text=TextQuery(["dock-9"], {"content_ltks": 1})))
+        assert [h.id for h in hits.hits] == ["a"]
+        near = writer.search(tenant, SearchRequest(kb_ids=["kb"], vector=VectorQuery("q_4_vec", [0, 1, 0, 0])))
+        assert near.hits[0].id == "a" and near.hits[0].vector_score == pytest.approx(1.0, abs=1e-6)
+    finally:
+        writer.drop_index(tenant)

@@ -1,0 +1,98 @@
+"""An indexing run of many documents (kbgraph/indexing.py) with a model over real HTTP (scripted):
+documents extracted at once within the limits, summaries left to the refresh and equal to a rebuild
+after deletions, per-minute budgets and a 429's Retry-After shared by every call."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from kbgraph.app import Engine
+from kbgraph.config import Settings
+from kbgraph.data import SAMPLE_CORPUS_DIR
+from kbgraph.graph.invariants import check_graph
+from kbgraph.llm import build_chat
+from kbgraph.llm.base import Message
+from kbgraph.llm.layers import RequestBudget
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.store.base import any_of
+from support.graph_model import GraphModel
+from support.scripted_llm import ScriptedError, ScriptedLLM
+
+GRAPH = GraphConfig(enabled=True, method="general", community=True, max_gleanings=0)
+
+
+def _corpus(tmp_path: Path) -> tuple[Path, list[str]]:
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    names = sorted(p.name for p in SAMPLE_CORPUS_DIR.iterdir() if p.suffix in (".md", ".txt"))
+    for name in names:
+        shutil.copy(SAMPLE_CORPUS_DIR / name, folder / name)
+    return folder, names
+
+
+def _engine(settings: Settings, llm: ScriptedLLM, **overrides) -> Engine:
+    return Engine.open(llm.settings(settings, embedding_provider="hash", llm_max_retries=3, **overrides))
+
+
+def test_documents_are_extracted_together_within_the_knowledge_bases_limit(settings, scripted_llm, tmp_path):
+    model = GraphModel()
+
+    def slow(request):
+        time.sleep(0.05)  # a model that takes a while: calls in flight together show at the server
+        return model(request)
+
+    scripted_llm.responder = slow
+    folder, names = _corpus(tmp_path)
+    events = []
+    # chunks larger than any sample file: one chunk, one extraction call per document
+    with _engine(settings, scripted_llm, llm_concurrency=16, llm_kb_concurrency=3) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=4000, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder], progress=events.append)
+    assert report.count("indexed") == len(names) > 3
+    # several documents' calls at once, never more than the knowledge base's limit
+    assert scripted_llm.max_in_flight == 3
+    assert any(e.phase == "documents" and "in flight" in e.message for e in events)
+    assert {"summaries", "reports"} & {e.phase for e in events}
+
+
+def test_summaries_are_asked_once_per_row_after_the_merges_and_deletes_equal_a_rebuild(settings, scripted_llm,
+                                                                                      tmp_path):
+    model = GraphModel()
+    scripted_llm.responder = model
+    folder, names = _corpus(tmp_path)
+    with _engine(settings, scripted_llm, summary_max_tokens=24) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+        kb = engine.kb("kb")
+        ctx = engine.context(kb)
+        assert report.refresh is not None and report.refresh.summarized > 0
+        # each row over the budget summarized once for the whole run, however many documents touched it
+        assert model.kinds.count("summarize") == report.refresh.summarized
+        rows = list(engine.store.scan(engine.tenant, [kb.id], [any_of("knowledge_graph_kwd", ["entity", "relation"])]))
+        assert rows and not any(r.get("summary_pending_int") for r in rows)
+        assert check_graph(engine.store, engine.tenant, kb.id, ctx.describer()) == []
+
+        for name in names[: max(1, len(names) // 4)]:
+            engine.delete_document("kb", name)
+        rows = list(engine.store.scan(engine.tenant, [kb.id], [any_of("knowledge_graph_kwd", ["entity", "relation"])]))
+        assert not any(r.get("summary_pending_int") for r in rows)
+        assert check_graph(engine.store, engine.tenant, kb.id, ctx.describer()) == []
+
+
+def test_a_retry_after_pauses_every_call_to_the_model(settings, scripted_llm):
+    scripted_llm.push(ScriptedError(429, "slow down", headers={"Retry-After": "1"}), "fine")
+    chat = build_chat(scripted_llm.settings(settings, llm_max_retries=2), cache=False, backoff_base=0.01)
+    started = time.monotonic()
+    assert chat.chat([Message("user", "hello")]) == "fine"
+    assert time.monotonic() - started >= 0.9  # the retry waited out the server's second
+    budgeted = chat.inner  # without the cache: Retrying -> Budgeted -> ...
+    assert budgeted.budget._paused_until > 0  # every later call to the model waited that second out too
+
+
+def test_a_token_budget_makes_a_request_wait_for_its_share():
+    budget = RequestBudget(requests_per_minute=0, tokens_per_minute=60_000)  # 1,000 tokens a second
+    budget.take(60_000, lambda: None)  # the whole minute's budget at once
+    budget.take(100, lambda: None)  # must wait for ~0.1 s of refill
+    assert budget.waited > 0
