@@ -204,9 +204,13 @@ class Engine:
         """The configured chat model (None without an LLM)."""
         return self.chat_for(None)
 
-    def chat_for(self, kb: KnowledgeBase | None) -> ChatModel | None:
-        """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top."""
-        overrides = tuple(sorted((kb.extra.get("llm") or {}).items())) if kb is not None else ()
+    def chat_for(self, kb: KnowledgeBase | None, model: str = "") -> ChatModel | None:
+        """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top;
+        ``model`` names another model of the same endpoint (a chat assistant's own choice)."""
+        wanted = dict(kb.extra.get("llm") or {}) if kb is not None else {}
+        if model and self.settings.llm_configured and model != wanted.get("llm_model", self.settings.llm_model):
+            wanted["llm_model"] = model
+        overrides = tuple(sorted(wanted.items()))
         key = (overrides, kb.id if kb is not None else "")
         if key not in self._chats:
             from kbgraph.llm.factory import build_chat

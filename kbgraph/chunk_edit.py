@@ -21,7 +21,7 @@ from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
 from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
-from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, TextQuery, any_of, eq, missing
+from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, TextQuery, any_of, eq, missing, none_of
 from kbgraph.store.records import Chunk
 
 # what a chunk listing searches: content, the document's name, keywords and questions (as retrieval does)
@@ -141,6 +141,12 @@ def _embedding_text(content: str, questions: Sequence[str]) -> str:
     return content if content.strip() else "\n".join(questions)
 
 
+def _title_tokens(record: ChunkRecord) -> str:
+    """Parsed chunks are searchable by their file's name; added ones by what was written into them only
+    (as in RAGFlow: a keyword from the file name finds the parsed text, not every added note)."""
+    return "" if record.manual else token_string(record.doc_name)
+
+
 def _chunk_doc(ctx: KBContext, record: ChunkRecord, title_tokens: str) -> Doc:
     text = _embedding_text(record.content, record.questions)
     chunk = Chunk(id=record.id, kb_id=ctx.kb_id, doc_id=record.doc_id, doc_name=record.doc_name,
@@ -178,7 +184,7 @@ def add_chunk(ctx: KBContext, doc_id: str, doc_name: str, content: str, *,
                          content=content, important_keywords=list(important_keywords),
                          questions=clean_strings(questions), created=time.time(), position=MANUAL_POSITION,
                          token_count=count_tokens(content))
-    doc = _chunk_doc(ctx, record, token_string(doc_name))
+    doc = _chunk_doc(ctx, record, _title_tokens(record))
     ctx.store.upsert(ctx.tenant, ctx.kb_id, [doc])
     graph = _graph_change(ctx, [record.id], [Chunk.from_doc(doc)], lock)
     return ChunkChange(chunk=record, chunks_delta=1, tokens_delta=record.token_count, graph=graph)
@@ -200,7 +206,7 @@ def update_chunk(ctx: KBContext, chunk: ChunkRecord, *, content: str | None = No
         available=chunk.available if available is None else available, created=chunk.created,
         position=chunk.position, page=chunk.page,
         token_count=chunk.token_count if content is None else count_tokens(content))
-    doc = _chunk_doc(ctx, changed, token_string(chunk.doc_name))
+    doc = _chunk_doc(ctx, changed, _title_tokens(changed))
     ctx.store.upsert(ctx.tenant, ctx.kb_id, [doc])
     graph = DeriveResult()
     if content is not None and content != chunk.content:
@@ -238,5 +244,7 @@ def set_document_availability(ctx: KBContext, doc_id: str, available: bool) -> i
 
 def rename_document_chunks(ctx: KBContext, doc_id: str, name: str) -> int:
     """Chunks carry their document's name (shown, and searched as title tokens)."""
-    return ctx.store.update(ctx.tenant, [ctx.kb_id], _chunk_where(doc_id),
-                            {"docnm_kwd": name, "title_tks": token_string(name)})
+    renamed = ctx.store.update(ctx.tenant, [ctx.kb_id], _chunk_where(doc_id), {"docnm_kwd": name})
+    ctx.store.update(ctx.tenant, [ctx.kb_id], [*_chunk_where(doc_id), none_of("position_int", [MANUAL_POSITION])],
+                     {"title_tks": token_string(name)})
+    return renamed

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
-from werkzeug.exceptions import HTTPException
+from flask import Flask, Response, current_app, jsonify, request
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaError
@@ -59,7 +59,7 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        return exception_response(exc)  # RAGFlow: code 100, "<NotFound '404: Not Found'>", HTTP 200
+        return exception_response(_slash_tolerant(exc))  # RAGFlow: code 100, "<NotFound '404: Not Found'>", HTTP 200
 
     @app.errorhandler(Exception)
     def unexpected(exc: Exception) -> Response:
@@ -69,3 +69,19 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
                         "log has the details", "data": None})
 
     return app
+
+
+def _slash_tolerant(exc: HTTPException) -> HTTPException:
+    """An API path with a trailing slash (an empty last id, as in ``/chats/x/sessions/``) names the
+    route without it, as RAGFlow routes it: a method that route lacks is a 405, not a 404."""
+    path = request.path
+    if not isinstance(exc, NotFound) or not path.startswith("/api/v1/") or not path.endswith("/"):
+        return exc
+    adapter = current_app.url_map.bind("localhost")
+    try:
+        adapter.match(path.rstrip("/"), method=request.method)
+    except MethodNotAllowed as other:
+        return other
+    except HTTPException:
+        pass
+    return exc

@@ -66,11 +66,11 @@ def _default_model() -> str:
 
 
 def _checked_model(name: Any) -> str:
-    """The model a chat names; RAGFlow's ``name@factory`` form is taken for the configured model."""
+    """The model a chat names, kept as sent (RAGFlow's ``name@factory`` too): the configured model or
+    another one the LLM endpoint serves (kbgraph.chat.models); none named: the configured one."""
     if name in (None, ""):
         return _default_model()
-    configured = _default_model()
-    if not isinstance(name, str) or not configured or name.split("@", 1)[0] != configured:
+    if not isinstance(name, str) or not services().models.knows(name):
         raise ApiError(DATA_ERROR, f"`model_name` {name} doesn't exist")
     return name
 

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Response, request
 from pydantic import ValidationError
 
-from kbgraph.meta import AlreadyExists, GraphConfig, KnowledgeBase, MetaError, graph_config
+from kbgraph.meta import AlreadyExists, GraphConfig, KnowledgeBase, MetaError, NotFound, graph_config
 from kbgraph.store.base import any_of
 from kbgraph.store.records import CommunityReport, Entity, GraphMeta, Relation
 from web.api import blueprint, own_kb, tenant
@@ -61,9 +61,9 @@ def _check_embedding(value: str | None, svc: Services) -> None:
 
 
 def _free_name(svc: Services, name: str) -> str:
-    taken = {kb.name.casefold() for kb in svc.meta.list_kbs(tenant())}
+    """``name``, else RAGFlow's ``name(n)``: one indexed lookup per candidate, not a scan of every dataset."""
     candidate, n = name, 0
-    while candidate.casefold() in taken:
+    while svc.meta.get_kb_by_name(tenant(), candidate) is not None:
         n += 1
         candidate = f"{name}({n})"
     return candidate
@@ -96,8 +96,20 @@ def create_dataset() -> Response:
     return ok(_row(svc, kb))
 
 
-def _flag(value: str | None, default: bool = True) -> bool:
-    return default if value is None else value.strip().lower() != "false"
+TRUE_WORDS = {"true", "1", "yes", "y", "on", "t"}
+FALSE_WORDS = {"false", "0", "no", "n", "off", "f"}
+
+
+def _bool_arg(name: str, default: bool) -> bool:
+    """A query flag read as pydantic reads a boolean (RAGFlow validates list arguments with it)."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    word = raw.strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise ApiError(ARGUMENT_ERROR, f"Field: <{name}> - Message: <Input should be a valid boolean, unable to interpret "
+                   f"input> - Value: <{raw}>")
 
 
 def _int_arg(name: str, default: int, minimum: int) -> int:
@@ -141,7 +153,7 @@ def list_datasets() -> Response:
             raise ApiError(PERMISSION_ERROR, f"User '{tenant()}' lacks permission for dataset '{name}'")
         kbs = [kb for kb in kbs if kb.name.casefold() == name.strip().casefold()]
     key = (lambda kb: kb.created) if orderby == "create_time" else (lambda kb: kb.updated)
-    kbs.sort(key=key, reverse=_flag(request.args.get("desc")))
+    kbs.sort(key=key, reverse=_bool_arg("desc", True))
     start = (page - 1) * page_size
     return ok([_row(svc, kb) for kb in kbs[start:start + page_size]], total_datasets=len(kbs))
 
@@ -200,11 +212,21 @@ def update_dataset(dataset_id: str) -> Response:
     return ok(_row(svc, kb))
 
 
+def _find_kb(svc: Services, dataset_id: str) -> KnowledgeBase | None:
+    try:
+        return svc.meta.get_kb(tenant(), dataset_id)
+    except NotFound:
+        return None
+
+
 @blueprint.delete("/datasets")
 def delete_datasets() -> Response:
     svc = services()
     req: DeleteDatasets = _validate(DeleteDatasets, json_body())
-    own = {kb.id: kb for kb in svc.meta.list_kbs(tenant())}
+    if req.ids is None:
+        own = {kb.id: kb for kb in svc.meta.list_kbs(tenant())}
+    else:  # one lookup per named id: deleting one of thousands of datasets must not read them all
+        own = {kb.id: kb for kb in (_find_kb(svc, i) for i in dict.fromkeys(req.ids)) if kb is not None}
     ids = list(own) if req.ids is None else req.ids
     missing = [i for i in ids if i not in own]
     if missing:  # all or nothing

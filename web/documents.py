@@ -68,14 +68,14 @@ def list_documents(dataset_id: str) -> Response:
     kb = own_kb(dataset_id, f"You don't own the dataset {dataset_id}. ")
     docs = svc.meta.list_documents(kb.id, limit=None)
     doc_id, name = request.args.get("id"), request.args.get("name")
+    # each must name a document of the dataset; together they filter (an id and another's name: none)
+    for wanted, attr in ((doc_id, "id"), (name, "name")):
+        if wanted and not any(getattr(d, attr) == wanted for d in docs):
+            raise ApiError(DATA_ERROR, f"You don't own the document {wanted}.")
     if doc_id:
         docs = [d for d in docs if d.id == doc_id]
-        if not docs:
-            raise ApiError(DATA_ERROR, f"You don't own the document {doc_id}.")
     if name:
         docs = [d for d in docs if d.name == name]
-        if not docs:
-            raise ApiError(DATA_ERROR, f"You don't own the document {name}.")
     keywords = (request.args.get("keywords") or "").casefold()
     if keywords:
         docs = [d for d in docs if keywords in d.name.casefold()]

@@ -3,6 +3,7 @@ front when ``use_kg`` is true (kbgraph's ``mix`` mode; else ``naive``)."""
 
 from __future__ import annotations
 
+import math
 import re
 import uuid
 from collections import Counter
@@ -22,10 +23,20 @@ from web.services import services
 _WORD = re.compile(r"\w{2,}", re.UNICODE)
 
 
+def _parsed_number(text: str, integer: bool) -> Any:
+    try:
+        value = int(text.strip()) if integer else float(text.strip())
+    except ValueError:
+        return text  # refused below, with the value shown
+    return value if math.isfinite(value) else text
+
+
 def _number(body: dict[str, Any], key: str, default: float, *, integer: bool = False, low: float | None = None) -> Any:
     value = body.get(key, default)
     if value is None:
         value = default
+    if isinstance(value, str):  # RAGFlow reads these with int()/float(): "3" is page 3
+        value = _parsed_number(value, integer)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not float(value).is_integer()):
         kind = "an integer" if integer else "a number"
         raise ApiError(DATA_ERROR, f"`{key}` should be {kind}, not {value!r}")

@@ -170,10 +170,14 @@ def format_errors(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"])
+        msg = err["msg"]
+        if err["type"] == "literal_error" and err["loc"][-2:] == ("graphrag", "method"):
+            # RAGFlow's own wording first (clients match it), then kbgraph's third method
+            msg = "Input should be 'light' or 'general' (or 'nlp': kbgraph's extraction without an LLM)"
         value = str(err.get("input", ""))
         if len(value) > 128:
             value = value[:128] + "..."
-        lines.append(f"Field: <{loc}> - Message: <{err['msg']}> - Value: <{value}>")
+        lines.append(f"Field: <{loc}> - Message: <{msg}> - Value: <{value}>")
     return "\n".join(lines)
 
 

@@ -3,13 +3,14 @@ Celery app it sends tasks with, and where uploads are kept."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from flask import current_app
 
 from kbgraph.app import Engine
+from kbgraph.chat.models import ModelCatalog
 from kbgraph.config import Settings
 from kbgraph.meta import Document, KnowledgeBase, MetaDB
 from task_executor.celery_app import KBCelery
@@ -25,6 +26,10 @@ class Services:
     settings: Settings
     pool: EnginePool
     celery: KBCelery
+    models: ModelCatalog = field(init=False)  # the chat models assistants may name
+
+    def __post_init__(self) -> None:
+        self.models = ModelCatalog(self.settings)
 
     @classmethod
     def open(cls, settings: Settings, celery: KBCelery | None = None) -> "Services":

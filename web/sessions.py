@@ -103,6 +103,8 @@ def update_session(chat_id: str, session_id: str) -> Response:
     try:
         svc.meta.get_session(tenant(), chat_id, session_id)
     except NotFound:
+        if svc.meta.session_of_deleted_assistant(tenant(), chat_id, session_id):
+            raise ApiError(DATA_ERROR, "You do not own the session") from None
         raise ApiError(DATA_ERROR, "Session does not exist") from None
     if "message" in body or "messages" in body:
         raise ApiError(DATA_ERROR, "`message` can not be change")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kbgraph.chat.dialog import AssistantConfig, ChatEvent, Dialog, Turn
+from kbgraph.chat.models import model_id
 from kbgraph.llm.base import CancelCheck
 from kbgraph.meta.schemas import Assistant, ChatSession, KnowledgeBase, NotFound
 from kbgraph.search.context import RetrievedChunk
@@ -110,7 +111,7 @@ def assistant_dialog(engine: "Engine", assistant: Assistant, history: Sequence[T
                                        vector_similarity_weight=assistant.vector_similarity_weight,
                                        top_k=assistant.top_k)
     entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
-    chat = engine.chat_for(kbs[0] if kbs else None)
+    chat = engine.chat_for(kbs[0] if kbs else None, model_id(assistant.llm_id or ""))
 
     def find(query: str) -> RetrievalResult:
         if not kbs:

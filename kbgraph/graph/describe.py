@@ -125,10 +125,20 @@ class Describer:
         return self.deferred and not self._fits(fragments)
 
     def summary(self, kind: str, name: str, fragments: Sequence[str]) -> str:
-        """The final description of these fragments, asking the model when they do not fit."""
+        """The final description of these fragments, asking the model when they do not fit.
+
+        A model that fails (after its retries) raises SummaryError like one that answers garbage:
+        a stand-in written now would stay for good and make the graph depend on the model's bad
+        minute, while a row left pending is summarized when the document is indexed again."""
         if self._fits(fragments):
             return "\n".join(fragments)
-        return self._summary_or_fragments(kind, name, fragments)
+        if self.chat is None:
+            return self._truncate(fragments)
+        try:
+            return self._summarize(kind, name, fragments)
+        except LLMError as exc:
+            raise SummaryError(f"the model could not summarize {kind} {name!r} ({exc}); index the document "
+                               "again to retry") from exc
 
     def prefetch(self, wanted: Sequence[tuple[str, str, Sequence[str]]]) -> None:
         """Ask for the summaries these (kind, name, fragments) descriptions will need, several at a

@@ -985,6 +985,14 @@ class MetaDB:
         with self._read() as s:
             return ChatSession.model_validate(self._session(s, tenant_id, assistant_id, session_id))
 
+    def session_of_deleted_assistant(self, tenant_id: str, assistant_id: str, session_id: str) -> bool:
+        """Whether this is a session kept under one of the tenant's deleted assistants."""
+        with self._read() as s:
+            found = s.scalar(select(m.ChatSession.id).join(m.Assistant, m.Assistant.id == m.ChatSession.assistant_id)
+                             .where(m.ChatSession.id == session_id, m.Assistant.id == assistant_id,
+                                    m.Assistant.tenant_id == tenant_id, m.Assistant.deleted.is_(True)))
+            return found is not None
+
     def list_sessions(self, tenant_id: str, assistant_id: str) -> list[ChatSession]:
         with self._read() as s:
             self._assistant(s, tenant_id, assistant_id)

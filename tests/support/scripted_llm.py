@@ -50,8 +50,9 @@ Responder = Callable[[dict[str, Any]], Reply]
 class ScriptedLLM:
     def __init__(self, responses: Iterable[Reply] = (), responder: Responder | None = None, *,
                  default: str | None = None, embedding_dim: int = 64, include_usage: bool = True,
-                 stream_piece_chars: int = 4) -> None:
+                 stream_piece_chars: int = 4, extra_models: Iterable[str] = ()) -> None:
         self.responses: deque[Reply] = deque(responses)
+        self.extra_models = list(extra_models)  # more model ids GET /v1/models lists
         self.responder = responder
         self.default = default
         self.include_usage = include_usage
@@ -219,8 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") == "/v1/models":
             self.llm._log("models", self.path, {})
             self._send_json(200, {"object": "list", "data": [
-                {"id": MODEL, "object": "model", "created": 0, "owned_by": "tests"},
-                {"id": "scripted-embed", "object": "model", "created": 0, "owned_by": "tests"}]})
+                {"id": name, "object": "model", "created": 0, "owned_by": "tests"}
+                for name in (MODEL, "scripted-embed", *self.llm.extra_models)]})
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
