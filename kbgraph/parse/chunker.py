@@ -80,17 +80,23 @@ def _line_starts(text: str) -> list[int]:
     return [m.end() for m in _LINE_START.finditer(text)]
 
 
-def _encode(text: str, line_starts: list[int]) -> list[int]:
-    """``encode_ordinary(text)``; a long text as two halves cut at a line start, encoded at once."""
+def _encode(text: str, line_starts: list[int]) -> np.ndarray:
+    """``encode_ordinary(text)`` as an int32 array; a long text as two halves cut at a line start,
+    encoded at once. Each half's list of Python ints (~36 bytes a token) becomes an array as soon as
+    it can: a 50 MB text has 12M tokens, and two such lists plus their concatenation took 1 GB."""
     enc = get_encoding()
     if len(text) < _PARALLEL_ENCODE_CHARS or not line_starts:
-        return enc.encode_ordinary(text)
+        return np.asarray(enc.encode_ordinary(text), dtype=np.int32)
     cut = line_starts[min(bisect.bisect_left(line_starts, len(text) // 2), len(line_starts) - 1)]
-    head, tail = enc.encode_ordinary_batch([text[:cut], text[cut:]], num_threads=2)
-    return head + tail
+    halves = enc.encode_ordinary_batch([text[:cut], text[cut:]], num_threads=2)
+    head = np.asarray(halves[0], dtype=np.int32)
+    halves[0] = []
+    tail = np.asarray(halves[1], dtype=np.int32)
+    del halves
+    return np.concatenate((head, tail))
 
 
-def _token_starts(text: str, line_starts: list[int] | None = None) -> tuple[list[int], bool]:
+def _token_starts(text: str, line_starts: list[int] | None = None) -> tuple[np.ndarray, bool]:
     """The character offset at which each token of ``text`` begins (non-decreasing), and whether
     the offsets are exact (False for text with lone surrogates, which encode as replacement
     characters).
@@ -99,9 +105,9 @@ def _token_starts(text: str, line_starts: list[int] | None = None) -> tuple[list
     offset is a safe place to cut.
     """
     enc = get_encoding()
-    tokens = np.asarray(_encode(text, line_starts or []), dtype=np.int64)
+    tokens = _encode(text, line_starts or [])
     if not len(tokens):
-        return [], True
+        return np.zeros(0, dtype=np.int64), True
     lengths = _token_byte_lengths()[tokens]
     try:
         encoded = text.encode("utf-8")
@@ -112,11 +118,13 @@ def _token_starts(text: str, line_starts: list[int] | None = None) -> tuple[list
         encoded = b"".join(enc.decode_tokens_bytes(tokens.tolist()))
     # the tokens' bytes are the text's UTF-8 bytes, so their lengths place them in it
     data = np.frombuffer(encoded, dtype=np.uint8)
+    # offsets as int32 while they fit: a 50 MB text's cumulative counts are 200 MB in int64
+    offset = np.int32 if len(encoded) < 2**31 - 1 else np.int64
     # chars_upto[p] = characters begun within the first p bytes (UTF-8 continuation bytes begin none).
-    chars_upto = np.concatenate(([0], np.cumsum((data & 0xC0) != 0x80)))
-    byte_starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
+    chars_upto = np.concatenate((np.zeros(1, offset), np.cumsum((data & 0xC0) != 0x80, dtype=offset)))
+    byte_starts = np.concatenate((np.zeros(1, offset), np.cumsum(lengths[:-1], dtype=offset)))
     starts = np.minimum(chars_upto[byte_starts + 1] - 1, len(text))
-    return starts.tolist(), exact
+    return starts, exact
 
 
 _lengths_lock = threading.Lock()
@@ -263,7 +271,7 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
         return max(0, bisect.bisect_right(starts, pos) - 1)
 
     def char_at(token: int) -> int:
-        return starts[token] if token < n_tokens else len(text)
+        return int(starts[token]) if token < n_tokens else len(text)
 
     def span_tokens(start: int, end: int) -> int:
         """``count_tokens(text[start:end])``, encoding only the head and tail around the line starts."""

@@ -73,7 +73,7 @@ class PPRParams:
     # fact-to-entity seeding, restricted to the facts of the entities the question names)
     relation_seed_weight: float = 1.0
     relation_seed_top_n: int = 3
-    fact_filter: float = 0.0  # facts seed only when scoring at least this share of the best fact
+    fact_filter: float = 0.5  # facts seed only when scoring at least this share of the best fact
     entity_top_n: int = 12
     chunk_top_n: int = 8
     kg: KGParams = field(default_factory=KGParams)

@@ -1,8 +1,9 @@
 """One entry point for every retrieval mode: naive | kg | ppr | global | mix.
 
 ``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, the `ppr`
-walk and `kg` retrieval and fuses their chunk rankings by weighted reciprocal rank with the naive
-ranking anchoring the top (``kbgraph.search.fusion``), so a chunk found by several rises, a chunk
+walk and `kg` retrieval and fuses the naive ranking, the walk's and the bridge passages the
+question's facts lead to (``kg.bridge_scores``) by weighted reciprocal rank, the naive ranking
+anchoring the order (``kbgraph.search.fusion``), so a chunk found by several rises, a chunk
 only the graph reaches (the second hop of a question) can enter the page, and the chunks that match
 the question's words are not pushed out by graph evidence; its context holds the graph's entities,
 relations and reports as well as the chunks. ``kg`` fuses naive and its own graph ranking the same
@@ -49,9 +50,9 @@ GRAPH_MODES = frozenset({"kg", "ppr", "global", "mix"})
 class MixParams:
     """How the graph modes fuse their chunk rankings with naive search (``kbgraph.search.fusion``).
 
-    Weights are those of reciprocal rank fusion, the naive ranking's being 1: ``mix`` fuses naive and
-    the PPR walk (kg support too at ``kg_weight``; at 0 kg gives mix its context only); ``kg`` fuses
-    naive and kg support. Tuned on MuSiQue, HotpotQA, the chat-log and Chinese sets in bench/data and
+    Weights are those of reciprocal rank fusion, the naive ranking's being 1: ``mix`` fuses naive, the
+    PPR walk and the bridge passages of the question's facts (kg support too at ``kg_weight``; at 0
+    kg gives mix its bridges and context only); ``kg`` fuses naive, kg support and the bridges. Tuned on MuSiQue, HotpotQA, the chat-log and Chinese sets in bench/data and
     the sample corpus together: kg support in mix's ranking gained 2 points of MuSiQue recall@5 and
     lost supporting documents of the sample questions to a well-connected one (the Glass Tower).
     """

@@ -150,3 +150,42 @@ def test_a_title_line_does_not_run_into_its_text() -> None:
     assert not any("River The" in n for n in names)
     heading = NLPExtractor().extract("# The Glass Tower\nThe Glass Tower is the tallest building in Varrow.")
     assert {"Glass Tower", "Varrow"} <= {e.name for e in heading.entities}
+
+
+CHAT = (
+    "AdamSmith: morning! Kenji Mori will compose the Lanternfall soundtrack\n"
+    "LiHua: great, I finished the \"Moonlit Orchard\" box art in Lisbon\n"
+    "Adam Smith: Thanks Li Hua, send it ASAP, the PM review is on Sundays\n"
+    "Li Hua: Looking good, Kenji will love it\n"
+)
+
+
+def test_chat_speakers_camelcase_short_names_titles_and_stop_words() -> None:
+    ents = by_key(NLPExtractor().extract(CHAT))
+    # speakers at the start of a line are people; the handle and the spaced name are one entity
+    assert ents["adam smith"].type == "person" and ents["li hua"].type == "person"
+    assert "adamsmith" not in ents and "lihua" not in ents
+    # "Kenji" is the chunk's Kenji Mori
+    assert ents["kenji mori"].type == "person" and "kenji" not in ents
+    assert "moonlit orchard" in ents and "moonlit" not in ents  # a quoted title stays whole
+    # a line's last word does not run into the next speaker ("Lisbon LiHua")
+    assert "lisbon" in ents and not any(k.startswith("lisbon ") for k in ents)
+    for junk in ("thanks", "asap", "pm", "sundays", "looking"):
+        assert junk not in ents, junk
+
+
+def test_licence_sentences_and_contents_lines_are_kept_out() -> None:
+    text = ("Contents\nStave I. Marley's Ghost ..... 1\nStave II. The First of the Three Spirits ..... 23\n\n"
+            "At last Scrooge walked home through the fog with Bob Cratchit.\n\n"
+            "This eBook is for the use of anyone anywhere under the terms of the Project Gutenberg License "
+            "included with this eBook or online at www.gutenberg.org. The Project Gutenberg Literary Archive "
+            "Foundation accepts donations and disclaims all warranties.")
+    ents = by_key(NLPExtractor().extract(text))
+    assert {"scrooge", "bob cratchit"} <= set(ents)
+    assert not {"project gutenberg", "project gutenberg literary archive foundation", "marley"} & set(ents)
+
+
+def test_chinese_names_are_kept_whole() -> None:
+    ents = by_key(NLPExtractor().extract("云岭茶业总经理杨明哲当选商会会长。社长何志远早年在北京大学任教。"))
+    assert ents["杨明哲"].type == "person" and ents["何志远"].type == "person"
+    assert "明哲" not in ents and "志远" not in ents

@@ -143,3 +143,31 @@ def test_graph_page_says_how_to_install_missing_assets(app: Flask, monkeypatch: 
     monkeypatch.setattr(assets.shutil, "which", lambda _: None)
     with pytest.raises(assets.AssetsError, match="npm is not installed"):
         assets.setup_assets()
+
+
+def test_assistants_are_edited_and_stay_with_their_tenant(app: Flask) -> None:
+    alice, bob = app.test_client(), app.test_client()
+    sign_up(alice, "f@example.com")
+    sign_up(bob, "g@example.com")
+    kb_id = create_kb(alice, "lore")
+    made = alice.post("/chat", data={"name": "Guide", "kb_ids": [kb_id], "use_kg": "on", "quote": "on",
+                                     "temperature": "0.3", "top_n": "4", "csrf_token": token(alice, "/chat")})
+    assert made.status_code == 302
+    assistant_id = made.location.split("/chat/")[1].split("?")[0]
+    meta = app.extensions["kbgraph"].meta
+    tenant_of = meta.find_user_by_email("f@example.com").tenant_id
+    assistant = meta.get_assistant(tenant_of, assistant_id)
+    assert assistant.kb_ids == [kb_id] and assistant.prompt_config["use_kg"] is True and assistant.top_n == 4
+    assert "{knowledge}" in assistant.prompt_config["system"]
+    alice.post(f"/chat/{assistant_id}/edit", data={"name": "Guide", "top_n": "9", "temperature": "0.5",
+                                                   "csrf_token": token(alice, f"/chat/{assistant_id}")})
+    edited = meta.get_assistant(tenant_of, assistant_id)
+    assert edited.kb_ids == [] and edited.prompt_config["use_kg"] is False and edited.top_n == 9
+    assert edited.llm_setting["temperature"] == 0.5
+    session = meta.list_sessions(tenant_of, assistant_id)[0]
+    assert bob.get(f"/chat/{assistant_id}").status_code == 404
+    asked = bob.post(f"/ui/api/chat/{assistant_id}/sessions/{session.id}/ask", json={"question": "hi"},
+                     headers={"X-CSRFToken": token(bob, "/chat")})
+    assert asked.status_code == 404
+    assert bob.post(f"/chat/{assistant_id}/delete", data={"csrf_token": token(bob, "/chat")}).status_code == 404
+    assert meta.get_assistant(tenant_of, assistant_id).name == "Guide"
