@@ -141,9 +141,16 @@ def _hubs_first(names: list[str], adjacency: sp.csr_matrix) -> tuple[list[str], 
     return [names[i] for i in order], renumbered
 
 
+# below this many nodes numpy's two passes cost microseconds, less than importing scipy.linalg
+# (~80 ms) would add to a new process's first query
+_BLAS_L1_MIN = 50_000
+
+
 def _l1_norm(values: np.ndarray) -> float:
-    """The sum of absolute values in one BLAS pass: numpy's abs and then sum read a walk's vector
-    twice, ~6x slower. Imported here, on the first walk, to keep scipy.linalg off start-up."""
+    """The sum of absolute values: on a large walk vector in one BLAS pass (numpy's abs and then sum
+    read it twice, ~6x slower); scipy.linalg is imported on the first large walk only."""
+    if len(values) < _BLAS_L1_MIN:
+        return float(np.abs(values).sum())
     from scipy.linalg import blas
 
     return float((blas.sasum if values.dtype == np.float32 else blas.dasum)(values))

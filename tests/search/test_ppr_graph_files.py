@@ -16,8 +16,7 @@ QUESTIONS = ["Who founded the Lumen Cartographers Guild?", "What did Tobias Wren
 
 def test_a_new_process_maps_the_walk_graph_instead_of_reading_every_row(
         settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    if settings.store != "sqlite":
-        pytest.skip("the graph is kept on disk beside the embedded store only")
+    settings = settings.replace(store="sqlite")  # the graph is kept on disk beside the embedded store only
     monkeypatch.setattr(ppr_search, "PERSIST_MIN_ROWS", 1)
     with Engine.open(settings) as engine:
         engine.create_kb("lore", graph=GraphConfig(enabled=True, method="nlp"))
