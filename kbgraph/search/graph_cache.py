@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
+from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Relation, graph_meta_id
 
 Node = tuple[str, str]  # (kb_id, entity key)
@@ -91,9 +92,11 @@ _caches: weakref.WeakKeyDictionary[DocStore, OrderedDict[tuple, tuple[GraphState
 _lock = threading.Lock()
 
 
-def cached(store: DocStore, key: tuple, state: GraphState, build: Callable[[], T], entries: int) -> T:
+def cached(store: DocStore, key: tuple, state: GraphState, build: Callable[[], T], entries: int,
+           persist: type | None = None) -> T:
     """The value cached under ``key`` for this store at ``state``, else ``build()`` (kept while the
-    state holds, the least recently used dropped past ``entries`` keys of this kind)."""
+    state holds, the least recently used dropped past ``entries`` keys of this kind). A ``persist``
+    type (with to_arrays/from_arrays) is also kept on disk for the next process (index_files.py)."""
     if not state.cacheable:
         return build()
     with _lock:
@@ -102,7 +105,11 @@ def cached(store: DocStore, key: tuple, state: GraphState, build: Callable[[], T
         if held is not None and held[0] == state:
             per_store.move_to_end(key)
             return held[1]
-    value = build()
+    value = _from_disk(store, key, state, persist) if persist is not None else None
+    if value is None:
+        value = build()
+        if persist is not None:
+            _to_disk(store, key, state, value)
     with _lock:
         per_store[key] = (state, value)
         per_store.move_to_end(key)
@@ -110,6 +117,29 @@ def cached(store: DocStore, key: tuple, state: GraphState, build: Callable[[], T
         for stale in same_kind[:max(0, len(same_kind) - entries)]:
             del per_store[stale]
     return value
+
+
+def _generation(state: GraphState) -> int:
+    return sum(version for _, version, _ in state.kbs)
+
+
+def _from_disk(store: DocStore, key: tuple, state: GraphState, kind: type) -> Any:
+    """The value a process wrote for ``key`` at exactly this ``state``, or None."""
+    files = store.index_files()
+    loaded = files.load_arrays(key, kind.__name__, _generation(state)) if files is not None else None
+    if loaded is None or array_strings(loaded[1]["built_at"]) != [repr(state)]:
+        return None
+    try:
+        return kind.from_arrays(loaded[1])
+    except (ValueError, KeyError):
+        return None
+
+
+def _to_disk(store: DocStore, key: tuple, state: GraphState, value: Any) -> None:
+    files = store.index_files()
+    if files is not None and value.rows >= PERSIST_MIN_ROWS:
+        files.save_arrays(key, type(value).__name__, _generation(state),
+                          {**value.to_arrays(), "built_at": strings_array([repr(state)])})
 
 
 def clear_caches() -> None:

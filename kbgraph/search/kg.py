@@ -71,6 +71,7 @@ from kbgraph.store.base import (
     eq,
     vector_field,
 )
+from kbgraph.store.index_files import array_strings, strings_array
 from kbgraph.store.records import CommunityReport, Entity, EntityMention, Relation, entity_id
 
 ENTITY_FIELDS = ["id", "kb_id", "entity_key_kwd", "name_kwd", "entity_type_kwd", "content_with_weight",
@@ -256,6 +257,21 @@ class Citations:
     def specificity(self, node: Node) -> float:
         return specificity(self.counts.get(node, 1), self.total)
 
+    # kept on disk by graph_cache.cached (a new process reads them instead of scanning every entity)
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"nodes": strings_array([f"{kb}\x1f{key}" for kb, key in self.counts]),
+                "counts": np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts)),
+                "total": np.array([self.total], dtype=np.int64)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Citations:
+        nodes = [tuple(n.split("\x1f", 1)) for n in array_strings(arrays["nodes"])]
+        return cls(dict(zip(nodes, arrays["counts"].tolist())), int(arrays["total"][0]))
+
+    @property
+    def rows(self) -> int:
+        return len(self.counts)
+
 
 def entity_citations(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> Citations:
     """The chunk counts of every entity, read once per graph state (one scan of the entity rows)."""
@@ -269,7 +285,8 @@ def entity_citations(store: DocStore, tenant: str, kb_ids: Sequence[str], state:
             chunks.update(cited)
         return Citations(counts, len(chunks))
 
-    return cached(store, ("citations", tenant, tuple(sorted(kb_ids))), state, read, LISTING_ENTRIES)
+    return cached(store, ("citations", tenant, tuple(sorted(kb_ids))), state, read, LISTING_ENTRIES,
+                  persist=Citations)
 
 
 def name_match(query_tokens: Sequence[str], name_tokens: str) -> float:

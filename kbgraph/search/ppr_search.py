@@ -48,8 +48,8 @@ from kbgraph.search.kg import (
 )
 from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.base import DocStore, eq
+from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation
 from kbgraph.top_k import largest
 

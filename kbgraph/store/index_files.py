@@ -58,8 +58,8 @@ class IndexFiles:
                     shutil.rmtree(other, ignore_errors=True)
         return cls(root / store_id)
 
-    def _prefix(self, key: tuple[Any, ...], cls: type) -> str:
-        return hashlib.sha1(f"{_FORMAT}|{cls.__name__}|{key!r}".encode()).hexdigest()[:20]
+    def _prefix(self, key: tuple[Any, ...], kind: str) -> str:
+        return hashlib.sha1(f"{_FORMAT}|{kind}|{key!r}".encode()).hexdigest()[:20]
 
     def _snapshots(self, prefix: str) -> list[tuple[int, Path]]:
         if not self.root.is_dir():
@@ -73,20 +73,32 @@ class IndexFiles:
 
     def load(self, key: tuple[Any, ...], cls: type, at_most: int) -> tuple[int, Any] | None:
         """The newest snapshot of ``key`` built at a generation not after ``at_most``, memory-mapped."""
-        for generation, path in reversed(self._snapshots(self._prefix(key, cls))):
+        loaded = self.load_arrays(key, cls.__name__, at_most)
+        if loaded is None:
+            return None
+        try:
+            return loaded[0], cls.from_arrays(loaded[1])
+        except (ValueError, KeyError):
+            return None
+
+    def load_arrays(self, key: tuple[Any, ...], kind: str, at_most: int) -> tuple[int, dict[str, np.ndarray]] | None:
+        for generation, path in reversed(self._snapshots(self._prefix(key, kind))):
             if generation > at_most:
                 continue
             try:
                 names = json.loads((path / "meta.json").read_text())["arrays"]
-                arrays = {name: np.load(path / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in names}
-                return generation, cls.from_arrays(arrays)
+                return generation, {name: np.load(path / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+                                    for name in names}
             except (OSError, ValueError, KeyError):
                 return None  # half-deleted by a newer writer, or unreadable: build instead
         return None
 
     def save(self, key: tuple[Any, ...], generation: int, index: Persistable) -> None:
         """Write ``index`` as the snapshot of ``key`` at ``generation``; failures only cost speed."""
-        prefix = self._prefix(key, type(index))
+        self.save_arrays(key, type(index).__name__, generation, index.to_arrays())
+
+    def save_arrays(self, key: tuple[Any, ...], kind: str, generation: int, arrays: dict[str, np.ndarray]) -> None:
+        prefix = self._prefix(key, kind)
         final = self.root / f"{prefix}-g{generation}"
         if final.exists():
             return
@@ -96,7 +108,6 @@ class IndexFiles:
         except OSError:
             return
         try:
-            arrays = index.to_arrays()
             for name, array in arrays.items():
                 np.save(scratch / f"{name}.npy", np.ascontiguousarray(array), allow_pickle=False)
             (scratch / "meta.json").write_text(json.dumps({"key": repr(key), "generation": generation,

@@ -49,9 +49,9 @@ import orjson
 from kbgraph.store.base import (
     Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, TextQuery, VectorQuery,
 )
+from kbgraph.store.index_files import PERSIST_MIN_ROWS, IndexFiles
 from kbgraph.store.records import UNFILTERED_FIELDS
 from kbgraph.store.row_set import RowSet
-from kbgraph.store.index_files import PERSIST_MIN_ROWS, IndexFiles
 from kbgraph.store.text_index import FieldPostings
 from kbgraph.store.vector_index import VectorSlice
 from kbgraph.top_k import largest

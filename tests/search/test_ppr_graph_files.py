@@ -37,3 +37,24 @@ def test_a_new_process_maps_the_walk_graph_instead_of_reading_every_row(
         assert (loaded.graph.matrix != built.graph.matrix).nnz == 0
         assert np.array_equal(loaded.entity_nodes, built.entity_nodes) and loaded.mentions == built.mentions
         assert [[c.chunk_id for c in engine.query(["lore"], q, mode="ppr").chunks] for q in QUESTIONS] == expected
+
+
+def test_entity_citations_are_read_back_instead_of_scanned(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbgraph.search import graph_cache, kg
+
+    settings = settings.replace(store="sqlite")
+    monkeypatch.setattr(graph_cache, "PERSIST_MIN_ROWS", 1)
+    with Engine.open(settings) as engine:
+        engine.create_kb("lore", graph=GraphConfig(enabled=True, method="nlp"))
+        engine.index_paths("lore", [SAMPLE_CORPUS_DIR])
+        kb_id = engine.kb("lore").id
+        state = graph_cache.graph_state(engine.store, engine.tenant, [kb_id])
+        built = kg.entity_citations(engine.store, engine.tenant, [kb_id], state)
+        assert built.counts and built.total > 0
+    graph_cache.clear_caches()
+    with Engine.open(settings) as engine:  # a new process, in effect: no entity row is scanned
+        def no_scan(*args: object, **kwargs: object) -> None:
+            raise AssertionError("the entity rows were scanned again")
+
+        monkeypatch.setattr(engine.store, "scan", no_scan)
+        assert kg.entity_citations(engine.store, engine.tenant, [kb_id], state) == built
