@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,26 @@ def require_service(name: str, reason: str) -> None:
     if os.environ.get("KBGRAPH_REQUIRE_SERVICES") == "1":
         pytest.fail(message + " (KBGRAPH_REQUIRE_SERVICES=1)")
     pytest.skip(message)
+
+
+@contextmanager
+def scratch_redis_prefix() -> Iterator[str]:
+    """A fresh key prefix on the test Redis (unreachable: skip, or fail in CI); its keys are deleted
+    afterwards, so several test modules and developers share one Redis database safely."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.exceptions.RedisError as exc:
+        require_service("Redis", f"{REDIS_URL}: {exc}")
+    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
+    try:
+        yield prefix
+    finally:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            client.delete(key)
+        client.close()
 
 
 def store_overrides() -> dict[str, str]:

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import requests
 
-from conftest import REDIS_URL, require_service
+from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaDB
 from support.processes import WebServer
@@ -26,18 +25,10 @@ LIMITS = {"max_request_bytes": 300_000, "max_question_chars": 200, "max_list_ite
 
 @pytest.fixture(scope="module")
 def limit_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    yield load_settings(data_dir=tmp_path_factory.mktemp("limits") / "data", store="sqlite", embedding_provider="hash",
-                        embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, web_workers=1, web_threads=4,
-                        **LIMITS)
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        yield load_settings(data_dir=tmp_path_factory.mktemp("limits") / "data", store="sqlite", embedding_provider="hash",
+                            embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, web_workers=1, web_threads=4,
+                            **LIMITS)
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,12 @@ the entities and relations of a run with no faults and no garbage anywhere."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from conftest import REDIS_URL, require_service
+from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.app import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
@@ -37,16 +35,8 @@ COMMON = {"store": "sqlite", "embedding_provider": "hash", "embedding_dim": 64, 
 
 @pytest.fixture
 def redis_prefix() -> Iterator[str]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    yield prefix
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        yield prefix
 
 
 def _clean_run(llm: ScriptedLLM, data_dir: Path) -> tuple:

@@ -2,12 +2,11 @@
 HTTP, real Redis, a real Celery worker (in-process threads), the embedded SQLite store, the hash
 embedder, the `nlp` graph method and the scripted OpenAI-compatible LLM for chat answers.
 
-Redis: KBGRAPH_TEST_REDIS_URL (default DB 11), keys under a per-run prefix, removed afterwards."""
+Redis: KBGRAPH_TEST_REDIS_URL (default DB 11, as tests/conftest.py), keys under a per-run prefix, removed afterwards."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -16,7 +15,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 import requests
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.chunk import ChunkUpdateError
@@ -28,9 +26,8 @@ from kbgraph.data import SAMPLE_CORPUS_DIR
 from support.scripted_llm import ScriptedError, ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key
-from conftest import require_service
+from conftest import REDIS_URL, scratch_redis_prefix
 
-REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 
 pytestmark = pytest.mark.services
 
@@ -69,18 +66,10 @@ def llm(chat_script: ChatScript) -> Iterator[ScriptedLLM]:
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iterator[Settings]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    base = load_settings(data_dir=tmp_path_factory.mktemp("sdk") / "data", store="sqlite",
-                         embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
-    yield llm.settings(base, embedding_provider="hash", embedding_model="")
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        base = load_settings(data_dir=tmp_path_factory.mktemp("sdk") / "data", store="sqlite",
+                             embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
+        yield llm.settings(base, embedding_provider="hash", embedding_model="")
 
 
 @pytest.fixture(scope="module")

@@ -3,24 +3,21 @@ real Flask over HTTP, the embedded SQLite store (Elasticsearch when KBGRAPH_ES_U
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import redis
 import requests
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.tasks import refresh_pending_key, schedule_refresh
-from conftest import require_service, store_overrides
+from conftest import REDIS_URL, scratch_redis_prefix, store_overrides
 from support.processes import WebServer
 
-REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/12")
 GRAPH = {"use_graphrag": True, "method": "nlp", "community": False}
 
 pytestmark = pytest.mark.services
@@ -46,19 +43,11 @@ class Api:
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    # the document store: SQLite, or Elasticsearch when KBGRAPH_ES_URL is set (as in CI)
-    yield load_settings(data_dir=tmp_path_factory.mktemp("service") / "data", **store_overrides(),
-                        embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix,
-                        graph_refresh_delay=0.3, web_workers=2, web_threads=4)
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        # the document store: SQLite, or Elasticsearch when KBGRAPH_ES_URL is set (as in CI)
+        yield load_settings(data_dir=tmp_path_factory.mktemp("service") / "data", **store_overrides(),
+                            embedding_provider="hash", embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix,
+                            graph_refresh_delay=0.3, web_workers=2, web_threads=4)
 
 
 @pytest.fixture(scope="module")

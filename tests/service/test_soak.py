@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from conftest import REDIS_URL, require_service
+from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.app import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
@@ -33,18 +31,10 @@ OPEN_FILES = 256
 
 @pytest.fixture(scope="module")
 def soak_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    yield load_settings(data_dir=tmp_path_factory.mktemp("soak") / "data", store="sqlite", embedding_provider="hash",
-                        embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, web_workers=2, web_threads=4,
-                        store_connections=4)
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        yield load_settings(data_dir=tmp_path_factory.mktemp("soak") / "data", store="sqlite", embedding_provider="hash",
+                            embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, web_workers=2, web_threads=4,
+                            store_connections=4)
 
 
 def _indexed_kb(settings: Settings) -> tuple[str, str]:

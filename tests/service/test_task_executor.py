@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from conftest import require_service, store_overrides
+from conftest import REDIS_URL, require_service, store_overrides
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import FINISHED, MetaDB
@@ -25,7 +25,7 @@ from task_executor.engines import EnginePool
 from task_executor.locks import KBLockTimeout, kb_lock_key, redis_kb_lock
 from task_executor.submit import enqueue_documents
 
-REDIS_URL = "redis://127.0.0.1:6379/12"
+
 pytestmark = pytest.mark.services
 
 

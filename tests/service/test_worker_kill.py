@@ -12,16 +12,14 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from conftest import REDIS_URL, require_service
+from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import FINISHED, GraphConfig, MetaDB
@@ -85,21 +83,13 @@ def switch() -> KillSwitch:
 
 @pytest.fixture(scope="module")
 def settings(tmp_path_factory: pytest.TempPathFactory, switch: KillSwitch) -> Iterator[Settings]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_test:{uuid.uuid4().hex[:8]}:"
-    base = load_settings(data_dir=tmp_path_factory.mktemp("drill") / "data", store="sqlite", embedding_provider="hash",
-                         embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, task_heartbeat=HEARTBEAT,
-                         broker_visibility_timeout=4.0, graph_refresh_delay=0.3, summary_max_tokens=24,
-                         llm_max_retries=1)
-    with ScriptedLLM(responder=switch) as llm:
-        yield llm.settings(base)
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        base = load_settings(data_dir=tmp_path_factory.mktemp("drill") / "data", store="sqlite", embedding_provider="hash",
+                             embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, task_heartbeat=HEARTBEAT,
+                             broker_visibility_timeout=4.0, graph_refresh_delay=0.3, summary_max_tokens=24,
+                             llm_max_retries=1)
+        with ScriptedLLM(responder=switch) as llm:
+            yield llm.settings(base)
 
 
 @pytest.fixture(scope="module")

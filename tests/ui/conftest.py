@@ -9,15 +9,13 @@ import os
 import re
 import shutil
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from conftest import REDIS_URL, require_service
+from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
 from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
@@ -44,18 +42,10 @@ def scripted_model() -> Iterator[ScriptedLLM]:
 
 @pytest.fixture(scope="module")
 def ui_settings(tmp_path_factory: pytest.TempPathFactory, scripted_model: ScriptedLLM) -> Iterator[Settings]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.exceptions.RedisError as exc:
-        require_service("Redis", f"{REDIS_URL}: {exc}")
-    prefix = f"kbgraph_uitest:{uuid.uuid4().hex[:8]}:"
-    base = load_settings(data_dir=tmp_path_factory.mktemp("ui") / "data", store="sqlite", embedding_provider="hash",
-                         embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
-    yield scripted_model.settings(base, embedding_provider="hash", embedding_model="")
-    for key in client.scan_iter(match=f"{prefix}*"):
-        client.delete(key)
-    client.close()
+    with scratch_redis_prefix() as prefix:
+        base = load_settings(data_dir=tmp_path_factory.mktemp("ui") / "data", store="sqlite", embedding_provider="hash",
+                             embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix)
+        yield scripted_model.settings(base, embedding_provider="hash", embedding_model="")
 
 
 @pytest.fixture(scope="module")
