@@ -25,7 +25,6 @@ from task_executor.engines import EnginePool
 from task_executor.locks import KBLockTimeout, kb_lock_key, redis_kb_lock
 from task_executor.submit import enqueue_documents
 
-
 pytestmark = pytest.mark.services
 
 
