@@ -87,8 +87,6 @@ class HashEmbedder:
         return found
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from scipy import sparse
-
         tokens = [_WORD.findall(text.lower()) for text in texts]
         vocabulary: dict[str, int] = {}
         rows: list[int] = []
@@ -98,15 +96,22 @@ class HashEmbedder:
             columns += [vocabulary.setdefault(word, len(vocabulary)) for word in words]
         if not vocabulary:
             return np.zeros((len(texts), self.dim), dtype=np.float32)
-        counts = sparse.csr_matrix((np.ones(len(rows)), (rows, columns)), shape=(len(texts), len(vocabulary)))
+        # how often each text holds each word, then every (text, word) adds the word's hashed features
+        pairs, counts = np.unique(np.asarray(rows, dtype=np.int64) * len(vocabulary) + np.asarray(columns),
+                                  return_counts=True)
+        text_of, word_of = np.divmod(pairs, len(vocabulary))
         hashed = [self._hashed(word) for word in vocabulary]
         lengths = np.fromiter((len(b) for b, _ in hashed), dtype=np.int64, count=len(hashed))
-        weights = sparse.csr_matrix(
-            (np.concatenate([w for _, w in hashed]), np.concatenate([b for b, _ in hashed]),
-             np.concatenate([[0], np.cumsum(lengths)])), shape=(len(vocabulary), self.dim))
-        out = (counts @ weights).toarray()
+        buckets = np.concatenate([b for b, _ in hashed])
+        weights = np.concatenate([w for _, w in hashed])
+        first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        features = lengths[word_of]
+        # every feature of every (text, word) pair: the pair's word's first feature plus 0, 1, ...
+        at = np.repeat(first[word_of] - np.cumsum(features) + features, features) + np.arange(int(features.sum()))
+        cells = np.repeat(text_of, features) * self.dim + buckets[at]
+        out = np.bincount(cells, weights=weights[at] * np.repeat(counts, features), minlength=len(texts) * self.dim)
         record_usage(self.ledger, "embed", calls=1, prompt=len(rows))
-        return _normalize(out)
+        return _normalize(out.reshape(len(texts), self.dim))
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)
