@@ -396,14 +396,19 @@ class Engine:
         return report
 
     def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
-        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from their sizes."""
+        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from the sizes of
+        those not indexed yet with the same size."""
         kb = self.kb(kb_name)
+        # a file indexed already with the same size is most likely unchanged (the run compares digests)
+        indexed = {d.name: d.size for d in self.meta.list_documents(kb.id, limit=None) if d.status == "done"}
         sizes = []
-        for _, path in self._named_files(paths):
+        for name, path in self._named_files(paths):
             try:
-                sizes.append(path.stat().st_size)
+                size = path.stat().st_size
             except OSError:
                 continue
+            if indexed.get(name) != size:
+                sizes.append(size)
         return estimate_run(self.context(kb), sizes)
 
     def _fail_unsummarized(self, report: IndexReport) -> None:
