@@ -468,7 +468,7 @@ class Engine:
 
     def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
         """A progress callback that also records the document's progress (at most twice a second)."""
-        spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9)}
+        spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
         last = {"at": 0.0, "phase": ""}
 
         def report(event: Progress) -> None:

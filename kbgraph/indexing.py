@@ -418,6 +418,10 @@ class IndexRun:
         if self.graph and good:
             # documents whose mentions were partly stored already replaced their old ones then
             fresh = [f for f in good if not f.stored_mentions]
+            # a large document's merge takes minutes: say it is under way, with its size
+            mentions = sum(f.extraction.entity_mentions + f.extraction.relation_mentions for f in good)
+            pipeline._report(self.ctx, self._doc_progress, "merge", 0, len(good),
+                             f"{mentions} mentions of {len(good)} document(s)")
             with self.kb_lock(self.kb.id):  # merges of one KB never interleave
                 for flight in good:
                     if flight.stored_mentions and flight.mentions:
@@ -429,6 +433,8 @@ class IndexRun:
                 for flight in good:
                     flight.mentions = []
                 merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good])
+            pipeline._report(self.ctx, self._doc_progress, "merge", len(good), len(good),
+                             f"{merged.entities_written} entities updated")
             summary = f"{merged.entities_written} entities updated" + (
                 f" with {len(good) - 1} other document(s)" if len(good) > 1 else "")
         updates: list[DocumentStatus] = []

@@ -31,7 +31,7 @@ Spans = dict[str, tuple[float, float]]
 # the share of a task's progress each pipeline phase covers: a document's run (as Engine reports it
 # on the document), the KB refresh after a batch (summaries, PageRank, communities, reports, vectors:
 # the reports and the vectors overlap) and a whole-KB graph build (its documents, then the refresh)
-INDEX_SPANS: Spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9)}
+INDEX_SPANS: Spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
 REFRESH_SPANS: Spans = {"summaries": (0.0, 0.15), "resolution": (0.15, 0.2), "pagerank": (0.2, 0.25),
                         "communities": (0.25, 0.3), "reports": (0.3, 0.95), "embed": (0.3, 0.95)}
 BUILD_SPANS: Spans = {"documents": (0.0, 0.6),

@@ -61,8 +61,8 @@ def test_index_warns_before_long_work_and_shows_the_refresh(kbgraph: Callable[..
     made = llm.counts["chat"]
     assert 0.5 * made <= calls <= 2 * made, (calls, made)  # the estimate is in the right range
     assert note.start() < indexed.stderr.index("documents")  # said before the work starts
-    # a bar per phase: the documents, then the refresh's own phases with their counts
-    for phase in ("documents", "extract", "pagerank", "communities", "reports"):
+    # a bar per phase: the documents (extraction, merges), then the refresh's own phases with their counts
+    for phase in ("documents", "extract", "merge", "pagerank", "communities", "reports"):
         assert re.search(rf"\b{phase}:\s+\d+%", indexed.stderr), (phase, indexed.stderr[-2000:])
     reports = re.findall(r"reports:\s+100%\S*\s*\|[^|]*\|\s*(\d+)/(\d+)", indexed.stderr)
     assert reports and reports[-1][0] == reports[-1][1] != "0", indexed.stderr[-2000:]
