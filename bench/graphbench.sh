@@ -7,9 +7,13 @@
 # peers' stored reports (graphbench/results/carol-1x, carol-5x).
 #
 # usage: bench/graphbench.sh [--repeat N] [--out DIR] [--no-warmup] [--concurrency N] [--live "PEER ..."]
+#                            [--latency-ms MS] [--corpora "carol-1x carol-5x musique-100"]
 #   --live    also run these peers now, each run right after kbgraph's (graphbench's run_peer.py
 #             and the venvs of its setup_peers.sh): the comparison then comes from one run on one
 #             machine, which matters on a machine whose speed drifts; other peers stay stored
+#   --latency-ms  fakellm answers every request after this long (800: a hosted model; 0 default)
+#   --corpora the corpora to run, in order (default "carol-1x carol-5x"); musique-100 is the first
+#             100 MuSiQue passages of musique-kag-train100, one file each (title, newline, text)
 #   PYTHON    interpreter with kbgraph installed (default: python3)
 #   GRAPHBENCH_DIR  the graphbench kit (fakellm, run_peer.py, stored peer results); required
 #   GRAPHBENCH_HOME where setup_peers.sh put the peers' venvs (default: ~/.cache/graphbench)
@@ -19,7 +23,8 @@ GB="${GRAPHBENCH_DIR:?set GRAPHBENCH_DIR to the graphbench kit (fakellm.py, run_
 PY="${PYTHON:-python3}"
 BOOK="$GB/../../data/christmas-carol/book.txt"
 PEERS_HOME="${GRAPHBENCH_HOME:-$HOME/.cache/graphbench}"
-REPEAT=3 OUT="" WARMUP=1 EXTRA=() LIVE=()
+MUSIQUE="$GB/../../data/musique-kag-train100/corpus.jsonl"
+REPEAT=3 OUT="" WARMUP=1 EXTRA=() LIVE=() LATENCY=0 CORPORA=(carol-1x carol-5x)
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeat) REPEAT="$2"; shift 2 ;;
@@ -27,7 +32,9 @@ while [ $# -gt 0 ]; do
     --no-warmup) WARMUP=0; shift ;;
     --concurrency) EXTRA+=(--concurrency "$2"); shift 2 ;;
     --live) read -r -a LIVE <<< "$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --latency-ms) LATENCY="$2"; shift 2 ;;
+    --corpora) read -r -a CORPORA <<< "$2"; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,8 +49,18 @@ done
 python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/carol-1x" 2>/dev/null
 python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/carol-5x" --copies 5 2>/dev/null
 python3 "$GB/make_corpus.py" "$BOOK" "$OUT/corpus/warmup" --max-chars 8000 2>/dev/null
+if [[ " ${CORPORA[*]} " == *" musique-100 "* ]]; then
+  python3 - "$MUSIQUE" "$OUT/corpus/musique-100" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[2]); out.mkdir(parents=True, exist_ok=True)
+with open(sys.argv[1], encoding="utf-8") as lines:
+    for _, line in zip(range(100), lines):
+        row = json.loads(line)
+        (out / f"{row['id']}.txt").write_text(f"{row['title']}\n{row['text']}\n", encoding="utf-8")
+PY
+fi
 
-python3 "$GB/fakellm.py" --port 0 --port-file "$OUT/fakellm.port" --log "$OUT/fakellm.jsonl" \
+python3 "$GB/fakellm.py" --port 0 --latency-ms "$LATENCY" --port-file "$OUT/fakellm.port" --log "$OUT/fakellm.jsonl" \
         >"$OUT/fakellm.out" 2>&1 &
 FAKE_PID=$!
 cleanup() { kill "$FAKE_PID" 2>/dev/null || true; wait "$FAKE_PID" 2>/dev/null || true; }
@@ -66,20 +83,25 @@ if [ "$WARMUP" = 1 ]; then
   run "$OUT/corpus/warmup" "$OUT/warmup.json"
   for peer in "${LIVE[@]}"; do run_peer "$peer" "$OUT/corpus/warmup" "$OUT/warmup.$peer.json"; done
 fi
-for label in carol-1x carol-5x; do
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+for label in "${CORPORA[@]}"; do
   mkdir -p "$OUT/$label"
   for k in $(seq 1 "$REPEAT"); do
-    echo "[graphbench] kbgraph on $label, run $k/$REPEAT" >&2
+    echo "[graphbench] kbgraph on $label, run $k/$REPEAT (load $(load))" >&2
     run "$OUT/corpus/$label" "$OUT/$label/kbgraph.run$k.json"
+    echo "kbgraph $label run$k load-after $(load)" >>"$OUT/load.txt"
     for peer in "${LIVE[@]}"; do
-      echo "[graphbench] $peer on $label, run $k/$REPEAT (live)" >&2
+      echo "[graphbench] $peer on $label, run $k/$REPEAT (live, load $(load))" >&2
       run_peer "$peer" "$OUT/corpus/$label" "$OUT/$label/$peer.run$k.json"
+      echo "$peer $label run$k load-after $(load)" >>"$OUT/load.txt"
     done
   done
 done
 
-stored_reports() {  # label: the stored reports of the peers not run live
+stored_reports() {  # label: the stored reports of the peers not run live (measured at 0 ms)
+  [ "$LATENCY" = 0 ] || return 0
   for f in "$GB/results/$1"/*.json; do
+    [ -e "$f" ] || continue
     peer="$(basename "$f")"; peer="${peer%%.run*}"
     [[ " ${LIVE[*]} " == *" $peer "* ]] || echo "$f"
   done
@@ -90,9 +112,9 @@ stored_reports() {  # label: the stored reports of the peers not run live
        "$(uname -sr); $("$PY" -c 'import platform;print("Python", platform.python_version())');" \
        "kbgraph $("$PY" -c 'from importlib.metadata import version;print(version("kbgraph"))');" \
        "openai $("$PY" -c 'from importlib.metadata import version;print(version("openai"))');" \
-       "date $(date -u +%Y-%m-%dT%H:%MZ); fakellm latency 0 ms;" \
+       "date $(date -u +%Y-%m-%dT%H:%MZ); fakellm latency $LATENCY ms; load average now $(load);" \
        "peers run now: ${LIVE[*]:-none}; other peers: stored graphbench results"
-  for label in carol-1x carol-5x; do
+  for label in "${CORPORA[@]}"; do
     echo
     echo "### $label"
     echo

@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=workdir, llm_base_url=a.base_url, llm_api_key=a.api_key, llm_model=a.model,
         embedding_provider="openai", embedding_model=a.embedding_model, max_gleanings=a.gleanings,
         chunk_tokens=a.chunk_tokens, chunk_overlap=a.chunk_overlap)
-    if a.concurrency:
-        overrides["llm_concurrency"] = a.concurrency
+    if a.concurrency:  # the one knowledge base's own limit too, or it would stay at its default
+        overrides["llm_concurrency"] = overrides["llm_kb_concurrency"] = a.concurrency
     settings = load_settings(None, **overrides)
     graph = GraphConfig(enabled=True, method="general", community=True, max_gleanings=a.gleanings)
     res["settings"] = {
@@ -137,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         "community_reports": "every community of every connected component",
         "chunk_tokens": a.chunk_tokens, "chunk_overlap": a.chunk_overlap, "tokenizer": "cl100k_base",
         "embedding_provider": "openai", "embedding_batch_size": settings.embedding_batch_size,
-        "llm_concurrency": settings.llm_concurrency, "store": settings.store,
+        "llm_concurrency": settings.llm_concurrency, "llm_kb_concurrency": settings.llm_kb_concurrency,
+        "store": settings.store,
         "max_cluster_size": settings.max_cluster_size, "summary_max_tokens": settings.summary_max_tokens,
         "query_mode": a.mode,
     }

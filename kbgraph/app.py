@@ -22,6 +22,7 @@ from kbgraph import pipeline
 from kbgraph.config import Settings
 from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun, RunEstimate, estimate_run
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
+from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
 from kbgraph.meta.repo import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
@@ -138,8 +139,12 @@ class _ThreadLocks:
 
 class Engine:
     def __init__(self, settings: Settings, meta: MetaDB, store: DocStore, tenant: str = DEFAULT_TENANT,
-                 kb_lock: KBLock | None = None, embedder: Embedder | None = None) -> None:
+                 kb_lock: KBLock | None = None, embedder: Embedder | None = None,
+                 limits: CallLimits = PROCESS_LIMITS) -> None:
         self.settings = settings
+        # the chat model's concurrency limits and budgets: this process's, or a deployment's
+        # (task_executor passes limits kept in Redis, shared by all its worker processes)
+        self.limits = limits
         # serializes merges and KB phases per knowledge base; in-process by default, a Redis lock
         # when several workers share a knowledge base (task_executor passes one)
         self.kb_lock: KBLock = kb_lock or _ThreadLocks()
@@ -152,13 +157,14 @@ class Engine:
         self.ledger = UsageLedger()
 
     @classmethod
-    def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT, kb_lock: KBLock | None = None) -> "Engine":
+    def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT, kb_lock: KBLock | None = None,
+             limits: CallLimits = PROCESS_LIMITS) -> "Engine":
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         meta = MetaDB.open(settings.meta_url)
         meta.ensure_tenant(tenant)
         store = open_store(settings)
         store.ensure_index(tenant)
-        return cls(settings, meta, store, tenant, kb_lock)
+        return cls(settings, meta, store, tenant, kb_lock, limits=limits)
 
     def close(self) -> None:
         self.store.close()
@@ -216,7 +222,8 @@ class Engine:
             from kbgraph.llm.factory import build_chat
 
             # a knowledge base's chat has its own concurrency limit inside the process-wide one
-            self._chats[key] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger, kb_id=key[1])
+            self._chats[key] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger, kb_id=key[1],
+                                          limits=self.limits)
         return self._chats[key]
 
     # -- knowledge bases ----------------------------------------------------------------------
@@ -281,33 +288,18 @@ class Engine:
         if not kb.graph.enabled:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; switch it on with "
                                f"`kbgraph kb set {kb_name} --graph nlp`")
-        ctx = self.context(kb)
         todo = [d for d in self.meta.list_documents(kb.id, limit=None)
                 if d.status == "done" and (rebuild or not d.extracted)]
         report = IndexReport(ledger=self.ledger)
-        for number, doc in enumerate(todo):
-            progress(Progress("documents", number, len(todo), doc.name))
-            try:
-                extracted, merged = self._extract_graph(ctx, kb, doc.id, progress, cancel)
-            except pipeline.Cancelled:
-                report.documents.append(DocOutcome(doc.name, "cancelled", doc.id, doc.chunk_count, "cancelled"))
-                return report
-            except (MetaError, KBGraphError):
-                raise
-            except Exception as exc:  # one document's failure must not stop the others
-                report.documents.append(DocOutcome(doc.name, "failed", doc.id, doc.chunk_count,
-                                                   f"{type(exc).__name__}: {exc}"))
-                continue
-            message = (f"{extracted.entity_mentions} entity and {extracted.relation_mentions} relation mentions; "
-                       f"{merged.entities_written} entities updated")
-            failed = bool(extracted.failed_chunks)
-            if failed:
-                message += f"; extraction failed for {len(extracted.failed_chunks)} chunk(s): {extracted.errors[0]}"
-            report.documents.append(DocOutcome(doc.name, "failed" if failed else "indexed", doc.id,
-                                               doc.chunk_count, message))
+        # the same bounded pipeline as indexing: the chunks of many documents extracted at once,
+        # merged together; summaries wait for the refresh's summary pass
+        run = IndexRun(self.context(kb), self.meta, kb, self.kb_lock, progress=progress, cancel=cancel)
+        report.documents = run.run((DocumentInput.parsed(d) for d in todo), total=len(todo))
         progress(Progress("documents", len(todo), len(todo)))
+        if report.count("cancelled"):
+            return report
         with self.kb_lock(kb.id):
-            report.refresh = pipeline.refresh_kb(ctx, progress=progress, cancel=cancel)
+            report.refresh = pipeline.refresh_kb(self.context(kb), progress=progress, cancel=cancel)
             if rebuild and _REBUILD_MARK in kb.extra:
                 self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
         return report
@@ -327,15 +319,6 @@ class Engine:
     def graph_needs_rebuild(self, kb: KnowledgeBase) -> bool:
         """Whether the extraction settings changed since the stored graph was extracted."""
         return bool(kb.extra.get(_REBUILD_MARK))
-
-    def _extract_graph(self, ctx: KBContext, kb: KnowledgeBase, doc_id: str, progress: ProgressFn,
-                       cancel: CancelCheck) -> tuple[pipeline.ExtractResult, pipeline.DeriveResult]:
-        """A document's mentions, extracted again, and the KB's graph brought up to date with them."""
-        extracted = pipeline.extract_document(ctx, doc_id, progress=progress, cancel=cancel)
-        with self.kb_lock(kb.id):  # merges of one KB never interleave
-            merged = pipeline.merge_document(ctx, doc_id)
-        self.meta.set_document_graph_state(doc_id, extracted=True)
-        return extracted, merged
 
     def kb(self, name: str) -> KnowledgeBase:
         found = self.meta.get_kb_by_name(self.tenant, name)
@@ -413,14 +396,19 @@ class Engine:
         return report
 
     def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
-        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from their sizes."""
+        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from the sizes of
+        those not indexed yet with the same size."""
         kb = self.kb(kb_name)
+        # a file indexed already with the same size is most likely unchanged (the run compares digests)
+        indexed = {d.name: d.size for d in self.meta.list_documents(kb.id, limit=None) if d.status == "done"}
         sizes = []
-        for _, path in self._named_files(paths):
+        for name, path in self._named_files(paths):
             try:
-                sizes.append(path.stat().st_size)
+                size = path.stat().st_size
             except OSError:
                 continue
+            if indexed.get(name) != size:
+                sizes.append(size)
         return estimate_run(self.context(kb), sizes)
 
     def _fail_unsummarized(self, report: IndexReport) -> None:
@@ -480,7 +468,7 @@ class Engine:
 
     def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
         """A progress callback that also records the document's progress (at most twice a second)."""
-        spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9)}
+        spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
         last = {"at": 0.0, "phase": ""}
 
         def report(event: Progress) -> None:

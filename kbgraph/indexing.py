@@ -8,7 +8,9 @@ With a model that takes L seconds per call and C calls allowed in flight, a fold
 documents then takes about calls x L / C rather than documents x the latency of one document's
 calls one after another, and offline the per-document bookkeeping (commits, embedding calls,
 status writes) is paid once per batch. The CLI (Engine.index_paths) and the worker
-(Engine.index_bytes, one document per task) both run documents through this class.
+(Engine.index_bytes, one document per task) both run documents through this class, and so does a
+graph build over documents parsed while the graph was off (Engine.build_graph, the worker's
+build_graph task): their chunks are stored already, so they go straight to extraction.
 
 Memory stays bounded: at most ``index_documents_in_flight`` documents are between reading and
 recording, a large document is chunked and stored in batches (kbgraph.pipeline.parse_document),
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from kbgraph import pipeline
 from kbgraph.graph.extract import Extractor
 from kbgraph.llm.base import CancelCheck, Cancelled
+from kbgraph.meta.schemas import NotFound as MetaNotFound
 from kbgraph.meta.repo import DocumentStatus, MetaDB
 from kbgraph.meta.schemas import Document, KnowledgeBase
 from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
@@ -87,6 +90,13 @@ class DocumentInput:
     doc: Document
     read: Callable[[], bytes | None]
     size: int
+    # its chunks are in the store already (a graph build): extract and merge, nothing else; its
+    # status stays as it is, only its ``extracted`` mark is set once it is in the graph
+    stored: bool = False
+
+    @classmethod
+    def parsed(cls, doc: Document) -> "DocumentInput":
+        return cls(doc, lambda: None, doc.size, stored=True)
 
 
 @dataclass
@@ -110,6 +120,7 @@ class _InFlight:
     chunk_rows: list[Chunk] = field(default_factory=list)  # chunked, not stored yet
     extraction: pipeline.ExtractResult = field(default_factory=pipeline.ExtractResult)
     failure: str = ""
+    graph_only: bool = False  # a parsed document brought into the graph (DocumentInput.stored)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -186,6 +197,9 @@ class IndexRun:
                         self._in_flight += 1
                     self._report_documents()
                     flight = _InFlight(item.doc, has_slot=True)
+                    if item.stored:
+                        self._extract_stored(flight, pool)
+                        continue
                     parsed = self._read(flight, item)
                     if parsed is None:
                         continue
@@ -281,6 +295,16 @@ class IndexRun:
             raise
         except Exception as exc:
             self._finish(flight, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
+            return
+        self._extract(flight, chunks, pool)
+
+    def _extract_stored(self, flight: _InFlight, pool: ThreadPoolExecutor) -> None:
+        flight.graph_only = True
+        flight.chunks, flight.tokens = flight.doc.chunk_count, flight.doc.token_count
+        try:
+            chunks = pipeline.document_chunks(self.ctx, flight.doc.id)
+        except Exception as exc:
+            self._finish(flight, "failed", message="its chunks could not be read", error=f"{type(exc).__name__}: {exc}")
             return
         self._extract(flight, chunks, pool)
 
@@ -394,6 +418,10 @@ class IndexRun:
         if self.graph and good:
             # documents whose mentions were partly stored already replaced their old ones then
             fresh = [f for f in good if not f.stored_mentions]
+            # a large document's merge takes minutes: say it is under way, with its size
+            mentions = sum(f.extraction.entity_mentions + f.extraction.relation_mentions for f in good)
+            pipeline._report(self.ctx, self._doc_progress, "merge", 0, len(good),
+                             f"{mentions} mentions of {len(good)} document(s)")
             with self.kb_lock(self.kb.id):  # merges of one KB never interleave
                 for flight in good:
                     if flight.stored_mentions and flight.mentions:
@@ -405,10 +433,15 @@ class IndexRun:
                 for flight in good:
                     flight.mentions = []
                 merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good])
+            pipeline._report(self.ctx, self._doc_progress, "merge", len(good), len(good),
+                             f"{merged.entities_written} entities updated")
             summary = f"{merged.entities_written} entities updated" + (
                 f" with {len(good) - 1} other document(s)" if len(good) > 1 else "")
         updates: list[DocumentStatus] = []
         for flight in good:
+            if flight.graph_only:
+                self._graph_recorded(flight, summary)
+                continue
             message = f"{flight.chunks} chunks"
             extracted = True if self.graph else None
             if self.graph:
@@ -422,6 +455,22 @@ class IndexRun:
             self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
         self._record(updates)
         self._recorded_some(good)
+
+    def _graph_recorded(self, flight: _InFlight, summary: str) -> None:
+        """A parsed document brought into the graph: marked extracted unless some of its chunks
+        failed (then the next build extracts it again, only those chunks costing model calls)."""
+        ex = flight.extraction
+        message = f"{ex.entity_mentions} entity and {ex.relation_mentions} relation mentions; {summary}"
+        if ex.failed_chunks:
+            error = f"graph extraction failed for {len(ex.failed_chunks)} of {flight.chunks} chunk(s): {ex.errors[0]}"
+            self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "failed", flight.doc.id, flight.chunks,
+                                                       f"{message}; {error}")
+            return
+        try:
+            self.meta.set_document_graph_state(flight.doc.id, extracted=True)
+        except MetaNotFound:
+            self.vanished.add(flight.doc.id)
+        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
 
     def _partial(self, flight: _InFlight, message: str) -> DocumentStatus:
         """A document whose graph extraction failed for some chunks: searchable, but not done. It
@@ -438,7 +487,8 @@ class IndexRun:
     def _finish(self, flight: _InFlight, status: str, *, message: str = "", error: str | None = None) -> None:
         """Record one document that ends without a merge (failed, cancelled)."""
         message = message or status
-        self._record([DocumentStatus(flight.doc.id, status, message=message, error=error)])
+        if not flight.graph_only:  # a parsed document keeps its status when its graph fails
+            self._record([DocumentStatus(flight.doc.id, status, message=message, error=error)])
         self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, status, flight.doc.id, 0, error or message)
         self._recorded_some([flight])
 

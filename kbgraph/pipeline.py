@@ -592,8 +592,10 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     from kbgraph.graph.reports import extractive_report, llm_report, report_text
     from kbgraph.store.records import report_id
 
+    _report(ctx, progress, "communities", 0, 1)
     communities = detect_communities([e.key for e in entities], [(r.src_key, r.tgt_key, r.weight) for r in relations],
                                      max_cluster_size=ctx.settings.max_cluster_size)
+    _report(ctx, progress, "communities", 1, 1, f"{len(communities)} communities")
     result.communities = len(communities)
     by_key = {e.key: e for e in entities}
     touching: dict[str, list[int]] = {}

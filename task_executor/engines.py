@@ -16,6 +16,7 @@ from kbgraph.app import Engine
 from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB
+from task_executor.limits import RedisCallLimits
 from task_executor.locks import redis_kb_lock
 
 
@@ -25,7 +26,10 @@ class EnginePool:
         self.redis = client or redis.Redis.from_url(settings.redis_url)
         # a killed holder's lock frees itself after three missed beats, not after a minute
         self.kb_lock = redis_kb_lock(self.redis, settings.redis_prefix, timeout=3 * settings.task_heartbeat)
-        self.base = Engine.open(settings, kb_lock=self.kb_lock)
+        # the chat model's limits hold for every process of the deployment together; a killed
+        # process's slots free themselves a minute after its calls would have timed out
+        self.limits = RedisCallLimits(self.redis, settings.redis_prefix, lease=settings.llm_timeout + 60)
+        self.base = Engine.open(settings, kb_lock=self.kb_lock, limits=self.limits)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
         # a local model loads now, at process start, so no request or task waits for it
@@ -43,7 +47,7 @@ class EnginePool:
                 self.base.store.ensure_index(tenant)
                 # the embedder is the costly part (a loaded model): every tenant shares the first one
                 found = Engine(self.settings, self.base.meta, self.base.store, tenant, self.kb_lock,
-                               embedder=self.base.embedder)
+                               embedder=self.base.embedder, limits=self.limits)
                 self._engines[tenant] = found
             return found
 

@@ -43,6 +43,9 @@ def _send_again(app: "KBCelery", tenant_id: str, task: Task) -> bool:
     if task.kind == "graphrag":
         app.tasks["kbgraph.build_graph"].apply_async((tenant_id, task.kb_id, task.id), task_id=task.id)
         return True
+    if task.kind == "refresh":
+        app.tasks["kbgraph.refresh_graph"].apply_async((tenant_id, task.kb_id), {"task_id": task.id})
+        return True
     return False
 
 

@@ -6,6 +6,7 @@ and the document row. A task whose knowledge base or document was deleted under 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -25,8 +26,16 @@ from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
 
 log = logging.getLogger(__name__)
 
-# the share of a document's progress each phase covers, as Engine reports it on the document
-_SPANS = {"parse": (0.0, 0.3), "extract": (0.3, 0.9)}
+Spans = dict[str, tuple[float, float]]
+
+# the share of a task's progress each pipeline phase covers: a document's run (as Engine reports it
+# on the document), the KB refresh after a batch (summaries, PageRank, communities, reports, vectors:
+# the reports and the vectors overlap) and a whole-KB graph build (its documents, then the refresh)
+INDEX_SPANS: Spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
+REFRESH_SPANS: Spans = {"summaries": (0.0, 0.15), "resolution": (0.15, 0.2), "pagerank": (0.2, 0.25),
+                        "communities": (0.25, 0.3), "reports": (0.3, 0.95), "embed": (0.3, 0.95)}
+BUILD_SPANS: Spans = {"documents": (0.0, 0.6),
+                      **{phase: (0.6 + 0.4 * low, 0.6 + 0.4 * high) for phase, (low, high) in REFRESH_SPANS.items()}}
 
 
 def refresh_pending_key(prefix: str, kb_id: str) -> str:
@@ -56,22 +65,25 @@ class CancelFlag:
 
 
 class TaskProgress:
-    """Pipeline progress written to the task row, at most twice a second per phase."""
+    """Pipeline progress written to the task row (``spans``: each phase's share of it), at most
+    twice a second unless a phase ends; it never goes back (overlapping phases report in turn)."""
 
-    def __init__(self, meta: MetaDB, task_id: str) -> None:
-        self.meta, self.task_id = meta, task_id
-        self._at, self._phase = 0.0, ""
+    def __init__(self, meta: MetaDB, task_id: str, spans: Spans = INDEX_SPANS) -> None:
+        self.meta, self.task_id, self.spans = meta, task_id, spans
+        self._at, self._phase, self._progress = 0.0, "", 0.0
 
     def __call__(self, event: Progress) -> None:
-        if event.phase not in _SPANS or not event.total:
+        if event.phase not in self.spans or not event.total:
             return
         now = time.monotonic()
-        if event.phase == self._phase and now - self._at < 0.5 and event.done < event.total:
+        if now - self._at < 0.5 and event.done < event.total and event.phase == self._phase:
             return
         self._at, self._phase = now, event.phase
-        low, high = _SPANS[event.phase]
-        self.meta.update_task(self.task_id, progress=low + (high - low) * event.done / event.total,
-                              message=f"{event.phase} {event.done}/{event.total}")
+        low, high = self.spans[event.phase]
+        self._progress = max(self._progress, min(0.99, low + (high - low) * event.done / event.total))
+        self.meta.update_task(self.task_id, progress=self._progress,
+                              message=f"{event.phase} {event.done}/{event.total}"
+                              + (f", {event.llm_calls} LLM calls" if event.llm_calls else ""))
 
 
 def _llm_usage(ledger: UsageLedger) -> tuple[int, int, int]:
@@ -169,7 +181,7 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
             _record_failure(meta, task_id, doc_id, error)
             return {"status": "failed", "error": error}
         before = _llm_usage(engine.ledger)
-        outcome = engine.index_bytes(kb, doc, data, doc.size, progress=TaskProgress(meta, task_id),
+        outcome = engine.index_bytes(kb, doc, data, doc.size, progress=TaskProgress(meta, task_id, INDEX_SPANS),
                                      cancel=CancelFlag(meta, task_id))
         # exact under the prefork pool (one task per process at a time); approximate under threads
         calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
@@ -232,8 +244,9 @@ def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str) -> bool:
 
 
 @shared_task(bind=True, name="kbgraph.refresh_graph")
-def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str) -> dict[str, Any]:
-    """Recompute the KB's stale PageRank/communities/reports, under the KB lock."""
+def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str | None = None) -> dict[str, Any]:
+    """Recompute the KB's stale PageRank/communities/reports, under the KB lock, with its progress
+    on a task row of kind "refresh" (``task_id``: the row of a run whose worker was lost)."""
     app = _app(self)
     # cleared first: a document finishing during this refresh must schedule another one
     app.redis.delete(refresh_pending_key(app.settings.redis_prefix, kb_id))
@@ -244,9 +257,34 @@ def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str) -> dict[str, Any
         return {"status": "skipped", "reason": "knowledge base deleted"}
     if not kb.graph.enabled:
         return {"status": "skipped", "reason": "knowledge graph off"}
-    result = engine.refresh_graph(kb.name)
+    if task_id is None:
+        task_id = engine.meta.create_task(kb_id, "refresh").id
+    return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id))
+
+
+def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) -> dict[str, Any]:
+    meta = engine.meta
+    started = time.monotonic()
+    try:
+        meta.update_task(task_id, status="running", progress=0.0, message="graph refresh", add_attempts=1)
+        before = _llm_usage(engine.ledger)
+        with engine.kb_lock(kb.id):
+            result = pipeline.refresh_kb(engine.context(kb), progress=TaskProgress(meta, task_id, REFRESH_SPANS))
+        calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
+        meta.update_task(task_id, status="done", add_llm_calls=max(calls, 0), add_prompt_tokens=max(prompt, 0),
+                         add_completion_tokens=max(completion, 0),
+                         message=f"graph refreshed to version {result.version}: {result.communities} communities, "
+                                 f"{result.reports_generated} reports written ({time.monotonic() - started:.2f}s)")
+    except NotFound as exc:  # the knowledge base went meanwhile
+        with contextlib.suppress(NotFound):
+            meta.update_task(task_id, status="cancelled", message=str(exc))
+        return {"status": "skipped", "reason": str(exc)}
+    except Exception as exc:
+        with contextlib.suppress(Exception):
+            meta.update_task(task_id, status="failed", message="failed", error=f"{type(exc).__name__}: {exc}")
+        raise
     return {"status": "done", "version": result.version, "skipped": result.skipped,
-            "pagerank_updated": result.pagerank_updated, "communities": result.communities}
+            "pagerank_updated": result.pagerank_updated, "communities": result.communities, "task_id": task_id}
 
 
 @shared_task(bind=True, name="kbgraph.build_graph")
@@ -258,30 +296,30 @@ def build_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str) -> d
 
 
 def run_build_graph(app: KBCelery, tenant_id: str, kb_id: str, task_id: str) -> dict[str, Any]:
+    """Engine.build_graph (the same bounded pipeline as ``kbgraph index`` and every document task),
+    its progress on the task row: documents extracted, then each phase of the refresh."""
     engine = app.engines().engine(tenant_id)
     meta = engine.meta
     started = time.monotonic()
     try:
         meta.update_task(task_id, status="running", progress=0.0, message="created task graphrag", add_attempts=1)
         kb = meta.get_kb(tenant_id, kb_id)
-        ctx = engine.context(kb)
-        cancel = CancelFlag(meta, task_id)
-        todo = [d for d in meta.list_documents(kb_id, status="done", limit=None) if not d.extracted]
         before = _llm_usage(engine.ledger)
-        for number, doc in enumerate(todo, start=1):
-            pipeline.extract_document(ctx, doc.id, cancel=cancel)
-            with engine.kb_lock(kb_id):
-                pipeline.merge_document(ctx, doc.id)
-            meta.set_document_graph_state(doc.id, extracted=True)
-            meta.update_task(task_id, progress=0.9 * number / len(todo), message=f"extracted {number}/{len(todo)}")
-        with engine.kb_lock(kb_id):
-            pipeline.refresh_kb(ctx, cancel=cancel)
+        report = engine.build_graph(kb.name, progress=TaskProgress(meta, task_id, BUILD_SPANS),
+                                    cancel=CancelFlag(meta, task_id))
         calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
-        meta.update_task(task_id, status="done", add_llm_calls=max(calls, 0), add_prompt_tokens=max(prompt, 0),
-                         add_completion_tokens=max(completion, 0),
-                         message=f"{len(todo)} document(s) extracted. Knowledge Graph done "
-                                 f"({time.monotonic() - started:.2f}s)")
-        return {"status": "done", "documents": len(todo)}
+        usage = {"add_llm_calls": max(calls, 0), "add_prompt_tokens": max(prompt, 0),
+                 "add_completion_tokens": max(completion, 0)}
+        if report.count("cancelled"):
+            meta.update_task(task_id, status="cancelled", message="cancelled", **usage)
+            return {"status": "cancelled"}
+        failed = [o for o in report.documents if o.status == "failed"]
+        message = (f"{report.count('indexed')} document(s) extracted"
+                   + (f", {len(failed)} failed ({failed[0].name}: {failed[0].message})" if failed else "")
+                   + f". Knowledge Graph done ({time.monotonic() - started:.2f}s)")
+        meta.update_task(task_id, status="failed" if failed else "done", message=message,
+                         error=message if failed else None, **usage)
+        return {"status": "failed" if failed else "done", "documents": len(report.documents)}
     except pipeline.Cancelled:
         meta.update_task(task_id, status="cancelled", message="cancelled")
         return {"status": "cancelled"}

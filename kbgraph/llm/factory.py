@@ -15,17 +15,19 @@ from kbgraph.llm.layers import (
     LimitedChat,
     RetryingChat,
     RetryPolicy,
-    shared_budget,
 )
+from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
 
 
 def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
-               backoff_base: float = 1.0, backoff_max: float = 30.0, kb_id: str = "") -> ChatModel | None:
+               backoff_base: float = 1.0, backoff_max: float = 30.0, kb_id: str = "",
+               limits: CallLimits = PROCESS_LIMITS) -> ChatModel | None:
     """The configured chat model, or None when no LLM is configured.
 
     Layers, outermost first: cache (optional) -> retry -> per-minute budget -> the knowledge base's
     concurrency limit (with ``kb_id``) -> the process's concurrency limit -> accounting -> HTTP.
-    ``backoff_*`` shape the retry waits (seconds); tests shrink them.
+    ``backoff_*`` shape the retry waits (seconds); tests shrink them. ``limits`` keeps the limits
+    and the budget: in this process (default) or shared by several (kbgraph.llm.limits).
     """
     if not settings.llm_configured:
         return None
@@ -39,10 +41,10 @@ def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: boo
                                  max_tokens=settings.llm_max_tokens or None)
     model = AccountedChat(model, ledger)
     model_key = f"{settings.llm_base_url}|{settings.llm_model}"
-    model = LimitedChat(model, settings.llm_concurrency, key=model_key)
+    model = LimitedChat(model, limits.slots(model_key, settings.llm_concurrency))
     if kb_id and settings.llm_kb_concurrency:
-        model = LimitedChat(model, settings.llm_kb_concurrency, key=f"kb:{kb_id}|{model_key}")
-    model = BudgetedChat(model, shared_budget(model_key, settings.llm_requests_per_minute,
+        model = LimitedChat(model, limits.slots(f"kb:{kb_id}|{model_key}", settings.llm_kb_concurrency))
+    model = BudgetedChat(model, limits.budget(model_key, settings.llm_requests_per_minute,
                                               settings.llm_tokens_per_minute))
     model = RetryingChat(model, RetryPolicy(settings.llm_max_retries, backoff_base, backoff_max))
     if cache:

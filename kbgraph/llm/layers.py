@@ -27,13 +27,16 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import orjson
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.llm.base import CancelCheck, Cancelled, LLMError, Message, UsageLedger
+
+if TYPE_CHECKING:
+    from kbgraph.llm.limits import Budget, Slots
 
 T = TypeVar("T")
 
@@ -270,26 +273,29 @@ def acquire(sem: threading.BoundedSemaphore, cancel: Callable[[], None]) -> None
 
 
 class LimitedChat(ChatLayer):
-    def __init__(self, inner: ChatBase, limit: int, key: str | None = None) -> None:
+    """At most the slots' limit of requests in flight (kbgraph.llm.limits: in this process, or
+    shared by every process of a deployment)."""
+
+    def __init__(self, inner: ChatBase, slots: "Slots") -> None:
         super().__init__(inner)
-        self.semaphore = shared_semaphore(key or inner.model_name, limit)
+        self.slots = slots
 
     def complete(self, request: ChatRequest) -> Completion:
-        acquire(self.semaphore, request.check_cancel)
+        handle = self.slots.acquire(request.check_cancel)
         try:
             return self.inner.complete(request)
         finally:
-            self.semaphore.release()
+            self.slots.release(handle)
 
     def open_stream(self, request: ChatRequest) -> TextStream:
-        acquire(self.semaphore, request.check_cancel)
+        handle = self.slots.acquire(request.check_cancel)
         try:
             text_stream = self.inner.open_stream(request)
         except BaseException:
-            self.semaphore.release()
+            self.slots.release(handle)
             raise
         # The slot is held until the stream is drained or closed.
-        text_stream.add_closer(lambda _s: self.semaphore.release())
+        text_stream.add_closer(lambda _s: self.slots.release(handle))
         return text_stream
 
 
@@ -311,6 +317,9 @@ class RequestBudget:
         self._at = time.monotonic()
         self._paused_until = 0.0
         self.waited = 0.0  # seconds callers spent waiting for the budget (for reports and tests)
+
+    def active(self) -> bool:
+        return bool(self.rpm or self.tpm or self._paused_until)
 
     def _refill(self, now: float) -> None:
         elapsed, self._at = now - self._at, now
@@ -372,12 +381,12 @@ class BudgetedChat(ChatLayer):
     caller of the model wait out a server's Retry-After, so that one 429 slows the whole run down
     for as long as the server asked instead of each of its calls finding out for itself."""
 
-    def __init__(self, inner: ChatBase, budget: RequestBudget) -> None:
+    def __init__(self, inner: ChatBase, budget: "Budget") -> None:
         super().__init__(inner)
         self.budget = budget
 
     def _before(self, request: ChatRequest) -> None:
-        if self.budget.rpm or self.budget.tpm or self.budget._paused_until:
+        if self.budget.active():
             self.budget.take(count_message_tokens(request.messages) if self.budget.tpm else 0,
                              request.check_cancel)
 

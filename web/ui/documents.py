@@ -67,8 +67,13 @@ def _graph_state(kb: KnowledgeBase, docs: list[Document]) -> dict[str, Any]:
     refresh = "queued" if queued else ("running" if stale and not parsing else "idle")
     if meta.phase_status.get("communities") == "running":
         refresh = "running"
+    # the refresh task's own row: which phase it is in and how far (PageRank, communities, reports)
+    latest = svc.meta.list_tasks(kb.id, kind="refresh", newest_first=True, limit=1)
+    refresh_task = _task_row(latest[0]) if latest else None
+    if refresh_task is not None and refresh_task["status"] in ("pending", "running"):
+        refresh = "running"
     return {"enabled": True, "version": meta.version, "entities": meta.entity_count, "relations": meta.relation_count,
-            "reports": meta.report_count, "refresh": refresh, "build": build,
+            "reports": meta.report_count, "refresh": refresh, "refresh_task": refresh_task, "build": build,
             "phases": {p: meta.phase_status.get(p, "never") for p in ("pagerank", "resolution", "communities")}}
 
 

@@ -58,7 +58,13 @@
       parts.push(`Building the knowledge graph: ${Math.round(g.build.progress * 100)}% (${g.build.message})`);
     else if (g.build && g.build.status === "failed") parts.push("Graph build failed: " + (g.build.error || g.build.message));
     if (g.refresh === "queued") parts.push("Graph refresh queued (PageRank, communities)…");
-    else if (g.refresh === "running") parts.push("Refreshing the graph (PageRank, communities, reports)…");
+    else if (g.refresh === "running") {
+      const t = g.refresh_task;
+      parts.push(t && t.status === "running"
+        ? `Refreshing the graph: ${Math.round(t.progress * 100)}% (${t.message})`
+        : "Refreshing the graph (PageRank, communities, reports)…");
+    } else if (g.refresh_task && g.refresh_task.status === "failed")
+      parts.push("Graph refresh failed: " + (g.refresh_task.error || g.refresh_task.message));
     parts.push(`${g.entities} entities, ${g.relations} relations` + (g.reports ? `, ${g.reports} community reports` : ""));
     return parts.join(" · ");
   }

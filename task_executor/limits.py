@@ -1,0 +1,206 @@
+"""The chat model's limits kept in Redis, shared by every process of a deployment.
+
+A worker runs its tasks in several processes (prefork), on one or more hosts, and the web server in
+several more; ``llm_concurrency`` (calls in flight), ``llm_kb_concurrency`` (per knowledge base) and
+the per-minute budgets are what the model provider allows the deployment, not each process. Kept
+here, every process's calls count against the same numbers, and a 429's Retry-After seen by one
+process holds back the calls of all of them.
+
+Slots are leases (a sorted set of holder tokens scored by their expiry), so the slots of a killed
+process free themselves after ``lease`` seconds instead of shrinking the limit for good. A process
+first takes a slot of its own semaphore of the same size, so at most ``limit`` of its threads wait
+on Redis; a waiter sleeps on a notification list that every release pushes to, rather than polling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import time
+import uuid
+
+import redis
+
+from kbgraph.llm.limits import Check
+from kbgraph.llm.layers import acquire, shared_semaphore
+
+_ACQUIRE = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 60)
+  return 1
+end
+return 0
+"""
+
+_RELEASE = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('RPUSH', KEYS[2], '1')
+  redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+  redis.call('EXPIRE', KEYS[2], 60)
+end
+return 0
+"""
+
+# the token buckets of RequestBudget (kbgraph.llm.layers), refilled continuously, full at first;
+# returns the seconds to wait (as a string: Lua numbers would be cut to integers), 0 when taken
+_TAKE = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local rpm, tpm, want, take = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+local wait = math.max(0, tonumber(redis.call('GET', KEYS[2]) or '0') - now)
+local state = redis.call('HMGET', KEYS[1], 'r', 't', 'at')
+local requests, tokens = tonumber(state[1] or rpm), tonumber(state[2] or tpm)
+local elapsed = math.max(0, now - tonumber(state[3] or now))
+requests = math.min(rpm, requests + elapsed * rpm / 60)
+tokens = math.min(tpm, tokens + elapsed * tpm / 60)
+want = math.min(want, tpm)
+if rpm > 0 and requests < 1 then wait = math.max(wait, (1 - requests) * 60 / rpm) end
+if tpm > 0 and tokens < want then wait = math.max(wait, (want - tokens) * 60 / tpm) end
+if wait <= 0 and take then
+  if rpm > 0 then requests = requests - 1 end
+  if tpm > 0 then tokens = tokens - want end
+end
+if rpm > 0 or tpm > 0 then
+  redis.call('HSET', KEYS[1], 'r', tostring(requests), 't', tostring(tokens), 'at', tostring(now))
+  redis.call('EXPIRE', KEYS[1], 120)
+end
+return tostring(wait)
+"""
+
+_SPEND = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local tpm = tonumber(ARGV[1])
+local state = redis.call('HMGET', KEYS[1], 'r', 't', 'at')
+local elapsed = math.max(0, now - tonumber(state[3] or now))
+local tokens = math.min(tpm, tonumber(state[2] or tpm) + elapsed * tpm / 60) - tonumber(ARGV[2])
+local requests = state[1] or ARGV[3]
+redis.call('HSET', KEYS[1], 'r', requests, 't', tostring(tokens), 'at', tostring(now))
+redis.call('EXPIRE', KEYS[1], 120)
+return 0
+"""
+
+_PAUSE = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local until_ = now + tonumber(ARGV[1])
+if until_ > tonumber(redis.call('GET', KEYS[1]) or '0') then
+  redis.call('SET', KEYS[1], tostring(until_), 'PX', math.ceil(tonumber(ARGV[1]) * 1000) + 1000)
+end
+return 0
+"""
+
+
+def _digest(key: str) -> str:
+    # model keys hold URLs: a short fixed-width name for Redis
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+class RedisSlots:
+    def __init__(self, client: redis.Redis, prefix: str, key: str, limit: int, lease: float) -> None:
+        self.client, self.limit, self.lease = client, max(1, limit), lease
+        name = _digest(f"{key}|{limit}")
+        self.key, self.notify = f"{prefix}llm:slots:{name}", f"{prefix}llm:slots:{name}:free"
+        self.local = shared_semaphore(f"redis|{prefix}|{key}", self.limit)
+        self._acquire = client.register_script(_ACQUIRE)
+        self._release = client.register_script(_RELEASE)
+        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+
+    def try_acquire(self) -> str | None:
+        """A slot's token, or None when every slot is taken (does not wait)."""
+        token = f"{self._owner}:{uuid.uuid4().hex}"
+        return token if self._acquire(keys=[self.key], args=[self.limit, self.lease, token]) else None
+
+    def acquire(self, check: Check) -> object:
+        acquire(self.local, check)
+        try:
+            while True:
+                token = self.try_acquire()
+                if token is not None:
+                    return token
+                check()
+                # woken by a release (or after 0.1 s, for a slot that expired or a missed wake-up)
+                self.client.blpop([self.notify], timeout=0.1)
+        except BaseException:
+            self.local.release()
+            raise
+
+    def release(self, handle: object) -> None:
+        try:
+            self._release(keys=[self.key, self.notify], args=[str(handle), self.limit])
+        finally:
+            self.local.release()
+
+    def held(self) -> int:
+        """Slots held now, by every process (for tests and status pages)."""
+        self.client.zremrangebyscore(self.key, "-inf", time.time())
+        return int(self.client.zcard(self.key))
+
+
+class RedisBudget:
+    def __init__(self, client: redis.Redis, prefix: str, key: str, requests_per_minute: int,
+                 tokens_per_minute: int) -> None:
+        self.client, self.rpm, self.tpm = client, requests_per_minute, tokens_per_minute
+        name = _digest(key)
+        self.state = f"{prefix}llm:budget:{name}:{requests_per_minute}:{tokens_per_minute}"
+        self.paused = f"{prefix}llm:pause:{name}"  # a server's Retry-After holds whatever the budget
+        self._take = client.register_script(_TAKE)
+        self._spend = client.register_script(_SPEND)
+        self._pause = client.register_script(_PAUSE)
+        self.waited = 0.0
+
+    def active(self) -> bool:
+        return True  # another process may have paused the model: always ask
+
+    def try_take(self, tokens: int) -> float:
+        """Take a request and ``tokens`` if the budget has them (0.0), else the seconds to wait."""
+        return float(self._take(keys=[self.state, self.paused], args=[self.rpm, self.tpm, tokens, 1]))
+
+    def take(self, tokens: int, check: Check) -> None:
+        while True:
+            wait = self.try_take(tokens if self.tpm else 0)
+            if wait <= 0:
+                return
+            check()
+            step = min(wait, 0.1)
+            time.sleep(step)
+            self.waited += step
+
+    def spend(self, tokens: int) -> None:
+        if self.tpm and tokens:
+            self._spend(keys=[self.state], args=[self.tpm, tokens, self.rpm])
+
+    def pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self._pause(keys=[self.paused], args=[seconds])
+
+
+class RedisCallLimits:
+    """``Engine(limits=...)``: slots and budgets under ``<prefix>llm:``, one object per key and
+    limit per process (the process-local half of a slot is shared the same way)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, *, lease: float) -> None:
+        self.client, self.prefix, self.lease = client, prefix, lease
+        self._slots: dict[tuple[str, int], RedisSlots] = {}
+        self._budgets: dict[tuple[str, int, int], RedisBudget] = {}
+        self._guard = threading.Lock()
+
+    def slots(self, key: str, limit: int) -> RedisSlots:
+        with self._guard:
+            if (key, limit) not in self._slots:
+                self._slots[(key, limit)] = RedisSlots(self.client, self.prefix, key, limit, self.lease)
+            return self._slots[(key, limit)]
+
+    def budget(self, key: str, requests_per_minute: int, tokens_per_minute: int) -> RedisBudget:
+        with self._guard:
+            found = self._budgets.get((key, requests_per_minute, tokens_per_minute))
+            if found is None:
+                found = self._budgets[(key, requests_per_minute, tokens_per_minute)] = RedisBudget(
+                    self.client, self.prefix, key, requests_per_minute, tokens_per_minute)
+            return found
