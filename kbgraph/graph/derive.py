@@ -24,7 +24,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from kbgraph.graph.describe import Describer
-from kbgraph.parse.tokenize import token_string
+from kbgraph.parse.tokenize import token_string, token_string_of
 from kbgraph.store.base import Condition, DocStore, any_of, eq, missing
 from kbgraph.store.records import (
     Entity, EntityMention, Relation, RelationMention, ResolutionDecision, entity_id, relation_id,
@@ -191,7 +191,7 @@ def _entity_from_facts(kb_id: str, key: str, facts: EntityFacts, describe: Descr
     doc_ids, chunk_ids = sorted(facts.doc_ids), sorted(facts.chunk_ids)
     return Entity(
         kb_id=kb_id, key=key, name=name, type=_most_common(facts.types, avoid=UNTYPED) or "unknown",
-        description=description, name_tokens=token_string(" ".join([name, *aliases])),
+        description=description, name_tokens=token_string_of([name, *aliases]),
         description_tokens=tokens(description), aliases=aliases, doc_ids=doc_ids, chunk_ids=chunk_ids,
         mention_count=facts.mention_count, derivation=_derivation_state(facts, description, doc_ids, chunk_ids),
         # fragments past the ones an extended row kept (``beyond``) put the whole set over the budget
@@ -303,7 +303,7 @@ def derive_relation(kb_id: str, src: str, tgt: str, mentions: Sequence[RelationM
     keywords = sorted(keyword_counts, key=lambda k: (-keyword_counts[k], k))[:12]
     return Relation(
         kb_id=kb_id, src_key=src, tgt_key=tgt, src_name=src_name, tgt_name=tgt_name, description=description,
-        description_tokens=token_string(" ".join([src_name, tgt_name, description, *keywords])),
+        description_tokens=token_string_of([src_name, tgt_name, description, *keywords]),
         keywords=keywords, weight=round(sum(m.weight for m in ordered), 6),
         doc_ids=sorted({m.doc_id for m in ordered}), chunk_ids=sorted({m.chunk_id for m in ordered}),
         mention_count=len(ordered), summary_pending=_pending(describe, fragments),
@@ -393,7 +393,7 @@ def _stored_tokens(previous: Mapping[str, dict]) -> Callable[[str], str]:
 
     def tokens(text: str) -> str:
         found = known.get(text)
-        return found if isinstance(found, str) else token_string(text)
+        return found if isinstance(found, str) else token_string_of([text])
 
     return tokens
 

@@ -207,12 +207,14 @@ def _sentences(text: str) -> list[tuple[int, int]]:
 def _without_boilerplate(text: str, spans: list[tuple[int, int]]) -> str:
     """``text`` with licence/legal sentences and table-of-contents lines blanked (same length, so
     offsets hold): names found there (the licensor, chapter titles) are not what the text is about."""
+    blanks = [(start, end) for start, end in spans
+              if len({m.group(0).lower()[:6] for m in _BOILERPLATE.finditer(text, start, end)}) >= 2]
+    blanks += [m.span() for m in _CONTENTS_LINE.finditer(text)]
+    if not blanks:  # most texts: no copy
+        return text
     chars = list(text)
-    for start, end in spans:
-        if len({m.group(0).lower()[:6] for m in _BOILERPLATE.finditer(text, start, end)}) >= 2:
-            chars[start:end] = " " * (end - start)
-    for m in _CONTENTS_LINE.finditer(text):
-        chars[m.start():m.end()] = " " * (m.end() - m.start())
+    for start, end in blanks:
+        chars[start:end] = " " * (end - start)
     return "".join(chars)
 
 

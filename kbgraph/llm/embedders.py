@@ -48,13 +48,14 @@ class HashEmbedder:
     synonyms do not. Meant for tests and machines too small for a neural model; it needs no
     download and costs microseconds per text. An empty text gives the zero vector.
 
-    A word's features are hashed once per process and kept (the vocabulary of a corpus repeats);
-    a batch is then one sparse product: (texts x words) counts times (words x buckets) weights.
-    The weights are halves and ones, so the sums are exact and the vectors equal those of adding
-    feature by feature.
+    A word's features are hashed once per process and kept in one flat table (the vocabulary of a
+    corpus repeats): a batch then gathers the features of all its word occurrences and adds them
+    into the rows with one ``bincount``, with no per-batch vocabulary or matrix to build. The
+    weights are halves and ones, so the sums are exact and the vectors equal those of adding
+    feature by feature, in any order.
     """
 
-    _VOCABULARY_LIMIT = 500_000  # words kept; past it the cache starts over (bounded memory)
+    _VOCABULARY_LIMIT = 500_000  # words kept; past it the table starts over (bounded memory)
 
     similarity_floor = 0.0
 
@@ -62,54 +63,90 @@ class HashEmbedder:
         self.dim = dim
         self.model_name = f"hash-{dim}"
         self.ledger = ledger
-        self._words: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._lock = threading.Lock()
+        self._start_over()
+
+    def _start_over(self) -> None:
+        # word -> its number; word n's features are _buckets/_weights[_offsets[n]:_offsets[n + 1]].
+        # The arrays grow by doubling and are only appended to, so a batch reading the prefix it
+        # saw under the lock is never disturbed by another thread adding words after it.
+        self._ids: dict[str, int] = {}
+        self._offsets = np.zeros(1024, dtype=np.int64)
+        self._buckets = np.zeros(8192, dtype=np.int64)
+        self._weights = np.zeros(8192, dtype=np.float64)
+        self._features = 0
 
     @staticmethod
     def _word_features(word: str) -> list[tuple[str, float]]:
         marked = f"#{word}#"
         return [("w:" + word, 1.0)] + [("c:" + marked[i:i + 3], 0.5) for i in range(len(marked) - 2)]
 
-    def _hashed(self, word: str) -> tuple[np.ndarray, np.ndarray]:
-        """The word's (bucket, signed weight) pairs, as two arrays."""
-        found = self._words.get(word)
-        if found is None:
-            buckets, weights = [], []
-            for feat, weight in self._word_features(word):
-                h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
-                buckets.append(h % self.dim)
-                weights.append(weight if (h >> 63) & 1 else -weight)
-            found = (np.asarray(buckets, dtype=np.int64), np.asarray(weights, dtype=np.float64))
-            with self._lock:
-                if len(self._words) >= self._VOCABULARY_LIMIT:
-                    self._words.clear()
-                self._words[word] = found
-        return found
+    def _hashed(self, word: str) -> tuple[list[int], list[float]]:
+        """The word's (bucket, signed weight) pairs."""
+        buckets, weights = [], []
+        for feat, weight in self._word_features(word):
+            h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
+            buckets.append(h % self.dim)
+            weights.append(weight if (h >> 63) & 1 else -weight)
+        return buckets, weights
+
+    def _add_words(self, words: Sequence[str]) -> None:
+        """Number and hash words not seen yet (the caller holds the lock)."""
+        hashed = [self._hashed(word) for word in words]
+        lengths = np.fromiter((len(b) for b, _ in hashed), dtype=np.int64, count=len(hashed))
+        first, count, end = len(self._ids), len(words), self._features + int(lengths.sum())
+        if first + count + 1 > len(self._offsets):
+            self._offsets = _grown(self._offsets, first + count + 1)
+        if end > len(self._buckets):
+            self._buckets, self._weights = _grown(self._buckets, end), _grown(self._weights, end)
+        self._offsets[first + 1:first + count + 1] = self._features + np.cumsum(lengths)
+        self._buckets[self._features:end] = [b for buckets, _ in hashed for b in buckets]
+        self._weights[self._features:end] = [w for _, weights in hashed for w in weights]
+        self._features = end
+        for number, word in enumerate(words, start=first):
+            self._ids[word] = number
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from scipy import sparse
-
         tokens = [_WORD.findall(text.lower()) for text in texts]
-        vocabulary: dict[str, int] = {}
-        rows: list[int] = []
-        columns: list[int] = []
-        for row, words in enumerate(tokens):
-            rows += [row] * len(words)
-            columns += [vocabulary.setdefault(word, len(vocabulary)) for word in words]
-        if not vocabulary:
+        per_text = np.fromiter(map(len, tokens), dtype=np.int64, count=len(texts))
+        words = [word for words in tokens for word in words]
+        if not words:
             return np.zeros((len(texts), self.dim), dtype=np.float32)
-        counts = sparse.csr_matrix((np.ones(len(rows)), (rows, columns)), shape=(len(texts), len(vocabulary)))
-        hashed = [self._hashed(word) for word in vocabulary]
-        lengths = np.fromiter((len(b) for b, _ in hashed), dtype=np.int64, count=len(hashed))
-        weights = sparse.csr_matrix(
-            (np.concatenate([w for _, w in hashed]), np.concatenate([b for b, _ in hashed]),
-             np.concatenate([[0], np.cumsum(lengths)])), shape=(len(vocabulary), self.dim))
-        out = (counts @ weights).toarray()
-        record_usage(self.ledger, "embed", calls=1, prompt=len(rows))
+        with self._lock:
+            get = self._ids.get
+            ids = [get(word) for word in words]
+            if None in ids:
+                new = list(dict.fromkeys(w for w, i in zip(words, ids) if i is None))
+                if len(self._ids) + len(new) > self._VOCABULARY_LIMIT:
+                    self._start_over()  # and number every word of this batch anew
+                    new = list(dict.fromkeys(words))
+                self._add_words(new)
+                get = self._ids.get
+                ids = [get(word) for word in words]
+            offsets, buckets, weights = self._offsets, self._buckets, self._weights
+        numbers = np.asarray(ids, dtype=np.int64)
+        starts = offsets[numbers]
+        lengths = offsets[numbers + 1] - starts
+        # every feature of every word occurrence: its position in the table and the text it adds to
+        ends = np.cumsum(lengths)
+        positions = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(starts - (ends - lengths), lengths)
+        rows = np.repeat(np.repeat(np.arange(len(texts), dtype=np.int64), per_text), lengths)
+        out = np.bincount(rows * self.dim + buckets[positions], weights=weights[positions],
+                          minlength=len(texts) * self.dim).reshape(len(texts), self.dim)
+        record_usage(self.ledger, "embed", calls=1, prompt=len(words))
         return _normalize(out)
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)
+
+
+def _grown(array: np.ndarray, needed: int) -> np.ndarray:
+    size = len(array)
+    while size < needed:
+        size *= 2
+    bigger = np.zeros(size, dtype=array.dtype)
+    bigger[:len(array)] = array
+    return bigger
 
 
 # ---------------------------------------------------------------------------------------------

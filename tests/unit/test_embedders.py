@@ -31,6 +31,32 @@ def test_hash_embedder() -> None:
     assert not emb.embed([""]).any()
 
 
+def _hashed_one_by_one(text: str, dim: int) -> np.ndarray:
+    """The hash embedder's definition, feature by feature."""
+    import hashlib
+    import re
+
+    out = np.zeros(dim)
+    for word in re.findall(r"\w+", text.lower()):
+        marked = f"#{word}#"
+        for feat, weight in [("w:" + word, 1.0)] + [("c:" + marked[i:i + 3], 0.5) for i in range(len(marked) - 2)]:
+            h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
+            out[h % dim] += weight if (h >> 63) & 1 else -weight
+    norm = np.linalg.norm(out.astype(np.float32))
+    return out.astype(np.float32) / (norm or 1.0)
+
+
+def test_hash_embedder_equals_its_definition_across_batches_and_vocabulary_resets() -> None:
+    emb = HashEmbedder(32)
+    emb._VOCABULARY_LIMIT = 6  # the word table starts over several times below
+    batches = [["Der Bär läuft, der Bär schläft.", "", "x"], ["北京 北京 Beijing", "the the the cat"],
+               ["new words arrive here every batch", "cat cat"], ["Der Bär", "one two three four five six seven"]]
+    for texts in batches:
+        vecs = emb.embed(texts)
+        for text, vec in zip(texts, vecs):
+            assert np.array_equal(vec, _hashed_one_by_one(text, 32)), text
+
+
 def test_hash_stable_across_processes() -> None:
     import subprocess
     import sys
@@ -154,9 +180,10 @@ def test_local_matches_the_reference_engine(local: LocalEmbedder) -> None:
                 "Mira Castell founded the Lantern Guild in 1802 in the harbour town of Vell."]
     ours = local.embed(passages)
     theirs = np.stack([reference.passage(p) for p in passages])
-    assert (ours * theirs).sum(axis=1).min() > 0.97
+    # int8 weights with one scale per output column stay this close (one scale per matrix: ~0.975)
+    assert (ours * theirs).sum(axis=1).min() > 0.99
     question = "who founded the guild?"
-    assert float(local.embed_query([question])[0] @ reference.query(question)) > 0.97
+    assert float(local.embed_query([question])[0] @ reference.query(question)) > 0.99
     # the two sides differ: the model was trained with "query: " / "passage: " prefixes
     assert cos(local.embed_query([question])[0], local.embed([question])[0]) < 0.999
 

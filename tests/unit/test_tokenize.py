@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbgraph.parse import token_string, tokenize, tokenize_query
+from kbgraph.parse.tokenize import token_string_of
 
 BOOK = Path("/work/shared/data/christmas-carol/book.txt")
 # Letters, digits and CJK only: valid FTS5 barewords and single whitespace-analyzer tokens.
@@ -149,3 +150,13 @@ def test_ascii_split_matches_the_word_pattern(text: str) -> None:
     folded = unicodedata.normalize("NFKC", text).casefold()
     folded = _APOSTROPHE.sub("", folded)
     assert tokenize(text) == list(map(_stem, _PLAIN_WORD.findall(folded)))
+
+
+_PIECES = st.sampled_from(["Marley's", "don't", "北京大学", "Ｆｕｌｌ", "ﬁne", "e\u0301", "\u0301x", "Straße", "a_b",
+                           "running", "cats", "—", "’s", "x’", "東京タワー", "İstanbul", "٣", "", " ", "\u00a8", "O'Neil"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_PIECES | st.text(max_size=6), max_size=4).map("".join), max_size=5))
+def test_token_string_of_parts_equals_the_joined_text(parts: list[str]) -> None:
+    assert token_string_of(parts) == token_string(" ".join(parts))
