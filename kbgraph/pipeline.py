@@ -11,7 +11,7 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -32,6 +32,7 @@ from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMErr
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
+from kbgraph.progress import Progress, ProgressFn, never, no_progress  # noqa: F401 (re-exported)
 from kbgraph.store.base import Condition, DocStore, any_of, eq, exists, missing, vector_field
 from kbgraph.store.records import (
     Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, ResolutionDecision, chunk_id,
@@ -39,30 +40,9 @@ from kbgraph.store.records import (
 )
 
 
-@dataclass
-class Progress:
-    phase: str
-    done: int
-    total: int
-    message: str = ""
-    llm_calls: int = 0  # chat calls so far in this context (cached answers not counted)
-    tokens: int = 0  # prompt + completion tokens of those calls
-
-
-ProgressFn = Callable[[Progress], None]
-
-
 # rows gathered before one store write: each write is a transaction, whose commit rewrites every
 # index page it touched, so fewer and larger ones write less (a few MB of documents at most)
 _WRITE_ROWS = 2048
-
-
-def no_progress(_: Progress) -> None:
-    return None
-
-
-def never() -> bool:
-    return False
 
 
 @dataclass
