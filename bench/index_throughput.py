@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CORPUS = Path(os.environ.get("KBGRAPH_EVAL_DATA", HERE.parent.parent.parent / "shared" / "data")) / "musique-kag-train100"
+SHARED = Path(os.environ.get("KBGRAPH_EVAL_DATA", HERE.parent.parent.parent / "shared" / "data"))
+DEFAULT_CORPUS = SHARED / "musique-kag-train100"
 
 
 def write_passages(corpus: Path, folder: Path, limit: int = 0) -> int:
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     for phase, (first, last) in sorted(phases.items(), key=lambda item: item[1][0]):
         print(f"  {phase:<12} {first:7.2f} -> {last:7.2f} s")
     for what, (texts, calls, seconds) in embedding.totals.items():
-        print(f"  embedding {what:<10} {texts:6d} texts in {calls:4d} calls, {seconds:7.2f} s CPU of the calling thread")
+        print(f"  embedding {what:<10} {texts:6d} texts in {calls:4d} calls, {seconds:7.2f} s CPU of its thread")
     if args.signature:
         args.signature.write_text(json.dumps(signature(engine, kb), sort_keys=True, ensure_ascii=False))
         print(f"signature written to {args.signature}")
