@@ -113,7 +113,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
 
     def naive_hits(limit: int) -> list[ChunkHit]:
         query = ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=s.top_k,
-                           vector_similarity_weight=s.vector_similarity_weight,
+                           vector_similarity_weight=s.hybrid_vector_weight,
                            similarity_threshold=s.similarity_threshold, doc_ids=tuple(doc_ids), aggregate=False)
         return retrieve_chunks(store, tenant, query, embedder, question_vector=vector).chunks
 
