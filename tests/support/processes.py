@@ -26,8 +26,8 @@ def service_env(settings: Settings, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBGRAPH_")}
     for field in dataclasses.fields(Settings):
         value = getattr(settings, field.name)
-        # an unset optional setting (None) is an empty variable: unset again in the service
-        env[f"KBGRAPH_{field.name.upper()}"] = "" if value is None else str(value)
+        if value is not None:  # an optional setting left unset stays unset (not the text "None")
+            env[f"KBGRAPH_{field.name.upper()}"] = str(value)
     env.update(extra)
     return env
 
