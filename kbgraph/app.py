@@ -18,18 +18,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from kbgraph import pipeline
 from kbgraph.config import Settings
-from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun, RunEstimate, estimate_run
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
 from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
 from kbgraph.meta.repo import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
-from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
+from kbgraph.progress import Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
 if TYPE_CHECKING:
+    # the indexing pipeline is imported by the methods that index: a query never loads it
+    from kbgraph import pipeline
+    from kbgraph.indexing import DocOutcome, DocumentInput, RunEstimate
+    from kbgraph.pipeline import KBContext
     from kbgraph.chat import Dialog
     from kbgraph.chunk_edit import ChunkChange, ChunkPage, ChunkRecord
     from kbgraph.search.retrieve import RetrievalResult
@@ -257,6 +259,7 @@ class Engine:
         Switching the graph off removes it at once. Everything else that costs extraction or LLM
         calls is left to the caller (see GraphChange.action), which can show progress or queue it.
         """
+        from kbgraph import pipeline
         kb = self.kb(kb_name)
         before = kb.graph
         self._check_graph_llm(graph, kb.extra.get("llm") or {})
@@ -284,6 +287,8 @@ class Engine:
                     cancel: CancelCheck = never) -> IndexReport:
         """Extract the graph of every indexed document that lacks one (all of them when ``rebuild``,
         with the current extraction settings), then refresh the knowledge base's graph."""
+        from kbgraph import pipeline
+        from kbgraph.indexing import DocumentInput, IndexRun
         kb = self.kb(kb_name)
         if not kb.graph.enabled:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; switch it on with "
@@ -308,6 +313,7 @@ class Engine:
         """Drop the stored graph and mark every document unextracted, so that a whole-KB build (the
         worker's, which extracts the documents not in the graph) extracts them all again with the
         current settings; for callers that queue the build instead of calling ``build_graph``."""
+        from kbgraph import pipeline
         kb = self.kb(kb_name)
         with self.kb_lock(kb.id):
             pipeline.drop_graph(self.context(kb))
@@ -350,6 +356,7 @@ class Engine:
         self.meta.delete_kb(self.tenant, kb.id)
 
     def context(self, kb: KnowledgeBase) -> KBContext:
+        from kbgraph.pipeline import KBContext
         embedder = self.embedder_for(kb)
         return KBContext(store=self.store, tenant=self.tenant, kb_id=kb.id, settings=self.settings,
                          embedder=embedder, chat=self.chat_for(kb) if kb.graph.method != "nlp" else None, graph=kb.graph,
@@ -364,6 +371,8 @@ class Engine:
         The documents go through one IndexRun (kbgraph.indexing): many of them parsed, extracted
         and merged at once. Then the graph's KB phases are refreshed once, with their own progress.
         """
+        from kbgraph import pipeline
+        from kbgraph.indexing import DocOutcome, DocumentInput, IndexRun
         kb = self.kb(kb_name)
         report = IndexReport(ledger=self.ledger)
         files = self._named_files(paths)
@@ -398,6 +407,8 @@ class Engine:
     def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
         """What indexing these files would roughly cost (chunks, LLM calls, seconds), from the sizes of
         those not indexed yet with the same size."""
+        from kbgraph.indexing import estimate_run
+
         kb = self.kb(kb_name)
         # a file indexed already with the same size is most likely unchanged (the run compares digests)
         indexed = {d.name: d.size for d in self.meta.list_documents(kb.id, limit=None) if d.status == "done"}
@@ -441,6 +452,7 @@ class Engine:
                         force: bool) -> list[DocumentInput | DocOutcome]:
         """The files' document rows, registered or updated in one transaction; an outcome for each
         file with nothing to run (unchanged, or unreadable)."""
+        from kbgraph.indexing import DocOutcome, DocumentInput
         limit = self.settings.max_file_bytes
         out: list[DocumentInput | DocOutcome | None] = [None] * len(files)
         found: list[tuple[int, DocumentFile, bool]] = []
@@ -490,6 +502,7 @@ class Engine:
     def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
                     progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
         """Run the pipeline for one registered document; failures are recorded on the document."""
+        from kbgraph.indexing import DocumentInput, IndexRun
         ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
         run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
                        chunking=self._document_chunking)
@@ -519,6 +532,7 @@ class Engine:
         return doc
 
     def delete_document(self, kb_name: str, name_or_id: str, *, refresh: bool = True) -> pipeline.DeriveResult:
+        from kbgraph import pipeline
         kb = self.kb(kb_name)
         doc = self.document(kb, name_or_id)
         ctx = self.context(kb)
@@ -531,6 +545,7 @@ class Engine:
 
     def refresh_graph(self, kb_name: str, *, force: bool = False,
                       progress: ProgressFn = no_progress) -> pipeline.RefreshResult:
+        from kbgraph import pipeline
         kb = self.kb(kb_name)
         if not kb.graph.enabled:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; switch it on with "
@@ -606,6 +621,7 @@ class Engine:
     def reset_document(self, kb: KnowledgeBase, doc: Document,
                        reason: str = "") -> tuple[Document, pipeline.DeriveResult]:
         """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
+        from kbgraph import pipeline
         with self.kb_lock(kb.id):
             change = pipeline.delete_document(self.context(kb), doc.id)
             return self.meta.reset_document(kb.id, doc.id, reason), change

@@ -13,15 +13,17 @@ import re
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import click
 
 from kbgraph.config import ConfigError, Settings, load_settings, settings_table
 from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig, MetaError
-from kbgraph.indexing import RunEstimate
-from kbgraph.pipeline import Progress
+from kbgraph.progress import Progress
 from kbgraph.store.base import StoreError
+
+if TYPE_CHECKING:
+    from kbgraph.indexing import RunEstimate
 
 MODES = ("naive", "kg", "ppr", "global", "mix")
 
@@ -627,6 +629,8 @@ def config_cmd(ctx: click.Context) -> None:
         value = getattr(settings, name)
         if ("key" in name or "password" in name) and value:
             value = "***"
+        if name == "vector_similarity_weight" and value is None:
+            value = f"{settings.hybrid_vector_weight} (the {settings.embedding_provider} embedder's default)"
         click.echo(f"{name:<26} {env:<34} {value}")
 
 

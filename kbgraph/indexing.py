@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from kbgraph import pipeline
 from kbgraph.graph.extract import Extractor
 from kbgraph.llm.base import CancelCheck, Cancelled
-from kbgraph.meta.schemas import NotFound as MetaNotFound
 from kbgraph.meta.repo import DocumentStatus, MetaDB
-from kbgraph.meta.schemas import Document, KnowledgeBase
+from kbgraph.meta.schemas import Document, KnowledgeBase, NotFound as MetaNotFound
 from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store.records import Chunk

@@ -1,6 +1,6 @@
 """Splitting one memory-bound array operation over the machine's cores.
 
-A query spends much of its time in a few scans that numpy and scipy run without the GIL: the
+A query spends much of its time in a few scans that numpy runs without the GIL: the
 vector slices' dot products and the PPR walk's sparse products. One core cannot use all of the
 memory bandwidth, so running halves of such a scan on two threads makes it ~1.7x faster on an
 otherwise idle two-core machine.

@@ -87,8 +87,8 @@ def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, flo
 
 def _component_labels(count: int, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """One label per node, the same for the nodes of one connected component: roots hook onto the
-    smaller root across each edge, then every node jumps to its root, until nothing changes.
-    (scipy.sparse.csgraph does the same at the price of a tenth of a second of imports.)"""
+    smaller root across each edge, then every node jumps to its root, until nothing changes
+    (numpy only: scipy, which has this as csgraph.connected_components, is not a dependency)."""
     labels = np.arange(count)
     while True:
         before = labels

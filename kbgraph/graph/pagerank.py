@@ -1,7 +1,7 @@
 """Global PageRank of the knowledge-base entity graph (a prior for kg retrieval and report ordering).
 
-Plain numpy: the refresh runs this once per graph version, on graphs a few times smaller than the
-ones retrieval walks, and importing scipy.sparse for it would cost more (~45 ms) than the walk.
+Plain numpy, like every graph computation of kbgraph (scipy is not a dependency): the refresh runs
+this once per graph version, on graphs a few times smaller than the ones retrieval walks.
 """
 
 from __future__ import annotations

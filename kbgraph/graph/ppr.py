@@ -8,6 +8,8 @@ Lang, synchronous rounds) gave the converged top-8 chunks of all 100 questions o
 (1e-7 x degree) where it cost 2.5x this walk, and at 1e-6 it was faster but changed 3 of them, as
 mass reaches most of a small-world graph within a few hops; Chebyshev acceleration did not pay either
 (the error left after a few steps lies in eigenvalues well inside [-d, d]).
+
+The sparse products are numpy only (scipy, 140 MB installed, is not a dependency): see ``_RowPlan``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
 from numpy.typing import DTypeLike
 
 from kbgraph import parallel
@@ -28,16 +29,141 @@ from kbgraph.graph.edges import edge_arrays
 # whole-graph product (measured on a 958k-entry graph: 1/32 beat 1/10, 1/3 and no local steps at all)
 _SPARSE_SHARE = 32
 
-# a whole-graph step is split by rows over the cores (scipy's product runs without the GIL) once
-# a graph holds enough entries that a step outlasts handing work to a thread (~30 us)
+# a whole-graph step is split by rows over the cores (numpy's gathers and sums run without the GIL)
+# once a graph holds enough entries that a step outlasts handing work to a thread (~30 us)
 _PARALLEL_MIN_ENTRIES = 200_000
 
+# rows with at most this many entries are summed as columns of a (degree x rows) block, rows with
+# more by np.add.reduceat (whose per-row cost only pays on long rows); see _RowPlan
+_SHORT_ROW = 16
 
-def _row_blocks(matrix: sp.csr_matrix, parts: int) -> list[sp.csr_matrix]:
-    """``matrix`` cut into ``parts`` consecutive row blocks holding about equal numbers of entries."""
-    bounds = np.searchsorted(matrix.indptr, np.linspace(0, matrix.nnz, parts + 1)[1:-1])
-    edges = [0, *sorted(set(int(b) for b in bounds)), matrix.shape[0]]
-    return [matrix[a:b] for a, b in zip(edges, edges[1:]) if b > a]
+# entries per pass of a product: gathered values, entries and sums of one piece stay in the cache
+_PIECE = 1 << 15
+
+
+@dataclass(frozen=True)
+class CSR:
+    """A sparse matrix in compressed sparse rows (the layout scipy and the index files use): row i's
+    column numbers are ``indices[indptr[i]:indptr[i + 1]]``, in increasing order, its values the
+    same slice of ``data``."""
+
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    shape: tuple[int, int]
+
+    @property
+    def nnz(self) -> int:
+        return len(self.data)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    def row_numbers(self) -> np.ndarray:
+        """The row of every entry."""
+        return np.repeat(np.arange(self.shape[0]), np.diff(self.indptr))
+
+    def row_sums(self) -> np.ndarray:
+        return np.bincount(self.row_numbers(), weights=self.data, minlength=self.shape[0])
+
+    def toarray(self) -> np.ndarray:
+        dense = np.zeros(self.shape, dtype=self.dtype)
+        dense[self.row_numbers(), self.indices] = self.data
+        return dense
+
+    def __matmul__(self, vector: np.ndarray) -> np.ndarray:
+        return _RowPlan(self, np.arange(self.shape[0]), short_row=0).product(vector)
+
+    def equals(self, other: CSR) -> bool:
+        return (self.shape == other.shape and np.array_equal(self.indptr, other.indptr)
+                and np.array_equal(self.indices, other.indices) and np.array_equal(self.data, other.data))
+
+
+def _index_dtype(*sizes: int) -> type:
+    return np.int32 if max(sizes, default=0) < 2**31 else np.int64
+
+
+def _csr(rows: np.ndarray, cols: np.ndarray, values: np.ndarray, n: int) -> CSR:
+    """An n x n CSR of entries with distinct (row, column) pairs."""
+    order = np.argsort(rows * n + cols, kind="stable")
+    index_dtype = _index_dtype(n, len(values))
+    indptr = np.zeros(n + 1, dtype=index_dtype)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return CSR(values[order], cols[order].astype(index_dtype), indptr, (n, n))
+
+
+class _RowPlan:
+    """``matrix @ x`` for a set of its rows, laid out so that numpy computes it in few, cache-sized passes.
+
+    A product gathers ``x`` at every entry's column (``np.take``), multiplies by the entries and sums
+    each row. Two things make that slow in numpy, and the layout avoids both: ``np.add.reduceat``
+    costs per row, and most rows of an entity graph are short (median degree ~4); and each of the
+    three passes over a whole graph's entries goes through memory. So rows are taken longest first:
+    the long ones are summed by reduceat; each run of rows with the same short length k is stored
+    entry by entry (a k x rows block, summed by np.add.reduce in k-1 vector adds); and the entries are
+    cut into pieces of ~``_PIECE`` that go through all three passes while they sit in the cache. On a
+    130k-node / 958k-entry graph a product costs ~1.6x scipy's compiled loop (gather + multiply +
+    reduceat over the whole graph: ~4x).
+    """
+
+    def __init__(self, matrix: CSR, rows: np.ndarray, short_row: int = _SHORT_ROW) -> None:
+        lengths = np.diff(matrix.indptr)[rows].astype(np.int64)
+        # the product computes row rows[order[i]] i-th; on a hubs-first graph order is the identity
+        self.order = np.argsort(-lengths, kind="stable")
+        self.in_order = bool(np.array_equal(self.order, np.arange(len(rows))))
+        lengths = lengths[self.order]
+        starts = matrix.indptr[:-1][rows[self.order]].astype(np.int64)
+        positions: list[np.ndarray] = []
+        # (first entry, entries, first row, rows, reduceat offsets of its rows or the rows' common length)
+        self.pieces: list[tuple[int, int, int, int, np.ndarray | int]] = []
+        long_rows = int(np.searchsorted(-lengths, -short_row, side="left"))
+        row = 0
+        while row < long_rows:  # consecutive long rows holding up to _PIECE entries (or one longer row)
+            ends = np.cumsum(lengths[row:long_rows])
+            count = max(1, int(np.searchsorted(ends, _PIECE, side="right")))
+            offsets = np.concatenate([[0], ends[:count - 1]])
+            positions.append(np.repeat(starts[row:row + count] - offsets, lengths[row:row + count])
+                             + np.arange(int(ends[count - 1])))
+            self._add_piece(int(ends[count - 1]), row, count, offsets.astype(np.intp))
+            row += count
+        for length in range(min(short_row, int(lengths[row:].max(initial=0))), 0, -1):
+            stop = int(np.searchsorted(-lengths, -length, side="right"))
+            step = max(1, _PIECE // length)
+            for first in range(row, stop, step):
+                count = min(step, stop - first)
+                positions.append((starts[first:first + count][None, :] + np.arange(length)[:, None]).ravel())
+                self._add_piece(length * count, first, count, length)
+            row = stop
+        taken = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+        self.indices = matrix.indices[taken].astype(np.intp)  # np.take converts narrower indices on every call
+        self.data = matrix.data[taken]
+        self.rows = len(rows)
+
+    def _add_piece(self, entries: int, row: int, count: int, sums: np.ndarray | int) -> None:
+        first = self.pieces[-1][0] + self.pieces[-1][1] if self.pieces else 0
+        self.pieces.append((first, entries, row, count, sums))
+
+    def product(self, x: np.ndarray) -> np.ndarray:
+        """``(matrix @ x)[rows]``."""
+        dtype = np.result_type(x, self.data)
+        x = np.asarray(x, dtype=dtype)
+        out = np.zeros(self.rows, dtype=dtype)
+        buffer = np.empty(max((p[1] for p in self.pieces), default=0), dtype=dtype)
+        for entry, entries, row, count, sums in self.pieces:
+            terms = buffer[:entries]
+            # mode="wrap" skips take's per-element bounds check (~1.6x faster); every index is in range
+            np.take(x, self.indices[entry:entry + entries], out=terms, mode="wrap")
+            np.multiply(terms, self.data[entry:entry + entries], out=terms)
+            if isinstance(sums, int):
+                np.add.reduce(terms.reshape(sums, count), axis=0, out=out[row:row + count])
+            else:
+                out[row:row + count] = np.add.reduceat(terms, sums)
+        if self.in_order:
+            return out
+        ordered = np.empty_like(out)
+        ordered[self.order] = out
+        return ordered
 
 
 @dataclass
@@ -50,11 +176,11 @@ class SparseGraph:
 
     nodes: list[str]
     index: dict[str, int]
-    matrix: sp.csr_matrix
-    transposed: sp.csr_matrix
+    matrix: CSR
+    transposed: CSR
     dangling: np.ndarray  # indices of nodes with no edges: their walk mass must be re-spread
-    # (thread count, row blocks of ``transposed``) for split steps, made on the first one
-    _blocks: tuple[int, list[sp.csr_matrix]] | None = field(default=None, init=False, repr=False, compare=False)
+    # (thread count, [(first row, plan)]) for whole-graph steps, made on the first one
+    _plans: tuple[int, list[tuple[int, _RowPlan]]] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -75,18 +201,27 @@ class SparseGraph:
 
         nodes = array_strings(arrays["nodes"])
         n = len(nodes)
-        matrix, transposed = (sp.csr_matrix((arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"]),
-                                            shape=(n, n)) for name in ("matrix", "transposed"))
+        matrix, transposed = (CSR(arrays[f"{name}_data"], arrays[f"{name}_indices"], arrays[f"{name}_indptr"], (n, n))
+                              for name in ("matrix", "transposed"))
         return cls(nodes, {name: i for i, name in enumerate(nodes)}, matrix, transposed, np.asarray(arrays["dangling"]))
+
+    def _step_plans(self) -> list[tuple[int, _RowPlan]]:
+        threads = parallel.THREADS if self.transposed.nnz >= _PARALLEL_MIN_ENTRIES else 1
+        if self._plans is None or self._plans[0] != threads:
+            indptr = self.transposed.indptr
+            cuts = np.searchsorted(indptr, np.linspace(0, self.transposed.nnz, threads + 1)[1:-1])
+            bounds = [0, *sorted(set(int(c) for c in cuts)), self.size]
+            self._plans = (threads, [(a, _RowPlan(self.transposed, np.arange(a, b)))
+                                     for a, b in zip(bounds, bounds[1:]) if b > a])
+        return self._plans[1]
 
     def step(self, scores: np.ndarray) -> np.ndarray:
         """``transposed @ scores``: the mass each node receives in one step of a walk. On a large
         graph the rows are split over the cores (``parallel``), which nearly halves a step on two."""
-        if parallel.THREADS < 2 or self.transposed.nnz < _PARALLEL_MIN_ENTRIES:
-            return self.transposed @ scores
-        if self._blocks is None or self._blocks[0] != parallel.THREADS:
-            self._blocks = (parallel.THREADS, _row_blocks(self.transposed, parallel.THREADS))
-        return np.concatenate(parallel.run_parts([lambda b=block: b @ scores for block in self._blocks[1]]))
+        plans = self._step_plans()
+        if len(plans) == 1:
+            return plans[0][1].product(scores)
+        return np.concatenate(parallel.run_parts([lambda p=plan: p.product(scores) for _, plan in plans]))
 
     def step_from(self, support: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``step(scores)`` when only the ``support`` nodes hold mass, reading only their rows; and
@@ -114,46 +249,33 @@ class SparseGraph:
         than 1e-7 of the total mass, far below what stopping a walk at a tolerance of 1e-3 leaves.
         """
         ordered, src, dst, wts = edge_arrays(nodes, edges)
-        index = {name: i for i, name in enumerate(ordered)}
         n = len(ordered)
-        rows = np.concatenate([src, dst])
-        cols = np.concatenate([dst, src])
-        vals = np.concatenate([wts, wts])
-        adjacency = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
-        adjacency.sum_duplicates()
+        # each node pair summed once, so both directions carry the very same weight
+        pairs, at = np.unique(np.minimum(src, dst) * n + np.maximum(src, dst), return_inverse=True)
+        weights = np.bincount(at.ravel(), weights=wts, minlength=len(pairs))
+        low, high = pairs // n, pairs % n
+        rows, cols, values = np.concatenate([low, high]), np.concatenate([high, low]), np.concatenate([weights, weights])
         if hubs_first:
-            ordered, adjacency = _hubs_first(ordered, adjacency)
-            index = {name: i for i, name in enumerate(ordered)}
-        strength = np.asarray(adjacency.sum(axis=1)).ravel()
+            order = np.argsort(-np.bincount(rows, minlength=n), kind="stable")
+            renumber = np.empty(n, dtype=np.int64)
+            renumber[order] = np.arange(n)
+            ordered, rows, cols = [ordered[i] for i in order], renumber[rows], renumber[cols]
+        adjacency = _csr(rows, cols, values, n)
+        strength = adjacency.row_sums()
         dangling = strength <= 0
         inverse = np.zeros(n)
         inverse[~dangling] = 1.0 / strength[~dangling]
-        matrix = sp.csr_matrix(sp.diags(inverse) @ adjacency, dtype=dtype)
-        transposed = sp.csr_matrix(matrix.T)
-        return cls(ordered, index, matrix, transposed, np.flatnonzero(dangling))
+        # the adjacency is symmetric: its transpose has the same rows, each entry divided by its column's strength
+        matrix = CSR((adjacency.data * inverse[adjacency.row_numbers()]).astype(dtype), adjacency.indices,
+                     adjacency.indptr, (n, n))
+        transposed = CSR((adjacency.data * inverse[adjacency.indices]).astype(dtype), adjacency.indices,
+                         adjacency.indptr, (n, n))
+        return cls(ordered, {name: i for i, name in enumerate(ordered)}, matrix, transposed, np.flatnonzero(dangling))
 
 
-def _hubs_first(names: list[str], adjacency: sp.csr_matrix) -> tuple[list[str], sp.csr_matrix]:
-    """The names and the adjacency renumbered by decreasing degree, ties kept in name order."""
-    order = np.argsort(-np.diff(adjacency.indptr), kind="stable")
-    renumbered = sp.csr_matrix(adjacency[order][:, order])
-    renumbered.sort_indices()
-    return [names[i] for i in order], renumbered
-
-
-# below this many nodes numpy's two passes cost microseconds, less than importing scipy.linalg
-# (~80 ms) would add to a new process's first query
-_BLAS_L1_MIN = 50_000
-
-
-def _l1_norm(values: np.ndarray) -> float:
-    """The sum of absolute values: on a large walk vector in one BLAS pass (numpy's abs and then sum
-    read it twice, ~6x slower); scipy.linalg is imported on the first large walk only."""
-    if len(values) < _BLAS_L1_MIN:
-        return float(np.abs(values).sum())
-    from scipy.linalg import blas
-
-    return float((blas.sasum if values.dtype == np.float32 else blas.dasum)(values))
+def _l1_norm_in_place(values: np.ndarray) -> float:
+    """The sum of absolute values; ``values`` is overwritten (no second vector is allocated)."""
+    return float(np.abs(values, out=values).sum())
 
 
 def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5, max_iter: int = 30,
@@ -194,7 +316,7 @@ def ppr_vector(graph: SparseGraph, seeds: dict[str, float], damping: float = 0.5
         lost = scores[graph.dangling].sum() if len(graph.dangling) else 0.0
         new[seed_nodes] += (1.0 - damping + damping * lost) * restart
         np.subtract(scores, new, out=scores)
-        delta = _l1_norm(scores)
+        delta = _l1_norm_in_place(scores)
         scores = new
         if delta < tol:
             break

@@ -12,15 +12,29 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Boolean, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
-# JSONB on PostgreSQL (indexable, compact); plain JSON text on SQLite
-JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+class JsonType(TypeDecorator):
+    """JSONB on PostgreSQL (indexable, compact); plain JSON text on SQLite. The PostgreSQL dialect
+    (with its asyncpg module, ~35 ms) is imported only once a PostgreSQL database is used, not by
+    every command that opens an SQLite one."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
 
 
 class Base(DeclarativeBase):
-    type_annotation_map = {dict[str, Any]: JsonType, list[str]: JsonType, list[dict[str, Any]]: JsonType}
+    type_annotation_map = {dict[str, Any]: JsonType(), list[str]: JsonType(), list[dict[str, Any]]: JsonType()}
 
 
 class Tenant(Base):

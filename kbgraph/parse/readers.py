@@ -569,38 +569,28 @@ def _xls_value(book: Any, cell: Any) -> Any:
 
 
 def _read_pptx(name: str, data: bytes) -> list[tuple[int, str]]:
-    import pptx
+    from kbgraph.parse.slides import Table, read_slides
 
     if not data.startswith(_ZIP_MAGIC):
         raise _office_container_problem(name, data, "PPTX")
     try:
-        deck = pptx.Presentation(io.BytesIO(data))
-        parts = []
-        for number, slide in enumerate(deck.slides, start=1):
-            blocks = [text for shape in slide.shapes for text in _shape_texts(shape)]
-            if slide.has_notes_slide:
-                notes = slide.notes_slide.notes_text_frame
-                if notes is not None and notes.text.strip():
-                    blocks.append("Notes: " + notes.text.strip())
-            body = "\n\n".join(b.strip() for b in blocks if b.strip())
-            parts.append((number, f"Slide {number}\n{body}" if body else ""))
-        return parts
+        slides = read_slides(data)
     except Exception as exc:  # zipfile.BadZipFile, KeyError, lxml errors: a broken file
         raise ParseError(name, f"corrupt or unreadable PPTX ({type(exc).__name__}: {exc})") from exc
+    parts = []
+    for number, slide in enumerate(slides, start=1):
+        blocks = [_table_text(shape) if isinstance(shape, Table) else shape for shape in slide.shapes]
+        if slide.notes is not None and slide.notes.strip():
+            blocks.append("Notes: " + slide.notes.strip())
+        body = "\n\n".join(b.strip() for b in blocks if b.strip())
+        parts.append((number, f"Slide {number}\n{body}" if body else ""))
+    return parts
 
 
-def _shape_texts(shape: Any) -> list[str]:
-    """The text a slide shape shows: text frames, table rows and the shapes inside groups."""
-    from pptx.enum.shapes import MSO_SHAPE_TYPE
-
-    if getattr(shape, "shape_type", None) == MSO_SHAPE_TYPE.GROUP:
-        return [text for inner in shape.shapes for text in _shape_texts(inner)]
-    if getattr(shape, "has_table", False) and shape.has_table:
-        rows = [" | ".join(" ".join(cell.text.split()) for cell in row.cells) for row in shape.table.rows]
-        return ["\n".join(row for row in rows if row.strip(" |"))]
-    if getattr(shape, "has_text_frame", False) and shape.has_text_frame:
-        return [shape.text_frame.text]
-    return []
+def _table_text(table: Any) -> str:
+    """One line per row, cells separated by " | ", each cell's text on one line."""
+    rows = [" | ".join(" ".join("\n".join(cell).split()) for cell in row) for row in table.rows]
+    return "\n".join(row for row in rows if row.strip(" |"))
 
 
 _SPREADSHEETS = frozenset({".xlsx", ".xlsm", ".xls"})

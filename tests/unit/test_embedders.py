@@ -181,9 +181,10 @@ def test_local_matches_the_reference_engine(local: LocalEmbedder) -> None:
                 "Mira Castell founded the Lantern Guild in 1802 in the harbour town of Vell."]
     ours = local.embed(passages)
     theirs = np.stack([reference.passage(p) for p in passages])
-    assert (ours * theirs).sum(axis=1).min() > 0.97
+    # int8 weights with one scale per output column stay this close (one scale per matrix: ~0.975)
+    assert (ours * theirs).sum(axis=1).min() > 0.99
     question = "who founded the guild?"
-    assert float(local.embed_query([question])[0] @ reference.query(question)) > 0.97
+    assert float(local.embed_query([question])[0] @ reference.query(question)) > 0.99
     # the two sides differ: the model was trained with "query: " / "passage: " prefixes
     assert cos(local.embed_query([question])[0], local.embed([question])[0]) < 0.999
 

@@ -104,10 +104,34 @@ def test_steps_split_over_threads_give_the_same_walk(threads: int, monkeypatch: 
     monkeypatch.setattr(ppr, "_PARALLEL_MIN_ENTRIES", 0)
     graph = SparseGraph.from_edges(names, edges, hubs_first=True, dtype=np.float32)
     split = ppr_vector(graph, seeds, tol=1e-6)
-    assert graph._blocks is not None and len(graph._blocks[1]) == threads
-    assert sum(b.shape[0] for b in graph._blocks[1]) == graph.size
+    assert graph._plans is not None and len(graph._plans[1]) == threads
+    assert sum(plan.rows for _, plan in graph._plans[1]) == graph.size
     # each row's sum is computed as before, so the walk is bit for bit the same
     assert np.array_equal(whole, split)
+
+
+@pytest.mark.parametrize("hubs_first", [False, True])
+@pytest.mark.parametrize("piece", [7, 32, 1 << 15])
+def test_whole_graph_step_equals_the_dense_product(hubs_first: bool, piece: int,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy product (long rows by reduceat, short rows in blocks of equal length, in pieces)
+    against a dense matrix: rows of every length from none to dozens, in name or hub order, with
+    pieces smaller than a row."""
+    import kbgraph.graph.ppr as ppr
+
+    monkeypatch.setattr(ppr, "_PIECE", piece)
+    names, edges = hub_graph(1500, 4000, 11)
+    for dtype in (np.float64, np.float32):
+        graph = SparseGraph.from_edges(names, edges, hubs_first=hubs_first, dtype=dtype)
+        lengths = np.diff(graph.transposed.indptr)
+        assert lengths.max() > 32 > ppr._SHORT_ROW  # rows longer than a piece, and than a short row
+        assert (lengths == 0).any() and set(range(1, ppr._SHORT_ROW + 1)) <= set(lengths.tolist())
+        scores = np.random.default_rng(2).random(graph.size).astype(dtype)
+        expected = graph.transposed.toarray().astype(np.float64) @ scores
+        got = graph.step(scores)
+        assert got.dtype == dtype
+        assert np.allclose(got, expected, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=0)
+        assert np.allclose(graph.transposed @ scores, expected, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=0)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -118,7 +142,7 @@ def test_hub_first_numbering_keeps_scores_and_ranking(seed: int) -> None:
     assert sorted(by_hub.nodes) == by_name.nodes and by_hub.index[by_hub.nodes[7]] == 7
     degrees = np.diff(by_hub.matrix.indptr)
     assert all(degrees[:-1] >= degrees[1:])
-    assert np.allclose(by_hub.matrix.sum(axis=1).A.ravel()[degrees > 0], 1.0)
+    assert np.allclose(by_hub.matrix.row_sums()[degrees > 0], 1.0)
     seeds = {names[3]: 1.0, names[17]: 0.5}
     name_scores = personalized_pagerank(by_name, seeds, top_k=50)
     hub_scores = personalized_pagerank(by_hub, seeds, top_k=50)

@@ -110,6 +110,68 @@ def test_tables_and_groups_on_slides() -> None:
     assert "Name | Year\nGlass Tower | 802" in text and "Inside a group" in text
 
 
+def _rich_deck() -> bytes:
+    """Slides reordered after creation, line breaks and several runs in a paragraph, a group inside
+    a group, a table with an empty and a multi-paragraph cell, notes, and a slide with only a
+    picture-free connector."""
+    deck = pptx.Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[1])
+    first.shapes.title.text = "Glass Tower\vsecond line"
+    body = first.placeholders[1].text_frame
+    body.text = "Built in 802"
+    para = body.add_paragraph()
+    for word in ("by ", "the ", "Lumen Guild"):
+        para.add_run().text = word
+    outer = first.shapes.add_group_shape()
+    inner = outer.shapes.add_group_shape()
+    inner.shapes.add_textbox(Inches(1), Inches(4), Inches(2), Inches(1)).text_frame.text = "Deep inside"
+    outer.shapes.add_textbox(Inches(4), Inches(4), Inches(2), Inches(1)).text_frame.text = "In the group"
+    first.notes_slide.notes_text_frame.text = "Speaker note\nsecond paragraph"
+    second = deck.slides.add_slide(deck.slide_layouts[6])
+    table = second.shapes.add_table(3, 3, Inches(1), Inches(1), Inches(6), Inches(2)).table
+    table.cell(0, 0).text = "Name"
+    table.cell(0, 2).text = "Note"
+    table.cell(1, 0).text = "Archive"
+    table.cell(1, 2).text_frame.text = "kept"
+    table.cell(1, 2).text_frame.add_paragraph().text = "by Tobias Wren"
+    second.shapes.add_connector(1, Inches(1), Inches(5), Inches(3), Inches(5))
+    second.shapes.add_textbox(Inches(1), Inches(6), Inches(2), Inches(1)).text_frame.text = "   "
+    third = deck.slides.add_slide(deck.slide_layouts[5])
+    third.shapes.title.text = "Moved to the front"
+    ids = deck.slides._sldIdLst  # python-pptx has no public reorder: move the last slide first
+    ids.insert(0, ids[-1])
+    out = io.BytesIO()
+    deck.save(out)
+    return out.getvalue()
+
+
+def test_pptx_text_is_what_python_pptx_shows() -> None:
+    # the reader parses the slide XML itself (python-pptx is only a test dependency); the text
+    # must be the one python-pptx's object model gives for the same deck
+    data = _rich_deck()
+
+    def shape_texts(shape) -> list[str]:
+        if shape.shape_type == pptx.enum.shapes.MSO_SHAPE_TYPE.GROUP:
+            return [text for inner in shape.shapes for text in shape_texts(inner)]
+        if shape.has_table:
+            rows = [" | ".join(" ".join(c.text.split()) for c in row.cells) for row in shape.table.rows]
+            return ["\n".join(row for row in rows if row.strip(" |"))]
+        return [shape.text_frame.text] if shape.has_text_frame else []
+
+    expected = []
+    for number, slide in enumerate(pptx.Presentation(io.BytesIO(data)).slides, start=1):
+        blocks = [text for shape in slide.shapes for text in shape_texts(shape)]
+        if slide.has_notes_slide and slide.notes_slide.notes_text_frame.text.strip():
+            blocks.append("Notes: " + slide.notes_slide.notes_text_frame.text.strip())
+        expected.append(f"Slide {number}\n" + "\n\n".join(b.strip() for b in blocks if b.strip()))
+    text = read_bytes("rich.pptx", data).text
+    assert text == "\n\n".join(expected)
+    assert text.startswith("Slide 1\nMoved to the front\n\nSlide 2\nGlass Tower\vsecond line")
+    for part in ("by the Lumen Guild", "Deep inside", "In the group", "Name |  | Note",
+                 "Archive |  | kept by Tobias Wren", "Notes: Speaker note\nsecond paragraph"):
+        assert part in text
+
+
 @pytest.mark.parametrize("name, data, reason", [
     ("broken.pptx", b"PK\x03\x04" + b"\x00" * 40, "corrupt or unreadable PPTX"),
     ("locked.pptx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "encrypted (password-protected)"),
