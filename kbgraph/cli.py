@@ -629,6 +629,8 @@ def config_cmd(ctx: click.Context) -> None:
         value = getattr(settings, name)
         if ("key" in name or "password" in name) and value:
             value = "***"
+        if name == "vector_similarity_weight" and value is None:
+            value = f"{settings.hybrid_vector_weight} (the {settings.embedding_provider} embedder's default)"
         click.echo(f"{name:<26} {env:<34} {value}")
 
 

@@ -89,7 +89,8 @@ class Settings:
     index_documents_in_flight: int = 256
 
     # retrieval defaults
-    vector_similarity_weight: float = 0.3
+    # w in similarity = (1-w)·term + w·vector; unset = the embedder's own (EMBEDDER_VECTOR_WEIGHT)
+    vector_similarity_weight: float | None = None
     similarity_threshold: float = 0.2
     top_k: int = 1024
     top_n: int = 8
@@ -149,8 +150,23 @@ class Settings:
     def llm_configured(self) -> bool:
         return bool(self.llm_base_url and self.llm_model)
 
+    @property
+    def hybrid_vector_weight(self) -> float:
+        """The vector share of hybrid chunk search: the setting, or the embedder's default when unset."""
+        if self.vector_similarity_weight is not None:
+            return self.vector_similarity_weight
+        return EMBEDDER_VECTOR_WEIGHT.get(self.embedding_provider, 0.3)
+
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
+
+
+# The default vector share of hybrid search per embedding provider. The bundled multilingual-e5
+# ranks passages better than BM25 on every evaluation set (bench/README.md, retrieval): at 0.7
+# naive recall@5 on HotpotQA goes 0.80 -> 0.865 and the chat logs and Chinese news stay level;
+# the hash embedder is only lexical hashing, and an unknown OpenAI-compatible model keeps
+# RAGFlow's 0.3.
+EMBEDDER_VECTOR_WEIGHT: dict[str, float] = {"local": 0.7, "hash": 0.3, "openai": 0.3}
 
 
 _CHOICES = {
@@ -160,6 +176,11 @@ _CHOICES = {
 
 
 def _coerce(name: str, kind: Any, raw: Any) -> Any:
+    optional = [k for k in getattr(kind, "__args__", ()) if k is not type(None)]
+    if optional:  # ``X | None``: empty means unset
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            return None
+        kind = optional[0]
     try:
         if kind is bool:
             if isinstance(raw, bool):
@@ -182,7 +203,7 @@ def _validate(settings: Settings) -> None:
         value = getattr(settings, name)
         if value not in allowed:
             raise ConfigError(f"setting {name!r} is {value!r}; choose one of {sorted(allowed)}")
-    if not 0.0 <= settings.vector_similarity_weight <= 1.0:
+    if settings.vector_similarity_weight is not None and not 0.0 <= settings.vector_similarity_weight <= 1.0:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
     for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size", "embedding_threads",
                  "store_connections", "web_workers", "web_threads", "index_batch_documents", "index_documents_in_flight"):
@@ -242,4 +263,4 @@ def settings_table() -> list[tuple[str, str, Any]]:
     return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
 
 
-__all__ = ["ConfigError", "Settings", "load_settings", "settings_table"]
+__all__ = ["EMBEDDER_VECTOR_WEIGHT", "ConfigError", "Settings", "load_settings", "settings_table"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kbgraph.config import Settings
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.search.chunks import ChunkHit
 from kbgraph.search.context import (
@@ -190,6 +191,21 @@ def test_every_mode_gives_json_ready_results(store, mode: str) -> None:  # type:
     assert {"chunk_id", "doc_id", "doc_name", "content", "score", "similarity"} <= set(data["chunks"][0])
     if mode != "naive":
         assert result.entities
+
+
+@pytest.mark.parametrize(("provider", "weight"), [("hash", 0.3), ("local", 0.7)])
+def test_naive_search_weighs_vectors_by_the_embedders_default(store, provider: str, weight: float) -> None:  # type: ignore[no-untyped-def]
+    # the settings name no weight: hybrid search takes the embedder kind's own (the bundled e5 ranks
+    # better than BM25, so it weighs more); the toy store's vectors come from the hash embedder either way
+    settings = Settings(embedding_provider=provider)
+    assert settings.vector_similarity_weight is None
+    chunks = retrieve(store, TENANT, [KB], QUESTION, "naive", embedder=EMBEDDER, settings=settings, top_n=3).chunks
+    assert chunks and any(c.term_similarity and c.vector_similarity for c in chunks)
+    for c in chunks:
+        assert c.similarity == pytest.approx((1 - weight) * c.term_similarity + weight * c.vector_similarity, abs=1e-4)
+    chosen = retrieve(store, TENANT, [KB], QUESTION, "naive", embedder=EMBEDDER, top_n=3,
+                      settings=settings.replace(vector_similarity_weight=1.0)).chunks
+    assert all(c.similarity == pytest.approx(c.vector_similarity, abs=1e-4) for c in chosen)
 
 
 def test_unknown_mode_is_refused(store) -> None:  # type: ignore[no-untyped-def]

@@ -25,3 +25,20 @@ def test_environment_values_are_read_and_checked(tmp_path, monkeypatch: pytest.M
 def test_overlap_must_be_smaller_than_chunk(tmp_path) -> None:
     with pytest.raises(ConfigError, match="chunk_overlap"):
         load_settings(None, data_dir=tmp_path, chunk_tokens=100, chunk_overlap=100)
+
+
+def test_vector_weight_defaults_to_the_embedders_own(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KBGRAPH_VECTOR_SIMILARITY_WEIGHT", raising=False)
+    assert load_settings(None, data_dir=tmp_path).hybrid_vector_weight == 0.7  # the bundled e5
+    hashed = load_settings(None, data_dir=tmp_path, embedding_provider="hash")
+    assert hashed.vector_similarity_weight is None and hashed.hybrid_vector_weight == 0.3
+    assert load_settings(None, data_dir=tmp_path, embedding_provider="openai").hybrid_vector_weight == 0.3
+    # a chosen weight wins over any embedder's, from the environment as from code
+    monkeypatch.setenv("KBGRAPH_VECTOR_SIMILARITY_WEIGHT", "0.45")
+    assert load_settings(None, data_dir=tmp_path, embedding_provider="hash").hybrid_vector_weight == 0.45
+    monkeypatch.setenv("KBGRAPH_VECTOR_SIMILARITY_WEIGHT", "")
+    assert load_settings(None, data_dir=tmp_path).vector_similarity_weight is None
+    monkeypatch.delenv("KBGRAPH_VECTOR_SIMILARITY_WEIGHT")
+    assert load_settings(None, data_dir=tmp_path, vector_similarity_weight=0.0).hybrid_vector_weight == 0.0
+    with pytest.raises(ConfigError, match="vector_similarity_weight"):
+        load_settings(None, data_dir=tmp_path, vector_similarity_weight=1.5)

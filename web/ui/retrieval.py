@@ -61,7 +61,7 @@ def _form(default_mode: str) -> RetrievalForm:
     return RetrievalForm(
         question=(request.args.get("question") or "").strip()[:2000], mode=mode,
         similarity_threshold=_number("similarity_threshold", settings.similarity_threshold, 0.0, 1.0),
-        vector_similarity_weight=_number("vector_similarity_weight", settings.vector_similarity_weight, 0.0, 1.0),
+        vector_similarity_weight=_number("vector_similarity_weight", settings.hybrid_vector_weight, 0.0, 1.0),
         top_n=_number("top_n", settings.top_n, 1, 100, integer=True),
         top_k=_number("top_k", settings.top_k, 1, 10_000, integer=True))
 
