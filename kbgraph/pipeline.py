@@ -8,11 +8,12 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 from __future__ import annotations
 
 import contextlib
+import itertools
 import hashlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -567,7 +568,11 @@ def _by_llm(ctx: KBContext, entities: int) -> bool:
 
 
 def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
-                         result: RefreshResult, changes: RowChanges, progress: ProgressFn, cancel: CancelCheck) -> None:
+                         result: RefreshResult, changes: RowChanges, progress: ProgressFn, cancel: CancelCheck, *,
+                         summaries: Future | None = None, pending: frozenset[str] = frozenset()) -> None:
+    """Detect communities and write the reports whose inputs changed. ``summaries``: the summary
+    pass running meanwhile over the rows ``pending``; a community with such a member (or relation)
+    is reported once the pass is done, from the summarized descriptions, the others at once."""
     from kbgraph.graph.communities import detect_communities
     from kbgraph.graph.reports import extractive_report, llm_report, report_text
     from kbgraph.store.records import report_id
@@ -590,12 +595,25 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
 
     existing = _existing_reports(ctx)
     wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
-    inputs = {rid: _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
-                                      member_relations(set(c.member_keys)),
-                                      _by_llm(ctx, sum(1 for k in c.member_keys if k in by_key)))
-              for rid, c in wanted.items()}
-    todo = [(rid, c) for rid, c in wanted.items() if not existing.get(rid) or existing[rid] != inputs[rid]]
-    result.reports_reused = len(wanted) - len(todo)
+
+    def waits_for_summary(community: object) -> bool:
+        members = community.member_keys
+        return bool(pending) and summaries is not None and (
+            any(by_key[k].id in pending for k in members if k in by_key)
+            or any(r.id in pending for r in member_relations(set(members))))
+
+    later = {rid for rid, c in wanted.items() if waits_for_summary(c)}
+    inputs: dict[str, str] = {}
+
+    def changed(rids: list[str]) -> list[tuple[str, object]]:
+        for rid in rids:
+            c = wanted[rid]
+            inputs[rid] = _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
+                                             member_relations(set(c.member_keys)),
+                                             _by_llm(ctx, sum(1 for k in c.member_keys if k in by_key)))
+        return [(rid, wanted[rid]) for rid in rids if not existing.get(rid) or existing[rid] != inputs[rid]]
+
+    todo = changed([rid for rid in wanted if rid not in later])
 
     def write(rid_community: tuple[str, object]) -> CommunityReport:
         _check(cancel)
@@ -622,9 +640,17 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
     batch: list[CommunityReport] = []
     waiting: list[dict] = []
-    _report(ctx, progress, "reports", 0, len(todo))
+    _report(ctx, progress, "reports", 0, len(todo) + len(later))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for done, report in enumerate(pool.map(write, todo), start=1):
+        written: Iterator[CommunityReport] = pool.map(write, todo)  # under way while the summaries are
+        if later:
+            assert summaries is not None
+            summaries.result()
+            todo_later = changed(sorted(later))
+            written = itertools.chain(written, pool.map(write, todo_later))
+            todo += todo_later
+        result.reports_reused = len(wanted) - len(todo)
+        for done, report in enumerate(written, start=1):
             batch.append(report)
             if len(batch) >= 64 or done == len(todo):
                 vectors = ctx.embed([f"{r.title}\n{r.summary}" for r in batch])
@@ -757,18 +783,14 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
     rows = _graph_rows(ctx)
+    # with a remote model the summaries and then the vectors are fetched while the reports are
+    # written (all wait on the network): the reports of communities with a member waiting for its
+    # summary are written once it has it, the others at once. Resolution re-derives rows, so with
+    # it on the summaries and the vectors come first
+    if ctx.chat is not None and not ctx.graph.resolution:
+        return _refresh_overlapped(ctx, rows, result, changes, force, progress, cancel)
     result.summarized = summarize_pending(ctx, rows, progress=progress, cancel=cancel,
                                           failures=result.summary_failures)
-    # with a remote model the vectors are fetched while the reports are written (both wait on the
-    # network); resolution re-derives rows, so with it on the vectors come first
-    if ctx.chat is not None and not ctx.graph.resolution:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-embed") as pool:
-            embedding = pool.submit(embed_pending, ctx, rows, progress=progress, cancel=cancel, into=changes)
-            try:
-                meta = _ranked_and_reported(ctx, load_graph_meta(ctx), rows, result, changes, force, progress, cancel)
-            finally:
-                result.embedded = embedding.result()
-        return meta
     result.embedded = embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
     meta = load_graph_meta(ctx)
     if ctx.graph.resolution and (force or meta.is_stale("resolution")):
@@ -789,8 +811,39 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
     return _ranked_and_reported(ctx, meta, rows, result, changes, force, progress, cancel)
 
 
+def _refresh_overlapped(ctx: KBContext, rows: GraphRows, result: RefreshResult, changes: RowChanges, force: bool,
+                        progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
+    pending = frozenset(rows.pending)  # summarize_pending empties it
+    started: list[Future] = []
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbgraph-summaries") as pool:
+
+        def start_summaries() -> Future:
+            summaries = pool.submit(summarize_pending, ctx, rows, progress=progress, cancel=cancel,
+                                    failures=result.summary_failures)
+            started.extend([summaries, pool.submit(_embed_after, summaries, ctx, rows, progress, cancel, changes)])
+            return summaries
+
+        try:
+            meta = _ranked_and_reported(ctx, load_graph_meta(ctx), rows, result, changes, force, progress, cancel,
+                                        start_summaries=start_summaries, pending=pending)
+        finally:
+            if started:
+                result.summarized, result.embedded = started[0].result(), started[1].result()
+    return meta
+
+
+def _embed_after(summaries: Future, ctx: KBContext, rows: GraphRows, progress: ProgressFn, cancel: CancelCheck,
+                 changes: RowChanges) -> int:
+    summaries.result()  # a summarized row needs its new vector
+    return embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
+
+
 def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, result: RefreshResult,
-                         changes: RowChanges, force: bool, progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
+                         changes: RowChanges, force: bool, progress: ProgressFn, cancel: CancelCheck, *,
+                         start_summaries: Callable[[], Future] | None = None,
+                         pending: frozenset[str] = frozenset()) -> GraphMeta:
+    """PageRank, then communities and reports; ``start_summaries`` (summaries running beside the
+    reports) is called after PageRank, whose values the rows they rewrite then carry."""
     entities, relations = rows.entities, rows.relations
     if force or meta.is_stale("pagerank"):
         _report(ctx, progress, "pagerank", 0, 1)
@@ -799,9 +852,11 @@ def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, resul
         _report(ctx, progress, "pagerank", 1, 1)
     else:
         result.skipped.append("pagerank")
+    summaries = start_summaries() if start_summaries is not None else None
     if ctx.graph.community and (force or meta.is_stale("communities")):
         meta.phase_status["communities"] = "running"
-        _refresh_communities(ctx, meta, entities, relations, result, changes, progress, cancel)
+        _refresh_communities(ctx, meta, entities, relations, result, changes, progress, cancel,
+                             summaries=summaries, pending=pending)
         meta.phase_versions["communities"], meta.phase_status["communities"] = meta.version, "done"
     elif ctx.graph.community:
         result.skipped.append("communities")

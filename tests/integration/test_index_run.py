@@ -96,3 +96,30 @@ def test_a_token_budget_makes_a_request_wait_for_its_share():
     budget.take(60_000, lambda: None)  # the whole minute's budget at once
     budget.take(100, lambda: None)  # must wait for ~0.1 s of refill
     assert budget.waited > 0
+
+
+def test_reports_are_written_while_the_summaries_run_and_from_the_summaries(settings, scripted_llm, tmp_path):
+    model = GraphModel()
+    spans: dict[str, list[tuple[float, float]]] = {}
+
+    def slow(request):
+        started = time.monotonic()
+        time.sleep(0.1)
+        answer = model(request)
+        spans.setdefault(model.kinds[-1], []).append((started, time.monotonic()))
+        return answer
+
+    scripted_llm.responder = slow
+    folder, _ = _corpus(tmp_path)
+    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+        assert report.refresh is not None and report.refresh.summarized > 0 and report.refresh.reports_generated > 0
+        # reports of communities no summary touches went out before the last summary came back
+        assert min(start for start, _ in spans["report"]) < max(end for _, end in spans["summarize"])
+        # and every report was written from its members' final descriptions: a forced refresh finds
+        # each one's inputs unchanged and writes none again
+        again = engine.refresh_graph("kb", force=True)
+        assert again.reports_generated == 0 and again.reports_reused == report.refresh.reports_generated
+        kb = engine.kb("kb")
+        assert check_graph(engine.store, engine.tenant, kb.id, engine.context(kb).describer()) == []

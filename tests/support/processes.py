@@ -25,7 +25,9 @@ def service_env(settings: Settings, **extra: str) -> dict[str, str]:
     """This environment without KBGRAPH_* variables, plus every setting of ``settings`` as one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBGRAPH_")}
     for field in dataclasses.fields(Settings):
-        env[f"KBGRAPH_{field.name.upper()}"] = str(getattr(settings, field.name))
+        value = getattr(settings, field.name)
+        if value is not None:  # an optional setting left unset stays unset (not the text "None")
+            env[f"KBGRAPH_{field.name.upper()}"] = str(value)
     env.update(extra)
     return env
 
