@@ -1,7 +1,8 @@
 """Offline indexing throughput of many small documents (issues 24 and 26).
 
-    python bench/index_throughput.py [--corpus DATA/musique-kag-train100] [--embedding hash|local]
+    python bench/index_throughput.py [--corpus DATA/musique-kag-train100] [--embedding hash|local] [--limit N]
                                      [--workdir DIR] [--signature OUT.json] [--profile OUT.pstats]
+    python bench/index_throughput.py --compare A.json B.json
 
 Writes every passage of a KAG-format ``corpus.jsonl`` as its own file (``<id>.txt`` = title, a
 line break, text; the 1,890 MuSiQue passages by default), then indexes the folder into a fresh
@@ -9,9 +10,10 @@ embedded knowledge base with the graph on (method ``nlp``, no LLM) through ``Eng
 the code path of ``kbgraph index``, and prints documents/s, wall and CPU time (this process's
 threads), and when each phase first and last reported progress.
 
-``--signature`` writes the graph and chunk sets (every entity's and relation's derived fields,
-every chunk's text, with document ids replaced by file names), so that two builds, e.g. before and
-after a change, can be compared with ``--compare A.json B.json``.
+``--signature`` writes the graph and chunk sets (every entity's and relation's derived fields and
+PageRank, every chunk's text, tokens and offsets, and a digest of every vector rounded to 1e-5, with
+document ids replaced by file names), so that two builds, e.g. before and after a change, can be
+compared with ``--compare A.json B.json``.
 """
 
 from __future__ import annotations
