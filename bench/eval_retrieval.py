@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/kbgraph-eval"),
                         help="root of the cached indexes (one folder per dataset and embedder)")
     parser.add_argument("--vector-weight", type=float, default=None,
-                        help="vector_similarity_weight of the naive part (default: the library's)")
+                        help="vector_similarity_weight of the naive part (default: the embedder's own, EMBEDDER_VECTOR_WEIGHT)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="PART.FIELD=VALUE",
                         help="override a retrieval parameter (kg., ppr., ppr.kg., mix.)")
     args = parser.parse_args(argv)

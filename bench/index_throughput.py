@@ -1,7 +1,8 @@
 """Offline indexing throughput of many small documents (issues 24 and 26).
 
-    python bench/index_throughput.py [--corpus DATA/musique-kag-train100] [--embedding hash|local]
+    python bench/index_throughput.py [--corpus DATA/musique-kag-train100] [--embedding hash|local] [--limit N]
                                      [--workdir DIR] [--signature OUT.json] [--profile OUT.pstats]
+    python bench/index_throughput.py --compare A.json B.json
 
 Writes every passage of a KAG-format ``corpus.jsonl`` as its own file (``<id>.txt`` = title, a
 line break, text; the 1,890 MuSiQue passages by default), then indexes the folder into a fresh
@@ -9,9 +10,10 @@ embedded knowledge base with the graph on (method ``nlp``, no LLM) through ``Eng
 the code path of ``kbgraph index``, and prints documents/s, wall and CPU time (this process's
 threads), and when each phase first and last reported progress.
 
-``--signature`` writes the graph and chunk sets (every entity's and relation's derived fields,
-every chunk's text, with document ids replaced by file names), so that two builds, e.g. before and
-after a change, can be compared with ``--compare A.json B.json``.
+``--signature`` writes the graph and chunk sets (every entity's and relation's derived fields and
+PageRank, every chunk's text, tokens and offsets, and a digest of every vector rounded to 1e-5, with
+document ids replaced by file names), so that two builds, e.g. before and after a change, can be
+compared with ``--compare A.json B.json``.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CORPUS = Path(os.environ.get("KBGRAPH_EVAL_DATA", HERE.parent.parent.parent / "shared" / "data")) / "musique-kag-train100"
+SHARED = Path(os.environ.get("KBGRAPH_EVAL_DATA", HERE.parent.parent.parent / "shared" / "data"))
+DEFAULT_CORPUS = SHARED / "musique-kag-train100"
 
 
-def write_passages(corpus: Path, folder: Path) -> int:
+def write_passages(corpus: Path, folder: Path, limit: int = 0) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     count = 0
     with open(corpus / "corpus.jsonl", encoding="utf-8") as lines:
         for line in lines:
+            if limit and count >= limit:
+                break
             row = json.loads(line)
             path = folder / f"{row['id']}.txt"
             text = f"{row['title']}\n{row['text']}"
@@ -99,6 +104,37 @@ def signature(engine, kb) -> dict:
     return {"entities": entities, "relations": relations, "chunks": chunk_rows}
 
 
+class EmbeddingTimes:
+    """Texts and CPU time (of the calling thread: onnxruntime with one thread runs in it) of every
+    embedding call, by what is embedded: passages (the chunks) or graph rows (entities, relations)."""
+
+    def __init__(self, embedder) -> None:
+        import inspect
+        import threading
+
+        self.totals: dict[str, list] = {}
+        lock = threading.Lock()
+        embed = embedder.embed
+
+        def timed(texts):
+            callers = {frame.function for frame in inspect.stack(context=0)[1:12]}
+            if callers & {"store_chunks", "parse_document"}:
+                what = "passages"
+            else:
+                what = "relations" if texts and all(" -- " in t for t in texts) else "entities"
+            started = time.thread_time()
+            try:
+                return embed(texts)
+            finally:
+                with lock:
+                    total = self.totals.setdefault(what, [0, 0, 0.0])
+                    total[0] += len(texts)
+                    total[1] += 1
+                    total[2] += time.thread_time() - started
+
+        embedder.embed = timed
+
+
 def compare(a_path: Path, b_path: Path) -> int:
     a, b = json.loads(a_path.read_text()), json.loads(b_path.read_text())
     differences = 0
@@ -124,14 +160,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="where the passages and the knowledge base go (default: a temp dir)")
     ap.add_argument("--signature", type=Path, help="write the graph and chunk sets here")
     ap.add_argument("--profile", type=Path, help="cProfile the run (the calling thread only) into this file")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N passages")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="compare two signatures and exit")
     args = ap.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kbgraph-throughput-"))
-    folder = workdir / "passages"
-    count = write_passages(args.corpus, folder)
+    folder = workdir / (f"passages-{args.limit}" if args.limit else "passages")
+    count = write_passages(args.corpus, folder, args.limit)
     data_dir = workdir / f"kb-{args.embedding}-{os.getpid()}"
 
     from kbgraph.app import Engine
@@ -143,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine.open(settings)
     kb = engine.create_kb("throughput", graph=GraphConfig(enabled=True, method="nlp"))
     engine.embedder_for(kb).embed(["warm up"])  # a local model loads once per process, before the clock
+    embedding = EmbeddingTimes(engine.embedder_for(kb))
     phases: dict[str, list[float]] = {}
     started = time.perf_counter()
 
@@ -169,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({indexed / wall:.1f} documents/s; embedding {args.embedding}; threads {settings.embedding_threads})")
     for phase, (first, last) in sorted(phases.items(), key=lambda item: item[1][0]):
         print(f"  {phase:<12} {first:7.2f} -> {last:7.2f} s")
+    for what, (texts, calls, seconds) in embedding.totals.items():
+        print(f"  embedding {what:<10} {texts:6d} texts in {calls:4d} calls, {seconds:7.2f} s CPU of its thread")
     if args.signature:
         args.signature.write_text(json.dumps(signature(engine, kb), sort_keys=True, ensure_ascii=False))
         print(f"signature written to {args.signature}")

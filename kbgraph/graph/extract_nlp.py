@@ -8,8 +8,8 @@ Entities
   start or after an opening quote proves nothing, so leading stop words are cut and a single word
   seen capitalized only in such positions within the chunk is rejected unless a speech verb is next
   to it ("Marley said"). Runs of two or more all-caps words are headings and are skipped.
-* Chinese: jieba's part-of-speech tags (jieba-rs, through rjieba) nr/nrfg/nrt (person), ns (place),
-  nt (organization), nz (other proper noun), two characters or more. Latin names inside Chinese text go through the
+* Chinese: jieba part-of-speech tags nr/nrfg/nrt (person), ns (place), nt (organization),
+  nz (other proper noun), two characters or more. Latin names inside Chinese text go through the
   English rules.
 * Types come from cheap cues, voted per entity within the chunk: honorifics, speech verbs and common
   given names (person); head words like Guild/Bank/University (organization), River/Street/Island or
@@ -31,12 +31,14 @@ add quadratically many pairs). Description: the shared sentence(s), about 300 ch
 from __future__ import annotations
 
 import bisect
+import logging
 import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from kbgraph.graph.extract import (DEFAULT_ENTITY_TYPES, ChunkExtraction, ExtractedEntity, ExtractedRelation,
                                    finalize, map_entity_type)
@@ -166,29 +168,12 @@ def _key(name: str) -> str:
     return normalize_key(name)
 
 
-# one-character function words that jieba-rs's HMM glues onto an unknown name ("李华是")
-_AFTER_NAME = frozenset("是在说的了把被对向从于与和都也就还将曾已")
-
-
-def _tagged_words(sentence: str) -> list[tuple[str, str]]:
-    """jieba's (word, part-of-speech) pairs, from jieba-rs (the ``rjieba`` binding).
-
-    A name missing from the dictionary is guessed by jieba-rs's HMM, which tags the word it built
-    without weighing the tag (jieba.posseg runs a tag-aware HMM): it can keep the next function
-    word ("李华是": 李华 + 是) and calls a new brand a person ("青禾科技": 青禾). Such guesses are
-    a person only with a common surname in front, and lose a trailing function word."""
-    import rjieba
-
-    out: list[tuple[str, str]] = []
-    for word, flag in rjieba.tag(sentence, hmm=True):
-        if flag.startswith("nr") and not rjieba.has_word(word):
-            if len(word) >= 3 and word[-1] in _AFTER_NAME:
-                out += [(word[:-1], flag), (word[-1], "x")]
-                continue
-            if word[0] not in _CJK_SURNAMES:
-                flag = "n"
-        out.append((word, flag))
-    return out
+@lru_cache(maxsize=1)
+def _jieba_posseg() -> Any:
+    import jieba
+    import jieba.posseg as posseg
+    jieba.setLogLevel(logging.WARNING)
+    return posseg
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -533,12 +518,13 @@ class NLPExtractor:
     # -- Chinese ---------------------------------------------------------------------------------
     def _chinese(self, text: str, spans: list[tuple[int, int]], cands: dict[str, _Candidate],
                  occurrences: list[tuple[int, int, str]]) -> None:
+        posseg = _jieba_posseg()
         for si, (s, e) in enumerate(spans):
             sentence = text[s:e]
             if not _CJK_CHAR.search(sentence):
                 continue
             pos = 0
-            for word, flag in _whole_names(_tagged_words(sentence)):
+            for word, flag in _whole_names([(p.word, p.flag) for p in posseg.cut(sentence)]):
                 at = sentence.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 etype = _CJK_TAGS.get(flag)

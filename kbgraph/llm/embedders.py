@@ -37,6 +37,16 @@ def _normalize(rows: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+# in ASCII text \w is [A-Za-z0-9_]: every other ASCII character separates words, so such text splits
+# into the same words by str.split once those are spaces, several times faster than the regex
+_ASCII_NON_WORD = str.maketrans({chr(i): " " for i in range(128) if not (chr(i).isalnum() or chr(i) == "_")})
+
+
+def _words(text: str) -> list[str]:
+    lowered = text.lower()
+    if lowered.isascii():
+        return lowered.translate(_ASCII_NON_WORD).split()
+    return _WORD.findall(lowered)
 
 
 class HashEmbedder:
@@ -107,7 +117,7 @@ class HashEmbedder:
             self._ids[word] = number
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        tokens = [_WORD.findall(text.lower()) for text in texts]
+        tokens = [_words(text) for text in texts]
         per_text = np.fromiter(map(len, tokens), dtype=np.int64, count=len(texts))
         words = [word for words in tokens for word in words]
         if not words:

@@ -259,6 +259,9 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
         raise ValueError(f"overlap ({overlap}) must be smaller than chunk_tokens ({chunk_tokens})")
     if not text or text.isspace():
         return []
+    whole = _one_span(text, chunk_tokens)
+    if whole is not None:
+        return [whole]
 
     line_starts = _line_starts(text)
     starts, exact_starts = _token_starts(text, line_starts)
@@ -332,6 +335,29 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
             start = _next_start(text, bounds, start, end, target, keep)
         previous_end = end
     return spans
+
+
+# a text this many times longer (in characters) than the chunk's token budget never fits in one
+_ONE_SPAN_CHARS_PER_TOKEN = 16
+
+
+def _one_span(text: str, chunk_tokens: int) -> TextSpan | None:
+    """The one span of a text that fits in a chunk whole (a passage, a chat message), or None.
+
+    What the windowing below gives such a text: its first window reaches past the end (the whole
+    text has at most ``chunk_tokens`` tokens), so the span is the text without its outer
+    whitespace, if that fits too. Two encodes at most instead of token offsets and boundaries."""
+    if len(text) > chunk_tokens * _ONE_SPAN_CHARS_PER_TOKEN:
+        return None
+    tokens = count_tokens(text)
+    if tokens > chunk_tokens:
+        return None
+    start, end = _skip_space(text, 0), _trim_end(text, 0, len(text))
+    if start or end < len(text):
+        tokens = count_tokens(text[start:end])
+        if tokens > chunk_tokens:
+            return None
+    return TextSpan(0, start, end, text[start:end], tokens)
 
 
 def chunk_sections(text: str, sections: list[int], chunk_tokens: int = 512, overlap: int = 64) -> list[TextSpan]:

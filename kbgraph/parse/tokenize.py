@@ -2,14 +2,15 @@
 
 Tokens are stored space-joined in ``*_ltks`` fields, so whatever engine indexes them (SQLite FTS5,
 Elasticsearch's whitespace analyzer) sees exactly the tokens produced here; CJK works because
-segmentation happens in Python with jieba (jieba-rs, through rjieba) rather than in the engine.
-Every token consists only of letters, digits and CJK characters, so it is a valid FTS5 bareword and
-never needs escaping.
+segmentation happens in Python with jieba rather than in the engine. Every token consists only of
+letters, digits and CJK characters, so it is a valid FTS5 bareword and never needs escaping.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
@@ -52,12 +53,22 @@ CHINESE_STOP_WORDS: frozenset[str] = frozenset(
     请 请问 我 你 他 她 它 我们 你们 他们 她们 它们 个 位 着 过 得 地 所 等""".split()
 )
 
-def _cut_cjk(run: str) -> list[str]:
-    # jieba's dictionary and HMM segmentation in Rust (jieba-rs): the same words as jieba.lcut,
-    # with its dictionary loaded in milliseconds where jieba builds a prefix dictionary (~0.7 s)
-    import rjieba
+_jieba_lock = threading.Lock()
+_jieba_cut = None
 
-    return rjieba.cut(run, hmm=True)
+
+def _cut_cjk(run: str) -> list[str]:
+    global _jieba_cut
+    if _jieba_cut is None:
+        # jieba builds its prefix dictionary on first use (~0.7 s); pay that only when CJK appears.
+        with _jieba_lock:
+            if _jieba_cut is None:
+                import jieba
+
+                jieba.setLogLevel(logging.WARNING)
+                jieba.initialize()
+                _jieba_cut = jieba.lcut
+    return _jieba_cut(run)
 
 
 _VOWELS = frozenset("aeiou")

@@ -174,3 +174,15 @@ def test_long_text_counts_match_reencoding() -> None:
     spans = chunk_text(text, chunk_tokens=1200, overlap=100)
     check_invariants(text, spans, 1200, 100)
     assert sum(span.token_count for span in spans) >= count_tokens(text)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.lists(_ALPHABET | st.text(max_size=3), max_size=120).map("".join),
+       chunk_tokens=st.integers(min_value=1, max_value=80))
+def test_a_text_that_fits_whole_gets_the_span_the_windowing_gives(text: str, chunk_tokens: int) -> None:
+    from kbgraph.parse import chunker
+
+    fast = chunk_text(text, chunk_tokens, chunk_tokens // 4)
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(chunker, "_ONE_SPAN_CHARS_PER_TOKEN", 0)  # every text through the windowing
+        assert chunk_text(text, chunk_tokens, chunk_tokens // 4) == fast

@@ -50,7 +50,8 @@ def test_hash_embedder_equals_its_definition_across_batches_and_vocabulary_reset
     emb = HashEmbedder(32)
     emb._VOCABULARY_LIMIT = 6  # the word table starts over several times below
     batches = [["Der Bär läuft, der Bär schläft.", "", "x"], ["北京 北京 Beijing", "the the the cat"],
-               ["new words arrive here every batch", "cat cat"], ["Der Bär", "one two three four five six seven"]]
+               ["new words arrive here every batch", "cat cat"], ["Der Bär", "one two three four five six seven"],
+               ["snake_case, x-ray! C3PO's\ttab\x1fsep", "K\u212a kelvin"]]
     for texts in batches:
         vecs = emb.embed(texts)
         for text, vec in zip(texts, vecs):

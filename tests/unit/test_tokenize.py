@@ -153,7 +153,8 @@ def test_ascii_split_matches_the_word_pattern(text: str) -> None:
 
 
 _PIECES = st.sampled_from(["Marley's", "don't", "北京大学", "Ｆｕｌｌ", "ﬁne", "e\u0301", "\u0301x", "Straße", "a_b",
-                           "running", "cats", "—", "’s", "x’", "東京タワー", "İstanbul", "٣", "", " ", "\u00a8", "O'Neil"])
+                           "running", "cats", "—", "’s", "x’", "東京タワー", "İstanbul", "٣", "", " ", "\u00a8",
+                           "O'Neil"])
 
 
 @settings(max_examples=300, deadline=None)
