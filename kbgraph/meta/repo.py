@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, delete, event, func, or_, select
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -183,6 +183,16 @@ def _check_assistant_fields(fields: dict[str, Any]) -> None:
         raise MetaError(f"unknown chat setting(s): {', '.join(unknown)}")
 
 
+def _server_engine(url: URL) -> Engine:
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        # the PostgreSQL driver is the optional `postgres` extra; say so instead of a bare import error
+        hint = ' (pip install "kbgraph[postgres]")' if url.get_backend_name() == "postgresql" else ""
+        raise MetaError(f"the metadata database {url.render_as_string(hide_password=True)} needs the "
+                        f"Python driver {exc.name!r}, which is not installed{hint}") from exc
+
+
 class MetaDB:
     """The metadata database. Open with ``MetaDB.open(settings.meta_url)``; thread-safe."""
 
@@ -202,7 +212,7 @@ class MetaDB:
             engine = create_engine(parsed)
             _setup_sqlite(engine)
         else:
-            engine = create_engine(parsed, pool_pre_ping=True)
+            engine = _server_engine(parsed)
         # under the write lock: two processes creating the tables in deferred transactions would
         # deadlock (each holds a read lock the other's write needs) and one would fail at once
         with engine.connect().execution_options(**_WRITE) as conn, conn.begin():

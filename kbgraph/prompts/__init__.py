@@ -9,15 +9,20 @@ from __future__ import annotations
 import hashlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 PROMPT_DIR = Path(__file__).resolve().parent
 
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    # jinja2 (~20 ms) is imported by the first render, not by every module that names a prompt: a
+    # query without an LLM renders none
+    import jinja2
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(PROMPT_DIR)),
         undefined=jinja2.StrictUndefined,

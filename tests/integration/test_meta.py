@@ -422,3 +422,11 @@ def test_assistants_and_sessions(db: MetaDB) -> None:
         with pytest.raises(NotFound):
             call()
     assert _count(db, m.Assistant) == 1 and _count(db, m.ChatSession) == 1
+
+
+def test_a_server_database_without_its_driver_names_the_extra_to_install() -> None:
+    # pg8000 is a PostgreSQL driver kbgraph never installs: opening fails on the driver, clearly,
+    # with the password hidden, before any connection is tried
+    with pytest.raises(MetaError, match=r'driver .pg8000.*pip install "kbgraph\[postgres\]"') as caught:
+        MetaDB.open("postgresql+pg8000://kb:secret@127.0.0.1:1/kb")
+    assert "secret" not in str(caught.value)
