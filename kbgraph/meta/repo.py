@@ -742,6 +742,19 @@ class MetaDB:
             s.add(row)
         return Task.model_validate(row)
 
+    def prune_finished_tasks(self, kb_id: str, kind: str, keep: int) -> int:
+        """Delete the KB's finished (done, failed, cancelled) tasks of one document-less kind but the
+        newest ``keep``: a KB refreshed after every batch would otherwise gather a row per refresh.
+        Pending and running tasks are never touched. Returns how many rows went."""
+        if keep < 0:
+            raise MetaError(f"keep must be >= 0, not {keep}")
+        finished = (m.Task.kb_id == kb_id, m.Task.kind == kind, m.Task.doc_id.is_(None),
+                    m.Task.status.in_(("done", "failed", "cancelled")))
+        with self._write() as s:
+            kept = select(m.Task.id).where(*finished).order_by(m.Task.created.desc(), m.Task.id.desc()).limit(keep)
+            gone = s.execute(delete(m.Task).where(*finished, m.Task.id.not_in(kept.scalar_subquery())))
+            return gone.rowcount or 0
+
     def get_task(self, kb_id: str, task_id: str) -> Task:
         with self._read() as s:
             return Task.model_validate(self._task(s, task_id, kb_id))

@@ -358,6 +358,31 @@ def test_api_keys_and_chats(db: MetaDB) -> None:
     assert db.list_chats("alice") == []
 
 
+def test_pruning_keeps_the_newest_finished_refreshes_and_every_unfinished_task(db: MetaDB) -> None:
+    kb, other = db.create_kb(DEFAULT_TENANT, "docs"), db.create_kb(DEFAULT_TENANT, "other")
+    doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)
+    finished = []
+    for status in ("done", "failed", "done", "cancelled", "done"):
+        task = db.create_task(kb.id, "refresh")
+        db.update_task(task.id, status=status)
+        finished.append(task.id)
+    running = db.create_task(kb.id, "refresh")
+    db.update_task(running.id, status="running")
+    pending = db.create_task(kb.id, "refresh")
+    parse = db.create_task(kb.id, "parse", doc.id)
+    db.update_task(parse.id, status="done")
+    elsewhere = db.create_task(other.id, "refresh")
+    db.update_task(elsewhere.id, status="done")
+
+    assert db.prune_finished_tasks(kb.id, "refresh", keep=2) == 3
+    left = {t.id for t in db.list_tasks(kb.id)}
+    assert left == {*finished[-2:], running.id, pending.id, parse.id}
+    assert [t.id for t in db.list_tasks(other.id)] == [elsewhere.id]
+    assert db.prune_finished_tasks(kb.id, "refresh", keep=2) == 0
+    with pytest.raises(MetaError, match="keep"):
+        db.prune_finished_tasks(kb.id, "refresh", keep=-1)
+
+
 def test_concurrent_task_updates(db: MetaDB) -> None:
     kb = db.create_kb(DEFAULT_TENANT, "docs")
     doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)
