@@ -243,6 +243,10 @@ def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str) -> bool:
     return True
 
 
+# the documents page shows the last refresh; a few more say how the recent ones went
+REFRESH_TASKS_KEPT = 20
+
+
 @shared_task(bind=True, name="kbgraph.refresh_graph")
 def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str | None = None) -> dict[str, Any]:
     """Recompute the KB's stale PageRank/communities/reports, under the KB lock, with its progress
@@ -259,6 +263,7 @@ def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str | N
         return {"status": "skipped", "reason": "knowledge graph off"}
     if task_id is None:
         task_id = engine.meta.create_task(kb_id, "refresh").id
+        engine.meta.prune_finished_tasks(kb_id, "refresh", keep=REFRESH_TASKS_KEPT)
     return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id))
 
 

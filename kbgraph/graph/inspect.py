@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from io import BytesIO
 
-from kbgraph.graph.graph_files import SimpleGraph, graphml, node_link_json
+import networkx as nx
+
 from kbgraph.graph.keys import normalize_key
 from kbgraph.store.base import DocStore, SearchRequest, TextQuery, eq
 from kbgraph.parse.tokenize import tokenize_query
@@ -55,8 +58,8 @@ def graph_stats(store: DocStore, tenant: str, kb_id: str, top: int = 10) -> Grap
     )
 
 
-def graph_of(store: DocStore, tenant: str, kb_id: str) -> SimpleGraph:
-    graph = SimpleGraph()
+def to_networkx(store: DocStore, tenant: str, kb_id: str) -> nx.Graph:
+    graph = nx.Graph()
     for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", Entity.KIND)]):
         e = Entity.from_doc(doc)
         graph.add_node(e.key, name=e.name, type=e.type, description=e.description, pagerank=e.pagerank,
@@ -72,11 +75,13 @@ def graph_of(store: DocStore, tenant: str, kb_id: str) -> SimpleGraph:
 
 def export_graph(store: DocStore, tenant: str, kb_id: str, fmt: str) -> bytes:
     """The graph as GraphML or as node-link JSON (networkx's formats, so other tools read it)."""
-    graph = graph_of(store, tenant, kb_id)
+    graph = to_networkx(store, tenant, kb_id)
     if fmt == "graphml":
-        return graphml(graph)
+        out = BytesIO()
+        nx.write_graphml(graph, out, encoding="utf-8")
+        return out.getvalue()
     if fmt == "json":
-        return node_link_json(graph)
+        return json.dumps(nx.node_link_data(graph, edges="edges"), ensure_ascii=False, indent=1).encode("utf-8")
     raise ValueError(f"unknown export format {fmt!r}: choose graphml or json")
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, delete, event, func, or_, select
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -183,6 +183,16 @@ def _check_assistant_fields(fields: dict[str, Any]) -> None:
         raise MetaError(f"unknown chat setting(s): {', '.join(unknown)}")
 
 
+def _server_engine(url: URL) -> Engine:
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        # the PostgreSQL driver is the optional `postgres` extra; say so instead of a bare import error
+        hint = ' (pip install "kbgraph[postgres]")' if url.get_backend_name() == "postgresql" else ""
+        raise MetaError(f"the metadata database {url.render_as_string(hide_password=True)} needs the "
+                        f"Python driver {exc.name!r}, which is not installed{hint}") from exc
+
+
 class MetaDB:
     """The metadata database. Open with ``MetaDB.open(settings.meta_url)``; thread-safe."""
 
@@ -202,7 +212,7 @@ class MetaDB:
             engine = create_engine(parsed)
             _setup_sqlite(engine)
         else:
-            engine = create_engine(parsed, pool_pre_ping=True)
+            engine = _server_engine(parsed)
         # under the write lock: two processes creating the tables in deferred transactions would
         # deadlock (each holds a read lock the other's write needs) and one would fail at once
         with engine.connect().execution_options(**_WRITE) as conn, conn.begin():
@@ -731,6 +741,19 @@ class MetaDB:
             )
             s.add(row)
         return Task.model_validate(row)
+
+    def prune_finished_tasks(self, kb_id: str, kind: str, keep: int) -> int:
+        """Delete the KB's finished (done, failed, cancelled) tasks of one document-less kind but the
+        newest ``keep``: a KB refreshed after every batch would otherwise gather a row per refresh.
+        Pending and running tasks are never touched. Returns how many rows went."""
+        if keep < 0:
+            raise MetaError(f"keep must be >= 0, not {keep}")
+        finished = (m.Task.kb_id == kb_id, m.Task.kind == kind, m.Task.doc_id.is_(None),
+                    m.Task.status.in_(("done", "failed", "cancelled")))
+        with self._write() as s:
+            kept = select(m.Task.id).where(*finished).order_by(m.Task.created.desc(), m.Task.id.desc()).limit(keep)
+            gone = s.execute(delete(m.Task).where(*finished, m.Task.id.not_in(kept.scalar_subquery())))
+            return gone.rowcount or 0
 
     def get_task(self, kb_id: str, task_id: str) -> Task:
         with self._read() as s:

@@ -127,8 +127,10 @@ def test_killed_indexing_resumes_without_duplicates(env: dict[str, str], tmp_pat
     folder.mkdir()
     paragraph = ("The harbor masters of Varrow kept ledgers of every ship, its cargo, its captain and its crew. "
                  "Each ledger was copied twice and sent to the Glass Tower for safekeeping. ")
-    for n in range(40):
-        (folder / f"ledger_{n:02d}.txt").write_text(f"Ledger {n}. " + paragraph * 60)
+    # enough documents that indexing cannot finish between two polls, however fast it gets
+    total = 120
+    for n in range(total):
+        (folder / f"ledger_{n:03d}.txt").write_text(f"Ledger {n}. " + paragraph * 60)
     run(env, "kb", "create", "big", "--graph", "nlp", "--chunk-tokens", "128", "--chunk-overlap", "16")
     # one document per batch, so documents finish one after another and the kill lands between them
     proc = subprocess.Popen([*KBGRAPH, "index", str(folder), "--kb", "big"],
@@ -137,7 +139,7 @@ def test_killed_indexing_resumes_without_duplicates(env: dict[str, str], tmp_pat
     data_dir = Path(env["KBGRAPH_DATA_DIR"])
     deadline = time.time() + 120
     while time.time() < deadline:  # kill it once some documents are done and others are not
-        time.sleep(0.3)
+        time.sleep(0.1)
         done = [d for d in _chunk_rows(data_dir)[1].values() if d.status == "done"]
         if len(done) >= 5:
             break
@@ -145,12 +147,12 @@ def test_killed_indexing_resumes_without_duplicates(env: dict[str, str], tmp_pat
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     rows, docs = _chunk_rows(data_dir)
-    assert 5 <= sum(d.status == "done" for d in docs.values()) < 40
+    assert 5 <= sum(d.status == "done" for d in docs.values()) < total
 
     resumed = run(env, "index", str(folder), "--kb", "big")
     assert "0 failed" in resumed.stdout
     rows, docs = _chunk_rows(data_dir)
-    assert len(docs) == 40 and all(d.status == "done" for d in docs.values())
+    assert len(docs) == total and all(d.status == "done" for d in docs.values())
     assert len(rows) == len({r[0] for r in rows}) == sum(d.chunk_count for d in docs.values())
     for doc_id, doc in docs.items():
         ids = {r[0] for r in rows if r[1] == doc_id}

@@ -358,6 +358,31 @@ def test_api_keys_and_chats(db: MetaDB) -> None:
     assert db.list_chats("alice") == []
 
 
+def test_pruning_keeps_the_newest_finished_refreshes_and_every_unfinished_task(db: MetaDB) -> None:
+    kb, other = db.create_kb(DEFAULT_TENANT, "docs"), db.create_kb(DEFAULT_TENANT, "other")
+    doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)
+    finished = []
+    for status in ("done", "failed", "done", "cancelled", "done"):
+        task = db.create_task(kb.id, "refresh")
+        db.update_task(task.id, status=status)
+        finished.append(task.id)
+    running = db.create_task(kb.id, "refresh")
+    db.update_task(running.id, status="running")
+    pending = db.create_task(kb.id, "refresh")
+    parse = db.create_task(kb.id, "parse", doc.id)
+    db.update_task(parse.id, status="done")
+    elsewhere = db.create_task(other.id, "refresh")
+    db.update_task(elsewhere.id, status="done")
+
+    assert db.prune_finished_tasks(kb.id, "refresh", keep=2) == 3
+    left = {t.id for t in db.list_tasks(kb.id)}
+    assert left == {*finished[-2:], running.id, pending.id, parse.id}
+    assert [t.id for t in db.list_tasks(other.id)] == [elsewhere.id]
+    assert db.prune_finished_tasks(kb.id, "refresh", keep=2) == 0
+    with pytest.raises(MetaError, match="keep"):
+        db.prune_finished_tasks(kb.id, "refresh", keep=-1)
+
+
 def test_concurrent_task_updates(db: MetaDB) -> None:
     kb = db.create_kb(DEFAULT_TENANT, "docs")
     doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)
@@ -422,3 +447,11 @@ def test_assistants_and_sessions(db: MetaDB) -> None:
         with pytest.raises(NotFound):
             call()
     assert _count(db, m.Assistant) == 1 and _count(db, m.ChatSession) == 1
+
+
+def test_a_server_database_without_its_driver_names_the_extra_to_install() -> None:
+    # pg8000 is a PostgreSQL driver kbgraph never installs: opening fails on the driver, clearly,
+    # with the password hidden, before any connection is tried
+    with pytest.raises(MetaError, match=r'driver .pg8000.*pip install "kbgraph\[postgres\]"') as caught:
+        MetaDB.open("postgresql+pg8000://kb:secret@127.0.0.1:1/kb")
+    assert "secret" not in str(caught.value)

@@ -104,6 +104,13 @@ def test_new_user_goes_through_every_page(browser: WebDriver, base_url: str, art
 
     wait(browser, all_done, timeout=120, what="every document done and the graph refreshed")
     shot(browser, artifacts, "03-documents-done")
+    # the page's own data: the last graph refresh, with its outcome, as the page shows it while it runs
+    data = browser.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "fetch(arguments[0], {credentials: 'same-origin'}).then((r) => r.json()).then(done);",
+        browser.find_element(By.ID, "documents").get_attribute("data-url"))
+    refreshed = data["graph"]["refresh_task"]
+    assert refreshed["status"] == "done" and "graph refreshed to version" in refreshed["message"], refreshed
     assert statuses & {"running", "pending"}, "progress was never seen moving"
     rows = doc_rows(browser)
     failed = [r for r in rows if "broken.pdf" in r["text"]]
