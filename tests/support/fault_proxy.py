@@ -13,14 +13,18 @@ import random
 import threading
 import urllib.request
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from support.loopback import LoopbackServer
 
 FAULTS = ("http_500", "http_429", "dropped", "truncated", "garbage")
 GARBAGE = "\ufffd\ufffd <<<%%% 0x00 0x1f \ufffd"
 
 
-class FaultProxy:
+class FaultProxy(LoopbackServer):
+    owner_attribute = "proxy"  # the handler reaches the proxy as self.proxy
+
     def __init__(self, upstream: str, rate: float = 0.3, seed: int = 23) -> None:
         self.upstream = upstream.rstrip("/")  # e.g. http://127.0.0.1:1234/v1
         self.rate = rate
@@ -28,31 +32,6 @@ class FaultProxy:
         self.forwarded = 0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-
-    def start(self) -> Self:
-        handler = type("Handler", (_Handler,), {"proxy": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *_: object) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def pick(self, path: str) -> str | None:
         """The fault for this request, or None to forward it."""
@@ -111,3 +90,6 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, json.dumps(reply).encode())
         else:
             self._send(status, body)
+
+
+FaultProxy.handler = _Handler

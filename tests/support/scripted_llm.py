@@ -24,12 +24,13 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 import numpy as np
 
 from kbgraph.llm.embedders import HashEmbedder
+from support.loopback import LoopbackServer
 
 MODEL = "scripted"
 
@@ -47,7 +48,9 @@ Reply = str | ScriptedError
 Responder = Callable[[dict[str, Any]], Reply]
 
 
-class ScriptedLLM:
+class ScriptedLLM(LoopbackServer):
+    owner_attribute = "llm"  # the handler reaches the model as self.llm
+
     def __init__(self, responses: Iterable[Reply] = (), responder: Responder | None = None, *,
                  default: str | None = None, embedding_dim: int = 64, include_usage: bool = True,
                  stream_piece_chars: int = 4, extra_models: Iterable[str] = ()) -> None:
@@ -65,36 +68,6 @@ class ScriptedLLM:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    def start(self) -> Self:
-        handler = type("Handler", (_Handler,), {"llm": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True  # a handler sleeping for a timeout test must not block stop
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
     def settings(self, base: Any, **overrides: Any) -> Any:
         """``base`` (a kbgraph Settings) pointed at this server for chat and embeddings."""
@@ -308,3 +281,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 __all__ = ["MODEL", "Reply", "Responder", "ScriptedError", "ScriptedLLM"]
+
+
+ScriptedLLM.handler = _Handler
