@@ -26,6 +26,16 @@ import numpy as np
 
 from kbgraph.graph.ppr import SparseGraph, ppr_vector
 from kbgraph.llm.base import Embedder
+from kbgraph.search.chains import (
+    ChainGraph,
+    ChainParams,
+    NeighbourFn,
+    base_scores,
+    chain_scores,
+    chain_targets,
+    read_vectors,
+    sample_ids,
+)
 from kbgraph.search.chunks import ChunkHit
 from kbgraph.search.context import (
     Budget,
@@ -76,6 +86,10 @@ class PPRParams:
     fact_filter: float = 0.5  # facts seed only when scoring at least this share of the best fact
     entity_top_n: int = 12
     chunk_top_n: int = 8
+    # the chunk ranking: passage chains (kbgraph.search.chains) over the naive hits, the walk's best
+    # chunks and what they lead to; None ranks by the walk's mass and the naive score alone
+    chains: ChainParams | None = field(default_factory=ChainParams)
+    chain_walk_candidates: int = 16  # of the walk's best chunks join the chains' candidates
     kg: KGParams = field(default_factory=KGParams)
     budget: Budget = field(default_factory=Budget)
 
@@ -91,6 +105,8 @@ class EntityGraph:
     chunk_index: dict[str, int]  # chunk id -> position in chunk_nodes
     mentions: dict[str, int]  # entity node -> number of chunks citing it
     entity_nodes: np.ndarray  # node indices of the entity nodes
+    # worked out from the above on first use, never persisted: the chains' view, vector samples
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """For store/index_files.py: a new process maps the graph instead of reading every row."""
@@ -294,6 +310,83 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
     return final, vector
 
 
+def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
+              about: dict[str, tuple[float, dict]] | None) -> dict[int, float]:
+    """Node -> score relative to the best fact, of the entities at the far end of the question's
+    facts (the anchors' relations scoring at least ``fact_filter`` x the best one)."""
+    strong = {n for n in seeds.anchored if seeds.scores.get(n, 0.0) >= params.seed_min_score}
+    if not about or not strong:
+        return {}
+    facts = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))
+    best = facts[0][0]
+    out: dict[int, float] = {}
+    for score, doc in facts:
+        if best <= 0 or score < params.fact_filter * best:
+            break
+        kb = doc.get("kb_id", "")
+        ends = ((kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", "")))
+        for near, far in (ends, ends[::-1]):
+            node = graph.graph.index.get(entity_node(*far))
+            if near in strong and far not in strong and node is not None:
+                out[node] = max(out.get(node, 0.0), score / best)
+    return out
+
+
+def chain_graph(graph: EntityGraph) -> ChainGraph:
+    """The chains' view of the walk graph (made once per cached graph)."""
+    found = graph.derived.get("chains")
+    if found is None:
+        size = graph.graph.size
+        mentions = np.zeros(size, dtype=np.int64)
+        for name, count in graph.mentions.items():
+            node = graph.graph.index.get(name)
+            if node is not None:
+                mentions[node] = count
+        nodes = graph.chunk_nodes.tolist()
+        found = ChainGraph(neighbours=NeighbourFn(graph.graph.matrix.indices, graph.graph.matrix.indptr),
+                           chunk_of_node=dict(zip(nodes, graph.chunk_ids)),
+                           node_of_chunk=dict(zip(graph.chunk_ids, nodes)), mentions=mentions)
+        graph.derived["chains"] = found
+    return found
+
+
+def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph, dim: int,
+                  size: int) -> np.ndarray:
+    """Vectors of an even spread of the graph's chunks: the reference a question's cosines are
+    z-scored against (read once per cached graph and vector size)."""
+    key = ("sample", dim, size)
+    found = graph.derived.get(key)
+    if found is None:
+        vectors = read_vectors(store, tenant, kb_ids, sample_ids(graph.chunk_ids, size), dim)
+        found = np.stack(list(vectors.values())) if vectors else np.zeros((0, dim), dtype=np.float32)
+        graph.derived[key] = found
+    return found
+
+
+def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
+                         question: np.ndarray, naive: Sequence[ChunkHit], walked: dict[str, float],
+                         params: PPRParams, vector_weight: float, facts: dict[int, float] | None = None
+                         ) -> dict[str, float] | None:
+    """Chunk scores in (0, 1) from passage chains (``kbgraph.search.chains``) over the naive hits
+    and the walk's best chunks; None when no candidate has a stored vector of the question's size."""
+    chains = params.chains
+    assert chains is not None
+    dim = len(question)
+    sample = vector_sample(store, tenant, kb_ids, graph, dim, chains.sample_size)
+    walk_best = sorted(walked, key=lambda c: (-walked[c], c))[:params.chain_walk_candidates]
+    candidates = list(dict.fromkeys([h.chunk_id for h in naive] + walk_best))
+    vectors = read_vectors(store, tenant, kb_ids, candidates, dim)
+    if not vectors or not len(sample):
+        return None
+    view = chain_graph(graph)
+    base = base_scores(vectors, question, sample, naive, chains, vector_weight)
+    reached = chain_targets(view, base, chains) - set(vectors)
+    vectors.update(read_vectors(store, tenant, kb_ids, sorted(reached), dim))
+    final, _ = chain_scores(view, base_scores(vectors, question, sample, naive, chains, vector_weight), chains, facts)
+    # a logistic keeps the order and gives the page a score in (0, 1)
+    return {cid: 1.0 / (1.0 + math.exp(-z)) for cid, z in final.items()}
+
+
 def top_entities(graph: EntityGraph, walk: np.ndarray, limit: int) -> dict[tuple[str, str], float]:
     """(kb_id, key) -> PPR mass of the ``limit`` entity nodes with the most mass."""
     if not len(graph.entity_nodes) or not walk.any():
@@ -343,13 +436,19 @@ class PPRResult:
 
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                  vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
-                 embedder: Embedder | None = None) -> PPRResult:
+                 embedder: Embedder | None = None, vector_weight: float = 0.5) -> PPRResult:
+    """``vector_weight``: the knowledge base's weight of vector against text similarity (as naive
+    search uses it), for the chains' scores."""
     state = graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state)
     about = anchor_relations(store, tenant, kb_ids, seeds.anchors(params.seed_min_score), analysis, vector, params.kg)
     entity_seeds = ppr_seeds(seeds, graph, params, about)
     scores, walk = chunk_scores(graph, entity_seeds, naive, params)
+    if params.chains is not None and vector is not None:
+        facts = fact_ends(seeds, graph, params, about)
+        scores = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
+                                      scores, params, vector_weight, facts) or scores
 
     by_id = {h.chunk_id: h for h in naive}
     chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr",

@@ -137,7 +137,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         if mode in ("ppr", "mix"):
             params = replace(ppr_params or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
                              budget=replace(budget, chunks=1 << 30))
-            found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive, params, embedder)
+            found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive, params, embedder,
+                                     vector_weight=s.hybrid_vector_weight)
             result.entities = found_ppr.entities
             if mode == "ppr":
                 # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
