@@ -41,6 +41,7 @@ from typing import Any
 from kbgraph.app import Engine
 from kbgraph.config import load_settings
 from kbgraph.meta.schemas import GraphConfig
+from kbgraph.search.chains import ChainParams
 from kbgraph.search.kg import KGParams
 from kbgraph.search.ppr_search import PPRParams
 from kbgraph.search.retrieve import MODES, MixParams, retrieve
@@ -178,7 +179,7 @@ def _value(text: str) -> Any:
 
 def parameter_overrides(items: list[str]) -> dict[str, Any]:
     """``--set ppr.damping=0.6`` -> {"ppr_params": PPRParams(damping=0.6)}; ``ppr.kg.x`` reaches the
-    KG parameters inside the PPR ones."""
+    KG parameters inside the PPR ones, ``ppr.chains.x`` the passage chains' (``ppr.chains=null``: none)."""
     params: dict[str, Any] = {"kg": KGParams(), "ppr": PPRParams(), "mix": MixParams()}
     touched: set[str] = set()
     for item in items:
@@ -189,6 +190,13 @@ def parameter_overrides(items: list[str]) -> dict[str, Any]:
         touched.add(part)
         if len(names) == 2 and names[0] == "kg" and part == "ppr":
             params["ppr"] = replace(params["ppr"], kg=replace(params["ppr"].kg, **{names[1]: _value(raw)}))
+            continue
+        if len(names) == 2 and names[0] == "chains" and part == "ppr":
+            chains = params["ppr"].chains or ChainParams()
+            params["ppr"] = replace(params["ppr"], chains=replace(chains, **{names[1]: _value(raw)}))
+            continue
+        if names == ["chains"] and part == "ppr" and _value(raw) is None:
+            params["ppr"] = replace(params["ppr"], chains=None)  # --set ppr.chains=null: the walk's own ranking
             continue
         known = {f.name for f in fields(params[part])}
         if names[0] not in known:

@@ -45,7 +45,7 @@ class ChainParams:
     # of the naive search's full-text score (0..1) beside the cosine z-score, at equal vector and text
     # weights; scaled by the knowledge base's own weights (text / vector), so 2.5 is 1.07 for the e5
     # embedder (vector weight 0.7) and 5.8 for the hash embedder (0.3), whose cosines say little
-    term_weight: float = 2.5
+    term_weight: float = 3.0
     # an entity cited by more chunks than this starts no chain: at specificity 0.5 it would cost
     # 2.1 z, more than any chain of the evaluation sets overcame, and reading its chunks costs time
     max_mentions: int = 64
@@ -158,7 +158,8 @@ def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams
             continue
         for entity in graph.neighbours(node):
             if 2 <= graph.mentions[entity] <= params.max_mentions:
-                reached.update(graph.chunk_of_node[c] for c in graph.neighbours(entity) if c in graph.chunk_of_node)
+                reached.update(graph.chunk_of_node[c] for c in graph.neighbours(entity)
+                               if c in graph.chunk_of_node and graph.chunk_of_node[c] != start)
     return reached
 
 

@@ -64,6 +64,41 @@ def test_kg_follows_the_shared_entity_where_naive_misses(settings: Settings, tmp
         assert result.citations == dict(enumerate(cited))
 
 
+# A second hop the question never names: the society's page about who led it shares no name and few
+# words with the question; three other societies' pages repeat "first president", "society",
+# "publishes" and "journal". Only the entity the journal's page shares with it leads there.
+CHAIN_DOCS = {
+    "journal.md": "The Journal of Quiet Rivers is a quarterly publication. It is published by the Brenford "
+                  "Hydrology Society in the town of Kelm.",
+    "presidents.md": "Alma Reyes was elected to lead the Brenford Hydrology Society when it was founded in 1902.",
+    "survey.md": "The Brenford Hydrology Society measures rainfall in the hills each spring and prints the gauges "
+                 "in a yearly survey.",
+    "archivists.md": "The Ostrava Archivists Society publishes a journal on old maps. Its first president was "
+                     "Karel Dvorak.",
+    "botany.md": "The Lindqvist Botanical Society publishes a journal of ferns. The first president of the society "
+                 "was Greta Holm.",
+    "chess.md": "The Marrow Chess Society publishes a monthly journal. Its first president was Ivo Brandt.",
+}
+CHAIN_QUESTION = "Who was the first president of the society that publishes the Journal of Quiet Rivers?"
+
+
+def test_ppr_chains_reach_the_second_hop_past_the_distractors(settings: Settings, tmp_path: Path) -> None:
+    folder = tmp_path / "chain"
+    folder.mkdir()
+    for name, text in CHAIN_DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    with Engine.open(settings) as engine:
+        kb = engine.create_kb("chain", graph=GRAPH)
+        engine.index_paths("chain", [folder])
+        naive = _names(engine, kb.id, CHAIN_QUESTION, "naive", 3)
+        assert naive[0] == "journal.md" and "presidents.md" not in naive, naive
+        ppr = _names(engine, kb.id, CHAIN_QUESTION, "ppr", 4)
+        # the journal's page keeps first place, the society's page that fits the question follows it
+        # within the top 3, and ranks above the society's other page (reached by the same entity)
+        assert ppr[0] == "journal.md" and "presidents.md" in ppr[:3], ppr
+        assert "survey.md" not in ppr or ppr.index("presidents.md") < ppr.index("survey.md"), ppr
+
+
 @pytest.fixture(scope="module")
 def sample_engine(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     from kbgraph.config import load_settings

@@ -1,0 +1,136 @@
+"""Passage chains (kbgraph.search.chains): the second hop of a question through an entity two passages share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kbgraph.search.chains import (
+    ChainGraph,
+    ChainParams,
+    NeighbourFn,
+    base_scores,
+    chain_scores,
+    chain_targets,
+    sample_ids,
+    z_scores,
+)
+from kbgraph.search.chunks import ChunkHit
+
+
+def graph_of(cites: dict[str, list[str]], mentions: dict[str, int] | None = None) -> ChainGraph:
+    """chunk id -> the entities it cites; an entity's mention count is its number of citing chunks
+    unless ``mentions`` says otherwise (an entity cited by chunks outside the example)."""
+    chunks = sorted(cites)
+    entities = sorted({e for es in cites.values() for e in es})
+    number = {name: i for i, name in enumerate(chunks + entities)}
+    neighbours: dict[int, set[int]] = {i: set() for i in number.values()}
+    for chunk, cited in cites.items():
+        for entity in cited:
+            neighbours[number[chunk]].add(number[entity])
+            neighbours[number[entity]].add(number[chunk])
+    indptr = np.cumsum([0] + [len(neighbours[i]) for i in range(len(number))])
+    indices = np.array([n for i in range(len(number)) for n in sorted(neighbours[i])], dtype=np.int64)
+    counts = np.zeros(len(number), dtype=np.int64)
+    for entity in entities:
+        counts[number[entity]] = (mentions or {}).get(entity, len(neighbours[number[entity]]))
+    return ChainGraph(neighbours=NeighbourFn(indices, indptr), chunk_of_node={number[c]: c for c in chunks},
+                      node_of_chunk={c: number[c] for c in chunks}, mentions=counts)
+
+
+def entity_number(graph: ChainGraph, cites: dict[str, list[str]], entity: str) -> int:
+    entities = sorted({e for es in cites.values() for e in es})
+    return len(cites) + entities.index(entity)
+
+
+PARAMS = ChainParams(first=2, lead=0.8, specificity=0.5, fit=0.3, fact_bonus=1.0)
+
+# "Who was the first president of the society that publishes the Journal of Quiet Rivers?"
+CITES = {
+    "journal": ["journal of quiet rivers", "brenford society"],  # the question's own passage
+    "presidents": ["brenford society", "alma reyes"],  # the answer: never named by the question
+    "survey": ["brenford society", "river survey"],  # the society's other page
+    "distractor": ["ostrava archivists"],  # repeats "first president" for another society
+    "weak": ["river survey"],
+}
+BASE = {"journal": 4.0, "distractor": 2.0, "presidents": 1.0, "survey": 0.0, "weak": 0.5}
+
+
+def test_the_second_hop_joins_right_after_the_passage_that_leads_to_it() -> None:
+    graph = graph_of(CITES)
+    final, chained = chain_scores(graph, BASE, PARAMS)
+    ranked = sorted(final, key=lambda c: -final[c])
+    # 0.8 x 4.0 - 0.5 ln 3 = 2.65 > the distractor's 2.0: the society's page that fits the question
+    assert ranked[:2] == ["journal", "presidents"]
+    assert final["presidents"] == pytest.approx(0.8 * 4.0 - 0.5 * np.log(3))
+    assert "presidents" in chained and "journal" not in chained
+    # the passages of the question keep their own scores
+    assert final["journal"] == BASE["journal"] and final["distractor"] == BASE["distractor"]
+
+
+def test_among_the_entitys_passages_the_one_fitting_the_question_takes_the_chain() -> None:
+    final, _ = chain_scores(graph_of(CITES), BASE, PARAMS)
+    # the survey page is reached through the same entity but matches the rest of the question less
+    assert final["survey"] == pytest.approx(final["presidents"] + PARAMS.fit * (BASE["survey"] - BASE["presidents"]))
+    assert final["survey"] < final["presidents"]
+
+
+def test_a_hub_starts_no_chain() -> None:
+    # the society cited by hundreds of pages elsewhere: no chain through it, the ranking is the base's
+    graph = graph_of(CITES, mentions={"brenford society": PARAMS.max_mentions + 1})
+    final, chained = chain_scores(graph, BASE, PARAMS)
+    assert final == BASE and not chained
+    assert chain_targets(graph, BASE, PARAMS) == set()
+    assert chain_targets(graph_of(CITES), BASE, PARAMS) == {"presidents", "survey"}
+
+
+def test_a_more_cited_entity_leads_less_far() -> None:
+    specific, _ = chain_scores(graph_of(CITES), BASE, PARAMS)
+    common, _ = chain_scores(graph_of(CITES, mentions={"brenford society": 40}), BASE, PARAMS)
+    assert common["presidents"] == pytest.approx(specific["presidents"] - 0.5 * (np.log(40) - np.log(3)))
+    assert common["presidents"] < BASE["distractor"] < specific["presidents"]
+
+
+def test_a_fact_of_the_question_strengthens_its_chain() -> None:
+    graph = graph_of(CITES, mentions={"brenford society": 40})
+    society = entity_number(graph, CITES, "brenford society")
+    final, _ = chain_scores(graph, BASE, PARAMS, facts={society: 0.9})
+    plain, _ = chain_scores(graph, BASE, PARAMS)
+    assert final["presidents"] == pytest.approx(plain["presidents"] + 0.9 * PARAMS.fact_bonus)
+    assert final["presidents"] > BASE["distractor"]
+
+
+def test_chains_start_from_the_best_passages_only() -> None:
+    # with one starting passage (the journal), the weak passage's river survey leads nowhere
+    final, _ = chain_scores(graph_of(CITES), BASE, ChainParams(first=1))
+    assert set(chain_targets(graph_of(CITES), BASE, ChainParams(first=1))) == {"presidents", "survey"}
+    assert final["weak"] == BASE["weak"]
+
+
+def test_z_scores_are_measured_against_the_sample() -> None:
+    rng = np.random.default_rng(7)
+    sample = rng.normal(size=(64, 8)).astype(np.float32)
+    question = rng.normal(size=8).astype(np.float32)
+    z = z_scores(sample, question, sample)
+    assert z.mean() == pytest.approx(0.0, abs=1e-6) and z.std() == pytest.approx(1.0, abs=1e-5)
+    # scaling a vector does not change its cosine
+    assert z_scores(sample[:3] * 5.0, question * 2.0, sample) == pytest.approx(z[:3], abs=1e-5)
+
+
+def test_full_text_counts_as_the_knowledge_base_weighs_it() -> None:
+    vectors = {"a": np.array([1.0, 0.0], dtype=np.float32), "b": np.array([0.0, 1.0], dtype=np.float32)}
+    sample = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    hits = [ChunkHit(chunk_id="b", kb_id="k", doc_id="d", doc_name="b.txt", content="", position=0,
+                     similarity=0.5, vector_similarity=0.0, term_similarity=1.0)]
+    question = np.array([1.0, 0.0], dtype=np.float32)
+    text_led = base_scores(vectors, question, sample, hits, ChainParams(term_weight=3.0), vector_weight=0.3)
+    vector_led = base_scores(vectors, question, sample, hits, ChainParams(term_weight=3.0), vector_weight=0.7)
+    assert text_led["a"] == vector_led["a"] == pytest.approx(1.0)  # no full-text score: the z alone
+    assert text_led["b"] == pytest.approx(-1.0 + 3.0 * 0.7 / 0.3)
+    assert vector_led["b"] == pytest.approx(-1.0 + 3.0 * 0.3 / 0.7)
+
+
+def test_the_sample_is_an_even_spread() -> None:
+    ids = [f"c{i:03d}" for i in range(100)]
+    assert sample_ids(ids, 4) == ["c000", "c025", "c050", "c075"]
+    assert sample_ids(ids[:3], 4) == ids[:3]
