@@ -95,6 +95,7 @@ _SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?<?([A-Z][\w'’.\
 _QUOTED = re.compile(r"[\"“]([A-Z0-9][^\"“”\n]{1,60}?)[\"”]")
 # CamelCase handles and names ("LiHua", "JonasVale"), not Mc/Mac names ("McRae")
 _CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
+_HEADING_MAX_WORDS = 8
 _CONNECTORS = frozenset("of the de von van der den da di du la le del des".split())
 _TITLES_DROP = frozenset("mr mister dr doctor prof professor sir captain capt uncle aunt master general colonel "
                          "col president rev reverend sgt sergeant lieutenant lt".split())
@@ -161,6 +162,7 @@ class _Candidate:
     first_pos: int = 0
     votes: Counter[str] = field(default_factory=Counter)
     proven: bool = False  # seen where capitalization means a name
+    name_part: bool = False  # seen after "of" in a longer name: its own entity, never that name's short form
 
 
 @lru_cache(maxsize=65536)
@@ -174,6 +176,34 @@ def _jieba_posseg() -> Any:
     import jieba.posseg as posseg
     jieba.setLogLevel(logging.WARNING)
     return posseg
+
+
+def _heading_lines(text: str, spans: list[tuple[int, int]]) -> list[int]:
+    """The sentences that are title lines: a short line of its own with no closing punctuation."""
+    out = []
+    for si, (start, end) in enumerate(spans):
+        line = text[start:end].strip()
+        if (line and "\n" not in line and len(line.split()) <= _HEADING_MAX_WORDS and line[-1] not in ".!?…:;,"
+                and text[end:end + 1] == "\n" and (start == 0 or text[start - 1] == "\n")):
+            out.append(si)
+    return out
+
+
+def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
+    """The name after the first "of" inside a name ("Bank of England" -> England), connectors
+    ("the") dropped; empty when there is none."""
+    for pos in range(1, len(run) - 1):
+        if toks[run[pos]][0] == "of":
+            tail = run[pos + 1:]
+            while tail and toks[tail[0]][0].lower() in _CONNECTORS:
+                tail = tail[1:]
+            return tail
+    return []
+
+
+def _name_and_its_part(x: str, y: str) -> bool:
+    """One key is the other's part after "of" ("flood of varrow", "varrow")."""
+    return any(long.endswith((f" of {short}", f" of the {short}")) for long, short in ((x, y), (y, x)))
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
@@ -246,10 +276,13 @@ def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[in
         # "Mrs. Fezziwig" is not "Fezziwig" (Mr. Fezziwig, titles dropped): titled names take no short form
         if len(parts) >= 2 and parts[0].rstrip(".") not in _TITLE_ABBR:
             longer[parts[0]].add(key)
-            longer[parts[-1]].add(key)
+            # "Maharashtra" is not the short form of "Chief Minister of Maharashtra": what follows
+            # "of" names another entity (``_of_tail``)
+            if parts[-2] != "of":
+                longer[parts[-1]].add(key)
     moved: dict[str, str] = {}
     for key, cand in cands.items():
-        if " " in key or key not in longer or len(longer[key]) != 1:
+        if " " in key or key not in longer or len(longer[key]) != 1 or cand.name_part:
             continue
         target = next(iter(longer[key]))
         full = cands[target]
@@ -354,6 +387,12 @@ class NLPExtractor:
                 continue
             gap = text[toks[i - 1][2]:s].rstrip("_*([ ")
             initial[i] = gap.endswith(("\"", "“", "‘", ":")) or (gap.endswith("'") and gap[:-1][-1:].isspace())
+        # a title line names what follows ("Maharashtra\nThe politics of the state..."): its words are
+        # capitalized as names, not by their position, unless the text also writes them in lower case
+        for si in _heading_lines(text, spans):
+            for i in range(bisect.bisect_left(sent_of, si), bisect.bisect_right(sent_of, si)):
+                if toks[i][0].lower() not in lower_words:
+                    initial[i] = False
 
         def capital(i: int) -> bool:
             tok = toks[i][0]
@@ -408,6 +447,10 @@ class NLPExtractor:
                 continue  # a word of a quoted title: the title is the name
             self._take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                            toks[run[0]][1] in speakers)
+            tail = _of_tail(toks, run)
+            if tail:  # "Chief Minister of Maharashtra", "History of Mississippi" mention Maharashtra, Mississippi
+                self._take_run(text, toks, tail, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
+                               name_part=True)
 
     @staticmethod
     def _take_title(text: str, start: int, end: int, starts: list[int], cands: dict[str, _Candidate],
@@ -434,7 +477,7 @@ class NLPExtractor:
     def _take_run(self, text: str, toks: list[tuple[str, int, int]], run: list[int], initial: list[bool],
                   sent_of: list[int], lower_words: set[str], noninitial_caps: set[str],
                   cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
-                  speaker: bool = False) -> None:
+                  speaker: bool = False, name_part: bool = False) -> None:
         words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
         idxs = list(run)
         caps = [w for w in words if len(w) >= 2 and w.isupper()]
@@ -484,6 +527,7 @@ class NLPExtractor:
         if cand is None:
             cand = cands[key] = _Candidate(name=name, key=key, first_pos=toks[first][1])
         cand.proven = cand.proven or proven
+        cand.name_part = cand.name_part or name_part
         si = sent_of[first]
         if not cand.sentences or cand.sentences[-1] != si:
             cand.sentences.append(si)
@@ -604,6 +648,8 @@ class NLPExtractor:
             for a in range(len(keys)):
                 for b in range(a + 1, len(keys)):
                     x, y = keys[a], keys[b]
+                    if _name_and_its_part(x, y):
+                        continue  # "Flood of Varrow" and Varrow: the name says it, no fact of the text
                     pair = (x, y) if x < y else (y, x)
                     pair_sents[pair].append(si)
         relations: list[ExtractedRelation] = []

@@ -15,8 +15,9 @@ against a sample of the knowledge base's passages, plus the passage's full-text 
   one cited by hundreds (a country, the narrator of every chat log) leads nowhere in particular;
 - ``fit``: among the passages of ``e``, the one that matches the rest of the question best (the
   association's page that talks about its *first president*) takes the chain;
-- plus ``fact_bonus`` when ``e`` is the far end of one of the question's facts (a relation of an
-  entity the question names that matches the rest of the question).
+- no chain runs through an entity the question names (a passage citing it is the question's own);
+- plus ``fact_bonus`` when ``a`` states one of the question's facts (a relation of an entity the
+  question names that matches the rest of the question) and ``e`` is its far end.
 
 A passage's score is the better of its own z and its best chain, so the question's direct passages
 keep their places and a second hop joins them right after the passage that leads to it. Tuned on
@@ -42,28 +43,20 @@ class ChainParams:
     lead: float = 0.8
     specificity: float = 0.5
     fit: float = 0.3
-    # of the naive search's full-text score (0..1) beside the cosine z-score, at equal vector and text
-    # weights; scaled by the knowledge base's own weights (text / vector), so 2.5 is 1.07 for the e5
-    # embedder (vector weight 0.7) and 5.8 for the hash embedder (0.3), whose cosines say little
-    term_weight: float = 3.0
+    # naive search ranks by vector_weight x rescaled cosine + (1 - vector_weight) x full-text score;
+    # the chains' base is that score in z units, its full-text part times this share: 1 ranks the
+    # naive hits exactly as naive does, less lets the cosine lead; None: the embedder's own
+    # (kbgraph.config.EMBEDDER_CHAIN_TEXT_SHARE)
+    text_share: float | None = None
     # an entity cited by more chunks than this starts no chain: at specificity 0.5 it would cost
     # 2.1 z, more than any chain of the evaluation sets overcame, and reading its chunks costs time
     max_mentions: int = 64
     # added to a chain through an entity at the far end of one of the question's facts (the anchors'
-    # relations that match the rest of the question: "the guild *founded by* Mira Castell"), times
-    # the fact's score relative to the best one (HippoRAG 2's filtering of the question's triples)
+    # relations that match the rest of the question: "the guild *founded by* Mira Castell") when the
+    # chain starts from a passage stating that fact, times the fact's score relative to the best one
+    # (HippoRAG 2's filtering of the question's triples)
     fact_bonus: float = 1.0
     sample_size: int = 256  # passages whose cosines give the question's mean and spread
-
-
-@dataclass(frozen=True)
-class ChainGraph:
-    """Which entities each chunk cites and which chunks cite each entity, as node numbers."""
-
-    neighbours: "NeighbourFn"
-    chunk_of_node: dict[int, str]
-    node_of_chunk: dict[str, int]
-    mentions: np.ndarray  # per node: chunks citing it (entities), 0 for chunk nodes
 
 
 class NeighbourFn:
@@ -76,13 +69,24 @@ class NeighbourFn:
         return self.indices[self.indptr[node]:self.indptr[node + 1]]
 
 
-def z_scores(vectors: np.ndarray, question: np.ndarray, sample: np.ndarray) -> np.ndarray:
-    """Cosines of ``vectors`` to the question as z-scores against the cosines of ``sample``."""
+@dataclass(frozen=True)
+class ChainGraph:
+    """Which entities each chunk cites and which chunks cite each entity, as node numbers."""
+
+    neighbours: NeighbourFn
+    chunk_of_node: dict[int, str]
+    node_of_chunk: dict[str, int]
+    mentions: np.ndarray  # per node: chunks citing it (entities), 0 for chunk nodes
+
+
+def z_scores(vectors: np.ndarray, question: np.ndarray, sample: np.ndarray) -> tuple[np.ndarray, float]:
+    """Cosines of ``vectors`` to the question as z-scores against the cosines of ``sample``, and
+    the spread (standard deviation) of the sample's cosines."""
     q = question / (np.linalg.norm(question) or 1.0)
     reference = _cosines(sample, q)
     mean = float(reference.mean()) if len(reference) else 0.0
-    spread = float(reference.std()) if len(reference) > 1 else 0.0
-    return (_cosines(vectors, q) - mean) / max(spread, 1e-6)
+    spread = max(float(reference.std()) if len(reference) > 1 else 0.0, 1e-6)
+    return (_cosines(vectors, q) - mean) / spread, spread
 
 
 def _cosines(vectors: np.ndarray, unit_question: np.ndarray) -> np.ndarray:
@@ -116,11 +120,14 @@ def sample_ids(chunk_ids: Sequence[str], size: int) -> list[str]:
 
 
 def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
-                 facts: dict[int, float] | None = None) -> tuple[dict[str, float], set[str]]:
+                 facts: dict[int, dict[str, float]] | None = None, named: frozenset[int] = frozenset()
+                 ) -> tuple[dict[str, float], set[str]]:
     """Scores of every chunk in ``base`` and of those the chains reach (needing a base score too,
     see ``chain_targets``): the better of a chunk's own base and its best chain. Also the ids whose
-    score came from a chain. ``facts``: entity node -> relative score of the question's fact that
-    ends in it (``fact_bonus``)."""
+    score came from a chain. ``facts``: entity node -> {chunk stating it: relative score} of the
+    question's facts that end in the entity (``fact_bonus`` when the chain starts from that chunk).
+    ``named``: the entities the question names, which start no chain: a passage citing them is
+    the question's own and ranks by its own score."""
     facts = facts or {}
     final = dict(base)
     chained: set[str] = set()
@@ -130,7 +137,7 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
             continue
         for entity in graph.neighbours(node):
             cited_by = int(graph.mentions[entity])
-            if cited_by < 2 or cited_by > params.max_mentions:
+            if cited_by < 2 or cited_by > params.max_mentions or int(entity) in named:
                 continue
             targets = [graph.chunk_of_node[c] for c in graph.neighbours(entity)
                        if c in graph.chunk_of_node and graph.chunk_of_node[c] != start]
@@ -139,7 +146,7 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
                 continue
             best_fit = max(base[t] for t in targets)
             head = (params.lead * base[start] - params.specificity * math.log(cited_by)
-                    + params.fact_bonus * facts.get(int(entity), 0.0))
+                    + params.fact_bonus * facts.get(int(entity), {}).get(start, 0.0))
             for target in targets:
                 score = head + params.fit * (base[target] - best_fit)
                 if score > final[target]:
@@ -148,7 +155,8 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
     return final, chained
 
 
-def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams) -> set[str]:
+def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams,
+                  named: frozenset[int] = frozenset()) -> set[str]:
     """The chunks the chains from the best passages of ``base`` can reach (their base scores are
     needed before ``chain_scores``)."""
     reached: set[str] = set()
@@ -157,7 +165,7 @@ def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams
         if node is None:
             continue
         for entity in graph.neighbours(node):
-            if 2 <= graph.mentions[entity] <= params.max_mentions:
+            if 2 <= graph.mentions[entity] <= params.max_mentions and int(entity) not in named:
                 reached.update(graph.chunk_of_node[c] for c in graph.neighbours(entity)
                                if c in graph.chunk_of_node and graph.chunk_of_node[c] != start)
     return reached
@@ -168,14 +176,21 @@ def _first_passages(base: dict[str, float], count: int) -> list[str]:
 
 
 def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np.ndarray,
-                naive: Sequence[ChunkHit], params: ChainParams, vector_weight: float) -> dict[str, float]:
-    """Chunk id -> the question's z-scored cosine plus naive's full-text score, weighed as the
-    knowledge base weighs vector and text (``vector_weight``)."""
+                naive: Sequence[ChunkHit], params: ChainParams, vector_weight: float,
+                floor: float = 0.0) -> dict[str, float]:
+    """Chunk id -> naive search's score of the chunk in z units: the question's z-scored cosine
+    plus its full-text score (naive's hits only; 0 for the others, as for any chunk naive search
+    found no word of the question in), weighed as naive weighs them (``vector_weight``; ``floor``:
+    the embedder's cosine of unrelated texts, which naive rescales from) times ``text_share``."""
     ids = list(vectors)
-    z = z_scores(np.stack([vectors[c] for c in ids]) if ids else np.zeros((0, len(question))), question, sample)
+    z, spread = z_scores(np.stack([vectors[c] for c in ids]) if ids else np.zeros((0, len(question))),
+                         question, sample)
     out = dict(zip(ids, z.tolist()))
     vector_weight = min(max(vector_weight, 0.05), 1.0)
-    term = params.term_weight * (1.0 - vector_weight) / vector_weight
+    # one unit of full-text score is worth (1 - w) / w units of rescaled cosine, i.e. that times
+    # (1 - floor) / spread z units
+    share = 1.0 if params.text_share is None else params.text_share
+    term = share * (1.0 - vector_weight) / vector_weight * (1.0 - floor) / spread
     for hit in naive:
         if hit.chunk_id in out:
             out[hit.chunk_id] += term * hit.term_similarity

@@ -311,24 +311,30 @@ def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequ
 
 
 def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
-              about: dict[str, tuple[float, dict]] | None) -> dict[int, float]:
-    """Node -> score relative to the best fact, of the entities at the far end of the question's
-    facts (the anchors' relations scoring at least ``fact_filter`` x the best one)."""
+              about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
+    """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
+    end of the question's facts (the anchors' relations to other entities scoring at least
+    ``fact_filter`` x the best one)."""
     strong = {n for n in seeds.anchored if seeds.scores.get(n, 0.0) >= params.seed_min_score}
     if not about or not strong:
         return {}
-    facts = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))
-    best = facts[0][0]
-    out: dict[int, float] = {}
-    for score, doc in facts:
-        if best <= 0 or score < params.fact_filter * best:
-            break
+    leads: list[tuple[float, str, int, list[str]]] = []  # a fact between two of the question's entities leads nowhere
+    for score, doc in about.values():
         kb = doc.get("kb_id", "")
         ends = ((kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", "")))
         for near, far in (ends, ends[::-1]):
             node = graph.graph.index.get(entity_node(*far))
             if near in strong and far not in strong and node is not None:
-                out[node] = max(out.get(node, 0.0), score / best)
+                leads.append((score, doc.get("id", ""), node, list(doc.get("chunk_ids_kwd") or [])))
+    leads.sort(key=lambda lead: (-lead[0], lead[1]))
+    best = leads[0][0] if leads else 0.0
+    out: dict[int, dict[str, float]] = {}
+    for score, _, node, chunks in leads:
+        if best <= 0 or score < params.fact_filter * best:
+            break
+        stated = out.setdefault(node, {})
+        for chunk in chunks:
+            stated[chunk] = max(stated.get(chunk, 0.0), score / best)
     return out
 
 
@@ -365,7 +371,8 @@ def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: En
 
 def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
                          question: np.ndarray, naive: Sequence[ChunkHit], walked: dict[str, float],
-                         params: PPRParams, vector_weight: float, facts: dict[int, float] | None = None
+                         params: PPRParams, vector_weight: float, floor: float,
+                         facts: dict[int, dict[str, float]] | None = None, named: frozenset[int] = frozenset()
                          ) -> dict[str, float] | None:
     """Chunk scores in (0, 1) from passage chains (``kbgraph.search.chains``) over the naive hits
     and the walk's best chunks; None when no candidate has a stored vector of the question's size."""
@@ -379,10 +386,11 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
     if not vectors or not len(sample):
         return None
     view = chain_graph(graph)
-    base = base_scores(vectors, question, sample, naive, chains, vector_weight)
-    reached = chain_targets(view, base, chains) - set(vectors)
+    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor)
+    reached = chain_targets(view, base, chains, named) - set(vectors)
     vectors.update(read_vectors(store, tenant, kb_ids, sorted(reached), dim))
-    final, _ = chain_scores(view, base_scores(vectors, question, sample, naive, chains, vector_weight), chains, facts)
+    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor)
+    final, _ = chain_scores(view, base, chains, facts, named)
     # a logistic keeps the order and gives the page a score in (0, 1)
     return {cid: 1.0 / (1.0 + math.exp(-z)) for cid, z in final.items()}
 
@@ -439,6 +447,7 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
                  embedder: Embedder | None = None, vector_weight: float = 0.5) -> PPRResult:
     """``vector_weight``: the knowledge base's weight of vector against text similarity (as naive
     search uses it), for the chains' scores."""
+    floor = embedder.similarity_floor if embedder is not None else 0.0
     state = graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state)
@@ -447,8 +456,10 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
     scores, walk = chunk_scores(graph, entity_seeds, naive, params)
     if params.chains is not None and vector is not None:
         facts = fact_ends(seeds, graph, params, about)
+        named = frozenset(graph.graph.index[entity_node(*n)] for n in seeds.anchors(params.seed_min_score)
+                          if entity_node(*n) in graph.graph.index)
         scores = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
-                                      scores, params, vector_weight, facts) or scores
+                                      scores, params, vector_weight, floor, facts, named) or scores
 
     by_id = {h.chunk_id: h for h in naive}
     chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr",

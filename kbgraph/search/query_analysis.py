@@ -81,11 +81,21 @@ def parse_analysis(answer: str) -> tuple[list[str], list[str]] | None:
     return None
 
 
+def _without_name_parts(names: list[str]) -> list[str]:
+    """The names without those that are only the part after "of" of another one: a passage about
+    the Bank of England also names England (a link in the graph), but a question about the Bank of
+    England is not about England, and anchoring on it pulls in everything England is related to."""
+    lowered = [n.lower() for n in names]
+    return [n for n, low in zip(names, lowered)
+            if not any(other != low and (other.endswith(f" of {low}") or other.endswith(f" of the {low}"))
+                       for other in lowered)]
+
+
 def nlp_analysis(question: str, extractor: Extractor | None = None,
                  entity_types: Sequence[str] = DEFAULT_ENTITY_TYPES) -> QueryAnalysis:
     extractor = extractor or build_extractor("nlp", None, list(entity_types))
     found = extractor.extract(question)
-    entities = _strings([e.name for e in found.entities if normalize_key(e.name)])
+    entities = _without_name_parts(_strings([e.name for e in found.entities if normalize_key(e.name)]))
     entity_tokens = {t for name in entities for t in tokenize(name)}
     keywords = [t for t in tokenize_query(question) if t not in entity_tokens][:MAX_ITEMS]
     return QueryAnalysis(question=question, entities=entities, keywords=keywords, source="nlp")

@@ -58,13 +58,13 @@ class MixParams:
     """
 
     candidates: int = 32  # naive and graph chunks considered before fusing
-    ppr_weight: float = 0.5
+    ppr_weight: float = 1.0
     kg_weight: float = 0.0
     # the passages the question's facts lead to (kg.bridge_scores). 0.25 rather than 0.5 since the e5
     # embedder's naive ranking leads: at 0.5 a bridge took first place from naive's right passage
     # (hits@1 MuSiQue 0.74, HotpotQA 0.81 against naive's 0.83 / 0.91; at 0.25 0.82 / 0.87), while
     # recall@5 moved by under one point on every set
-    bridge_weight: float = 0.25
+    bridge_weight: float = 0.0
     kg_mode_weight: float = 1.25  # the kg mode (asked for by name): its own graph ranking leads, fused with naive alone
     fusion: FusionParams = field(default_factory=FusionParams)
     # the graph's part of the fusion (kg and mix) counts only what the graph adds: once the question's
@@ -137,6 +137,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         if mode in ("ppr", "mix"):
             params = replace(ppr_params or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
                              budget=replace(budget, chunks=1 << 30))
+            if params.chains is not None and params.chains.text_share is None:
+                params = replace(params, chains=replace(params.chains, text_share=s.chain_text_share))
             found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive, params, embedder,
                                      vector_weight=s.hybrid_vector_weight)
             result.entities = found_ppr.entities

@@ -91,13 +91,16 @@ def test_a_more_cited_entity_leads_less_far() -> None:
     assert common["presidents"] < BASE["distractor"] < specific["presidents"]
 
 
-def test_a_fact_of_the_question_strengthens_its_chain() -> None:
+def test_a_fact_of_the_question_strengthens_the_chain_from_the_passage_stating_it() -> None:
     graph = graph_of(CITES, mentions={"brenford society": 40})
     society = entity_number(graph, CITES, "brenford society")
-    final, _ = chain_scores(graph, BASE, PARAMS, facts={society: 0.9})
     plain, _ = chain_scores(graph, BASE, PARAMS)
+    final, _ = chain_scores(graph, BASE, PARAMS, facts={society: {"journal": 0.9}})
     assert final["presidents"] == pytest.approx(plain["presidents"] + 0.9 * PARAMS.fact_bonus)
     assert final["presidents"] > BASE["distractor"]
+    # the same fact stated by another page does not make the journal's step the one the question asks
+    elsewhere, _ = chain_scores(graph, BASE, PARAMS, facts={society: {"survey": 0.9}})
+    assert elsewhere == plain
 
 
 def test_chains_start_from_the_best_passages_only() -> None:
@@ -111,23 +114,31 @@ def test_z_scores_are_measured_against_the_sample() -> None:
     rng = np.random.default_rng(7)
     sample = rng.normal(size=(64, 8)).astype(np.float32)
     question = rng.normal(size=8).astype(np.float32)
-    z = z_scores(sample, question, sample)
+    z, spread = z_scores(sample, question, sample)
     assert z.mean() == pytest.approx(0.0, abs=1e-6) and z.std() == pytest.approx(1.0, abs=1e-5)
+    assert 0.0 < spread < 1.0
     # scaling a vector does not change its cosine
-    assert z_scores(sample[:3] * 5.0, question * 2.0, sample) == pytest.approx(z[:3], abs=1e-5)
+    assert z_scores(sample[:3] * 5.0, question * 2.0, sample)[0] == pytest.approx(z[:3], abs=1e-5)
 
 
-def test_full_text_counts_as_the_knowledge_base_weighs_it() -> None:
+def test_full_text_counts_as_naive_search_weighs_it() -> None:
     vectors = {"a": np.array([1.0, 0.0], dtype=np.float32), "b": np.array([0.0, 1.0], dtype=np.float32)}
-    sample = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)
+    sample = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # cosines 1 and 0: mean 0.5, spread 0.5
     hits = [ChunkHit(chunk_id="b", kb_id="k", doc_id="d", doc_name="b.txt", content="", position=0,
                      similarity=0.5, vector_similarity=0.0, term_similarity=1.0)]
     question = np.array([1.0, 0.0], dtype=np.float32)
-    text_led = base_scores(vectors, question, sample, hits, ChainParams(term_weight=3.0), vector_weight=0.3)
-    vector_led = base_scores(vectors, question, sample, hits, ChainParams(term_weight=3.0), vector_weight=0.7)
+    whole = ChainParams(text_share=1.0)
+    text_led = base_scores(vectors, question, sample, hits, whole, vector_weight=0.3)
+    vector_led = base_scores(vectors, question, sample, hits, whole, vector_weight=0.7)
     assert text_led["a"] == vector_led["a"] == pytest.approx(1.0)  # no full-text score: the z alone
-    assert text_led["b"] == pytest.approx(-1.0 + 3.0 * 0.7 / 0.3)
-    assert vector_led["b"] == pytest.approx(-1.0 + 3.0 * 0.3 / 0.7)
+    # one unit of full text is worth (1 - w) / w units of cosine, 1 / spread z units each
+    assert text_led["b"] == pytest.approx(-1.0 + (0.7 / 0.3) / 0.5)
+    assert vector_led["b"] == pytest.approx(-1.0 + (0.3 / 0.7) / 0.5)
+    # naive rescales cosines from the embedder's floor: a cosine unit is worth more there
+    floored = base_scores(vectors, question, sample, hits, whole, vector_weight=0.7, floor=0.5)
+    assert floored["b"] == pytest.approx(-1.0 + (0.3 / 0.7) * 0.5 / 0.5)
+    half = base_scores(vectors, question, sample, hits, ChainParams(text_share=0.5), vector_weight=0.7)
+    assert half["b"] == pytest.approx(-1.0 + 0.5 * (0.3 / 0.7) / 0.5)
 
 
 def test_the_sample_is_an_even_spread() -> None:
