@@ -40,7 +40,8 @@ from kbgraph.store.base import DocStore, vector_field
 @dataclass(frozen=True)
 class ChainParams:
     first: int = 5  # the question's best passages chains start from
-    lead: float = 0.8
+    lead: float = 1.0
+    step: float = 1.0  # taken off every chain: one more step away from the question
     specificity: float = 0.5
     fit: float = 0.3
     # naive search ranks by vector_weight x rescaled cosine + (1 - vector_weight) x full-text score;
@@ -145,7 +146,7 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
             if not targets:
                 continue
             best_fit = max(base[t] for t in targets)
-            head = (params.lead * base[start] - params.specificity * math.log(cited_by)
+            head = (params.lead * base[start] - params.step - params.specificity * math.log(cited_by)
                     + params.fact_bonus * facts.get(int(entity), {}).get(start, 0.0))
             for target in targets:
                 score = head + params.fit * (base[target] - best_fit)

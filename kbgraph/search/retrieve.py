@@ -1,13 +1,13 @@
 """One entry point for every retrieval mode: naive | kg | ppr | global | mix.
 
-``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, the `ppr`
-walk and `kg` retrieval and fuses the naive ranking, the walk's and the bridge passages the
-question's facts lead to (``kg.bridge_scores``) by weighted reciprocal rank, the naive ranking
-anchoring the order (``kbgraph.search.fusion``), so a chunk found by several rises, a chunk
-only the graph reaches (the second hop of a question) can enter the page, and the chunks that match
-the question's words are not pushed out by graph evidence; its context holds the graph's entities,
-relations and reports as well as the chunks. ``kg`` fuses naive and its own graph ranking the same
-way; ``ppr`` keeps its walk's order (naive scores are part of the walk).
+``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, `ppr` and
+`kg` retrieval and fuses the naive ranking with ppr's (naive's own order with the later hops its
+passage chains reach, ``kbgraph.search.chains``) by weighted reciprocal rank
+(``kbgraph.search.fusion``), so a chunk found by both rises, a chunk only the graph reaches (the
+second hop of a question) can enter the page, and the chunks that match the question's words are
+not pushed out by graph evidence; its context holds the graph's entities, relations and reports as
+well as the chunks. ``kg`` fuses naive, its own graph ranking and the bridge passages of the
+question's facts the same way; ``ppr`` keeps its own order (the chains' scores start from naive's).
 """
 
 from __future__ import annotations
@@ -50,21 +50,24 @@ GRAPH_MODES = frozenset({"kg", "ppr", "global", "mix"})
 class MixParams:
     """How the graph modes fuse their chunk rankings with naive search (``kbgraph.search.fusion``).
 
-    Weights are those of reciprocal rank fusion, the naive ranking's being 1: ``mix`` fuses naive, the
-    PPR walk and the bridge passages of the question's facts (kg support too at ``kg_weight``; at 0
-    kg gives mix its bridges and context only); ``kg`` fuses naive, kg support and the bridges. Tuned on MuSiQue, HotpotQA, the chat-log and Chinese sets in bench/data and
-    the sample corpus together: kg support in mix's ranking gained 2 points of MuSiQue recall@5 and
-    lost supporting documents of the sample questions to a well-connected one (the Glass Tower).
+    Weights are those of reciprocal rank fusion, the naive ranking's being 1: ``mix`` fuses naive and
+    the ppr ranking (naive's own order with the later hops its passage chains reach, see
+    ``kbgraph.search.chains``; kg support too at ``kg_weight``; at 0 kg gives mix its context only);
+    ``kg`` fuses naive, kg support and the bridge passages of the question's facts. Tuned on MuSiQue,
+    HotpotQA, the chat-log and Chinese sets in bench/data and the sample corpus together: kg support
+    in mix's ranking gained 2 points of MuSiQue recall@5 and lost supporting documents of the sample
+    questions to a well-connected one (the Glass Tower).
     """
 
     candidates: int = 32  # naive and graph chunks considered before fusing
-    ppr_weight: float = 1.0
+    # above naive's 1: the ppr ranking holds naive's order already, and where the two swap a pair the
+    # chain's hop wins the tie (MuSiQue mix recall@5 0.68 at 1.25, 0.65 at 1, 0.63 at 0.5)
+    ppr_weight: float = 1.25
     kg_weight: float = 0.0
-    # the passages the question's facts lead to (kg.bridge_scores). 0.25 rather than 0.5 since the e5
-    # embedder's naive ranking leads: at 0.5 a bridge took first place from naive's right passage
-    # (hits@1 MuSiQue 0.74, HotpotQA 0.81 against naive's 0.83 / 0.91; at 0.25 0.82 / 0.87), while
-    # recall@5 moved by under one point on every set
-    bridge_weight: float = 0.0
+    # kg mode: the passages the question's facts lead to (kg.bridge_scores). mix takes no bridges: the
+    # chains lead there only from a passage stating the fact, where a bridge followed a fact stated
+    # anywhere (the sample corpus's flood question: the Long Quay to the Glass Tower's page)
+    bridge_weight: float = 0.25
     kg_mode_weight: float = 1.25  # the kg mode (asked for by name): its own graph ranking leads, fused with naive alone
     fusion: FusionParams = field(default_factory=FusionParams)
     # the graph's part of the fusion (kg and mix) counts only what the graph adds: once the question's
@@ -155,7 +158,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             weight = mix.kg_weight if mode == "mix" else mix.kg_mode_weight
             if weight > 0:
                 graph_lists.append((graph.chunks, weight))
-            if mix.bridge_weight > 0 and graph.bridges:
+            if mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
                 graph_lists.append((graph.bridges, mix.bridge_weight))
         if mode in ("kg", "mix"):
             fused = fuse_rankings(naive, graph_lists, mix.fusion)

@@ -189,3 +189,25 @@ def test_chinese_names_are_kept_whole() -> None:
     ents = by_key(NLPExtractor().extract("云岭茶业总经理杨明哲当选商会会长。社长何志远早年在北京大学任教。"))
     assert ents["杨明哲"].type == "person" and ents["何志远"].type == "person"
     assert "明哲" not in ents and "志远" not in ents
+
+
+def test_a_title_line_names_its_subject_and_an_of_name_names_its_place_too() -> None:
+    # "Maharashtra" opens both its sentences (capitalized by position) but the title line is its own
+    found = NLPExtractor().extract("Maharashtra\nThe politics of the state have been dominated by one party. "
+                                   "Maharashtra became a bastion of the party, as every Chief Minister of "
+                                   "Maharashtra knew.")
+    assert {e.name for e in found.entities} == {"Maharashtra", "Chief Minister of Maharashtra"}
+    # a name and its own part are no fact of the text
+    assert not found.relations
+
+
+def test_a_title_word_the_text_also_writes_in_lower_case_is_no_name() -> None:
+    assert not NLPExtractor().extract("Budget\nThe budget for the year is attached. Budget numbers follow.").entities
+
+
+def test_the_part_after_of_is_its_own_entity_not_a_short_form() -> None:
+    found = NLPExtractor().extract("The Great Flood of Varrow ruined the port. The Varrow Harbor Authority was "
+                                   "founded after it. The Bank of England lent the money.")
+    names = {e.name for e in found.entities}
+    # Varrow is the city, not "Varrow Harbor Authority" shortened (a first word would be)
+    assert {"Flood of Varrow", "Varrow", "Varrow Harbor Authority", "Bank of England", "England"} <= names

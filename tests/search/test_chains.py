@@ -43,7 +43,7 @@ def entity_number(graph: ChainGraph, cites: dict[str, list[str]], entity: str) -
     return len(cites) + entities.index(entity)
 
 
-PARAMS = ChainParams(first=2, lead=0.8, specificity=0.5, fit=0.3, fact_bonus=1.0)
+PARAMS = ChainParams(first=2, lead=1.0, step=1.0, specificity=0.5, fit=0.3, fact_bonus=1.0)
 
 # "Who was the first president of the society that publishes the Journal of Quiet Rivers?"
 CITES = {
@@ -60,9 +60,9 @@ def test_the_second_hop_joins_right_after_the_passage_that_leads_to_it() -> None
     graph = graph_of(CITES)
     final, chained = chain_scores(graph, BASE, PARAMS)
     ranked = sorted(final, key=lambda c: -final[c])
-    # 0.8 x 4.0 - 0.5 ln 3 = 2.65 > the distractor's 2.0: the society's page that fits the question
+    # 4.0 - 1 - 0.5 ln 3 = 2.45 > the distractor's 2.0: the society's page that fits the question
     assert ranked[:2] == ["journal", "presidents"]
-    assert final["presidents"] == pytest.approx(0.8 * 4.0 - 0.5 * np.log(3))
+    assert final["presidents"] == pytest.approx(4.0 - 1.0 - 0.5 * np.log(3))
     assert "presidents" in chained and "journal" not in chained
     # the passages of the question keep their own scores
     assert final["journal"] == BASE["journal"] and final["distractor"] == BASE["distractor"]

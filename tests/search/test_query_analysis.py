@@ -67,3 +67,9 @@ def test_llm_garbage_or_failure_falls_back_to_nlp(scripted_llm: ScriptedLLM, set
     scripted_llm.push(ScriptedError(500))
     found = analyze_query(QUESTION, chat)
     assert found.source == "nlp" and "Brightwater Trading Company" in found.entities
+
+
+def test_nlp_analysis_keeps_a_name_whole_not_its_part_after_of() -> None:
+    # a passage about the Bank of England also names England, a question about the bank is not about England
+    assert nlp_analysis("Who was the first governor of the Bank of England?").entities == ["Bank of England"]
+    assert set(nlp_analysis("Did England borrow from the Bank of Scotland?").entities) == {"England", "Bank of Scotland"}
