@@ -183,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
             res["report_fallbacks"] = refresh.report_fallbacks
         res["ledger"] = {p: {"calls": u.calls, "cached": u.cached_calls, "failures": u.failures}
                          for p, u in engine.ledger.by_phase.items()}
+        res["tokens"] = {p: {"prompt": u.prompt_tokens, "completion": u.completion_tokens}
+                         for p, u in engine.ledger.by_phase.items()}
+        res["decisions"] = dict(engine.ledger.decisions)
         res.update(graph_sizes(engine))
         if queries:
             answers: list[str] = []

@@ -226,7 +226,9 @@ def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
 
 def build_document_extractor(ctx: KBContext) -> Extractor:
     return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
-                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens)
+                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens,
+                           glean_policy=ctx.settings.glean_policy, glean_missed_names=ctx.settings.glean_missed_names,
+                           ledger=ctx.ledger)
 
 
 def extract_chunk(ctx: KBContext, extractor: Extractor, chunk: Chunk, cancel: CancelCheck = never
