@@ -155,3 +155,32 @@ def test_only_chunks_whose_first_pass_left_names_out_are_gleaned(settings, scrip
     assert model.kinds.count("glean_continue") == expected
     assert report.ledger.decisions == {"glean: missed names": expected,
                                        "glean: names covered": len(left_out) - expected}
+
+
+def test_the_summaries_go_ahead_of_the_reports_that_do_not_wait_for_them(settings, scripted_llm, tmp_path):
+    model = GraphModel()
+    lock = threading.Lock()
+    calls: list[tuple[str, float, float]] = []
+
+    def slow(request):
+        started = time.monotonic()
+        time.sleep(0.05)
+        answer = model(request)
+        with lock:
+            calls.append((model.kinds[-1], started, time.monotonic()))
+        return answer
+
+    scripted_llm.responder = slow
+    folder, _ = _corpus(tmp_path)
+    workers = 4
+    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2,
+                 llm_concurrency=workers, llm_kb_concurrency=workers) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+    assert report.refresh is not None and report.refresh.summarized >= workers - 1
+    summaries_done = max(end for kind, _, end in calls if kind == "summarize")
+    reports = [(start, end) for kind, start, end in calls if kind == "report"]
+    early = [start for start, _ in reports if start < summaries_done]
+    assert early  # reports that need no summary are written meanwhile...
+    # ...on the one call the summaries leave them, never on the summaries' share
+    assert max(sum(1 for s, e in reports if s <= t < e) for t in early) == 1
