@@ -8,12 +8,11 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 from __future__ import annotations
 
 import contextlib
-import itertools
 import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -651,17 +650,20 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     # the reports' vectors are fetched beside the reports still being written, several batches at once
     embedding: list[tuple[list[CommunityReport], Future]] = []
     with ThreadPoolExecutor(max_workers=threads) as pool, \
-            ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbgraph-report-vectors") as vector_pool:
-        written: Iterator[CommunityReport] = pool.map(write, todo)  # under way while the summaries are
+            ThreadPoolExecutor(max_workers=max(1, ctx.settings.embedding_concurrency),
+                               thread_name_prefix="kbgraph-report-vectors") as vector_pool:
+        futures = [pool.submit(write, item) for item in todo]  # under way while the summaries are
         if later:
             assert summaries is not None
             summaries.result()
             todo_later = changed(sorted(later))
-            written = itertools.chain(written, pool.map(write, todo_later))
+            futures += [pool.submit(write, item) for item in todo_later]
             todo += todo_later
         result.reports_reused = len(wanted) - len(todo)
-        for done, report in enumerate(written, start=1):
-            batch.append(report)
+        # as they are written, not in their order: a batch of vectors goes out once 64 are in (the
+        # order held the put-together reports behind the slowest LLM one, and with them their vectors)
+        for done, future in enumerate(as_completed(futures), start=1):
+            batch.append(future.result())
             if len(batch) >= 64 or done == len(todo):
                 embedding.append((batch, vector_pool.submit(ctx.embed, [f"{r.title}\n{r.summary}" for r in batch])))
                 batch = []
