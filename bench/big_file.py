@@ -35,7 +35,13 @@ HERE = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("KBGRAPH_EVAL_DATA", HERE.parent.parent.parent / "shared" / "data"))
 BOOK = SHARED / "christmas-carol" / "book.txt"
 # a bar's refresh: "  extract:  45%|████      | 13000/30096 [01:23<01:40, 150.1/s, message]"
-_BAR = re.compile(r"^\s*(\w+):\s+\d+%\|[^|]*\|\s*(\d+)/(\d+)")
+_BAR = re.compile(r"^\s*(\w+):\s+\d+%\|[^|]*\|\s*([\d.]+[kMG]?)/([\d.]+[kMG]?)")
+_SCALE = {"k": 1e3, "M": 1e6, "G": 1e9}
+
+
+def _number(shown: str) -> int:
+    """A tqdm count, scaled ones included (12.3M)."""
+    return int(float(shown[:-1]) * _SCALE[shown[-1]]) if shown[-1] in _SCALE else int(shown)
 
 
 def write_big_file(path: Path, copies: int) -> int:
@@ -84,7 +90,7 @@ class Watch:
             if line.strip() and "\x1b" not in line:
                 self.notes.append(f"{now:7.1f}s {line.strip()}")
             return
-        phase, done, total = found.group(1), int(found.group(2)), int(found.group(3))
+        phase, done, total = found.group(1), _number(found.group(2)), _number(found.group(3))
         if self._last.get(phase) != (done, total):  # a redraw without news is no progress
             self._last[phase] = (done, total)
             self.updates.append(Update(now, phase, done, total))

@@ -1,0 +1,58 @@
+"""A file larger than the chunker's window and the large-document threshold is read in pieces,
+chunked in windows, stored in batches and extracted a page at a time (issue 24: bounded memory),
+and indexes to the same chunks and graph as the same text read and chunked whole."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kbgraph import indexing
+from kbgraph.app import Engine
+from kbgraph.meta.schemas import GraphConfig
+from kbgraph.parse import chunker, text_stream
+
+BOOK = Path("/work/shared/data/christmas-carol/book.txt")
+
+
+def _rows(engine: Engine, kb_name: str) -> dict[str, dict]:
+    """Every row of the knowledge base (chunks, mentions, entities, relations) by id, without times."""
+    kb = engine.kb(kb_name)
+    return {row["id"]: {k: v for k, v in row.items() if "time" not in k and k != "created_flt"}
+            for row in engine.store.scan(engine.tenant, [kb.id])}
+
+
+def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    book = BOOK.read_text(encoding="utf-8-sig")  # CR LF line breaks, as the file has them
+    path = tmp_path / "carol.txt"
+    path.write_text(book[:90_000] + "\r\n\r\n" + book[:60_000].replace("Scrooge", "Scrooge1"), encoding="utf-8",
+                    newline="")
+    with Engine.open(settings) as engine:
+        engine.create_kb("kb", graph=GraphConfig(enabled=True, method="nlp"), chunk_tokens=200, chunk_overlap=20)
+        # read whole, chunked in one window, stored with the other small documents' batch
+        engine.index_paths("kb", [path])
+        whole = _rows(engine, "kb")
+        with monkeypatch.context() as small:
+            small.setattr(indexing, "_LARGE_CHARS", 20_000)
+            small.setattr(indexing, "_PAGE_CHUNKS", 16)
+            small.setattr(indexing, "_CHUNKS_WAITING", 8)
+            small.setattr(text_stream, "_BLOCK_BYTES", 7_000)
+            small.setattr(chunker, "WINDOW_CHARS", 12_000)
+            small.setattr(indexing, "_PROGRESS_EVERY", 0.0)  # every event, however fast
+            small.setattr(indexing, "read_bytes", lambda *a, **k: pytest.fail("read whole"))
+            events = []
+            engine.index_paths("kb", [path], progress=events.append, force=True)
+        streamed = _rows(engine, "kb")
+    kinds = Counter(row.get("knowledge_graph_kwd", "chunk") for row in whole.values())
+    assert kinds["chunk"] > 60 and kinds["entity"] > 100 and kinds["relation"] > 100
+    assert streamed.keys() == whole.keys()
+    assert [i for i in whole if streamed[i] != whole[i]] == []
+    # the parse reports the characters chunked so far, from the start to the whole text
+    parse = [e for e in events if e.phase == "parse"]
+    chars = len(path.read_text(encoding="utf-8").replace("\r\n", "\n").strip())
+    assert parse[0].done == 0 and parse[-1].done == parse[-1].total == chars
+    assert [e.done for e in parse] == sorted(e.done for e in parse) and len(parse) > 5
+    assert f"{kinds['chunk']} chunks" in parse[-1].message
