@@ -41,7 +41,7 @@ _SCALE = {"k": 1e3, "M": 1e6, "G": 1e9}
 
 def _number(shown: str) -> int:
     """A tqdm count, scaled ones included (12.3M)."""
-    return int(float(shown[:-1]) * _SCALE[shown[-1]]) if shown[-1] in _SCALE else int(shown)
+    return int(float(shown[:-1]) * _SCALE[shown[-1]]) if shown[-1] in _SCALE else int(float(shown))
 
 
 def write_big_file(path: Path, copies: int) -> int:
@@ -82,7 +82,10 @@ class Watch:
             *lines, buffer = re.split(rb"[\r\n]", buffer)
             now = time.monotonic() - self.start
             for raw in lines:
-                self._line(raw.decode("utf-8", "replace"), now)
+                try:
+                    self._line(raw.decode("utf-8", "replace"), now)
+                except ValueError:  # a line this parser does not know: keep reading, or the child blocks
+                    self.notes.append(f"{now:7.1f}s unparsed: {raw[:120]!r}")
 
     def _line(self, line: str, now: float) -> None:
         found = _BAR.match(line)

@@ -481,7 +481,11 @@ class IndexRun:
                                                   [row for f in fresh for row in f.mentions])
                 for flight in good:
                     flight.mentions = []
-                merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good])
+                def rows_derived(done: int, total: int) -> None:
+                    pipeline._report(self.ctx, self._doc_progress, "merge", done, total,
+                                     f"rows of {mentions} mentions")
+
+                merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good], progress=rows_derived)
             pipeline._report(self.ctx, self._doc_progress, "merge", len(good), len(good),
                              f"{merged.entities_written} entities updated")
             summary = f"{merged.entities_written} entities updated" + (

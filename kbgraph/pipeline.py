@@ -383,15 +383,17 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 
 @bulk_gc()
-def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = ()) -> DeriveResult:
+def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = (), *,
+                    progress: Callable[[int, int], None] | None = None) -> DeriveResult:
     """``merge_document`` for several documents at once, in one transaction: a row touched by many
     of them is derived (and written) once. The graph is a function of the mentions, so this equals
     merging them one by one. ``mentions``: rows of these documents to store first, replacing the
-    ones they had (in the same transaction: mentions and the rows derived from them agree)."""
+    ones they had (in the same transaction: mentions and the rows derived from them agree).
+    ``progress(done, total)``: entity and relation rows derived so far."""
     with ctx.store.batch():
         if mentions:
             replace_mentions(ctx, doc_ids, mentions)
-        return _merge(ctx, list(doc_ids))
+        return _merge(ctx, list(doc_ids), progress)
 
 
 def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict]) -> None:
@@ -405,21 +407,36 @@ def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[
         ctx.store.upsert(ctx.tenant, ctx.kb_id, list(mentions[start:start + _WRITE_ROWS]), refresh=False)
 
 
-def _merge(ctx: KBContext, doc_ids: list[str]) -> DeriveResult:
+# a merge whose documents hold more entity mentions than this does not keep them all to extend
+# stored rows with (``recompute``'s ``added``): each row is derived from its mentions instead, a
+# batch of rows at a time, so a 50 MB file's merge holds a batch's mentions, not the file's
+_ADDED_MENTIONS = 50_000
+
+
+def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], None] | None = None) -> DeriveResult:
     meta = _ensure_mention_format(ctx)
-    added: dict[str, list[EntityMention]] = {}
+    added: dict[str, list[EntityMention]] | None = {}
+    keys: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     for start in range(0, len(doc_ids), 500):
         ids = doc_ids[start:start + 500]
-        for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND),
-                                                            any_of("doc_id", ids)]):
-            mention = EntityMention.from_doc(doc)
-            added.setdefault(mention.key, []).append(mention)
+        where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("doc_id", ids)]
+        if added is not None and ctx.store.count(ctx.tenant, [ctx.kb_id], where) > _ADDED_MENTIONS:
+            keys |= set(added)
+            added = None
+        if added is None:
+            keys |= {d["entity_key_kwd"] for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], where,
+                                                                  fields=["entity_key_kwd"])}
+        else:
+            for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], where):
+                mention = EntityMention.from_doc(doc)
+                added.setdefault(mention.key, []).append(mention)
         pairs |= touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [any_of("doc_id", ids)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_ids)
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, set(added) | cited_keys, pairs | cited_pairs,
+    keys |= set(added or ())
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
                        ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
-                       ctx.vector_name, added=added)
+                       ctx.vector_name, added=added, progress=progress)
     _bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph import indexing
+from kbgraph import indexing, pipeline
+from kbgraph.graph import derive
+from kbgraph.graph.invariants import check_graph
 from kbgraph.app import Engine
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse import chunker, text_stream
@@ -32,6 +34,10 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
                     newline="")
     with Engine.open(settings) as engine:
         engine.create_kb("kb", graph=GraphConfig(enabled=True, method="nlp"), chunk_tokens=200, chunk_overlap=20)
+        # another document first: the big one's merge meets rows it does not cite yet
+        other = tmp_path / "other.txt"
+        other.write_text(book[40_000:70_000], encoding="utf-8")
+        engine.index_paths("kb", [other])
         # read whole, chunked in one window, stored with the other small documents' batch
         engine.index_paths("kb", [path])
         whole = _rows(engine, "kb")
@@ -42,10 +48,15 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
             small.setattr(text_stream, "_BLOCK_BYTES", 7_000)
             small.setattr(chunker, "WINDOW_CHARS", 12_000)
             small.setattr(indexing, "_PROGRESS_EVERY", 0.0)  # every event, however fast
+            # its merge derives rows from their mentions a few at a time, without holding the document's
+            small.setattr(pipeline, "_ADDED_MENTIONS", 10)
+            small.setattr(derive, "_DERIVE_ROWS", 7)
             small.setattr(indexing, "read_bytes", lambda *a, **k: pytest.fail("read whole"))
             events = []
             engine.index_paths("kb", [path], progress=events.append, force=True)
         streamed = _rows(engine, "kb")
+        kb = engine.kb("kb")
+        assert check_graph(engine.store, engine.tenant, kb.id, engine.context(kb).describer()) == []
     kinds = Counter(row.get("knowledge_graph_kwd", "chunk") for row in whole.values())
     assert kinds["chunk"] > 60 and kinds["entity"] > 100 and kinds["relation"] > 100
     assert streamed.keys() == whole.keys()
@@ -55,4 +66,9 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
     chars = len(path.read_text(encoding="utf-8").replace("\r\n", "\n").strip())
     assert parse[0].done == 0 and parse[-1].done == parse[-1].total == chars
     assert [e.done for e in parse] == sorted(e.done for e in parse) and len(parse) > 5
-    assert f"{kinds['chunk']} chunks" in parse[-1].message
+    big_chunks = sum(1 for row in whole.values() if "knowledge_graph_kwd" not in row and row["docnm_kwd"] == "carol.txt")
+    assert f"{big_chunks} chunks" in parse[-1].message
+    # the merge reports the rows it derived, batch by batch
+    merge = [e for e in events if e.phase == "merge"]
+    rows = kinds["entity"] + kinds["relation"]
+    assert len({e.done for e in merge}) > rows / 7 / 2 and max(e.total for e in merge) >= rows - 50
