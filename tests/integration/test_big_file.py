@@ -72,3 +72,26 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
     merge = [e for e in events if e.phase == "merge"]
     rows = kinds["entity"] + kinds["relation"]
     assert len({e.done for e in merge}) > rows / 7 / 2 and max(e.total for e in merge) >= rows - 50
+
+
+def test_the_estimate_follows_the_embedder_and_the_graph(settings) -> None:
+    from dataclasses import replace
+
+    from kbgraph.indexing import estimate_run
+
+    with Engine.open(settings) as engine:
+        engine.create_kb("nlp", graph=GraphConfig(enabled=True, method="nlp"))
+        engine.create_kb("plain")
+        nlp, plain = engine.context(engine.kb("nlp")), engine.context(engine.kb("plain"))
+    fifty_mb = [49_162_958]
+    hashed = estimate_run(nlp, fifty_mb)
+    # bench/README.md measured 2-5 minutes for this file with the hash embedder and the nlp graph
+    assert 60 < hashed.seconds < 600 and 25_000 < hashed.chunks < 35_000
+    assert estimate_run(plain, fifty_mb).seconds < hashed.seconds / 3  # no extraction, no merge
+    local = replace(nlp, settings=replace(nlp.settings, embedding_provider="local"))
+    # the local embedder reads every chunk: ~0.5 ms a token on one thread, hours for 50 MB
+    assert estimate_run(local, fifty_mb).seconds > 30 * hashed.seconds
+    two_threads = replace(local, settings=replace(local.settings, embedding_threads=2))
+    assert estimate_run(two_threads, fifty_mb).seconds < 0.6 * estimate_run(local, fifty_mb).seconds
+    # many small documents cost more than their bytes: the graph's rows of each one
+    assert estimate_run(local, [2_000] * 500).seconds > 2 * estimate_run(local, [1_000_000]).seconds
