@@ -327,6 +327,9 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             click.echo("tokens by phase (prompt+completion): " + ", ".join(
                 f"{phase} {u.calls} calls {u.prompt_tokens}+{u.completion_tokens}"
                 for phase, u in sorted(report.ledger.by_phase.items()) if phase != "embed" and u.calls), err=True)
+        if report.ledger.decisions:
+            click.echo("decisions: " + ", ".join(f"{name} {count}" for name, count
+                                                 in sorted(report.ledger.decisions.items())), err=True)
         if report.count("cancelled"):
             summary += f", {report.count('cancelled')} cancelled"
         if report.refresh is not None:

@@ -255,7 +255,9 @@ def document_chunk_pages(ctx: KBContext, doc_id: str, count: int, page: int) -> 
 
 def build_document_extractor(ctx: KBContext) -> Extractor:
     return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
-                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens)
+                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens,
+                           glean_policy=ctx.settings.glean_policy, glean_missed_names=ctx.settings.glean_missed_names,
+                           ledger=ctx.ledger)
 
 
 def extract_chunk(ctx: KBContext, extractor: Extractor, chunk: Chunk, cancel: CancelCheck = never
@@ -667,8 +669,9 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
         if _by_llm(ctx, len(member_entities)):
-            content = llm_report(ctx.chat, community, member_entities, member_relations(members),
-                                 language=ctx.settings.language)
+            with gate:
+                content = llm_report(ctx.chat, community, member_entities, member_relations(members),
+                                     language=ctx.settings.language)
         else:
             content = extractive_report(community, member_entities, member_relations(members))
         if getattr(content, "fallback", False):
@@ -684,10 +687,14 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         )
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
+    gate = _SummariesFirst(workers, summaries, len(pending))
     batch: list[CommunityReport] = []
     waiting: list[dict] = []
     _report(ctx, progress, "reports", 0, len(todo) + len(later))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    # the reports' vectors are fetched beside the reports still being written, several batches at once
+    embedding: list[tuple[list[CommunityReport], Future]] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool, \
+            ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbgraph-report-vectors") as vector_pool:
         written: Iterator[CommunityReport] = pool.map(write, todo)  # under way while the summaries are
         if later:
             assert summaries is not None
@@ -699,11 +706,13 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         for done, report in enumerate(written, start=1):
             batch.append(report)
             if len(batch) >= 64 or done == len(todo):
-                vectors = ctx.embed([f"{r.title}\n{r.summary}" for r in batch])
-                for r, v in zip(batch, vectors):
-                    r.vector = v
-                waiting += [r.to_doc() for r in batch]
+                embedding.append((batch, vector_pool.submit(ctx.embed, [f"{r.title}\n{r.summary}" for r in batch])))
                 batch = []
+            while embedding and (embedding[0][1].done() or done == len(todo)):
+                embedded, vectors = embedding.pop(0)
+                for r, v in zip(embedded, vectors.result()):
+                    r.vector = v
+                waiting += [r.to_doc() for r in embedded]
             if len(waiting) >= _WRITE_ROWS or (waiting and done == len(todo)):
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
                 waiting = []
@@ -723,6 +732,26 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         if sorted(labels.get(e.key, ())) != sorted(e.community_ids):
             changes.add(e.id, {"community_ids_kwd": sorted(labels.get(e.key, ()))})
     meta.report_count = len(wanted)
+
+
+class _SummariesFirst:
+    """While the summary pass runs, the reports that do not wait for it leave it the calls it needs
+    (one per pending row, up to all but one of the report workers): the reports that do wait for
+    it start sooner. Without this the report calls, queued first at the model's limit, delayed the
+    summaries by a wave or two, and every report waiting for them with them."""
+
+    def __init__(self, workers: int, summaries: Future | None, summary_calls: int) -> None:
+        held = min(workers - 1, summary_calls) if summaries is not None else 0
+        self._slots = threading.Semaphore(workers - held)
+        if held > 0:
+            assert summaries is not None
+            summaries.add_done_callback(lambda _done: self._slots.release(held))
+
+    def __enter__(self) -> None:
+        self._slots.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._slots.release()
 
 
 def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
@@ -794,7 +823,7 @@ class RowChanges:
 
 
 def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
-                  cancel: CancelCheck = never, batch_size: int = 256, into: RowChanges | None = None) -> int:
+                  cancel: CancelCheck = never, batch_size: int = 0, into: RowChanges | None = None) -> int:
     """Give every entity and relation row of ``rows`` whose text changed since its last vector a
     new one.
 
@@ -804,23 +833,26 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     """
     from kbgraph.graph.derive import entity_text, relation_text
 
-    pending_of = {Entity: [e for e in rows.entities if e.id in rows.unembedded],
-                  Relation: [r for r in rows.relations if r.id in rows.unembedded]}
-    total = sum(map(len, pending_of.values()))
+    # a batch fills every request the embedder may have in flight (a remote one waits on the
+    # network per request: 2,212 rows took nine serial 0.8 s round trips at 256 a batch)
+    batch_size = batch_size or max(256, ctx.settings.embedding_batch_size * ctx.settings.embedding_concurrency)
+    # entities and relations in the same batches: one round trip less when both are few
+    pending: list[tuple[Entity | Relation, Callable[..., str]]] = (
+        [(e, entity_text) for e in rows.entities if e.id in rows.unembedded]
+        + [(r, relation_text) for r in rows.relations if r.id in rows.unembedded])
+    total = len(pending)
     done = 0
     _report(ctx, progress, "embed", 0, total)
-    for kind, text_of in ((Entity, entity_text), (Relation, relation_text)):
-        pending = pending_of[kind]
-        batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
-        texts = [[text_of(row) for row in batch] for batch in batches]
-        for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
-            changes = into or RowChanges(ctx)
-            for row, vector in zip(batch, vectors):
-                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
-            if into is None:
-                changes.write()
-            done += len(batch)
-            _report(ctx, progress, "embed", done, total)
+    batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
+    texts = [[text_of(row) for row, text_of in batch] for batch in batches]
+    for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
+        changes = into or RowChanges(ctx)
+        for (row, _), vector in zip(batch, vectors):
+            changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
+        if into is None:
+            changes.write()
+        done += len(batch)
+        _report(ctx, progress, "embed", done, total)
     rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
@@ -864,9 +896,12 @@ def _refresh_overlapped(ctx: KBContext, rows: GraphRows, result: RefreshResult, 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbgraph-summaries") as pool:
 
         def start_summaries() -> Future:
+            # rows no summary rewrites are embedded at once, beside the summaries and reports
+            ready = set(rows.unembedded) - pending
             summaries = pool.submit(summarize_pending, ctx, rows, progress=progress, cancel=cancel,
                                     failures=result.summary_failures)
-            started.extend([summaries, pool.submit(_embed_after, summaries, ctx, rows, progress, cancel, changes)])
+            started.extend([summaries, pool.submit(_embed_after, summaries, ready, ctx, rows, progress, cancel,
+                                                   changes)])
             return summaries
 
         try:
@@ -878,10 +913,16 @@ def _refresh_overlapped(ctx: KBContext, rows: GraphRows, result: RefreshResult, 
     return meta
 
 
-def _embed_after(summaries: Future, ctx: KBContext, rows: GraphRows, progress: ProgressFn, cancel: CancelCheck,
-                 changes: RowChanges) -> int:
+def _embed_after(summaries: Future, ready: set[str], ctx: KBContext, rows: GraphRows, progress: ProgressFn,
+                 cancel: CancelCheck, changes: RowChanges) -> int:
+    """The vectors of ``ready`` (rows no summary rewrites) now, then those of the summarized rows."""
+    done = embed_pending(ctx, GraphRows(rows.entities, rows.relations, unembedded=set(ready)), progress=progress,
+                         cancel=cancel, into=changes)
     summaries.result()  # a summarized row needs its new vector
-    return embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
+    rest = GraphRows(rows.entities, rows.relations, unembedded=set(rows.unembedded) - ready)
+    done += embed_pending(ctx, rest, progress=progress, cancel=cancel, into=changes)
+    rows.unembedded.clear()
+    return done
 
 
 def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, result: RefreshResult,
