@@ -44,8 +44,9 @@ class ProgressBars:
         if bar is None or bar.total != event.total:  # a new document restarts its phases
             if bar is not None:
                 bar.close()
+            # a long document's parse counts characters: 12.3M/49.2M rather than eight digits
             bar = tqdm(total=event.total, desc=f"{event.phase:>9}", unit="", leave=event.phase == "documents",
-                       file=sys.stderr, dynamic_ncols=True)
+                       unit_scale=event.total >= 1_000_000, file=sys.stderr, dynamic_ncols=True)
             self.bars[event.phase] = bar
         bar.n = event.done
         if event.message:

@@ -7,11 +7,13 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
@@ -111,18 +113,30 @@ class ParseResult:
 @bulk_gc()
 def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
                    cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
-    """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
-    spans = parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)
+    """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks.
+
+    The chunks are taken from the chunker as it reads the text (a streamed file is never whole in
+    memory) and stored a few thousand at a time; progress counts the text's characters, which are
+    known before its chunks are."""
     # earlier chunks of this document (an older version, or a killed run) must not survive
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")])
     title_tokens = token_string(parsed.name)
     now = time.time()
-    total_tokens = 0
-    _report(ctx, progress, "parse", 0, len(spans), parsed.name)
-    batches = [spans[start:start + batch_size] for start in range(0, len(spans), batch_size)]
-    done = 0
+    total_chars = parsed.chars
+    chunks = total_tokens = 0
+    _report(ctx, progress, "parse", 0, total_chars, parsed.name)
+    spans = parsed.iter_chunks(ctx.chunk_tokens, ctx.chunk_overlap)
+    # the batches being embedded (embed_ahead reads one batch ahead, so two at most)
+    batches: collections.deque[list] = collections.deque()
+
+    def texts() -> Iterator[list[str]]:
+        while batch := list(itertools.islice(spans, batch_size)):
+            batches.append(batch)
+            yield [s.text for s in batch]
+
     waiting: list[dict] = []
-    for vectors, batch in zip(embed_ahead(ctx, [[s.text for s in b] for b in batches], cancel), batches):
+    for vectors in embed_ahead(ctx, texts(), cancel):
+        batch = batches.popleft()
         waiting += [
             Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
                   content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
@@ -135,12 +149,13 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
             ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
             waiting = []
         total_tokens += sum(s.token_count for s in batch)
-        done += len(batch)
-        _report(ctx, progress, "parse", done, len(spans), parsed.name)
+        chunks += len(batch)
+        _report(ctx, progress, "parse", min(batch[-1].end, total_chars - 1), total_chars, f"{chunks} chunks")
     if waiting:
         ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
     ctx.store.refresh(ctx.tenant)
-    return ParseResult(chunks=len(spans), tokens=total_tokens)
+    _report(ctx, progress, "parse", total_chars, total_chars, f"{chunks} chunks")
+    return ParseResult(chunks=chunks, tokens=total_tokens)
 
 
 def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) -> list[list[Chunk]]:
@@ -187,20 +202,25 @@ def store_chunks(ctx: KBContext, doc_ids: Sequence[str], chunks: Sequence[Sequen
     return [ParseResult(chunks=len(c), tokens=sum(x.token_count for x in c)) for c in chunks]
 
 
-def embed_ahead(ctx: KBContext, batches: Sequence[Sequence[str]], cancel: CancelCheck = never
+def embed_ahead(ctx: KBContext, batches: Iterable[Sequence[str]], cancel: CancelCheck = never
                 ) -> Iterator[list[np.ndarray]]:
     """The vectors of each batch of texts, in order. The next batch is being embedded while the
-    caller stores this one, so the embedding endpoint's time and the store's overlap."""
-    if not batches:
+    caller stores this one, so the embedding endpoint's time and the store's overlap; batches are
+    taken from ``batches`` one ahead of the caller."""
+    ahead = iter(batches)
+    first = next(ahead, None)
+    if first is None:
         return
     with ThreadPoolExecutor(max_workers=1) as pool:
         _check(cancel)
-        pending = pool.submit(ctx.embed, batches[0])
-        for number in range(len(batches)):
+        pending: Future | None = pool.submit(ctx.embed, first)
+        while pending is not None:
             vectors = pending.result()
-            if number + 1 < len(batches):
+            following = next(ahead, None)
+            pending = None
+            if following is not None:
                 _check(cancel)
-                pending = pool.submit(ctx.embed, batches[number + 1])
+                pending = pool.submit(ctx.embed, following)
             yield vectors
 
 
@@ -221,6 +241,16 @@ def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
     docs = ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")],
                           fields=["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int"])
     return sorted((Chunk.from_doc(d) for d in docs), key=lambda c: c.position)
+
+
+def document_chunk_pages(ctx: KBContext, doc_id: str, count: int, page: int) -> Iterator[list[Chunk]]:
+    """``document_chunks`` of a document of ``count`` chunks, ``page`` chunks at a time by position."""
+    for low in range(0, count, page):
+        docs = ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd"),
+                                                        Condition("position_int", "gte", low),
+                                                        Condition("position_int", "lt", low + page)],
+                              fields=["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int"])
+        yield sorted((Chunk.from_doc(d) for d in docs), key=lambda c: c.position)
 
 
 def build_document_extractor(ctx: KBContext) -> Extractor:
@@ -355,15 +385,17 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 
 @bulk_gc()
-def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = ()) -> DeriveResult:
+def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = (), *,
+                    progress: Callable[[int, int], None] | None = None) -> DeriveResult:
     """``merge_document`` for several documents at once, in one transaction: a row touched by many
     of them is derived (and written) once. The graph is a function of the mentions, so this equals
     merging them one by one. ``mentions``: rows of these documents to store first, replacing the
-    ones they had (in the same transaction: mentions and the rows derived from them agree)."""
+    ones they had (in the same transaction: mentions and the rows derived from them agree).
+    ``progress(done, total)``: entity and relation rows derived so far."""
     with ctx.store.batch():
         if mentions:
             replace_mentions(ctx, doc_ids, mentions)
-        return _merge(ctx, list(doc_ids))
+        return _merge(ctx, list(doc_ids), progress)
 
 
 def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict]) -> None:
@@ -377,21 +409,36 @@ def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[
         ctx.store.upsert(ctx.tenant, ctx.kb_id, list(mentions[start:start + _WRITE_ROWS]), refresh=False)
 
 
-def _merge(ctx: KBContext, doc_ids: list[str]) -> DeriveResult:
+# a merge whose documents hold more entity mentions than this does not keep them all to extend
+# stored rows with (``recompute``'s ``added``): each row is derived from its mentions instead, a
+# batch of rows at a time, so a 50 MB file's merge holds a batch's mentions, not the file's
+_ADDED_MENTIONS = 50_000
+
+
+def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], None] | None = None) -> DeriveResult:
     meta = _ensure_mention_format(ctx)
-    added: dict[str, list[EntityMention]] = {}
+    added: dict[str, list[EntityMention]] | None = {}
+    keys: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     for start in range(0, len(doc_ids), 500):
         ids = doc_ids[start:start + 500]
-        for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND),
-                                                            any_of("doc_id", ids)]):
-            mention = EntityMention.from_doc(doc)
-            added.setdefault(mention.key, []).append(mention)
+        where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("doc_id", ids)]
+        if added is not None and ctx.store.count(ctx.tenant, [ctx.kb_id], where) > _ADDED_MENTIONS:
+            keys |= set(added)
+            added = None
+        if added is None:
+            keys |= {d["entity_key_kwd"] for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], where,
+                                                                  fields=["entity_key_kwd"])}
+        else:
+            for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], where):
+                mention = EntityMention.from_doc(doc)
+                added.setdefault(mention.key, []).append(mention)
         pairs |= touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [any_of("doc_id", ids)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_ids)
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, set(added) | cited_keys, pairs | cited_pairs,
+    keys |= set(added or ())
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
                        ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
-                       ctx.vector_name, added=added)
+                       ctx.vector_name, added=added, progress=progress)
     _bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 
