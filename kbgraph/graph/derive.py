@@ -462,6 +462,7 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     pairs = sorted(p for p in pairs if p[0] != p[1])
     total = len(keys) + len(pairs)
     report = progress or (lambda _done, _total: None)
+    report(0, total)
 
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
     tokens = _stored_tokens(previous)
