@@ -850,12 +850,15 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     # a batch fills every request the embedder may have in flight (a remote one waits on the
     # network per request: 2,212 rows took nine serial 0.8 s round trips at 256 a batch)
     batch_size = batch_size or max(256, ctx.settings.embedding_batch_size * ctx.settings.embedding_concurrency)
-    if ctx.settings.embedding_provider == "local":  # no round trips to save; a progress event per request
-        batch_size = min(batch_size, ctx.settings.embedding_batch_size)
     # entities and relations in the same batches: one round trip less when both are few
     pending: list[tuple[Entity | Relation, Callable[..., str]]] = (
         [(e, entity_text) for e in rows.entities if e.id in rows.unembedded]
         + [(r, relation_text) for r in rows.relations if r.id in rows.unembedded])
+    if ctx.settings.embedding_provider == "local":
+        # no round trips to save: a batch per request, so progress moves every second or two; the
+        # rows sorted by length first, so a small batch pads as little as the embedder's own sort
+        batch_size = min(batch_size, ctx.settings.embedding_batch_size)
+        pending.sort(key=lambda item: len(item[1](item[0])))
     total = len(pending)
     done = 0
     _report(ctx, progress, "embed", 0, total)
