@@ -205,7 +205,10 @@ class IndexRun:
             self._extractor = pipeline.build_document_extractor(self.ctx)
         merger = threading.Thread(target=self._merge_loop, name="kbgraph-merge", daemon=True)
         merger.start()
-        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else max(
+        # twice the calls allowed in flight: a thread busy between its calls (reading an answer,
+        # deciding on gleaning, storing mentions) would otherwise hold a model slot idle; the
+        # chat model's own limits still keep the calls in flight to llm_(kb_)concurrency
+        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else 2 * max(
             1, min(self.settings.llm_concurrency, self.settings.llm_kb_concurrency or self.settings.llm_concurrency))
         try:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbgraph-extract") as pool:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import itertools
 import hashlib
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -701,24 +701,30 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         )
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
-    gate = _SummariesFirst(workers, summaries, len(pending))
+    # twice the calls allowed in flight: a thread writing a prompt or reading an answer would
+    # otherwise hold a model slot idle
+    threads = 2 * workers if ctx.chat is not None else 1
+    gate = _SummariesFirst(workers, threads, summaries, len(pending))
     batch: list[CommunityReport] = []
     waiting: list[dict] = []
     _report(ctx, progress, "reports", 0, len(todo) + len(later))
     # the reports' vectors are fetched beside the reports still being written, several batches at once
     embedding: list[tuple[list[CommunityReport], Future]] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool, \
-            ThreadPoolExecutor(max_workers=4, thread_name_prefix="kbgraph-report-vectors") as vector_pool:
-        written: Iterator[CommunityReport] = pool.map(write, todo)  # under way while the summaries are
+    with ThreadPoolExecutor(max_workers=threads) as pool, \
+            ThreadPoolExecutor(max_workers=max(1, ctx.settings.embedding_concurrency),
+                               thread_name_prefix="kbgraph-report-vectors") as vector_pool:
+        futures = [pool.submit(write, item) for item in todo]  # under way while the summaries are
         if later:
             assert summaries is not None
             summaries.result()
             todo_later = changed(sorted(later))
-            written = itertools.chain(written, pool.map(write, todo_later))
+            futures += [pool.submit(write, item) for item in todo_later]
             todo += todo_later
         result.reports_reused = len(wanted) - len(todo)
-        for done, report in enumerate(written, start=1):
-            batch.append(report)
+        # as they are written, not in their order: a batch of vectors goes out once 64 are in (the
+        # order held the put-together reports behind the slowest LLM one, and with them their vectors)
+        for done, future in enumerate(as_completed(futures), start=1):
+            batch.append(future.result())
             if len(batch) >= 64 or done == len(todo):
                 embedding.append((batch, vector_pool.submit(ctx.embed, [f"{r.title}\n{r.summary}" for r in batch])))
                 batch = []
@@ -754,12 +760,15 @@ class _SummariesFirst:
     it start sooner. Without this the report calls, queued first at the model's limit, delayed the
     summaries by a wave or two, and every report waiting for them with them."""
 
-    def __init__(self, workers: int, summaries: Future | None, summary_calls: int) -> None:
-        held = min(workers - 1, summary_calls) if summaries is not None else 0
-        self._slots = threading.Semaphore(workers - held)
-        if held > 0:
-            assert summaries is not None
-            summaries.add_done_callback(lambda _done: self._slots.release(held))
+    def __init__(self, calls: int, threads: int, summaries: Future | None, summary_calls: int) -> None:
+        held = min(calls - 1, summary_calls) if summaries is not None else 0
+        if held <= 0:
+            self._slots = threading.Semaphore(threads)
+            return
+        assert summaries is not None
+        self._slots = threading.Semaphore(calls - held)
+        # once the summaries are in, every report thread may go (the model's limit bounds the calls)
+        summaries.add_done_callback(lambda _done: self._slots.release(held + threads - calls))
 
     def __enter__(self) -> None:
         self._slots.acquire()

@@ -31,9 +31,13 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import UsageLedger
+
+if TYPE_CHECKING:
+    from kbgraph.graph.extract_nlp import NLPExtractor
 
 GLEAN_POLICIES: tuple[str, ...] = ("missed", "always")
 # why a chunk was or was not gleaned, as the run's report counts them
@@ -92,8 +96,8 @@ class GleanGate:
 
 
 @lru_cache(maxsize=1)
-def _detector():  # type: ignore[no-untyped-def]
-    from kbgraph.graph.extract_nlp import NLPExtractor
+def _detector() -> "NLPExtractor":
+    from kbgraph.graph.extract_nlp import NLPExtractor  # loaded when the "missed" policy first decides
     return NLPExtractor()
 
 
