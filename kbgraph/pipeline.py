@@ -112,7 +112,7 @@ class ParseResult:
 
 @bulk_gc()
 def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
-                   cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
+                   cancel: CancelCheck = never, batch_size: int = 0) -> ParseResult:
     """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks.
 
     The chunks are taken from the chunker as it reads the text (a streamed file is never whole in
@@ -124,6 +124,7 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     now = time.time()
     total_chars = parsed.chars
     chunks = total_tokens = 0
+    batch_size = batch_size or _parse_batch_chunks(ctx)
     _report(ctx, progress, "parse", 0, total_chars, parsed.name)
     spans = parsed.iter_chunks(ctx.chunk_tokens, ctx.chunk_overlap)
     # the batches being embedded (embed_ahead reads one batch ahead, so two at most)
@@ -156,6 +157,16 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
     ctx.store.refresh(ctx.tenant)
     _report(ctx, progress, "parse", total_chars, total_chars, f"{chunks} chunks")
     return ParseResult(chunks=chunks, tokens=total_tokens)
+
+
+# an in-process embedder works on this process's cores: a batch of its texts is seconds of work
+# (the local model: ~0.2 s of a core per chunk of 512 tokens, ~20 ms per entity or relation), so
+# its batches are kept small enough that progress moves every few seconds even on a busy machine
+_LOCAL_PARSE_CHUNKS = 16
+
+
+def _parse_batch_chunks(ctx: KBContext) -> int:
+    return _LOCAL_PARSE_CHUNKS if ctx.settings.embedding_provider == "local" else 64
 
 
 def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) -> list[list[Chunk]]:
@@ -413,6 +424,8 @@ def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[
 # stored rows with (``recompute``'s ``added``): each row is derived from its mentions instead, a
 # batch of rows at a time, so a 50 MB file's merge holds a batch's mentions, not the file's
 _ADDED_MENTIONS = 50_000
+# ... and derives its rows in batches of at most this many mentions (counted first: a query more)
+_DERIVE_MENTIONS = 20_000
 
 
 def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], None] | None = None) -> DeriveResult:
@@ -438,7 +451,8 @@ def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], No
     keys |= set(added or ())
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
                        ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
-                       ctx.vector_name, added=added, progress=progress)
+                       ctx.vector_name, added=added, progress=progress,
+                       mention_budget=_DERIVE_MENTIONS if added is None else None)
     _bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 
@@ -849,6 +863,11 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     pending: list[tuple[Entity | Relation, Callable[..., str]]] = (
         [(e, entity_text) for e in rows.entities if e.id in rows.unembedded]
         + [(r, relation_text) for r in rows.relations if r.id in rows.unembedded])
+    if ctx.settings.embedding_provider == "local":
+        # no round trips to save: a batch per request, so progress moves every second or two; the
+        # rows sorted by length first, so a small batch pads as little as the embedder's own sort
+        batch_size = min(batch_size, ctx.settings.embedding_batch_size)
+        pending.sort(key=lambda item: len(item[1](item[0])))
     total = len(pending)
     done = 0
     _report(ctx, progress, "embed", 0, total)

@@ -18,7 +18,7 @@ existing row: the KB phases own them and are marked stale whenever the graph cha
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -443,14 +443,16 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
               embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES,
               vector_name: str | None = None,
               added: Mapping[str, Sequence[EntityMention]] | None = None,
-              progress: Callable[[int, int], None] | None = None) -> DeriveResult:
+              progress: Callable[[int, int], None] | None = None,
+              mention_budget: int | None = None) -> DeriveResult:
     """Re-derive the rows of the given keys from their remaining mentions; write or remove them.
 
     Keys may be raw or aliased: an alias's own row is removed and its canonical key re-derived.
     ``added``: when the only change is one document's new mentions, those mentions by entity key
     (every one of the document's), so rows that do not cite the document yet can be extended.
     Rows are derived _DERIVE_ROWS keys (or pairs) at a time, so only their mentions are in memory
-    at once, never all those of a large document; ``progress(done, total)`` follows them.
+    at once, never all those of a large document; ``progress(done, total)`` follows them. With
+    ``mention_budget`` a batch is cut further where its mentions (counted first) would pass it.
     """
     result = DeriveResult()
     raw_keys = set(entity_keys)
@@ -460,12 +462,14 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     pairs = sorted(p for p in pairs if p[0] != p[1])
     total = len(keys) + len(pairs)
     report = progress or (lambda _done, _total: None)
+    report(0, total)
 
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
     tokens = _stored_tokens(previous)
     entities: list[Entity] = []
     without_mentions: set[str] = set()
-    for number, batch in enumerate(_batches(keys, _DERIVE_ROWS)):
+    done = 0
+    for batch in _key_runs(store, tenant, kb_id, keys, aliases, mention_budget):
         facts = _gather_facts(store, tenant, kb_id, batch, previous, added or {}, aliases, describe)
         _prefetch_summaries(describe, (_description_input(key, facts[key]) for key in batch if key in facts))
         for key in batch:
@@ -480,7 +484,8 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
                 if old.get("name_kwd") != entity.name:
                     result.renamed.add(key)
             entities.append(entity)
-        report(min(len(keys), (number + 1) * _DERIVE_ROWS), total)
+        done += len(batch)
+        report(done, total)
     changed = _changed_rows(entities, previous, entity_text, Entity.from_doc, embed)
     if changed:
         store.upsert(tenant, kb_id, [e.to_doc() for e in changed], refresh=False)
@@ -498,14 +503,15 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     names = _display_names(store, tenant, kb_id, {k for p in pairs for k in p}, entities)
     relations: list[Relation] = []
     unmentioned: list[tuple[str, str]] = []
-    for number, batch in enumerate(_batches(pairs, _DERIVE_ROWS)):
+    for batch in _pair_runs(store, tenant, kb_id, pairs, aliases, mention_budget):
         rel_mentions = _relation_mentions(store, tenant, kb_id, batch, aliases)
         _prefetch_summaries(describe, (_relation_description_input(s, t, _in_order(rel_mentions[(s, t)]), names)
                                        for s, t in batch if (s, t) in rel_mentions))
         relations += [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
                       for s, t in batch if (s, t) in rel_mentions]
         unmentioned += [(s, t) for s, t in batch if (s, t) not in rel_mentions]
-        report(len(keys) + min(len(pairs), (number + 1) * _DERIVE_ROWS), total)
+        done += len(batch)
+        report(done, total)
     previous_rel = _existing(store, tenant, kb_id, [r.id for r in relations], vector_name)
     changed_rel = _changed_rows(relations, previous_rel, relation_text, Relation.from_doc, embed)
     if changed_rel:
@@ -518,6 +524,51 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     result.relations_created = sum(1 for r in changed_rel if r.id not in previous_rel)
     store.refresh(tenant)
     return result
+
+
+def _runs(items: Sequence, counts: Mapping, budget: int) -> Iterator[list]:
+    """``items`` in order, in runs whose counts total at most ``budget`` (an item over it alone)."""
+    run: list = []
+    total = 0
+    for item in items:
+        if run and total + counts.get(item, 0) > budget:
+            yield run
+            run, total = [], 0
+        run.append(item)
+        total += counts.get(item, 0)
+    if run:
+        yield run
+
+
+def _key_runs(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str], aliases: AliasMap,
+              budget: int | None) -> Iterator[Sequence[str]]:
+    """Batches of canonical keys to derive at once, cut where their mentions would pass ``budget``."""
+    for batch in _batches(keys, _DERIVE_ROWS):
+        if budget is None:
+            yield batch
+            continue
+        canon = {member: key for key in batch for member in aliases.members(key)}
+        counts: Counter[str] = Counter()
+        where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", sorted(canon))]
+        for member, count in store.aggregate(tenant, [kb_id], "entity_key_kwd", where, size=len(canon)):
+            counts[canon[member]] += count
+        yield from _runs(batch, counts, budget)
+
+
+def _pair_runs(store: DocStore, tenant: str, kb_id: str, pairs: Sequence[tuple[str, str]], aliases: AliasMap,
+               budget: int | None) -> Iterator[Sequence[tuple[str, str]]]:
+    """Batches of canonical pairs to derive at once, cut where their mentions would pass ``budget``."""
+    for batch in _batches(pairs, _DERIVE_ROWS):
+        if budget is None:
+            yield batch
+            continue
+        canon = {relation_id(kb_id, a, b): (s, t) for s, t in batch
+                 for a in aliases.members(s) for b in aliases.members(t)}
+        counts: Counter[tuple[str, str]] = Counter()
+        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("relation_id_kwd", sorted(canon))]
+        for raw, count in store.aggregate(tenant, [kb_id], "relation_id_kwd", where, size=len(canon)):
+            counts[canon[raw]] += count
+        yield from _runs(batch, counts, budget)
 
 
 def pairs_touching(store: DocStore, tenant: str, kb_id: str, keys: set[str]) -> set[tuple[str, str]]:

@@ -51,6 +51,16 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
             # its merge derives rows from their mentions a few at a time, without holding the document's
             small.setattr(pipeline, "_ADDED_MENTIONS", 10)
             small.setattr(derive, "_DERIVE_ROWS", 7)
+            small.setattr(pipeline, "_DERIVE_MENTIONS", 40)
+            loaded: list[int] = []
+            real_mentions = derive._entity_mentions
+
+            def counted(*args, **kwargs):
+                found = real_mentions(*args, **kwargs)
+                loaded.append(sum(map(len, found.values())))
+                return found
+
+            small.setattr(derive, "_entity_mentions", counted)
             small.setattr(indexing, "read_bytes", lambda *a, **k: pytest.fail("read whole"))
             events = []
             engine.index_paths("kb", [path], progress=events.append, force=True)
@@ -61,6 +71,9 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
     assert kinds["chunk"] > 60 and kinds["entity"] > 100 and kinds["relation"] > 100
     assert streamed.keys() == whole.keys()
     assert [i for i in whole if streamed[i] != whole[i]] == []
+    # the merge held the mentions of at most 40 at a time, or of one entity with more
+    largest = max(row["mention_count_int"] for row in whole.values() if row.get("knowledge_graph_kwd") == "entity")
+    assert len(loaded) > 10 and max(loaded) <= max(40, largest) and sum(loaded) > 3 * max(loaded)
     # the parse reports the characters chunked so far, from the start to the whole text
     parse = [e for e in events if e.phase == "parse"]
     chars = len(path.read_text(encoding="utf-8").replace("\r\n", "\n").strip())
