@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="data dir (default: a fresh temporary one, removed after)")
     ap.add_argument("--out", type=Path, help="JSON report (default: stdout only)")
     ap.add_argument("--profile", type=Path, help="write a cProfile of the index phase here")
+    ap.add_argument("--events", type=Path, help="write the index phase's progress events here, one a line, "
+                    "seconds since its start first (where the waits between phases are)")
     a = ap.parse_args(argv)
     if not a.base_url:
         ap.error("no endpoint: pass --base-url or set OPENAI_BASE_URL")
@@ -146,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
 
     @contextmanager
     def phase(name: str) -> Iterator[None]:
-        s0, t0, c0 = server_stats(a.base_url), time.perf_counter(), cpu_now()
+        s0, t0, c0, e0 = server_stats(a.base_url), time.perf_counter(), cpu_now(), time.time()
         try:
             yield
         finally:
             t1, c1 = time.perf_counter(), cpu_now()
+            # epoch start and end: bench/fakellm_timeline.py cuts the server's request log with them
             p: dict[str, Any] = {"wall_s": round(t1 - t0, 3), "cpu_s": round(c1 - c0, 3),
+                                 "epoch": [round(e0, 3), round(time.time(), 3)],
                                  "llm": stats_diff(s0, server_stats(a.base_url))}
             p["server_s"] = round(sum(v.get("server_ms", 0) for v in p["llm"].values()) / 1000.0, 3)
             phases[name] = p
@@ -171,7 +175,16 @@ def main(argv: list[str] | None = None) -> int:
 
                 profiler = cProfile.Profile()
                 profiler.enable()
-            report = engine.index_paths("bench", [a.corpus])
+            events: list[str] = []
+            started = time.perf_counter()
+
+            def note(event: Any) -> None:
+                events.append(f"{time.perf_counter() - started:7.3f} {event.phase} {event.done}/{event.total} "
+                              f"{event.message}")
+
+            report = engine.index_paths("bench", [a.corpus], **({"progress": note} if a.events else {}))
+            if a.events:
+                a.events.write_text("\n".join(events) + "\n", encoding="utf-8")
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(str(a.profile))
@@ -183,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             res["report_fallbacks"] = refresh.report_fallbacks
         res["ledger"] = {p: {"calls": u.calls, "cached": u.cached_calls, "failures": u.failures}
                          for p, u in engine.ledger.by_phase.items()}
+        res["tokens"] = {p: {"prompt": u.prompt_tokens, "completion": u.completion_tokens}
+                         for p, u in engine.ledger.by_phase.items()}
+        res["decisions"] = dict(engine.ledger.decisions)
         res.update(graph_sizes(engine))
         if queries:
             answers: list[str] = []

@@ -10,13 +10,14 @@ from __future__ import annotations
 import difflib
 import dataclasses
 import hashlib
+import io
 import threading
 import time
 from contextlib import AbstractContextManager
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
@@ -46,6 +47,10 @@ def _reader(path: Path, readable: bool, within_limit: bool) -> Callable[[], byte
         return path.read_bytes() if readable else b""
 
     return read
+
+
+def _binary_opener(path: Path) -> Callable[[], BinaryIO]:
+    return lambda: path.open("rb")
 
 
 def _file_digest(path: Path) -> str:
@@ -475,7 +480,9 @@ class Engine:
             if not changed and not force:
                 out[number] = DocOutcome(file.name, "skipped", doc.id, doc.chunk_count, "unchanged")
             else:
-                out[number] = DocumentInput(doc, _reader(Path(file.location), readable, file.size <= limit), file.size)
+                within = readable and file.size <= limit
+                out[number] = DocumentInput(doc, _reader(Path(file.location), readable, file.size <= limit), file.size,
+                                            open=_binary_opener(Path(file.location)) if within else None)
         return [o for o in out if o is not None]
 
     def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
@@ -506,7 +513,8 @@ class Engine:
         ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
         run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
                        chunking=self._document_chunking)
-        outcomes = run.run([DocumentInput(doc, lambda: data, size)], total=1)
+        opener = (lambda: io.BytesIO(data)) if data is not None else None
+        outcomes = run.run([DocumentInput(doc, lambda: data, size, open=opener)], total=1)
         if doc.id in run.vanished:
             raise NotFound(f"document {doc.id!r} was deleted while it was indexed")
         return outcomes[0]

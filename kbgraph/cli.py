@@ -44,8 +44,9 @@ class ProgressBars:
         if bar is None or bar.total != event.total:  # a new document restarts its phases
             if bar is not None:
                 bar.close()
+            # a long document's parse counts characters: 12.3M/49.2M rather than eight digits
             bar = tqdm(total=event.total, desc=f"{event.phase:>9}", unit="", leave=event.phase == "documents",
-                       file=sys.stderr, dynamic_ncols=True)
+                       unit_scale=event.total >= 1_000_000, file=sys.stderr, dynamic_ncols=True)
             self.bars[event.phase] = bar
         bar.n = event.done
         if event.message:
@@ -326,6 +327,9 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             click.echo("tokens by phase (prompt+completion): " + ", ".join(
                 f"{phase} {u.calls} calls {u.prompt_tokens}+{u.completion_tokens}"
                 for phase, u in sorted(report.ledger.by_phase.items()) if phase != "embed" and u.calls), err=True)
+        if report.ledger.decisions:
+            click.echo("decisions: " + ", ".join(f"{name} {count}" for name, count
+                                                 in sorted(report.ledger.decisions.items())), err=True)
         if report.count("cancelled"):
             summary += f", {report.count('cancelled')} cancelled"
         if report.refresh is not None:

@@ -99,6 +99,10 @@ class Settings:
     max_gleanings: int = 1
     # chunks of fewer tokens get no gleaning round (a short text is listed whole in one pass)
     glean_min_tokens: int = 256
+    # "missed": glean a chunk only when its first pass left out at least glean_missed_names of the
+    # proper names the offline detector finds in it; "always": every chunk (kbgraph/graph/glean.py)
+    glean_policy: str = "missed"
+    glean_missed_names: int = 2
     summary_max_tokens: int = 500
     # fragments put into one summary prompt (at least twice summary_max_tokens); more are summarized
     # in groups, then the group summaries. 12k: the most cited entity of 1,890 MuSiQue passages
@@ -184,6 +188,7 @@ EMBEDDER_CHAIN_TEXT_SHARE: dict[str, float] = {"local": 0.5, "hash": 1.0, "opena
 _CHOICES = {
     "store": {"sqlite", "elasticsearch"},
     "embedding_provider": {"local", "openai", "hash"},
+    "glean_policy": {"missed", "always"},
 }
 
 
@@ -218,7 +223,8 @@ def _validate(settings: Settings) -> None:
     if settings.vector_similarity_weight is not None and not 0.0 <= settings.vector_similarity_weight <= 1.0:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
     for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size", "embedding_threads",
-                 "store_connections", "web_workers", "web_threads", "index_batch_documents", "index_documents_in_flight"):
+                 "store_connections", "web_workers", "web_threads", "index_batch_documents", "index_documents_in_flight",
+                 "glean_missed_names"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
     for name in ("llm_kb_concurrency", "llm_requests_per_minute", "llm_tokens_per_minute"):

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from kbgraph import pipeline
 from kbgraph.graph.extract import Extractor
@@ -33,6 +34,7 @@ from kbgraph.llm.base import CancelCheck, Cancelled
 from kbgraph.meta.repo import DocumentStatus, MetaDB
 from kbgraph.meta.schemas import Document, KnowledgeBase, NotFound as MetaNotFound
 from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
+from kbgraph.parse.text_stream import stream_text
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store.records import Chunk
 
@@ -44,6 +46,10 @@ _BATCH_CHARS = 4_000_000
 _MERGE_DOCUMENTS = 512
 # seconds between two progress events of the same phase (the last one always goes out)
 _PROGRESS_EVERY = 0.2
+# a large document's chunks are read back for extraction this many at a time, and at most
+# _CHUNKS_WAITING of them are submitted and not yet extracted
+_PAGE_CHUNKS = 1024
+_CHUNKS_WAITING = 2048
 
 
 @dataclass
@@ -57,28 +63,47 @@ class RunEstimate:
     seconds: float
 
 
-# rough figures for the estimate: a token is ~4 bytes of text; offline (nlp extraction, a local
-# or hash embedder) a chunk of 512 tokens takes ~20 ms on one core; a hosted model answers in ~2 s
+# rough figures for the estimate, measured on one core (bench/README.md, "A 50 MB text file" and
+# "1,890 MuSiQue files"): a token is ~4 bytes of text; offline work (parsing, nlp extraction, merges,
+# the store) takes ~15 us per token and ~7 ms per document with a graph, ~3 us per token without;
+# the local embedder ~0.5 ms of one of its threads per token it embeds (chunks overlap: a little more
+# than the text's) and, with a graph, ~0.35 s per document for the entities' and relations' vectors;
+# a hosted model answers in ~2 s
 _BYTES_PER_TOKEN = 4
-_OFFLINE_SECONDS_PER_TOKEN = 0.02 / 512
+_GRAPH_SECONDS_PER_TOKEN = 15e-6
+_GRAPH_SECONDS_PER_DOCUMENT = 0.007
+_PARSE_SECONDS_PER_TOKEN = 3e-6
+_LOCAL_EMBED_SECONDS_PER_TOKEN = 0.5e-3
+_LOCAL_GRAPH_EMBED_SECONDS_PER_DOCUMENT = 0.35
 _MODEL_SECONDS_PER_CALL = 2.0
 
 
 def estimate_run(ctx: KBContext, sizes: Iterable[int]) -> RunEstimate:
     """Chunks, LLM calls and seconds a run over files of these sizes will take, roughly: chunk
-    count from the bytes, two calls per chunk with gleaning, one report call per ~4 chunks, at a
-    hosted model's ~2 s per call with ``llm_concurrency`` in flight."""
-    sizes = list(sizes)
+    count from the bytes; the offline work and the local embedder's from the tokens and documents;
+    two calls per chunk with gleaning, one report call per ~4 chunks, at a hosted model's ~2 s per
+    call with ``llm_concurrency`` in flight."""
+    files = list(sizes)
+    sizes = [size for size in files if size]
     total = sum(sizes)
+    tokens = total / _BYTES_PER_TOKEN
     step = max(1, ctx.chunk_tokens - ctx.chunk_overlap)
-    chunks = sum(max(1, -(-size // _BYTES_PER_TOKEN) // step + 1) for size in sizes if size)
-    seconds = total / _BYTES_PER_TOKEN * _OFFLINE_SECONDS_PER_TOKEN
+    chunks = sum(max(1, -(-size // _BYTES_PER_TOKEN) // step + 1) for size in sizes)
+    graph = ctx.graph.enabled
+    if graph:
+        seconds = tokens * _GRAPH_SECONDS_PER_TOKEN + len(sizes) * _GRAPH_SECONDS_PER_DOCUMENT
+    else:
+        seconds = tokens * _PARSE_SECONDS_PER_TOKEN
+    if ctx.settings.embedding_provider == "local":
+        embedded = tokens * ctx.chunk_tokens / step
+        rows = len(sizes) * _LOCAL_GRAPH_EMBED_SECONDS_PER_DOCUMENT if graph else 0.0
+        seconds += (embedded * _LOCAL_EMBED_SECONDS_PER_TOKEN + rows) / max(1, ctx.settings.embedding_threads)
     calls = 0
-    if ctx.graph.enabled and ctx.graph.method != "nlp":
+    if graph and ctx.graph.method != "nlp":
         per_chunk = 1 + (ctx.graph.max_gleanings if ctx.chunk_tokens >= ctx.settings.glean_min_tokens else 0)
         calls = chunks * per_chunk + chunks // 4
         seconds += calls * _MODEL_SECONDS_PER_CALL / max(1, ctx.settings.llm_concurrency)
-    return RunEstimate(len(sizes), total, chunks, calls, seconds)
+    return RunEstimate(len(files), total, chunks, calls, seconds)
 
 
 @dataclass
@@ -92,6 +117,9 @@ class DocumentInput:
     # its chunks are in the store already (a graph build): extract and merge, nothing else; its
     # status stays as it is, only its ``extracted`` mark is set once it is in the graph
     stored: bool = False
+    # the file's bytes as a binary file, for a long plain-text file read while it is chunked
+    # (kbgraph.parse.text_stream); None: ``read`` is the only way
+    open: Callable[[], BinaryIO] | None = None
 
     @classmethod
     def parsed(cls, doc: Document) -> "DocumentInput":
@@ -177,7 +205,10 @@ class IndexRun:
             self._extractor = pipeline.build_document_extractor(self.ctx)
         merger = threading.Thread(target=self._merge_loop, name="kbgraph-merge", daemon=True)
         merger.start()
-        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else max(
+        # twice the calls allowed in flight: a thread busy between its calls (reading an answer,
+        # deciding on gleaning, storing mentions) would otherwise hold a model slot idle; the
+        # chat model's own limits still keep the calls in flight to llm_(kb_)concurrency
+        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else 2 * max(
             1, min(self.settings.llm_concurrency, self.settings.llm_kb_concurrency or self.settings.llm_concurrency))
         try:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbgraph-extract") as pool:
@@ -202,13 +233,13 @@ class IndexRun:
                     parsed = self._read(flight, item)
                     if parsed is None:
                         continue
-                    if len(parsed.text) > _LARGE_CHARS:
+                    if parsed.stream is not None or parsed.chars > _LARGE_CHARS:
                         self._parse_large(flight, parsed, pool)
                         continue
                     # its extraction starts now; its chunks are embedded and stored with the batch's
                     self._start_extraction(flight, parsed, pool)
                     batch.append((flight, parsed))
-                    chars += len(parsed.text)
+                    chars += parsed.chars
                     if len(batch) >= self.settings.index_batch_documents or chars >= _BATCH_CHARS:
                         self._parse_batch(batch, pool)
                         batch, chars = [], 0
@@ -235,6 +266,11 @@ class IndexRun:
 
     def _read(self, flight: _InFlight, item: DocumentInput) -> ParsedDocument | None:
         try:
+            if item.open is not None and item.size > _LARGE_CHARS:
+                # a long plain-text file is read while it is chunked, never whole
+                streamed = stream_text(item.doc.name, item.open, item.size, self.settings.max_file_bytes)
+                if streamed is not None:
+                    return streamed
             data = item.read()
             if data is None:
                 raise ParseError(item.doc.name, f"{item.size} bytes is over the limit of "
@@ -288,14 +324,43 @@ class IndexRun:
                                              cancel=self._stopped)
             del parsed  # the chunks are stored: the text is not needed any more
             flight.chunks, flight.tokens = result.chunks, result.tokens
-            chunks = pipeline.document_chunks(self.ctx, flight.doc.id) if self.graph else []
         except Cancelled:
             self._finish(flight, "cancelled")
             raise
         except Exception as exc:
             self._finish(flight, "failed", message="indexing failed", error=f"{type(exc).__name__}: {exc}")
             return
-        self._extract(flight, chunks, pool)
+        if not self.graph or not flight.chunks:
+            self._extract(flight, [], pool)
+            return
+        self._extract_pages(flight, pool)
+
+    def _extract_pages(self, flight: _InFlight, pool: ThreadPoolExecutor) -> None:
+        """A large document's stored chunks to extraction, read back a page at a time, with at most
+        _CHUNKS_WAITING of them submitted and not yet extracted: its chunks are never all in memory."""
+        flight.remaining = flight.chunks
+        flight.extraction.chunks = flight.chunks
+        with self._lock:
+            self._chunks_submitted += flight.chunks
+        room = threading.BoundedSemaphore(_CHUNKS_WAITING)
+        sent = 0
+        try:
+            for page in pipeline.document_chunk_pages(self.ctx, flight.doc.id, flight.chunks, _PAGE_CHUNKS):
+                for chunk in page:
+                    while not room.acquire(timeout=0.1):
+                        if self._stopped():
+                            return
+                    pool.submit(self._extract_chunk, flight, chunk, room)
+                    sent += 1
+        except Exception as exc:  # its chunks could not be read back: the document fails
+            flight.failure = flight.failure or f"{type(exc).__name__}: {exc}"
+        finally:
+            if sent < flight.chunks:  # cancelled, failed, or chunks missing: the merge must not wait for them
+                with flight.lock:
+                    flight.remaining -= flight.chunks - sent
+                    last = flight.remaining == 0
+                if last:
+                    self._merge_queue.put(flight)
 
     def _extract_stored(self, flight: _InFlight, pool: ThreadPoolExecutor) -> None:
         flight.graph_only = True
@@ -340,7 +405,14 @@ class IndexRun:
         if last:
             self._merge_queue.put(flight)
 
-    def _extract_chunk(self, flight: _InFlight, chunk: Chunk) -> None:
+    def _extract_chunk(self, flight: _InFlight, chunk: Chunk, room: threading.BoundedSemaphore | None = None) -> None:
+        try:
+            self._extract_one(flight, chunk)
+        finally:
+            if room is not None:
+                room.release()
+
+    def _extract_one(self, flight: _InFlight, chunk: Chunk) -> None:
         extraction, error = None, ""
         try:
             if not self._stopped() and not flight.failure:
@@ -431,7 +503,11 @@ class IndexRun:
                                                   [row for f in fresh for row in f.mentions])
                 for flight in good:
                     flight.mentions = []
-                merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good])
+                def rows_derived(done: int, total: int) -> None:
+                    pipeline._report(self.ctx, self._doc_progress, "merge", done, total,
+                                     f"rows of {mentions} mentions")
+
+                merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good], progress=rows_derived)
             pipeline._report(self.ctx, self._doc_progress, "merge", len(good), len(good),
                              f"{merged.entities_written} entities updated")
             summary = f"{merged.entities_written} entities updated" + (

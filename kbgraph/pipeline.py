@@ -7,13 +7,14 @@ a cancel check between units of work. The Celery tasks and the CLI both call the
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import itertools
 import hashlib
+import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -111,19 +112,32 @@ class ParseResult:
 
 @bulk_gc()
 def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progress: ProgressFn = no_progress,
-                   cancel: CancelCheck = never, batch_size: int = 64) -> ParseResult:
-    """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks."""
-    spans = parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)
+                   cancel: CancelCheck = never, batch_size: int = 0) -> ParseResult:
+    """Chunk, tokenize, embed and store one document's text, replacing its earlier chunks.
+
+    The chunks are taken from the chunker as it reads the text (a streamed file is never whole in
+    memory) and stored a few thousand at a time; progress counts the text's characters, which are
+    known before its chunks are."""
     # earlier chunks of this document (an older version, or a killed run) must not survive
     ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd")])
     title_tokens = token_string(parsed.name)
     now = time.time()
-    total_tokens = 0
-    _report(ctx, progress, "parse", 0, len(spans), parsed.name)
-    batches = [spans[start:start + batch_size] for start in range(0, len(spans), batch_size)]
-    done = 0
+    total_chars = parsed.chars
+    chunks = total_tokens = 0
+    batch_size = batch_size or _parse_batch_chunks(ctx)
+    _report(ctx, progress, "parse", 0, total_chars, parsed.name)
+    spans = parsed.iter_chunks(ctx.chunk_tokens, ctx.chunk_overlap)
+    # the batches being embedded (embed_ahead reads one batch ahead, so two at most)
+    batches: collections.deque[list] = collections.deque()
+
+    def texts() -> Iterator[list[str]]:
+        while batch := list(itertools.islice(spans, batch_size)):
+            batches.append(batch)
+            yield [s.text for s in batch]
+
     waiting: list[dict] = []
-    for vectors, batch in zip(embed_ahead(ctx, [[s.text for s in b] for b in batches], cancel), batches):
+    for vectors in embed_ahead(ctx, texts(), cancel):
+        batch = batches.popleft()
         waiting += [
             Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
                   content=s.text, content_tokens=token_string(s.text), title_tokens=title_tokens,
@@ -136,12 +150,23 @@ def parse_document(ctx: KBContext, doc_id: str, parsed: ParsedDocument, *, progr
             ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
             waiting = []
         total_tokens += sum(s.token_count for s in batch)
-        done += len(batch)
-        _report(ctx, progress, "parse", done, len(spans), parsed.name)
+        chunks += len(batch)
+        _report(ctx, progress, "parse", min(batch[-1].end, total_chars - 1), total_chars, f"{chunks} chunks")
     if waiting:
         ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
     ctx.store.refresh(ctx.tenant)
-    return ParseResult(chunks=len(spans), tokens=total_tokens)
+    _report(ctx, progress, "parse", total_chars, total_chars, f"{chunks} chunks")
+    return ParseResult(chunks=chunks, tokens=total_tokens)
+
+
+# an in-process embedder works on this process's cores: a batch of its texts is seconds of work
+# (the local model: ~0.2 s of a core per chunk of 512 tokens, ~20 ms per entity or relation), so
+# its batches are kept small enough that progress moves every few seconds even on a busy machine
+_LOCAL_PARSE_CHUNKS = 16
+
+
+def _parse_batch_chunks(ctx: KBContext) -> int:
+    return _LOCAL_PARSE_CHUNKS if ctx.settings.embedding_provider == "local" else 64
 
 
 def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) -> list[list[Chunk]]:
@@ -188,20 +213,25 @@ def store_chunks(ctx: KBContext, doc_ids: Sequence[str], chunks: Sequence[Sequen
     return [ParseResult(chunks=len(c), tokens=sum(x.token_count for x in c)) for c in chunks]
 
 
-def embed_ahead(ctx: KBContext, batches: Sequence[Sequence[str]], cancel: CancelCheck = never
+def embed_ahead(ctx: KBContext, batches: Iterable[Sequence[str]], cancel: CancelCheck = never
                 ) -> Iterator[list[np.ndarray]]:
     """The vectors of each batch of texts, in order. The next batch is being embedded while the
-    caller stores this one, so the embedding endpoint's time and the store's overlap."""
-    if not batches:
+    caller stores this one, so the embedding endpoint's time and the store's overlap; batches are
+    taken from ``batches`` one ahead of the caller."""
+    ahead = iter(batches)
+    first = next(ahead, None)
+    if first is None:
         return
     with ThreadPoolExecutor(max_workers=1) as pool:
         _check(cancel)
-        pending = pool.submit(ctx.embed, batches[0])
-        for number in range(len(batches)):
+        pending: Future | None = pool.submit(ctx.embed, first)
+        while pending is not None:
             vectors = pending.result()
-            if number + 1 < len(batches):
+            following = next(ahead, None)
+            pending = None
+            if following is not None:
                 _check(cancel)
-                pending = pool.submit(ctx.embed, batches[number + 1])
+                pending = pool.submit(ctx.embed, following)
             yield vectors
 
 
@@ -224,9 +254,21 @@ def document_chunks(ctx: KBContext, doc_id: str) -> list[Chunk]:
     return sorted((Chunk.from_doc(d) for d in docs), key=lambda c: c.position)
 
 
+def document_chunk_pages(ctx: KBContext, doc_id: str, count: int, page: int) -> Iterator[list[Chunk]]:
+    """``document_chunks`` of a document of ``count`` chunks, ``page`` chunks at a time by position."""
+    for low in range(0, count, page):
+        docs = ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("doc_id", doc_id), missing("knowledge_graph_kwd"),
+                                                        Condition("position_int", "gte", low),
+                                                        Condition("position_int", "lt", low + page)],
+                              fields=["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int"])
+        yield sorted((Chunk.from_doc(d) for d in docs), key=lambda c: c.position)
+
+
 def build_document_extractor(ctx: KBContext) -> Extractor:
     return build_extractor(ctx.graph.method, ctx.chat, list(ctx.graph.entity_types), language=ctx.settings.language,
-                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens)
+                           max_gleanings=ctx.graph.max_gleanings, glean_min_tokens=ctx.settings.glean_min_tokens,
+                           glean_policy=ctx.settings.glean_policy, glean_missed_names=ctx.settings.glean_missed_names,
+                           ledger=ctx.ledger)
 
 
 def extract_chunk(ctx: KBContext, extractor: Extractor, chunk: Chunk, cancel: CancelCheck = never
@@ -354,15 +396,17 @@ def merge_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 
 @bulk_gc()
-def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = ()) -> DeriveResult:
+def merge_documents(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict] = (), *,
+                    progress: Callable[[int, int], None] | None = None) -> DeriveResult:
     """``merge_document`` for several documents at once, in one transaction: a row touched by many
     of them is derived (and written) once. The graph is a function of the mentions, so this equals
     merging them one by one. ``mentions``: rows of these documents to store first, replacing the
-    ones they had (in the same transaction: mentions and the rows derived from them agree)."""
+    ones they had (in the same transaction: mentions and the rows derived from them agree).
+    ``progress(done, total)``: entity and relation rows derived so far."""
     with ctx.store.batch():
         if mentions:
             replace_mentions(ctx, doc_ids, mentions)
-        return _merge(ctx, list(doc_ids))
+        return _merge(ctx, list(doc_ids), progress)
 
 
 def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[dict]) -> None:
@@ -376,21 +420,39 @@ def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[
         ctx.store.upsert(ctx.tenant, ctx.kb_id, list(mentions[start:start + _WRITE_ROWS]), refresh=False)
 
 
-def _merge(ctx: KBContext, doc_ids: list[str]) -> DeriveResult:
+# a merge whose documents hold more entity mentions than this does not keep them all to extend
+# stored rows with (``recompute``'s ``added``): each row is derived from its mentions instead, a
+# batch of rows at a time, so a 50 MB file's merge holds a batch's mentions, not the file's
+_ADDED_MENTIONS = 50_000
+# ... and derives its rows in batches of at most this many mentions (counted first: a query more)
+_DERIVE_MENTIONS = 20_000
+
+
+def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], None] | None = None) -> DeriveResult:
     meta = _ensure_mention_format(ctx)
-    added: dict[str, list[EntityMention]] = {}
+    added: dict[str, list[EntityMention]] | None = {}
+    keys: set[str] = set()
     pairs: set[tuple[str, str]] = set()
     for start in range(0, len(doc_ids), 500):
         ids = doc_ids[start:start + 500]
-        for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND),
-                                                            any_of("doc_id", ids)]):
-            mention = EntityMention.from_doc(doc)
-            added.setdefault(mention.key, []).append(mention)
+        where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("doc_id", ids)]
+        if added is not None and ctx.store.count(ctx.tenant, [ctx.kb_id], where) > _ADDED_MENTIONS:
+            keys |= set(added)
+            added = None
+        if added is None:
+            keys |= {d["entity_key_kwd"] for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], where,
+                                                                  fields=["entity_key_kwd"])}
+        else:
+            for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], where):
+                mention = EntityMention.from_doc(doc)
+                added.setdefault(mention.key, []).append(mention)
         pairs |= touched_pairs(ctx.store, ctx.tenant, ctx.kb_id, [any_of("doc_id", ids)])
     cited_keys, cited_pairs = _rows_citing(ctx, doc_ids)
-    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, set(added) | cited_keys, pairs | cited_pairs,
+    keys |= set(added or ())
+    change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
                        ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
-                       ctx.vector_name, added=added)
+                       ctx.vector_name, added=added, progress=progress,
+                       mention_budget=_DERIVE_MENTIONS if added is None else None)
     _bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 
@@ -621,8 +683,9 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
         if _by_llm(ctx, len(member_entities)):
-            content = llm_report(ctx.chat, community, member_entities, member_relations(members),
-                                 language=ctx.settings.language)
+            with gate:
+                content = llm_report(ctx.chat, community, member_entities, member_relations(members),
+                                     language=ctx.settings.language)
         else:
             content = extractive_report(community, member_entities, member_relations(members))
         if getattr(content, "fallback", False):
@@ -638,26 +701,38 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         )
 
     workers = max(1, ctx.settings.llm_concurrency) if ctx.chat is not None else 1
+    # twice the calls allowed in flight: a thread writing a prompt or reading an answer would
+    # otherwise hold a model slot idle
+    threads = 2 * workers if ctx.chat is not None else 1
+    gate = _SummariesFirst(workers, threads, summaries, len(pending))
     batch: list[CommunityReport] = []
     waiting: list[dict] = []
     _report(ctx, progress, "reports", 0, len(todo) + len(later))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        written: Iterator[CommunityReport] = pool.map(write, todo)  # under way while the summaries are
+    # the reports' vectors are fetched beside the reports still being written, several batches at once
+    embedding: list[tuple[list[CommunityReport], Future]] = []
+    with ThreadPoolExecutor(max_workers=threads) as pool, \
+            ThreadPoolExecutor(max_workers=max(1, ctx.settings.embedding_concurrency),
+                               thread_name_prefix="kbgraph-report-vectors") as vector_pool:
+        futures = [pool.submit(write, item) for item in todo]  # under way while the summaries are
         if later:
             assert summaries is not None
             summaries.result()
             todo_later = changed(sorted(later))
-            written = itertools.chain(written, pool.map(write, todo_later))
+            futures += [pool.submit(write, item) for item in todo_later]
             todo += todo_later
         result.reports_reused = len(wanted) - len(todo)
-        for done, report in enumerate(written, start=1):
-            batch.append(report)
+        # as they are written, not in their order: a batch of vectors goes out once 64 are in (the
+        # order held the put-together reports behind the slowest LLM one, and with them their vectors)
+        for done, future in enumerate(as_completed(futures), start=1):
+            batch.append(future.result())
             if len(batch) >= 64 or done == len(todo):
-                vectors = ctx.embed([f"{r.title}\n{r.summary}" for r in batch])
-                for r, v in zip(batch, vectors):
-                    r.vector = v
-                waiting += [r.to_doc() for r in batch]
+                embedding.append((batch, vector_pool.submit(ctx.embed, [f"{r.title}\n{r.summary}" for r in batch])))
                 batch = []
+            while embedding and (embedding[0][1].done() or done == len(todo)):
+                embedded, vectors = embedding.pop(0)
+                for r, v in zip(embedded, vectors.result()):
+                    r.vector = v
+                waiting += [r.to_doc() for r in embedded]
             if len(waiting) >= _WRITE_ROWS or (waiting and done == len(todo)):
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
                 waiting = []
@@ -677,6 +752,29 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
         if sorted(labels.get(e.key, ())) != sorted(e.community_ids):
             changes.add(e.id, {"community_ids_kwd": sorted(labels.get(e.key, ()))})
     meta.report_count = len(wanted)
+
+
+class _SummariesFirst:
+    """While the summary pass runs, the reports that do not wait for it leave it the calls it needs
+    (one per pending row, up to all but one of the report workers): the reports that do wait for
+    it start sooner. Without this the report calls, queued first at the model's limit, delayed the
+    summaries by a wave or two, and every report waiting for them with them."""
+
+    def __init__(self, calls: int, threads: int, summaries: Future | None, summary_calls: int) -> None:
+        held = min(calls - 1, summary_calls) if summaries is not None else 0
+        if held <= 0:
+            self._slots = threading.Semaphore(threads)
+            return
+        assert summaries is not None
+        self._slots = threading.Semaphore(calls - held)
+        # once the summaries are in, every report thread may go (the model's limit bounds the calls)
+        summaries.add_done_callback(lambda _done: self._slots.release(held + threads - calls))
+
+    def __enter__(self) -> None:
+        self._slots.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._slots.release()
 
 
 def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
@@ -748,7 +846,7 @@ class RowChanges:
 
 
 def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
-                  cancel: CancelCheck = never, batch_size: int = 256, into: RowChanges | None = None) -> int:
+                  cancel: CancelCheck = never, batch_size: int = 0, into: RowChanges | None = None) -> int:
     """Give every entity and relation row of ``rows`` whose text changed since its last vector a
     new one.
 
@@ -758,23 +856,31 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     """
     from kbgraph.graph.derive import entity_text, relation_text
 
-    pending_of = {Entity: [e for e in rows.entities if e.id in rows.unembedded],
-                  Relation: [r for r in rows.relations if r.id in rows.unembedded]}
-    total = sum(map(len, pending_of.values()))
+    # a batch fills every request the embedder may have in flight (a remote one waits on the
+    # network per request: 2,212 rows took nine serial 0.8 s round trips at 256 a batch)
+    batch_size = batch_size or max(256, ctx.settings.embedding_batch_size * ctx.settings.embedding_concurrency)
+    # entities and relations in the same batches: one round trip less when both are few
+    pending: list[tuple[Entity | Relation, Callable[..., str]]] = (
+        [(e, entity_text) for e in rows.entities if e.id in rows.unembedded]
+        + [(r, relation_text) for r in rows.relations if r.id in rows.unembedded])
+    if ctx.settings.embedding_provider == "local":
+        # no round trips to save: a batch per request, so progress moves every second or two; the
+        # rows sorted by length first, so a small batch pads as little as the embedder's own sort
+        batch_size = min(batch_size, ctx.settings.embedding_batch_size)
+        pending.sort(key=lambda item: len(item[1](item[0])))
+    total = len(pending)
     done = 0
     _report(ctx, progress, "embed", 0, total)
-    for kind, text_of in ((Entity, entity_text), (Relation, relation_text)):
-        pending = pending_of[kind]
-        batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
-        texts = [[text_of(row) for row in batch] for batch in batches]
-        for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
-            changes = into or RowChanges(ctx)
-            for row, vector in zip(batch, vectors):
-                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
-            if into is None:
-                changes.write()
-            done += len(batch)
-            _report(ctx, progress, "embed", done, total)
+    batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
+    texts = [[text_of(row) for row, text_of in batch] for batch in batches]
+    for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
+        changes = into or RowChanges(ctx)
+        for (row, _), vector in zip(batch, vectors):
+            changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
+        if into is None:
+            changes.write()
+        done += len(batch)
+        _report(ctx, progress, "embed", done, total)
     rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
@@ -818,9 +924,12 @@ def _refresh_overlapped(ctx: KBContext, rows: GraphRows, result: RefreshResult, 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbgraph-summaries") as pool:
 
         def start_summaries() -> Future:
+            # rows no summary rewrites are embedded at once, beside the summaries and reports
+            ready = set(rows.unembedded) - pending
             summaries = pool.submit(summarize_pending, ctx, rows, progress=progress, cancel=cancel,
                                     failures=result.summary_failures)
-            started.extend([summaries, pool.submit(_embed_after, summaries, ctx, rows, progress, cancel, changes)])
+            started.extend([summaries, pool.submit(_embed_after, summaries, ready, ctx, rows, progress, cancel,
+                                                   changes)])
             return summaries
 
         try:
@@ -832,10 +941,16 @@ def _refresh_overlapped(ctx: KBContext, rows: GraphRows, result: RefreshResult, 
     return meta
 
 
-def _embed_after(summaries: Future, ctx: KBContext, rows: GraphRows, progress: ProgressFn, cancel: CancelCheck,
-                 changes: RowChanges) -> int:
+def _embed_after(summaries: Future, ready: set[str], ctx: KBContext, rows: GraphRows, progress: ProgressFn,
+                 cancel: CancelCheck, changes: RowChanges) -> int:
+    """The vectors of ``ready`` (rows no summary rewrites) now, then those of the summarized rows."""
+    done = embed_pending(ctx, GraphRows(rows.entities, rows.relations, unembedded=set(ready)), progress=progress,
+                         cancel=cancel, into=changes)
     summaries.result()  # a summarized row needs its new vector
-    return embed_pending(ctx, rows, progress=progress, cancel=cancel, into=changes)
+    rest = GraphRows(rows.entities, rows.relations, unembedded=set(rows.unembedded) - ready)
+    done += embed_pending(ctx, rest, progress=progress, cancel=cancel, into=changes)
+    rows.unembedded.clear()
+    return done
 
 
 def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, result: RefreshResult,

@@ -18,7 +18,7 @@ existing row: the KB phases own them and are marked stale whenever the graph cha
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
@@ -37,6 +37,8 @@ EmbedTexts = Callable[[Sequence[str]], list[list[float]]]
 
 UNTYPED = {"", "unknown", "other"}
 _BATCH = 500
+# keys (or pairs) derived at a time by recompute: their mentions are what it holds at once
+_DERIVE_ROWS = _BATCH
 
 
 @dataclass
@@ -440,12 +442,17 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
               relation_pairs: Iterable[tuple[str, str]], describe: Describe,
               embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES,
               vector_name: str | None = None,
-              added: Mapping[str, Sequence[EntityMention]] | None = None) -> DeriveResult:
+              added: Mapping[str, Sequence[EntityMention]] | None = None,
+              progress: Callable[[int, int], None] | None = None,
+              mention_budget: int | None = None) -> DeriveResult:
     """Re-derive the rows of the given keys from their remaining mentions; write or remove them.
 
     Keys may be raw or aliased: an alias's own row is removed and its canonical key re-derived.
     ``added``: when the only change is one document's new mentions, those mentions by entity key
     (every one of the document's), so rows that do not cite the document yet can be extended.
+    Rows are derived _DERIVE_ROWS keys (or pairs) at a time, so only their mentions are in memory
+    at once, never all those of a large document; ``progress(done, total)`` follows them. With
+    ``mention_budget`` a batch is cut further where its mentions (counted first) would pass it.
     """
     result = DeriveResult()
     raw_keys = set(entity_keys)
@@ -453,27 +460,36 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     raw_pairs = {tuple(sorted(p)) for p in relation_pairs if p[0] != p[1]}
     pairs = {aliases.pair(*p) for p in raw_pairs}
     pairs = sorted(p for p in pairs if p[0] != p[1])
+    total = len(keys) + len(pairs)
+    report = progress or (lambda _done, _total: None)
+    report(0, total)
 
     previous = _existing(store, tenant, kb_id, [entity_id(kb_id, k) for k in keys], vector_name)
     tokens = _stored_tokens(previous)
-    facts = _gather_facts(store, tenant, kb_id, keys, previous, added or {}, aliases, describe)
-    _prefetch_summaries(describe, (_description_input(key, facts[key]) for key in keys if key in facts))
     entities: list[Entity] = []
-    for key in keys:
-        if key not in facts:
-            continue
-        entity = _entity_from_facts(kb_id, key, facts[key], describe, tokens)
-        old = previous.get(entity.id)
-        if old is not None:
-            entity.pagerank = float(old.get("pagerank_flt", 0.0))
-            entity.community_ids = list(old.get("community_ids_kwd") or [])
-            if old.get("name_kwd") != entity.name:
-                result.renamed.add(key)
-        entities.append(entity)
+    without_mentions: set[str] = set()
+    done = 0
+    for batch in _key_runs(store, tenant, kb_id, keys, aliases, mention_budget):
+        facts = _gather_facts(store, tenant, kb_id, batch, previous, added or {}, aliases, describe)
+        _prefetch_summaries(describe, (_description_input(key, facts[key]) for key in batch if key in facts))
+        for key in batch:
+            if key not in facts:
+                without_mentions.add(key)
+                continue
+            entity = _entity_from_facts(kb_id, key, facts[key], describe, tokens)
+            old = previous.get(entity.id)
+            if old is not None:
+                entity.pagerank = float(old.get("pagerank_flt", 0.0))
+                entity.community_ids = list(old.get("community_ids_kwd") or [])
+                if old.get("name_kwd") != entity.name:
+                    result.renamed.add(key)
+            entities.append(entity)
+        done += len(batch)
+        report(done, total)
     changed = _changed_rows(entities, previous, entity_text, Entity.from_doc, embed)
     if changed:
         store.upsert(tenant, kb_id, [e.to_doc() for e in changed], refresh=False)
-    gone = _stored_ids(store, tenant, kb_id, {entity_id(kb_id, k) for k in keys if k not in facts}
+    gone = _stored_ids(store, tenant, kb_id, {entity_id(kb_id, k) for k in without_mentions}
                        | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
     if gone:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone)], refresh=False)
@@ -483,17 +499,24 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     # relations whose endpoint was renamed carry the old name: re-derive them as well
     if result.renamed:
         pairs = sorted(set(pairs) | {aliases.pair(*p) for p in pairs_touching(store, tenant, kb_id, result.renamed)})
+        total = len(keys) + len(pairs)
     names = _display_names(store, tenant, kb_id, {k for p in pairs for k in p}, entities)
-    rel_mentions = _relation_mentions(store, tenant, kb_id, pairs, aliases)
-    _prefetch_summaries(describe, (_relation_description_input(s, t, _in_order(rel_mentions[(s, t)]), names)
-                                   for s, t in pairs if (s, t) in rel_mentions))
-    relations = [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
-                 for s, t in pairs if (s, t) in rel_mentions]
+    relations: list[Relation] = []
+    unmentioned: list[tuple[str, str]] = []
+    for batch in _pair_runs(store, tenant, kb_id, pairs, aliases, mention_budget):
+        rel_mentions = _relation_mentions(store, tenant, kb_id, batch, aliases)
+        _prefetch_summaries(describe, (_relation_description_input(s, t, _in_order(rel_mentions[(s, t)]), names)
+                                       for s, t in batch if (s, t) in rel_mentions))
+        relations += [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
+                      for s, t in batch if (s, t) in rel_mentions]
+        unmentioned += [(s, t) for s, t in batch if (s, t) not in rel_mentions]
+        done += len(batch)
+        report(done, total)
     previous_rel = _existing(store, tenant, kb_id, [r.id for r in relations], vector_name)
     changed_rel = _changed_rows(relations, previous_rel, relation_text, Relation.from_doc, embed)
     if changed_rel:
         store.upsert(tenant, kb_id, [r.to_doc() for r in changed_rel], refresh=False)
-    gone_rel = _stored_ids(store, tenant, kb_id, {relation_id(kb_id, s, t) for s, t in pairs if (s, t) not in rel_mentions}
+    gone_rel = _stored_ids(store, tenant, kb_id, {relation_id(kb_id, s, t) for s, t in unmentioned}
                            | {relation_id(kb_id, *p) for p in raw_pairs if aliases.pair(*p) != p})
     if gone_rel:
         store.delete(tenant, [kb_id], [Condition("id", "in", gone_rel)], refresh=False)
@@ -501,6 +524,51 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     result.relations_created = sum(1 for r in changed_rel if r.id not in previous_rel)
     store.refresh(tenant)
     return result
+
+
+def _runs(items: Sequence, counts: Mapping, budget: int) -> Iterator[list]:
+    """``items`` in order, in runs whose counts total at most ``budget`` (an item over it alone)."""
+    run: list = []
+    total = 0
+    for item in items:
+        if run and total + counts.get(item, 0) > budget:
+            yield run
+            run, total = [], 0
+        run.append(item)
+        total += counts.get(item, 0)
+    if run:
+        yield run
+
+
+def _key_runs(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str], aliases: AliasMap,
+              budget: int | None) -> Iterator[Sequence[str]]:
+    """Batches of canonical keys to derive at once, cut where their mentions would pass ``budget``."""
+    for batch in _batches(keys, _DERIVE_ROWS):
+        if budget is None:
+            yield batch
+            continue
+        canon = {member: key for key in batch for member in aliases.members(key)}
+        counts: Counter[str] = Counter()
+        where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", sorted(canon))]
+        for member, count in store.aggregate(tenant, [kb_id], "entity_key_kwd", where, size=len(canon)):
+            counts[canon[member]] += count
+        yield from _runs(batch, counts, budget)
+
+
+def _pair_runs(store: DocStore, tenant: str, kb_id: str, pairs: Sequence[tuple[str, str]], aliases: AliasMap,
+               budget: int | None) -> Iterator[Sequence[tuple[str, str]]]:
+    """Batches of canonical pairs to derive at once, cut where their mentions would pass ``budget``."""
+    for batch in _batches(pairs, _DERIVE_ROWS):
+        if budget is None:
+            yield batch
+            continue
+        canon = {relation_id(kb_id, a, b): (s, t) for s, t in batch
+                 for a in aliases.members(s) for b in aliases.members(t)}
+        counts: Counter[tuple[str, str]] = Counter()
+        where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("relation_id_kwd", sorted(canon))]
+        for raw, count in store.aggregate(tenant, [kb_id], "relation_id_kwd", where, size=len(canon)):
+            counts[canon[raw]] += count
+        yield from _runs(batch, counts, budget)
 
 
 def pairs_touching(store: DocStore, tenant: str, kb_id: str, keys: set[str]) -> set[tuple[str, str]]:

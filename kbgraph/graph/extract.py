@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
 from kbgraph.graph.keys import clean_name, normalize_key
-from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured
+from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, UsageLedger
 from kbgraph.store.records import EntityMention, RelationMention
 
 Method = Literal["general", "light", "nlp"]
@@ -198,7 +198,9 @@ def finalize(entities: Sequence[ExtractedEntity], relations: Sequence[ExtractedR
 
 
 def build_extractor(method: str, chat: ChatModel | None, entity_types: Sequence[str] = DEFAULT_ENTITY_TYPES,
-                    language: str = "English", max_gleanings: int = 1, glean_min_tokens: int = 0) -> Extractor:
+                    language: str = "English", max_gleanings: int = 1, glean_min_tokens: int = 0,
+                    glean_policy: str = "always", glean_missed_names: int = 2,
+                    ledger: UsageLedger | None = None) -> Extractor:
     """The extractor for a knowledge base's ``method``: "general" | "light" (LLM) or "nlp" (no LLM)."""
     if method == "nlp":
         from kbgraph.graph.extract_nlp import NLPExtractor
@@ -210,5 +212,6 @@ def build_extractor(method: str, chat: ChatModel | None, entity_types: Sequence[
                 "(KBGRAPH_LLM_BASE_URL and KBGRAPH_LLM_MODEL) or use the LLM-free method 'nlp'")
         from kbgraph.graph.extract_llm import LLMExtractor
         return LLMExtractor(chat, method=method, entity_types=list(entity_types), language=language,
-                            max_gleanings=max_gleanings, glean_min_tokens=glean_min_tokens)
+                            max_gleanings=max_gleanings, glean_min_tokens=glean_min_tokens,
+                            glean_policy=glean_policy, glean_missed_names=glean_missed_names, ledger=ledger)
     raise ValueError(f"unknown extraction method {method!r}; expected one of {', '.join(METHODS)}")

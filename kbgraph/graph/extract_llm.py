@@ -19,8 +19,9 @@ import re
 from collections.abc import Sequence
 
 from kbgraph.graph.extract import ChunkExtraction, ExtractionError, ExtractedEntity, ExtractedRelation, finalize
+from kbgraph.graph.glean import GleanGate, record_glean
 from kbgraph.graph.output_parser import ParsedOutput, parse_records
-from kbgraph.llm.base import Cancelled, CancelCheck, ChatModel, Message
+from kbgraph.llm.base import Cancelled, CancelCheck, ChatModel, Message, UsageLedger
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.prompts import prompt_version, render
 
@@ -44,7 +45,8 @@ def _garbled(answer: str, parsed: ParsedOutput) -> bool:
 
 class LLMExtractor:
     def __init__(self, chat: ChatModel, method: str = "general", entity_types: Sequence[str] = (),
-                 language: str = "English", max_gleanings: int = 1, glean_min_tokens: int = 0) -> None:
+                 language: str = "English", max_gleanings: int = 1, glean_min_tokens: int = 0,
+                 glean_policy: str = "always", glean_missed_names: int = 2, ledger: UsageLedger | None = None) -> None:
         if method not in ("general", "light"):
             raise ValueError(f"LLMExtractor handles 'general' and 'light', not {method!r}")
         self.chat = chat
@@ -52,9 +54,11 @@ class LLMExtractor:
         self.entity_types = list(entity_types) or ["organization", "person", "geo", "event", "category"]
         self.language = language or "English"
         self.max_gleanings = max(0, int(max_gleanings))
-        # a chunk shorter than this is not gleaned: one pass lists what a short text names, and a
-        # gleaning round costs a call that re-sends the whole conversation
-        self.glean_min_tokens = max(0, int(glean_min_tokens))
+        # a chunk shorter than glean_min_tokens is not gleaned: one pass lists what a short text
+        # names, and a gleaning round costs a call that re-sends the whole conversation; under
+        # the "missed" policy neither is one whose first pass listed the names it holds (glean.py)
+        self.glean_gate = GleanGate(glean_policy, glean_min_tokens, glean_missed_names)
+        self.ledger = ledger
         self.template = f"extract_{method}"
         self._delims = {"tuple_delimiter": TUPLE_DELIMITER, "record_delimiter": RECORD_DELIMITER,
                         "completion_delimiter": COMPLETION_DELIMITER}
@@ -101,7 +105,12 @@ class LLMExtractor:
         relations: list[ExtractedRelation] = list(parsed.relations)
         dropped = parsed.dropped
 
-        gleanings = self.max_gleanings if count_tokens(text) >= self.glean_min_tokens else 0
+        gleanings = 0
+        if self.max_gleanings:
+            listed = [e.name for e in entities] + [n for r in relations for n in (r.source, r.target)]
+            decision = self.glean_gate.decide(text, count_tokens(text), listed)
+            record_glean(self.ledger, decision)
+            gleanings = self.max_gleanings if decision.glean else 0
         for round_no in range(1, gleanings + 1):
             messages += [Message("assistant", answer), Message("user", self._continue_text)]
             answer = self._call(messages, "glean", self._continue_version, cancel)

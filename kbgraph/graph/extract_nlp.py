@@ -351,6 +351,21 @@ class NLPExtractor:
             raise Cancelled("extraction cancelled")
         if not text.strip():
             return ChunkExtraction()
+        spans, cands, occurrences, keep = self._names(text)
+        self._type_by_tokens(cands, keep)
+        return self._build(text, spans, cands, keep, occurrences)
+
+    def names(self, text: str) -> list[str]:
+        """The proper names ``extract`` would list for ``text``, in order of first mention, without
+        typing, descriptions or relations: a cheap, model-free list of what the text names (the
+        LLM extractor checks its first pass against it before spending a gleaning round)."""
+        if not text.strip():
+            return []
+        _, cands, _, keep = self._names(text)
+        return [cands[k].name for k in sorted(keep, key=lambda k: (cands[k].first_pos, k))]
+
+    def _names(self, text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate],
+                                         list[tuple[int, int, str]], set[str]]:
         spans = _sentences(text)
         starts = [s for s, _ in spans]
         names_text = _without_boilerplate(text, spans)
@@ -362,8 +377,7 @@ class NLPExtractor:
             self._chinese(names_text, spans, cands, occurrences)
         occurrences = _link_short_names(cands, occurrences)
         keep = {k for k, c in cands.items() if c.proven}
-        self._type_by_tokens(cands, keep)
-        return self._build(text, spans, cands, keep, occurrences)
+        return spans, cands, occurrences, keep
 
     # -- Latin script ----------------------------------------------------------------------------
     def _latin(self, text: str, spans: list[tuple[int, int]], starts: list[int],

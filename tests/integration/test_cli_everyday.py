@@ -199,3 +199,17 @@ def test_demo_prints_an_answer_above_the_evidence(kbgraph, scripted_llm) -> None
     written = kbgraph("demo", env=llm).stdout
     assert "A: The emblem is a silver heron [ID:1]." in written.split("\nevidence:\n")[0]
     assert str(SAMPLE_CORPUS_DIR) in written
+
+
+def test_index_reports_tokens_by_phase_and_the_gleaning_decisions(kbgraph, tmp_path: Path, scripted_llm) -> None:
+    from support.graph_model import GraphModel
+
+    scripted_llm.responder = GraphModel()  # lists every name the detector sees: no chunk needs its round
+    llm = {"KBGRAPH_LLM_BASE_URL": scripted_llm.base_url, "KBGRAPH_LLM_MODEL": "scripted",
+           "KBGRAPH_GLEAN_MIN_TOKENS": "0"}
+    kbgraph("kb", "create", "lore", "--graph", "general", "--gleanings", "1", env=llm)
+    indexed = kbgraph("index", str(SAMPLE_CORPUS_DIR), "--kb", "lore", env=llm)
+    chunks = sum(d["chunk_count"] for d in json.loads(kbgraph("docs", "list", "--kb", "lore", "--json").stdout))
+    assert "tokens by phase (prompt+completion): extract " in indexed.stderr
+    assert f"decisions: glean: names covered {chunks}" in indexed.stderr
+    assert "glean " not in indexed.stderr.split("tokens by phase")[1].splitlines()[0]  # no gleaning call

@@ -5,6 +5,7 @@ after deletions, per-minute budgets and a 429's Retry-After shared by every call
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -123,3 +124,63 @@ def test_reports_are_written_while_the_summaries_run_and_from_the_summaries(sett
         assert again.reports_generated == 0 and again.reports_reused == report.refresh.reports_generated
         kb = engine.kb("kb")
         assert check_graph(engine.store, engine.tenant, kb.id, engine.context(kb).describer()) == []
+
+
+def test_only_chunks_whose_first_pass_left_names_out_are_gleaned(settings, scripted_llm, tmp_path):
+    model = GraphModel()
+    lock = threading.Lock()
+    left_out: list[int] = []  # per extraction call: how many of the chunk's names the answer left out
+
+    def forgetful(request):
+        kind, answer = model._answer(next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user"))
+        with lock:
+            model.kinds.append(kind)
+            if kind != "extract":
+                return answer
+            names = answer.count('("entity"')
+            if len(left_out) % 2:  # every other chunk: an answer that lists nothing
+                left_out.append(names)
+                return "<|COMPLETE|>"
+            left_out.append(0)
+            return answer
+
+    scripted_llm.responder = forgetful
+    folder, _ = _corpus(tmp_path)
+    graph = GraphConfig(enabled=True, method="general", community=False, max_gleanings=1)
+    with _engine(settings, scripted_llm, glean_min_tokens=0, glean_missed_names=2) as engine:
+        engine.create_kb("kb", graph=graph, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+    expected = sum(1 for n in left_out if n >= 2)
+    assert 0 < expected < len(left_out)
+    assert model.kinds.count("glean_continue") == expected
+    assert report.ledger.decisions == {"glean: missed names": expected,
+                                       "glean: names covered": len(left_out) - expected}
+
+
+def test_the_summaries_go_ahead_of_the_reports_that_do_not_wait_for_them(settings, scripted_llm, tmp_path):
+    model = GraphModel()
+    lock = threading.Lock()
+    calls: list[tuple[str, float, float]] = []
+
+    def slow(request):
+        started = time.monotonic()
+        time.sleep(0.05)
+        answer = model(request)
+        with lock:
+            calls.append((model.kinds[-1], started, time.monotonic()))
+        return answer
+
+    scripted_llm.responder = slow
+    folder, _ = _corpus(tmp_path)
+    workers = 4
+    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2,
+                 llm_concurrency=workers, llm_kb_concurrency=workers) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+    assert report.refresh is not None and report.refresh.summarized >= workers - 1
+    summaries_done = max(end for kind, _, end in calls if kind == "summarize")
+    reports = [(start, end) for kind, start, end in calls if kind == "report"]
+    early = [start for start, _ in reports if start < summaries_done]
+    assert early  # reports that need no summary are written meanwhile...
+    # ...on the one call the summaries leave them, never on the summaries' share
+    assert max(sum(1 for s, e in reports if s <= t < e) for t in early) == 1

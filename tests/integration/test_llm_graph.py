@@ -57,7 +57,9 @@ def model(scripted_llm: ScriptedLLM) -> GraphModel:
 
 def test_general_extraction_builds_a_graph_and_reruns_cost_nothing(settings, scripted_llm, model, tmp_path):
     corpus = _corpus(tmp_path, ENGLISH)
-    with _engine(settings, scripted_llm) as engine:
+    # the scripted model lists every name the detector sees: under the default policy ("missed") no
+    # chunk would get its gleaning round, whose conversation this test follows end to end
+    with _engine(settings, scripted_llm, glean_policy="always") as engine:
         engine.create_kb("lore", graph=GraphConfig(enabled=True, method="general", community=True))
         report = engine.index_paths("lore", [corpus])
         assert report.count("indexed") == len(ENGLISH)

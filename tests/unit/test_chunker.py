@@ -186,3 +186,61 @@ def test_a_text_that_fits_whole_gets_the_span_the_windowing_gives(text: str, chu
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(chunker, "_ONE_SPAN_CHARS_PER_TOKEN", 0)  # every text through the windowing
         assert chunk_text(text, chunk_tokens, chunk_tokens // 4) == fast
+
+
+def _pieces(text: str, cuts: list[int]) -> list[str]:
+    edges = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    return [text[a:b] for a, b in zip(edges, edges[1:])]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    # lines of mixed scripts (CJK, accented, emoji, 4-byte characters) with many line starts
+    lines=st.lists(st.lists(_ALPHABET | st.text(max_size=4) | st.sampled_from(["𠀋", "한국어", "\u3000"]),
+                            max_size=30).map("".join), max_size=25),
+    cuts=st.lists(st.integers(min_value=0), max_size=8),
+    window_chars=st.integers(min_value=1, max_value=300),
+    chunk_tokens=st.integers(min_value=2, max_value=60),
+    overlap_fraction=st.floats(min_value=0.0, max_value=0.95),
+)
+def test_streamed_chunking_equals_whole_text_chunking(lines: list[str], cuts: list[int], window_chars: int,
+                                                      chunk_tokens: int, overlap_fraction: float) -> None:
+    from kbgraph.parse.chunker import chunk_stream
+
+    text = "\n".join(lines)
+    overlap = min(int(chunk_tokens * overlap_fraction), chunk_tokens - 1)
+    whole = chunk_text(text, chunk_tokens, overlap)
+    streamed = list(chunk_stream(_pieces(text, cuts), chunk_tokens, overlap, window_chars=window_chars))
+    assert streamed == whole
+
+
+def test_streamed_book_in_small_windows_equals_whole() -> None:
+    # windows far smaller than the text, cut wherever a line starts: every kind of boundary is met
+    from kbgraph.parse.chunker import chunk_stream
+
+    text = BOOK.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    text += "\n\n" + "港口商会的船队在黄昏时抵达。\n他们卸下货物，然后离开；第二天早上又回来了！\n" * 300
+    whole = chunk_text(text, 200, 30)
+    for window_chars in (3_000, 50_000):
+        pieces = [text[i:i + 4096] for i in range(0, len(text), 4096)]
+        assert list(chunk_stream(pieces, 200, 30, window_chars=window_chars)) == whole
+
+
+def test_streamed_chunking_holds_a_window_not_the_text() -> None:
+    # a text of 40 windows: the source keeps the window and what the chunking still needs of the last one
+    from kbgraph.parse import chunker
+
+    line = "Scrooge went home to bed. The fog came down.\n"
+    pieces = (line * 100 for _ in range(400))  # 1.8 MB, made as it is read
+    held: list[int] = []
+    real_window = chunker._Window
+
+    def watched(text: str, offset: int, final: bool) -> chunker._Window:
+        held.append(len(text))
+        return real_window(text, offset, final)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(chunker, "_Window", watched)
+        spans = list(chunker.chunk_stream(pieces, 64, 8, window_chars=50_000))
+    assert spans[-1].end == len(line) * 100 * 400 - 1
+    assert len(held) >= 30 and max(held) < 60_000
