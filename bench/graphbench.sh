@@ -60,6 +60,7 @@ with open(sys.argv[1], encoding="utf-8") as lines:
 PY
 fi
 
+rm -f "$OUT/fakellm.port"  # a reused --out dir: the wait below must see this server's port, not an old one
 python3 "$GB/fakellm.py" --port 0 --latency-ms "$LATENCY" --port-file "$OUT/fakellm.port" --log "$OUT/fakellm.jsonl" \
         >"$OUT/fakellm.out" 2>&1 &
 FAKE_PID=$!
