@@ -251,6 +251,13 @@ class OpenAIEmbedder:
 
 # ---------------------------------------------------------------------------------------------
 
+# padded pieces per onnxruntime run: two full windows. Attention's working memory grows with a
+# batch's windows times their length squared, and onnxruntime's arena keeps its largest: at 4096
+# (eight 512-piece windows) the arena held ~250 MB and 512-token chunks cost 240 ms of CPU each, at
+# 1024 ~60 MB and 165-190 ms (MuSiQue passages 35-39 ms vs 47 ms; short texts the same; bench/README.md)
+_MAX_BATCH_TOKENS = 1024
+
+
 class LocalEmbedder:
     """multilingual-e5-small, bundled (kbgraph/llm/local_model.py), on the CPU through onnxruntime.
 
@@ -269,7 +276,7 @@ class LocalEmbedder:
     similarity_floor = 0.7
 
     def __init__(self, *, threads: int = 1, cache_root: Path | None = None, batch_size: int = 32,
-                 max_batch_tokens: int = 4096, overlap: int = 32,
+                 max_batch_tokens: int = _MAX_BATCH_TOKENS, overlap: int = 32,
                  ledger: UsageLedger | None = None) -> None:
         self.threads = max(1, threads)
         self.cache_root = cache_root
