@@ -28,7 +28,7 @@ parameter was flat within a point or two around its value.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,27 +132,18 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
     facts = facts or {}
     final = dict(base)
     chained: set[str] = set()
-    for start in _first_passages(base, params.first):
-        node = graph.node_of_chunk.get(start)
-        if node is None:
+    for start, entity, cited_by, targets in _links(graph, base, params, named):
+        targets = [t for t in targets if t in base]
+        if not targets:
             continue
-        for entity in graph.neighbours(node):
-            cited_by = int(graph.mentions[entity])
-            if cited_by < 2 or cited_by > params.max_mentions or int(entity) in named:
-                continue
-            targets = [graph.chunk_of_node[c] for c in graph.neighbours(entity)
-                       if c in graph.chunk_of_node and graph.chunk_of_node[c] != start]
-            targets = [t for t in targets if t in base]
-            if not targets:
-                continue
-            best_fit = max(base[t] for t in targets)
-            head = (params.lead * base[start] - params.step - params.specificity * math.log(cited_by)
-                    + params.fact_bonus * facts.get(int(entity), {}).get(start, 0.0))
-            for target in targets:
-                score = head + params.fit * (base[target] - best_fit)
-                if score > final[target]:
-                    final[target] = score
-                    chained.add(target)
+        best_fit = max(base[t] for t in targets)
+        head = (params.lead * base[start] - params.step - params.specificity * math.log(cited_by)
+                + params.fact_bonus * facts.get(entity, {}).get(start, 0.0))
+        for target in targets:
+            score = head + params.fit * (base[target] - best_fit)
+            if score > final[target]:
+                final[target] = score
+                chained.add(target)
     return final, chained
 
 
@@ -160,16 +151,23 @@ def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams
                   named: frozenset[int] = frozenset()) -> set[str]:
     """The chunks the chains from the best passages of ``base`` can reach (their base scores are
     needed before ``chain_scores``)."""
-    reached: set[str] = set()
+    return {target for *_, targets in _links(graph, base, params, named) for target in targets}
+
+
+def _links(graph: ChainGraph, base: dict[str, float], params: ChainParams, named: frozenset[int]
+           ) -> Iterator[tuple[str, int, int, list[str]]]:
+    """(start chunk, entity node, chunks citing it, the other chunks citing it) for every entity a
+    chain may run through from the best passages of ``base``."""
     for start in _first_passages(base, params.first):
         node = graph.node_of_chunk.get(start)
         if node is None:
             continue
         for entity in graph.neighbours(node):
-            if 2 <= graph.mentions[entity] <= params.max_mentions and int(entity) not in named:
-                reached.update(graph.chunk_of_node[c] for c in graph.neighbours(entity)
-                               if c in graph.chunk_of_node and graph.chunk_of_node[c] != start)
-    return reached
+            entity, cited_by = int(entity), int(graph.mentions[entity])
+            if cited_by < 2 or cited_by > params.max_mentions or entity in named:
+                continue
+            yield start, entity, cited_by, [graph.chunk_of_node[c] for c in graph.neighbours(entity)
+                                            if c in graph.chunk_of_node and graph.chunk_of_node[c] != start]
 
 
 def _first_passages(base: dict[str, float], count: int) -> list[str]:
