@@ -11,6 +11,11 @@ prior, because a chunk the graph never reaches (no entity extracted from it) mus
 The graph (entities, relations, entity-chunk links) is read from the store once per knowledge
 base set and graph version and cached in-process; a changed graph (new ``graph_meta`` version)
 rebuilds it on the next query.
+
+The walk settles the entities of the result. The chunks are ranked by passage chains
+(``kbgraph.search.chains``, ``PPRParams.chains``) over the naive hits, the walk's best chunks and the
+chunks those lead to through an entity they share; with ``chains=None`` they are ranked by the
+walk's mass and the naive score as above.
 """
 
 from __future__ import annotations
@@ -387,9 +392,8 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
         return None
     view = chain_graph(graph)
     base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor)
-    reached = chain_targets(view, base, chains, named) - set(vectors)
-    vectors.update(read_vectors(store, tenant, kb_ids, sorted(reached), dim))
-    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor)
+    reached = read_vectors(store, tenant, kb_ids, sorted(chain_targets(view, base, chains, named) - set(vectors)), dim)
+    base.update(base_scores(reached, question, sample, naive, chains, vector_weight, floor))
     final, _ = chain_scores(view, base, chains, facts, named)
     # a logistic keeps the order and gives the page a score in (0, 1)
     return {cid: 1.0 / (1.0 + math.exp(-z)) for cid, z in final.items()}
