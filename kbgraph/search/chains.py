@@ -52,6 +52,9 @@ class ChainParams:
     # an entity cited by more chunks than this starts no chain: at specificity 0.5 it would cost
     # 2.1 z, more than any chain of the evaluation sets overcame, and reading its chunks costs time
     max_mentions: int = 64
+    # chunks read to score the chains' far ends: on a large graph five passages' entities can reach
+    # thousands, and the far ends of the most promising links come first
+    max_reads: int = 512
     # added to a chain through an entity at the far end of one of the question's facts (the anchors'
     # relations that match the rest of the question: "the guild *founded by* Mira Castell") when the
     # chain starts from a passage stating that fact, times the fact's score relative to the best one
@@ -150,8 +153,17 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
 def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams,
                   named: frozenset[int] = frozenset()) -> set[str]:
     """The chunks the chains from the best passages of ``base`` can reach (their base scores are
-    needed before ``chain_scores``)."""
-    return {target for *_, targets in _links(graph, base, params, named) for target in targets}
+    needed before ``chain_scores``): at most ``max_reads``, those of the most promising links first
+    (the best start through the most specific entity)."""
+    links = sorted(_links(graph, base, params, named),
+                   key=lambda link: (-(params.lead * base[link[0]] - params.specificity * math.log(link[2])),
+                                     link[0], link[1]))
+    reached: set[str] = set()
+    for *_, targets in links:
+        if len(reached) >= params.max_reads:
+            break
+        reached.update(targets[:params.max_reads - len(reached)])
+    return reached
 
 
 def _links(graph: ChainGraph, base: dict[str, float], params: ChainParams, named: frozenset[int]

@@ -145,3 +145,11 @@ def test_the_sample_is_an_even_spread() -> None:
     ids = [f"c{i:03d}" for i in range(100)]
     assert sample_ids(ids, 4) == ["c000", "c025", "c050", "c075"]
     assert sample_ids(ids[:3], 4) == ids[:3]
+
+
+def test_the_chunks_read_are_bounded_and_the_most_promising_come_first() -> None:
+    graph = graph_of(CITES, mentions={"brenford society": 3, "river survey": 50})
+    # the journal (best start) through the society (3 citing) comes before the weak page's survey entity
+    assert chain_targets(graph, BASE, ChainParams(first=5, max_reads=2)) == {"presidents", "survey"}
+    assert len(chain_targets(graph, BASE, ChainParams(first=5, max_reads=1))) == 1
+    assert chain_targets(graph, BASE, ChainParams(first=5)) >= {"presidents", "survey", "journal"}
