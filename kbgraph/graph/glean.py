@@ -1,7 +1,7 @@
 """Whether a chunk's first LLM extraction pass gets a gleaning round.
 
-Gleaning ("MANY entities were missed in the last extraction, add them") re-sends the whole
-conversation, the chunk and the first answer, so it costs as much as the first pass. It exists to
+Gleaning (asking the model, after its first answer, for the entities it left out) re-sends the
+whole conversation, the chunk and the first answer, so it costs as much as the first pass. It exists to
 recover names the first pass left out. Policies (``Settings.glean_policy``):
 
 * ``always``: every chunk of at least ``glean_min_tokens`` tokens is gleaned (GraphRAG,
