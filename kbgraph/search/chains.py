@@ -8,9 +8,9 @@ best passages ``a`` through an entity ``e`` it cites to another passage ``b`` ci
 scores, in the units of the question's similarity z-score (its cosine to a passage, measured
 against a sample of the knowledge base's passages, plus the passage's full-text score):
 
-    chain(a, e, b) = lead * z(a) - specificity * ln(chunks citing e) + fit * (z(b) - best z among e's chunks)
+    chain(a, e, b) = lead * z(a) - step - specificity * ln(chunks citing e) + fit * (z(b) - best z among e's chunks)
 
-- ``lead``: the chain is as good as the passage it starts from, a little less (one more step);
+- ``lead``, ``step``: the chain is as good as the passage it starts from, less one step;
 - ``specificity``: an entity cited by few passages leads somewhere (HippoRAG's node specificity);
   one cited by hundreds (a country, the narrator of every chat log) leads nowhere in particular;
 - ``fit``: among the passages of ``e``, the one that matches the rest of the question best (the
