@@ -186,17 +186,27 @@ def _first_passages(base: dict[str, float], count: int) -> list[str]:
     return sorted(base, key=lambda cid: (-base[cid], cid))[:count]
 
 
+def naive_cosines(naive: Sequence[ChunkHit], floor: float) -> dict[str, float]:
+    """The cosines naive search already measured (its vector score is the cosine rescaled from the
+    embedder's ``floor``); a hit scored 0 lay at or below the floor and is left out (read its vector)."""
+    return {h.chunk_id: floor + h.vector_similarity * (1.0 - floor) for h in naive if h.vector_similarity > 0}
+
+
 def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np.ndarray,
                 naive: Sequence[ChunkHit], params: ChainParams, vector_weight: float,
-                floor: float = 0.0) -> dict[str, float]:
+                floor: float = 0.0, cosines: dict[str, float] | None = None) -> dict[str, float]:
     """Chunk id -> naive search's score of the chunk in z units: the question's z-scored cosine
     plus its full-text score (naive's hits only; 0 for the others, as for any chunk naive search
     found no word of the question in), weighed as naive weighs them (``vector_weight``; ``floor``:
-    the embedder's cosine of unrelated texts, which naive rescales from) times ``text_share``."""
+    the embedder's cosine of unrelated texts, which naive rescales from) times ``text_share``.
+    ``cosines``: chunks whose cosine is known already (``naive_cosines``), scored without a vector."""
     ids = list(vectors)
     z, spread = z_scores(np.stack([vectors[c] for c in ids]) if ids else np.zeros((0, len(question))),
                          question, sample)
     out = dict(zip(ids, z.tolist()))
+    if cosines:
+        mean = float(_cosines(sample, question / (np.linalg.norm(question) or 1.0)).mean())
+        out.update({cid: (cos - mean) / spread for cid, cos in cosines.items() if cid not in out})
     vector_weight = min(max(vector_weight, 0.05), 1.0)
     # one unit of full-text score is worth (1 - w) / w units of rescaled cosine, i.e. that times
     # (1 - floor) / spread z units

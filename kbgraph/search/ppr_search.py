@@ -38,6 +38,7 @@ from kbgraph.search.chains import (
     base_scores,
     chain_scores,
     chain_targets,
+    naive_cosines,
     read_vectors,
     sample_ids,
 )
@@ -386,13 +387,14 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
     dim = len(question)
     sample = vector_sample(store, tenant, kb_ids, graph, dim, chains.sample_size)
     walk_best = sorted(walked, key=lambda c: (-walked[c], c))[:params.chain_walk_candidates]
-    candidates = list(dict.fromkeys([h.chunk_id for h in naive] + walk_best))
-    vectors = read_vectors(store, tenant, kb_ids, candidates, dim)
-    if not vectors or not len(sample):
+    known = naive_cosines(naive, floor)  # naive measured these: no vector to read
+    unknown = [c for c in dict.fromkeys([h.chunk_id for h in naive] + walk_best) if c not in known]
+    vectors = read_vectors(store, tenant, kb_ids, unknown, dim)
+    if not (vectors or known) or not len(sample):
         return None
     view = chain_graph(graph)
-    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor)
-    reached = read_vectors(store, tenant, kb_ids, sorted(chain_targets(view, base, chains, named) - set(vectors)), dim)
+    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor, known)
+    reached = read_vectors(store, tenant, kb_ids, sorted(chain_targets(view, base, chains, named) - set(base)), dim)
     base.update(base_scores(reached, question, sample, naive, chains, vector_weight, floor))
     final, _ = chain_scores(view, base, chains, facts, named)
     # a logistic keeps the order and gives the page a score in (0, 1)

@@ -153,3 +153,21 @@ def test_the_chunks_read_are_bounded_and_the_most_promising_come_first() -> None
     assert chain_targets(graph, BASE, ChainParams(first=5, max_reads=2)) == {"presidents", "survey"}
     assert len(chain_targets(graph, BASE, ChainParams(first=5, max_reads=1))) == 1
     assert chain_targets(graph, BASE, ChainParams(first=5)) >= {"presidents", "survey", "journal"}
+
+
+def test_a_cosine_naive_measured_scores_as_its_vector_would() -> None:
+    from kbgraph.search.chains import naive_cosines
+
+    sample = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], dtype=np.float32)
+    question = np.array([0.8, 0.6], dtype=np.float32)
+    vector = np.array([0.6, 0.8], dtype=np.float32)  # cosine 0.96 to the question
+    floor = 0.5
+    hit = ChunkHit(chunk_id="c", kb_id="k", doc_id="d", doc_name="c.txt", content="", position=0,
+                   similarity=0.5, vector_similarity=(0.96 - floor) / (1 - floor), term_similarity=0.25)
+    known = naive_cosines([hit], floor)
+    assert known == {"c": pytest.approx(0.96)}
+    from_vector = base_scores({"c": vector}, question, sample, [hit], ChainParams(), 0.7, floor)
+    from_cosine = base_scores({}, question, sample, [hit], ChainParams(), 0.7, floor, known)
+    assert from_cosine["c"] == pytest.approx(from_vector["c"], abs=1e-5)
+    # a hit naive scored 0 lay at or below the floor: its cosine is unknown, its vector is read
+    assert naive_cosines([ChunkHit(**{**hit.__dict__, "vector_similarity": 0.0})], floor) == {}
