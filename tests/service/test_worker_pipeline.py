@@ -190,7 +190,9 @@ def test_graph_build_extracts_parsed_documents_concurrently(
     assert f"{len(doc_ids)} document(s) extracted" in seen[-1][2]
     messages = [m for s, _, m in seen if s == "running"]
     assert any(m.startswith("documents ") for m in messages), seen
-    assert any(m.startswith(("reports ", "communities ")) for m in messages), seen
+    # the refresh after the extraction shows its phases too; which of them a poll catches depends on
+    # how fast each runs (the summaries now overlap the reports)
+    assert any(m.startswith(("summaries ", "embed ", "reports ", "communities ")) for m in messages), seen
     # the chunks of the documents were extracted at once, as many as the limit allows
     assert llm.max_in_flight == LIMIT
     assert sum(1 for r in llm.requests if r["kind"] == "chat") >= sum(chunks.values())
