@@ -86,11 +86,20 @@ class ChainGraph:
 def z_scores(vectors: np.ndarray, question: np.ndarray, sample: np.ndarray) -> tuple[np.ndarray, float]:
     """Cosines of ``vectors`` to the question as z-scores against the cosines of ``sample``, and
     the spread (standard deviation) of the sample's cosines."""
-    q = question / (np.linalg.norm(question) or 1.0)
-    reference = _cosines(sample, q)
-    mean = float(reference.mean()) if len(reference) else 0.0
-    spread = max(float(reference.std()) if len(reference) > 1 else 0.0, 1e-6)
+    q = _unit(question)
+    mean, spread = _reference(sample, q)
     return (_cosines(vectors, q) - mean) / spread, spread
+
+
+def _unit(question: np.ndarray) -> np.ndarray:
+    return question / (np.linalg.norm(question) or 1.0)
+
+
+def _reference(sample: np.ndarray, unit_question: np.ndarray) -> tuple[float, float]:
+    """The mean and spread (standard deviation, at least 1e-6) of the sample's cosines."""
+    reference = _cosines(sample, unit_question)
+    mean = float(reference.mean()) if len(reference) else 0.0
+    return mean, max(float(reference.std()) if len(reference) > 1 else 0.0, 1e-6)
 
 
 def _cosines(vectors: np.ndarray, unit_question: np.ndarray) -> np.ndarray:
@@ -200,13 +209,12 @@ def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np
     found no word of the question in), weighed as naive weighs them (``vector_weight``; ``floor``:
     the embedder's cosine of unrelated texts, which naive rescales from) times ``text_share``.
     ``cosines``: chunks whose cosine is known already (``naive_cosines``), scored without a vector."""
+    q = _unit(question)
+    mean, spread = _reference(sample, q)
     ids = list(vectors)
-    z, spread = z_scores(np.stack([vectors[c] for c in ids]) if ids else np.zeros((0, len(question))),
-                         question, sample)
-    out = dict(zip(ids, z.tolist()))
-    if cosines:
-        mean = float(_cosines(sample, question / (np.linalg.norm(question) or 1.0)).mean())
-        out.update({cid: (cos - mean) / spread for cid, cos in cosines.items() if cid not in out})
+    measured = _cosines(np.stack([vectors[c] for c in ids]), q) if ids else np.zeros(0)
+    out = dict(zip(ids, ((measured - mean) / spread).tolist()))
+    out.update({cid: (cos - mean) / spread for cid, cos in (cosines or {}).items() if cid not in out})
     vector_weight = min(max(vector_weight, 0.05), 1.0)
     # one unit of full-text score is worth (1 - w) / w units of rescaled cosine, i.e. that times
     # (1 - floor) / spread z units

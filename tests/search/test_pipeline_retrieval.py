@@ -39,14 +39,20 @@ def _names(engine: Engine, kb_id: str, question: str, mode: str, top_n: int) -> 
     return [c.doc_name for c in result.chunks]
 
 
-def test_kg_follows_the_shared_entity_where_naive_misses(settings: Settings, tmp_path: Path) -> None:
-    folder = tmp_path / "bridge"
+def _indexed(engine: Engine, tmp_path: Path, name: str, docs: dict[str, str]):  # type: ignore[no-untyped-def]
+    """A knowledge base ``name`` with a graph, holding ``docs`` (file name -> text)."""
+    folder = tmp_path / name
     folder.mkdir()
-    for name, text in BRIDGE_DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
+    for file_name, text in docs.items():
+        (folder / file_name).write_text(text, encoding="utf-8")
+    kb = engine.create_kb(name, graph=GRAPH)
+    engine.index_paths(name, [folder])
+    return kb
+
+
+def test_kg_follows_the_shared_entity_where_naive_misses(settings: Settings, tmp_path: Path) -> None:
     with Engine.open(settings) as engine:
-        kb = engine.create_kb("bridge", graph=GRAPH)
-        engine.index_paths("bridge", [folder])
+        kb = _indexed(engine, tmp_path, "bridge", BRIDGE_DOCS)
         naive = _names(engine, kb.id, BRIDGE_QUESTION, "naive", 3)
         assert "mira.md" in naive and "lumen.md" not in naive
         kg = _names(engine, kb.id, BRIDGE_QUESTION, "kg", 3)
@@ -83,13 +89,8 @@ CHAIN_QUESTION = "Who was the first president of the society that publishes the 
 
 
 def test_ppr_chains_reach_the_second_hop_past_the_distractors(settings: Settings, tmp_path: Path) -> None:
-    folder = tmp_path / "chain"
-    folder.mkdir()
-    for name, text in CHAIN_DOCS.items():
-        (folder / name).write_text(text, encoding="utf-8")
     with Engine.open(settings) as engine:
-        kb = engine.create_kb("chain", graph=GRAPH)
-        engine.index_paths("chain", [folder])
+        kb = _indexed(engine, tmp_path, "chain", CHAIN_DOCS)
         naive = _names(engine, kb.id, CHAIN_QUESTION, "naive", 4)
         assert naive[0] == "journal.md" and "presidents.md" not in naive, naive
         ppr = _names(engine, kb.id, CHAIN_QUESTION, "ppr", 4)
