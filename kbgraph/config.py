@@ -112,6 +112,11 @@ class Settings:
     max_cluster_size: int = 10
     # communities with fewer entities get a report put together from their rows, not an LLM call
     report_min_entities: int = 3
+    # "largest": LLM reports for the communities of the largest connected component, reports put
+    # together from their rows for the rest (the islands a document or two form on their own), as
+    # Microsoft GraphRAG, nano-graphrag and RAGFlow cluster only the largest component; "all": every
+    # community of report_min_entities or more gets an LLM report
+    report_scope: str = "largest"
     language: str = "English"
     empty_response: str = "I cannot find this in the knowledge base."
 
@@ -190,6 +195,7 @@ _CHOICES = {
     "store": {"sqlite", "elasticsearch"},
     "embedding_provider": {"local", "openai", "hash"},
     "glean_policy": {"missed", "always"},
+    "report_scope": {"largest", "all"},
 }
 
 

@@ -68,7 +68,7 @@ def settings(llm: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory) -> Iter
             data_dir=data, store="sqlite", embedding_provider="hash", embedding_dim=64, chunk_tokens=96,
             chunk_overlap=8, summary_max_tokens=24, redis_url=REDIS_URL, redis_prefix=prefix,
             llm_concurrency=LIMIT, llm_kb_concurrency=0, graph_refresh_delay=0.2,
-            report_min_entities=2))  # every community's report from the model: a phase that takes time
+            report_min_entities=2, report_scope="all"))  # every community's report from the model: a phase that takes time
 
 
 @pytest.fixture(scope="module")
