@@ -124,7 +124,8 @@ class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "kbgraph:"
     # seconds between a running task's liveness beats: a task or knowledge-base lock whose holder
-    # missed three beats (a killed worker) is taken over by another worker
+    # missed three beats (a killed worker) is taken over by another worker, and the chat model
+    # slots its calls held free themselves
     task_heartbeat: float = 5.0
     # seconds before Redis hands a message a worker took but never acknowledged (it was killed) to
     # another worker; a duplicate of a task still running elsewhere is recognised and dropped
