@@ -112,6 +112,11 @@ class Settings:
     max_cluster_size: int = 10
     # communities with fewer entities get a report put together from their rows, not an LLM call
     report_min_entities: int = 3
+    # "largest": LLM reports for the communities of the largest connected component, reports put
+    # together from their rows for the rest (the islands a document or two form on their own), as
+    # Microsoft GraphRAG, nano-graphrag and RAGFlow cluster only the largest component; "all": every
+    # community of report_min_entities or more gets an LLM report
+    report_scope: str = "largest"
     language: str = "English"
     empty_response: str = "I cannot find this in the knowledge base."
 
@@ -119,7 +124,8 @@ class Settings:
     redis_url: str = "redis://127.0.0.1:6379/0"
     redis_prefix: str = "kbgraph:"
     # seconds between a running task's liveness beats: a task or knowledge-base lock whose holder
-    # missed three beats (a killed worker) is taken over by another worker
+    # missed three beats (a killed worker) is taken over by another worker, and the chat model
+    # slots its calls held free themselves
     task_heartbeat: float = 5.0
     # seconds before Redis hands a message a worker took but never acknowledged (it was killed) to
     # another worker; a duplicate of a task still running elsewhere is recognised and dropped
@@ -189,6 +195,7 @@ _CHOICES = {
     "store": {"sqlite", "elasticsearch"},
     "embedding_provider": {"local", "openai", "hash"},
     "glean_policy": {"missed", "always"},
+    "report_scope": {"largest", "all"},
 }
 
 

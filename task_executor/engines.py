@@ -20,15 +20,22 @@ from task_executor.limits import RedisCallLimits
 from task_executor.locks import redis_kb_lock
 
 
+def call_limits(client: redis.Redis, settings: Settings) -> RedisCallLimits:
+    """The chat model's limits of a worker or web process, on the deployment's Redis."""
+    return RedisCallLimits(client, settings.redis_prefix, lease=3 * settings.task_heartbeat)
+
+
 class EnginePool:
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
         self.settings = settings
         self.redis = client or redis.Redis.from_url(settings.redis_url)
         # a killed holder's lock frees itself after three missed beats, not after a minute
         self.kb_lock = redis_kb_lock(self.redis, settings.redis_prefix, timeout=3 * settings.task_heartbeat)
-        # the chat model's limits hold for every process of the deployment together; a killed
-        # process's slots free themselves a minute after its calls would have timed out
-        self.limits = RedisCallLimits(self.redis, settings.redis_prefix, lease=settings.llm_timeout + 60)
+        # the chat model's limits hold for every process of the deployment together; a live
+        # process keeps its slots while its calls run, a killed one's free themselves after three
+        # missed beats, like its claims and locks (a long fixed lease let the slots a kill -9 left
+        # behind stall every worker's model calls for minutes)
+        self.limits = call_limits(self.redis, settings)
         self.base = Engine.open(settings, kb_lock=self.kb_lock, limits=self.limits)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
@@ -52,5 +59,6 @@ class EnginePool:
             return found
 
     def close(self) -> None:
+        self.limits.close()
         self.base.close()  # the other engines share its connections
         self.redis.close()

@@ -6,15 +6,19 @@ the per-minute budgets are what the model provider allows the deployment, not ea
 here, every process's calls count against the same numbers, and a 429's Retry-After seen by one
 process holds back the calls of all of them.
 
-Slots are leases (a sorted set of holder tokens scored by their expiry), so the slots of a killed
-process free themselves after ``lease`` seconds instead of shrinking the limit for good. A process
-first takes a slot of its own semaphore of the same size, so at most ``limit`` of its threads wait
-on Redis; a waiter sleeps on a notification list that every release pushes to, rather than polling.
+Slots are leases (a sorted set of holder tokens scored by their expiry) that a keeper thread of the
+holding process extends every ``lease / 3`` seconds while the call runs, so a call may take as long
+as it takes, and the slots of a killed process (kill -9, OOM: nothing releases them) free
+themselves ``lease`` seconds later instead of shrinking the limit until a fixed long lease ran out;
+a worker uses three task heartbeats, as for its task claims and KB locks. A process first takes a
+slot of its own semaphore of the same size, so at most ``limit`` of its threads wait on Redis; a
+waiter sleeps on a notification list that every release pushes to, rather than polling.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import threading
@@ -25,6 +29,8 @@ import redis
 
 from kbgraph.llm.limits import Check
 from kbgraph.llm.layers import acquire, shared_semaphore
+
+log = logging.getLogger(__name__)
 
 _ACQUIRE = """
 local now = redis.call('TIME')
@@ -45,6 +51,22 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('EXPIRE', KEYS[2], 60)
 end
 return 0
+"""
+
+# extends the leases of the tokens still in the set (a lease that ran out while its holder stalled
+# stays given up: its slot may be someone else's now)
+_RENEW = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local kept = 0
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i])
+    kept = kept + 1
+  end
+end
+if kept > 0 then redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1])) + 60) end
+return kept
 """
 
 # the token buckets of RequestBudget (kbgraph.llm.layers), refilled continuously, full at first;
@@ -110,12 +132,21 @@ class RedisSlots:
         self.local = shared_semaphore(f"redis|{prefix}|{key}", self.limit)
         self._acquire = client.register_script(_ACQUIRE)
         self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(_RENEW)
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._held: set[str] = set()  # this process's tokens, whose leases renew() extends
+        self._held_guard = threading.Lock()
 
     def try_acquire(self) -> str | None:
         """A slot's token, or None when every slot is taken (does not wait)."""
         token = f"{self._owner}:{uuid.uuid4().hex}"
-        return token if self._acquire(keys=[self.key], args=[self.limit, self.lease, token]) else None
+        with self._held_guard:  # kept alive from the moment it may count
+            self._held.add(token)
+        if self._acquire(keys=[self.key], args=[self.limit, self.lease, token]):
+            return token
+        with self._held_guard:
+            self._held.discard(token)
+        return None
 
     def acquire(self, check: Check) -> object:
         acquire(self.local, check)
@@ -132,10 +163,20 @@ class RedisSlots:
             raise
 
     def release(self, handle: object) -> None:
+        with self._held_guard:
+            self._held.discard(str(handle))
         try:
             self._release(keys=[self.key, self.notify], args=[str(handle), self.limit])
         finally:
             self.local.release()
+
+    def renew(self) -> int:
+        """Extend the leases of the slots this process holds; returns how many were still held."""
+        with self._held_guard:
+            tokens = list(self._held)
+        if not tokens:
+            return 0
+        return int(self._renew(keys=[self.key], args=[self.lease, *tokens]))
 
     def held(self) -> int:
         """Slots held now, by every process (for tests and status pages)."""
@@ -183,19 +224,57 @@ class RedisBudget:
 
 class RedisCallLimits:
     """``Engine(limits=...)``: slots and budgets under ``<prefix>llm:``, one object per key and
-    limit per process (the process-local half of a slot is shared the same way)."""
+    limit per process (the process-local half of a slot is shared the same way). ``lease``: how long
+    the slots of a process that died holding them stay taken; a live holder's are extended by a
+    keeper thread (started with the first slots, in the process that uses them) every lease / 3."""
 
     def __init__(self, client: redis.Redis, prefix: str, *, lease: float) -> None:
+        if lease <= 0:
+            raise ValueError(f"a slot's lease must be positive, not {lease}")
         self.client, self.prefix, self.lease = client, prefix, lease
         self._slots: dict[tuple[str, int], RedisSlots] = {}
         self._budgets: dict[tuple[str, int, int], RedisBudget] = {}
         self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._keeper: threading.Thread | None = None
+        self._keeper_pid = 0
 
     def slots(self, key: str, limit: int) -> RedisSlots:
         with self._guard:
+            self._ensure_keeper()
             if (key, limit) not in self._slots:
                 self._slots[(key, limit)] = RedisSlots(self.client, self.prefix, key, limit, self.lease)
             return self._slots[(key, limit)]
+
+    def _ensure_keeper(self) -> None:
+        # a forked child has none of its parent's threads: it starts its own
+        if self._keeper is not None and self._keeper_pid == os.getpid() and self._keeper.is_alive():
+            return
+        self._stop.clear()
+        self._keeper_pid = os.getpid()
+        self._keeper = threading.Thread(target=self._keep_alive, name="kbgraph-llm-slots", daemon=True)
+        self._keeper.start()
+
+    def _keep_alive(self) -> None:
+        while not self._stop.wait(self.lease / 3):
+            self.renew()
+
+    def renew(self) -> None:
+        """Extend the leases of every slot this process holds (the keeper does, every lease / 3)."""
+        with self._guard:
+            every = list(self._slots.values())
+        for slots in every:
+            try:
+                slots.renew()
+            except redis.RedisError:  # Redis away for a moment: the next beat tries again
+                log.warning("could not extend the leases of the model's slots %s", slots.key, exc_info=True)
+
+    def close(self) -> None:
+        """Stop the keeper (slots still held lapse after ``lease``)."""
+        self._stop.set()
+        keeper = self._keeper
+        if keeper is not None and keeper is not threading.current_thread() and self._keeper_pid == os.getpid():
+            keeper.join(5)
 
     def budget(self, key: str, requests_per_minute: int, tokens_per_minute: int) -> RedisBudget:
         with self._guard:

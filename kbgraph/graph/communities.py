@@ -4,7 +4,8 @@
 numba (3-4 s of imports) for the same Rust routine.
 
 Every connected component is clustered on its own, not only the largest one as Microsoft GraphRAG
-does, so no entity is left without a community. Clustering per component also makes the result of
+does, so no entity is left without a community (which component a community lies in is kept: the
+refresh decides by it which communities get a report written by the LLM). Clustering per component also makes the result of
 an unchanged component independent of the rest of the graph, and a community's label is a hash of
 its level and sorted members, so a community whose membership did not change keeps its label (and
 its report can be reused).
@@ -31,6 +32,9 @@ class Community:
     label: str
     parent: str  # the label of the enclosing community one level up; "" at level 0
     member_keys: list[str] = field(default_factory=list)  # sorted
+    # the connected component the community lies in, named by its smallest key, and its entity count
+    component: str = field(default="", compare=False)
+    component_size: int = field(default=0, compare=False)
 
 
 def community_label(level: int, member_keys: Sequence[str]) -> str:
@@ -77,10 +81,11 @@ def detect_communities(nodes: Sequence[str], edges: Sequence[tuple[str, str, flo
 
     communities: list[Community] = []
     for comp, keys in members.items():
-        if len(keys) <= max_cluster_size:
-            communities.append(_make(0, "", keys))
-        else:
-            communities.extend(_leiden(component_edges[comp], max_cluster_size, seed))
+        found = [_make(0, "", keys)] if len(keys) <= max_cluster_size else _leiden(component_edges[comp],
+                                                                                 max_cluster_size, seed)
+        for community in found:
+            community.component, community.component_size = keys[0], len(keys)  # keys are sorted
+        communities.extend(found)
     communities.sort(key=lambda c: (c.level, c.label))
     return communities
 
@@ -122,6 +127,12 @@ def _leiden(edges: list[tuple[str, str, float]], max_cluster_size: int, seed: in
         labels[(level, cluster)] = community.label
         out.append(community)
     return out
+
+
+def largest_component(communities: Sequence[Community]) -> str:
+    """The component holding the most entities (on a tie, the one named by the smaller key)."""
+    best = min(((-c.component_size, c.component) for c in communities), default=(0, ""))
+    return best[1]
 
 
 def leaf_communities(communities: Sequence[Community]) -> dict[str, str]:

@@ -27,7 +27,6 @@ positives (a capitalised word that is no name).
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,7 +44,6 @@ SHORT, ALWAYS, MISSED, COVERED = "short", "always", "missed names", "names cover
 
 _LETTERS = re.compile(r"[A-Za-zÀ-ÖØ-öø-ÿĀ-ɏ]+")
 _CONNECTORS = frozenset("of the de von van der den da di du la le del des and".split())
-_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -103,8 +101,5 @@ def _detector() -> "NLPExtractor":
 
 def record_glean(ledger: UsageLedger | None, decision: GleanDecision) -> None:
     """Count the decision in the run's ledger ("glean: missed names" 12, "glean: names covered" 31...)."""
-    if ledger is None:
-        return
-    with _lock:
-        key = f"glean: {decision.reason}"
-        ledger.decisions[key] = ledger.decisions.get(key, 0) + 1
+    if ledger is not None:
+        ledger.count(f"glean: {decision.reason}")

@@ -7,6 +7,7 @@ production deployment differ only in what the factory returns.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -43,6 +44,9 @@ class Usage:
     failures: int = 0
 
 
+_decisions_lock = threading.Lock()
+
+
 @dataclass
 class UsageLedger:
     """Usage by phase ("extract", "glean", "summarize", "report", "query", "chat", "embed"...)."""
@@ -53,6 +57,11 @@ class UsageLedger:
 
     def phase(self, name: str) -> Usage:
         return self.by_phase.setdefault(name, Usage())
+
+    def count(self, decision: str, times: int = 1) -> None:
+        """Count a choice; safe from the pipeline's worker threads."""
+        with _decisions_lock:
+            self.decisions[decision] = self.decisions.get(decision, 0) + times
 
     @property
     def total(self) -> Usage:

@@ -9,7 +9,8 @@ from collections import defaultdict
 
 import networkx as nx
 
-from kbgraph.graph.communities import Community, community_label, detect_communities, leaf_communities
+from kbgraph.graph.communities import (Community, community_label, detect_communities, largest_component,
+                                       leaf_communities)
 
 
 def big_graph(seed: int = 1) -> tuple[list[str], list[tuple[str, str, float]]]:
@@ -40,6 +41,23 @@ def test_every_node_of_every_component_is_covered() -> None:
     by_members = {tuple(c.member_keys): c for c in level0}
     assert ("isolated",) in by_members and ("p1", "p2") in by_members and ("t1", "t2", "t3") in by_members
     assert by_members[("isolated",)].parent == ""
+
+
+def test_each_community_names_its_component_and_the_largest_is_found() -> None:
+    nodes, edges = big_graph()
+    edges = edges + [("p1", "p2", 1.0), ("t1", "t2", 1.0), ("t2", "t3", 2.0)]
+    communities = detect_communities(nodes + ["isolated"], edges)
+    by_component: dict[str, set[str]] = defaultdict(set)
+    for c in communities:
+        by_component[c.component].update(c.member_keys)
+    assert {k: len(v) for k, v in by_component.items()} == {"n0": 600, "p1": 2, "t1": 3, "isolated": 1}
+    assert all(c.component_size == len(by_component[c.component]) for c in communities)
+    assert largest_component(communities) == "n0"
+    # two components of one size: the one named by the smaller key, whatever the input order
+    twins = [("b1", "b2", 1.0), ("b2", "b3", 1.0), ("a1", "a2", 1.0), ("a2", "a3", 1.0)]
+    assert largest_component(detect_communities([], twins)) == "a1"
+    assert largest_component(detect_communities([], list(reversed(twins)))) == "a1"
+    assert largest_component([]) == ""
 
 
 def test_hierarchy_is_consistent() -> None:

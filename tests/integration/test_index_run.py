@@ -112,7 +112,7 @@ def test_reports_are_written_while_the_summaries_run_and_from_the_summaries(sett
 
     scripted_llm.responder = slow
     folder, _ = _corpus(tmp_path)
-    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2) as engine:
+    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2, report_scope="all") as engine:
         engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
         report = engine.index_paths("kb", [folder])
         assert report.refresh is not None and report.refresh.summarized > 0 and report.refresh.reports_generated > 0
@@ -173,7 +173,7 @@ def test_the_summaries_go_ahead_of_the_reports_that_do_not_wait_for_them(setting
     scripted_llm.responder = slow
     folder, _ = _corpus(tmp_path)
     workers = 4
-    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2,
+    with _engine(settings, scripted_llm, summary_max_tokens=24, report_min_entities=2, report_scope="all",
                  llm_concurrency=workers, llm_kb_concurrency=workers) as engine:
         engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
         report = engine.index_paths("kb", [folder])

@@ -48,6 +48,21 @@ def _graph(engine: Engine, kb_name: str) -> dict:
             "relations": {k: (r.description, r.weight, r.mention_count) for k, r in snap.relations.items()}}
 
 
+def _largest_component(engine: Engine, kb_name: str) -> set[str]:
+    import networkx as nx
+
+    from kbgraph.graph.invariants import stored_graph
+
+    snap = stored_graph(engine.store, engine.tenant, engine.kb(kb_name).id)
+    graph = nx.Graph(list(snap.relations))
+    graph.add_nodes_from(snap.entities)
+    return min(nx.connected_components(graph), key=lambda c: (-len(c), min(c)))  # as kbgraph breaks a tie
+
+
+def _reports(engine: Engine, kb_name: str) -> list[dict]:
+    return list(engine.store.scan(engine.tenant, [engine.kb(kb_name).id], [eq("knowledge_graph_kwd", "community_report")]))
+
+
 @pytest.fixture
 def model(scripted_llm: ScriptedLLM) -> GraphModel:
     responder = GraphModel()
@@ -70,8 +85,17 @@ def test_general_extraction_builds_a_graph_and_reruns_cost_nothing(settings, scr
                                          [eq("knowledge_graph_kwd", "community_report")]))
         shared = [r for r in reports if r["member_count_int"] >= settings.report_min_entities]
         assert shared and len(shared) < len(reports)
-        # a community under report_min_entities (a lone entity, a pair) gets its report without the LLM
-        assert model.kinds.count("report") == len(shared)
+        # a community under report_min_entities (a lone entity, a pair) gets its report without the LLM,
+        # and so does one outside the largest connected component (report_scope "largest")
+        largest = _largest_component(engine, "lore")
+        by_llm = [r for r in shared if set(r["entity_keys_kwd"]) <= largest]
+        assert by_llm and len(by_llm) < len(shared)
+        assert model.kinds.count("report") == len(by_llm)
+        # the run says which reports the model wrote and why the others are put together from rows
+        decisions = report.ledger.decisions
+        assert decisions["report: by the model"] == len(by_llm)
+        assert decisions["report: from rows: outside the largest component"] == len(shared) - len(by_llm)
+        assert decisions["report: from rows: small community"] == len(reports) - len(shared)
         graph = _graph(engine, "lore")
         assert "mira castell" in graph["entities"]
         assert check_graph(engine.store, engine.tenant, engine.kb("lore").id, engine.context(engine.kb("lore")).describer()) == []
@@ -83,6 +107,26 @@ def test_general_extraction_builds_a_graph_and_reruns_cost_nothing(settings, scr
         assert scripted_llm.counts["chat"] == first_calls
         assert engine.ledger.total.cached_calls > 0
         assert _graph(engine, "lore") == graph
+
+
+def test_report_scope_all_has_the_model_write_every_component_s_reports(settings, scripted_llm, model, tmp_path):
+    corpus = _corpus(tmp_path, ENGLISH)
+    with _engine(settings, scripted_llm, report_scope="all") as engine:
+        engine.create_kb("every", graph=GraphConfig(enabled=True, method="general", community=True))
+        engine.index_paths("every", [corpus])
+        reports = _reports(engine, "every")
+        shared = [r for r in reports if r["member_count_int"] >= settings.report_min_entities]
+        outside = [r for r in shared if not set(r["entity_keys_kwd"]) <= _largest_component(engine, "every")]
+        assert outside and model.kinds.count("report") == len(shared)
+        # switching the scope back rewrites only the islands' reports, from their rows
+        model.kinds.clear()
+        with _engine(settings, scripted_llm) as narrower:
+            narrower.refresh_graph("every", force=True)
+            assert model.kinds.count("report") == 0
+            rewritten = {r["id"]: r for r in _reports(narrower, "every")}
+        assert all(rewritten[r["id"]]["content_with_weight"] != r["content_with_weight"] for r in outside)
+        assert all(rewritten[r["id"]]["content_with_weight"] == r["content_with_weight"]
+                   for r in shared if r not in outside)
 
 
 def test_deleting_a_document_equals_never_indexing_it(settings, scripted_llm, model, tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
@@ -32,7 +33,10 @@ from task_executor.submit import enqueue_documents, run_in_progress
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-HEARTBEAT = 1.0  # a killed worker's claims and locks lapse after 3 s
+HEARTBEAT = 1.0  # a killed worker's claims, locks and model slots lapse after 3 s
+# few model slots for the whole deployment: a kill leaves every one of them held by the dead worker
+# (its calls in flight), so the new worker's calls wait until they lapse
+LLM_SLOTS = 4
 TENANT = "drill"
 
 
@@ -87,7 +91,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory, switch: KillSwitch) -> It
         base = load_settings(data_dir=tmp_path_factory.mktemp("drill") / "data", store="sqlite", embedding_provider="hash",
                              embedding_dim=64, redis_url=REDIS_URL, redis_prefix=prefix, task_heartbeat=HEARTBEAT,
                              broker_visibility_timeout=4.0, graph_refresh_delay=0.3, summary_max_tokens=24,
-                             llm_max_retries=1)
+                             llm_max_retries=1, llm_concurrency=LLM_SLOTS)
         with ScriptedLLM(responder=switch) as llm:
             yield llm.settings(base)
 
@@ -118,14 +122,32 @@ def _kb_with(meta: MetaDB, name: str, files: list[str]) -> tuple[str, dict[str, 
     return kb.id, names
 
 
-def _wait_finished(meta: MetaDB, kb_id: str, timeout: float) -> list[Any]:
+def _held_slots(settings: Settings) -> dict[str, list[tuple[str, int]]]:
+    """The chat model's slots held in Redis now: key -> (holder, seconds its lease has left)."""
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        now = time.time()
+        held = {key.decode(): [(m.decode(), round(score - now))
+                               for m, score in client.zrangebyscore(key, now, "+inf", withscores=True)]
+                for key in client.scan_iter(match=f"{settings.redis_prefix}llm:slots:*") if client.type(key) == b"zset"}
+        return {key: holders for key, holders in held.items() if holders}  # lapsed ones are dropped lazily
+    finally:
+        client.close()
+
+
+def _wait_finished(meta: MetaDB, kb_id: str, timeout: float, worker: Worker | None = None,
+                   settings: Settings | None = None) -> list[Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         tasks = meta.list_tasks(kb_id, kind="index")
         if tasks and all(t.status in FINISHED for t in tasks):
             return tasks
         time.sleep(0.1)
-    raise AssertionError(f"tasks still unfinished after {timeout:g} s: {meta.list_tasks(kb_id, kind='index')}")
+    rows = "\n".join(f"  {t.id} {t.status} attempts={t.attempts} progress={t.progress:.2f} {t.message!r} "
+                     f"updated {t.updated - t.created} ms after creation" for t in meta.list_tasks(kb_id))
+    slots = f"\nthe model's slots (holder, seconds left): {_held_slots(settings)}" if settings is not None else ""
+    log = f"\nthe worker's log:\n{worker.output()}" if worker is not None else ""
+    raise AssertionError(f"tasks still unfinished after {timeout:g} s:\n{rows}{slots}{log}")
 
 
 def _graph(settings: Settings, kb_id: str, names: dict[str, str]) -> Graph:
@@ -152,9 +174,13 @@ def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitc
     while run_in_progress(sender, meta, crashed, orphan.doc_id):
         assert time.monotonic() < deadline, "a killed worker's run still counts as in progress"
         time.sleep(0.1)
+    # nor do the model slots its calls in flight held stay taken (each worker's calls would wait)
+    while held := _held_slots(settings):
+        assert time.monotonic() < deadline, f"the killed worker's model slots are still held: {held}"
+        time.sleep(0.1)
 
     with Worker(settings, tmp_path / "worker2.log", concurrency=2) as second:
-        tasks = _wait_finished(meta, crashed, 60 - (time.monotonic() - killed_at))
+        tasks = _wait_finished(meta, crashed, 60 - (time.monotonic() - killed_at), second, settings)
         taken_up_after = time.monotonic() - killed_at
         assert all(t.status == "done" for t in tasks), [(t.status, t.error) for t in tasks]
         # started once by the killed worker, once by the new one (a duplicate delivery never ran);
@@ -171,7 +197,7 @@ def _drill(settings: Settings, meta: MetaDB, sender: KBCelery, switch: KillSwitc
 
         reference, ref_names = _kb_with(meta, f"uninterrupted {trap[0]}", files)
         enqueue_documents(settings, TENANT, reference, list(ref_names), meta=meta, app=sender)
-        assert all(t.status == "done" for t in _wait_finished(meta, reference, 60))
+        assert all(t.status == "done" for t in _wait_finished(meta, reference, 60, second, settings))
     assert crashed_graph[0] and crashed_graph == _graph(settings, reference, ref_names)
     assert taken_up_after < 60
 

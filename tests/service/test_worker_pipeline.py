@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +30,7 @@ from support.graph_model import GraphModel
 from support.processes import Worker
 from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
+from task_executor.engines import call_limits
 from task_executor.limits import RedisCallLimits
 from task_executor.submit import enqueue_documents, enqueue_graph
 from task_executor.tasks import REFRESH_SPANS
@@ -65,7 +68,7 @@ def settings(llm: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory) -> Iter
             data_dir=data, store="sqlite", embedding_provider="hash", embedding_dim=64, chunk_tokens=96,
             chunk_overlap=8, summary_max_tokens=24, redis_url=REDIS_URL, redis_prefix=prefix,
             llm_concurrency=LIMIT, llm_kb_concurrency=0, graph_refresh_delay=0.2,
-            report_min_entities=2))  # every community's report from the model: a phase that takes time
+            report_min_entities=2, report_scope="all"))  # every community's report from the model: a phase that takes time
 
 
 @pytest.fixture(scope="module")
@@ -259,3 +262,61 @@ def test_budget_and_retry_after_hold_for_every_process(two_processes: tuple[Redi
     assert free_b.try_take(0) == 0
     free_a.pause(2.0)  # a 429 with Retry-After: 2 seen by the first process
     assert 1.5 < free_b.try_take(0) <= 2.0
+
+
+# a process that takes every slot of a model, says so and waits to be killed
+_HOLDER = """
+import sys, time, redis
+from kbgraph.config import load_settings
+from task_executor.engines import call_limits
+settings = load_settings(redis_url=sys.argv[1], redis_prefix=sys.argv[2], task_heartbeat=float(sys.argv[3]))
+slots = call_limits(redis.Redis.from_url(settings.redis_url), settings).slots("model|m", 2)
+held = [slots.acquire(lambda: None) for _ in range(2)]
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_live_process_keeps_its_slots_and_a_killed_ones_free_themselves() -> None:
+    """A call may run longer than the slot's lease (its process extends it every beat), while the
+    slots of a process killed in mid-call (kill -9: nothing releases them) free themselves after
+    three beats, as its task claims and KB locks do, not minutes later: with the whole limit held
+    by a dead worker, every other worker's calls waited."""
+    beat = 0.2
+    with scratch_redis_prefix() as prefix:
+        settings = load_settings(redis_url=REDIS_URL, redis_prefix=prefix, task_heartbeat=beat)
+        client = redis.Redis.from_url(REDIS_URL)
+        limits = call_limits(client, settings)
+        try:
+            slots = limits.slots("model|m", 2)
+            mine = slots.acquire(_never)
+            time.sleep(10 * beat)  # over three leases
+            assert slots.held() == 1, "a live process's slot lapsed while its call still ran"
+            slots.release(mine)
+            assert slots.held() == 0
+
+            holder = subprocess.Popen([sys.executable, "-c", _HOLDER, REDIS_URL, prefix, str(beat)],
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+                time.sleep(6 * beat)  # two leases: its keeper extends them
+                assert slots.try_acquire() is None, "a live process's slots lapsed"
+                holder.kill()
+                holder.wait(10)
+                killed_at = time.monotonic()
+
+                def give_up() -> None:
+                    if time.monotonic() - killed_at > 15 * beat:
+                        raise Cancelled("the killed process's slots stayed taken")
+
+                taken = [slots.acquire(give_up), slots.acquire(give_up)]  # both of the dead process's
+                # freed by their lease, three beats after the keeper's last extension
+                assert time.monotonic() - killed_at <= 3 * beat + 1.0
+                for token in taken:
+                    slots.release(token)
+            finally:
+                holder.kill()
+                holder.wait(10)
+        finally:
+            limits.close()
+            client.close()

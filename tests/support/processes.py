@@ -58,6 +58,35 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_targets(pid: int) -> dict[int, str]:
+    """What each open descriptor of ``pid`` is: a file's path, ``socket:[inode]``, ``pipe:[inode]``..."""
+    found = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            found[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+    return found
+
+
+TCP_LISTEN = "0A"
+
+
+def tcp_sockets() -> dict[str, tuple[int, int, str]]:
+    """This host's TCP sockets: inode -> (local port, remote port, state as /proc/net/tcp writes it)."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+            found[inode] = (int(local.rsplit(":", 1)[1], 16), int(remote.rsplit(":", 1)[1], 16), state)
+    return found
+
+
 def rss_bytes(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
