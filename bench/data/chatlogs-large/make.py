@@ -436,6 +436,52 @@ SMALL_TALK = [
 ]
 
 
+# the hubs' own lives: questions that name a speaker of nearly every log, where only the rest of the
+# question's words find the log
+HUB_TALK = [
+    ("DM PriyaNandakumar / GretaLindholm, 14 March",
+     [("GretaLindholm", "how was the wedding?"),
+      (NARRATOR, "beautiful! my sister finally married Arjun, the ceremony was on a houseboat in Kochi"),
+      ("GretaLindholm", "a houseboat! did anyone fall in?"),
+      (NARRATOR, "only my uncle's sandal")],
+     "Where did Priya's sister have her wedding ceremony?", "houseboat", "sister"),
+    ("#random, 2 June", [(NARRATOR, "my allotment finally produced something: 4 kilos of tomatoes"),
+                         (OPS, "Priya's salsa day incoming"),
+                         (NARRATOR, "they're on the kitchen table, help yourselves")],
+     "How many kilos of tomatoes did Priya's allotment produce?", "4 kilos", "allotment"),
+    ("DM PriyaNandakumar / JonahPike, 19 September",
+     [("JonahPike", "are you doing the half marathon again?"),
+      (NARRATOR, "yes, the Riverside Half on 12 October, I want to get under two hours this time"),
+      ("JonahPike", "I'll be at mile 9 with jelly babies")],
+     "What time is Priya aiming for in her half marathon?", "under two hours", "half marathon"),
+    ("#random, 27 April", [(NARRATOR, "I've started Portuguese lessons, Ines is my unofficial tutor"),
+                           ("InesCarvalho", "she already orders coffee better than my cousins"),
+                           (OPS, "obrigado?")],
+     "Which language is Priya learning?", "Portuguese", "lessons"),
+    ("DM PriyaNandakumar / TheoMarsh, 5 October",
+     [(OPS, "taking Friday off, the movers come for the new flat"),
+      (NARRATOR, "finally! which area did you go for?"),
+      (OPS, "Harbourside, ten minutes' walk to the office, no more bus"),
+      (NARRATOR, "housewarming when?")],
+     "Which neighbourhood is Theo moving to?", "Harbourside", "movers"),
+    ("#random, 16 June", [(OPS, "my daughter is the lion in her school play tonight"),
+                          (NARRATOR, "the Wizard of Oz one?"),
+                          (OPS, "yes, she's practised the roar for a month"),
+                          (NARRATOR, "video or it didn't happen")],
+     "Which part does Theo's daughter play in the school play?", "lion", "daughter"),
+    ("#random, 30 April", [(OPS, "the motorbike passed its MOT, the old Triumph lives on"),
+                           (NARRATOR, "how old is it now?"),
+                           (OPS, "older than Yusuf, built in 1989")],
+     "In which year was Theo's motorbike built?", "1989", "motorbike"),
+    ("DM PriyaNandakumar / TheoMarsh, 21 January",
+     [(NARRATOR, "do you still carpool on Mondays?"),
+      (OPS, "with Kwame, yes, he drives and I pay for petrol"),
+      (NARRATOR, "can I join from the ring road?"),
+      (OPS, "I'll ask him, the back seat is full of football cones")],
+     "Who does Theo share a car with on Mondays?", "Kwame", "carpool"),
+]
+
+
 def build() -> None:
     assign_managers()
     ev = {e.name: {"booking": booking_log(e), "venue": venue_log(e), "catering": catering_log(e)} for e in EVENTS}
@@ -491,6 +537,11 @@ def build() -> None:
             people[first].full)
     for question, (pid, answer, anchor) in talk.items():
         ask(question, [pid], answer, anchor)
+    hub = {}
+    for title, lines, question, answer, anchor in HUB_TALK:
+        pid = add(title, lines)
+        hub[question] = pid
+        ask(question, [pid], answer, anchor)
 
     # multi-hop: through the booker, the venue, a project's lead or bug fixer
     for e in EVENTS[:5]:
@@ -508,6 +559,12 @@ def build() -> None:
         fixer = people[pr.fixer]
         ask(f"Where did the engineer who fixed {pr.ticket} grow up?", [bug[pr.code], home[fixer.first]],
             fixer.hometown, pr.ticket)
+    kwame = people["Kwame"]
+    carpool = hub["Who does Theo share a car with on Mondays?"]
+    ask("What is the name of the pet of the colleague Theo carpools with?", [carpool, pet["Kwame"]],
+        kwame.pet_name, "carpool")
+    ask("Where did Priya's Portuguese tutor grow up?", [hub["Which language is Priya learning?"], home["Ines"]],
+        people["Ines"].hometown, "Portuguese lessons")
     for e in EVENTS[9:11]:
         b = people[e.booker]
         ask(f"Who manages the colleague who booked the venue for the {e.name}?",
