@@ -61,6 +61,17 @@ class ChainParams:
     # (HippoRAG 2's filtering of the question's triples)
     fact_bonus: float = 1.0
     sample_size: int = 256  # passages whose cosines give the question's mean and spread
+    # z units one unit of full-text score may be worth. The full-text part is scaled per question
+    # (its best hit scores 1) and weighed against the cosine by naive's own weights; where the
+    # cosines spread little next to it (the hash embedder, or any embedder naive weighs at 0.3)
+    # it comes to 20-50 z, and a chain's costs (step, specificity), counted in z, no longer count:
+    # every passage sharing an entity with the first hit, a hub city's (cited by a sixth of a
+    # Chinese news set) included, outranked naive's second hit (zh-news-large, hash: ppr recall@5
+    # 0.49 against naive's 0.84, mix hits@1 0.64 against 0.83). Past this, all base scores are
+    # scaled down together, so naive's order stays. The e5 embedder's sets measure 1.7-4.8: not
+    # touched. With the hash embedder 15 kept MuSiQue's and HotpotQA's mix as they were (6 lost
+    # 4 points of MuSiQue recall@5 to lost hops; bench/README.md).
+    max_text_z: float = 15.0
 
 
 class NeighbourFn:
@@ -220,7 +231,8 @@ def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np
     # (1 - floor) / spread z units
     share = 1.0 if params.text_share is None else params.text_share
     term = share * (1.0 - vector_weight) / vector_weight * (1.0 - floor) / spread
+    scale = min(1.0, params.max_text_z / term) if term > 0 and params.max_text_z > 0 else 1.0
     for hit in naive:
         if hit.chunk_id in out:
             out[hit.chunk_id] += term * hit.term_similarity
-    return out
+    return {cid: scale * z for cid, z in out.items()} if scale < 1.0 else out

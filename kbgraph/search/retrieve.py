@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -97,6 +98,20 @@ class RetrievalResult:
         return data
 
 
+def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: ChatModel | None,
+                         extractor: Extractor | None, entity_types: Sequence[str],
+                         analysis: QueryAnalysis | None) -> tuple[np.ndarray, QueryAnalysis | None]:
+    """The question's vector and, in the graph modes, its analysis: the analysis (a model call) does
+    not need the vector, so both round trips go at once and a hosted embedder's latency is not
+    added to the model's."""
+    if analysis is not None or mode in ("naive", "global"):
+        return embed_question(embedder, question), analysis
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-query-analysis") as beside:
+        analysing = beside.submit(analyze_query, question, chat, extractor, entity_types=entity_types)
+        vector = embed_question(embedder, question)
+    return vector, analysing.result()
+
+
 def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str, mode: str = "mix", *,
              embedder: Embedder, chat: ChatModel | None = None, settings: Settings | None = None,
              top_n: int | None = None, extractor: Extractor | None = None,
@@ -115,7 +130,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
     s = settings or Settings()
     top_n = top_n or s.top_n
     budget = budget or Budget()
-    vector: np.ndarray = embed_question(embedder, question)
+    vector, analysis = _vector_and_analysis(question, mode, embedder, chat, extractor, entity_types, analysis)
     result = RetrievalResult(mode=mode, question=question)
 
     def naive_hits(limit: int) -> list[ChunkHit]:
@@ -133,7 +148,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         result.chunks = fit_chunks([naive_chunk(h) for h in naive_hits(top_n)], budget.chunks)
         result.context = render_context(result.chunks)
     else:
-        result.analysis = analysis or analyze_query(question, chat, extractor, entity_types=entity_types)
+        assert analysis is not None
+        result.analysis = analysis
         mix = mix_params or MixParams()
         naive = naive_hits(max(top_n, mix.candidates))
         graph_lists: list[tuple[list[RetrievedChunk], float]] = []

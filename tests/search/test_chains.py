@@ -141,6 +141,37 @@ def test_full_text_counts_as_naive_search_weighs_it() -> None:
     assert half["b"] == pytest.approx(-1.0 + 0.5 * (0.3 / 0.7) / 0.5)
 
 
+def test_a_full_text_part_dwarfing_the_cosines_is_scaled_down_with_them() -> None:
+    # cosines that spread little (mean 0.99, spread 0.01) and naive weighing the vector at 0.3: one
+    # unit of full text would be worth (0.7 / 0.3) / 0.01 = 233 z, and a chain's costs nothing
+    question = np.array([1.0, 0.0], dtype=np.float32)
+    sample = np.array([[1.0, 0.0], [0.98, np.sqrt(1 - 0.98 ** 2)]], dtype=np.float32)
+    level = np.array([0.99, np.sqrt(1 - 0.99 ** 2)], dtype=np.float32)  # the sample's mean cosine: z 0
+    vectors = {c: level for c in ("first", "second", "city page")}
+
+    def hit(cid: str, term: float) -> ChunkHit:
+        return ChunkHit(chunk_id=cid, kb_id="k", doc_id=cid, doc_name=f"{cid}.txt", content="", position=0,
+                        similarity=0.5, vector_similarity=0.0, term_similarity=term)
+
+    hits = [hit("first", 1.0), hit("second", 0.9)]
+    capped = base_scores(vectors, question, sample, hits, ChainParams(text_share=1.0), vector_weight=0.3)
+    whole = base_scores(vectors, question, sample, hits, ChainParams(text_share=1.0, max_text_z=0),
+                        vector_weight=0.3)
+    assert whole["first"] == pytest.approx(0.7 / 0.3 / 0.01, rel=1e-3)
+    # scaled together: naive's order and ratios stay, one unit of full text is worth max_text_z
+    assert capped["first"] == pytest.approx(ChainParams().max_text_z, rel=1e-3)
+    assert capped["second"] / capped["first"] == pytest.approx(0.9, rel=1e-3)
+    assert sorted(capped, key=lambda c: -capped[c]) == sorted(whole, key=lambda c: -whole[c])
+    # a city the first hit names, cited by 40 passages: its page comes right after the first hit
+    # unscaled (233 - 1 - 0.5 ln 40 > 210), after naive's second hit once the costs count again
+    cites = {"first": ["harbour city"], "city page": ["harbour city"], "second": []}
+    graph = graph_of(cites, mentions={"harbour city": 40})
+    unscaled, _ = chain_scores(graph, whole, PARAMS)
+    scaled, _ = chain_scores(graph, capped, PARAMS)
+    assert unscaled["city page"] > unscaled["second"]
+    assert scaled["city page"] < scaled["second"]
+
+
 def test_the_sample_is_an_even_spread() -> None:
     ids = [f"c{i:03d}" for i in range(100)]
     assert sample_ids(ids, 4) == ["c000", "c025", "c050", "c075"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.search.context import render_context
 from kbgraph.search.retrieve import retrieve
+from support.graph_model import GraphModel
+from support.scripted_llm import ScriptedLLM
 
 GRAPH = GraphConfig(enabled=True, method="nlp", community=True)
 
@@ -215,3 +218,26 @@ def test_each_refresh_embeds_the_rows_its_run_changed(settings: Settings, tmp_pa
         # the rows the first run embedded and the second left alone are not embedded again
         assert report.refresh is not None and 0 < report.refresh.embedded < len(after)
         assert report.refresh.embedded >= len(after) - len(rows)
+
+
+def test_the_question_is_embedded_while_the_model_analyses_it(settings: Settings, scripted_llm: ScriptedLLM,
+                                                               tmp_path: Path) -> None:
+    """A hosted embedder's round trip goes beside the query analysis' model call, not after it."""
+    model = GraphModel()
+
+    def slow(request):  # type: ignore[no-untyped-def]
+        time.sleep(0.3)
+        return model(request)
+
+    with Engine.open(scripted_llm.settings(settings, embedding_provider="openai")) as engine:
+        kb = _indexed(engine, tmp_path, "overlap", BRIDGE_DOCS)
+        scripted_llm.reset()
+        scripted_llm.responder, scripted_llm.embedding_delay_s = slow, 0.3
+        for mode in ("kg", "ppr", "mix"):
+            result = retrieve(engine.store, engine.tenant, [kb.id], f"{BRIDGE_QUESTION} ({mode})", mode,
+                              embedder=engine.embedder, chat=engine.chat, settings=engine.settings, top_n=3)
+            assert result.analysis is not None and result.analysis.source == "llm"
+            assert "Mira Castell" in result.analysis.entities
+        assert model.kinds == ["query"] * 3
+        # each question's analysis and its own embedding were at the server together
+        assert scripted_llm.max_in_flight == 2
