@@ -67,7 +67,7 @@ class ChainParams:
     # it comes to 20-50 z, and a chain's costs (step, specificity), counted in z, no longer count:
     # every passage sharing an entity with the first hit, a hub city's (cited by a sixth of a
     # Chinese news set) included, outranked naive's second hit (zh-news-large, hash: ppr recall@5
-    # 0.53 against naive's 0.88, mix hits@1 0.67 against 0.84). Past this, all base scores are
+    # 0.49 against naive's 0.84, mix hits@1 0.64 against 0.83). Past this, all base scores are
     # scaled down together, so naive's order stays. The e5 embedder's sets measure 1.7-4.8: not
     # touched. With the hash embedder 15 kept MuSiQue's and HotpotQA's mix as they were (6 lost
     # 4 points of MuSiQue recall@5 to lost hops; bench/README.md).

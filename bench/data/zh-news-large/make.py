@@ -42,7 +42,7 @@ class Firm:
     growth: int  # %
     factory_city: str
     capacity: str
-    price: int  # 元
+    price: str  # with its unit
     partner: str = ""  # the firm supplying it (a bridge)
     facts: dict = field(default_factory=dict)
 
@@ -81,6 +81,17 @@ FIRMS_RAW = [
     ("石榴音乐", "音乐流媒体", "石榴Hi-Fi", "无损音乐服务", "曲库超过8000万首", "曲库有多少首歌"),
 ]
 
+# what a firm's new product costs, in the unit its trade quotes
+PRICES = {
+    "澄江机器人": "3299元", "远帆电池": "每千瓦时600元", "星桥半导体": "每颗350元", "鹿鸣乳业": "每箱89元",
+    "松涛物流": "每吨公里1.2元", "金穗食品": "每盒19.9元", "银杉生物": "每盒128元", "北辰汽车": "21.98万元起",
+    "蓝鲸航运": "每艘约16亿元", "云栖游戏": "月卡30元", "赤霄航天": "每次发射约3000万元", "瀚海光电": "每瓦0.9元",
+    "丰泽茶业": "每盒1280元", "明川医疗": "每台3.8万元", "翠屏纺织": "每米45元", "嘉禾种业": "每公斤68元",
+    "华岳重工": "每台1280万元", "天枢智能": "每百万字8元", "海棠影业": "平均票价45元", "凌霄无人机": "每架6.8万元",
+    "锦程旅游": "会员每年198元", "启明教育": "2999元", "长风风电": "每台约9000万元", "鸿雁快递": "每单18元起",
+    "清溪水务": "每套380万元", "绿洲农牧": "每公斤138元", "朗峰家居": "8999元", "恒岳钢铁": "每吨5200元",
+    "东篱酒业": "每瓶1599元", "石榴音乐": "每月15元",
+}
 CITIES = ["杭州", "深圳", "成都", "武汉", "苏州", "南京", "西安", "长沙", "合肥", "青岛", "厦门", "重庆",
           "天津", "广州", "郑州", "昆明", "大连", "宁波", "无锡", "济南", "福州", "南昌", "贵阳", "兰州"]
 HOMETOWNS = ["浙江温州", "湖南湘潭", "四川绵阳", "江苏盐城", "福建泉州", "山东潍坊", "河南洛阳", "安徽芜湖",
@@ -134,7 +145,7 @@ def build_firms() -> list[Firm]:
             founded=2008 + (i * 7) % 15, ceo=person(), ceo_prev=PREV[i % len(PREV)],
             investor=INVESTORS[i % len(INVESTORS)], amount=3 + (i * 5) % 28, revenue=12 + (i * 13) % 180,
             growth=5 + (i * 11) % 60, factory_city=factory, capacity=f"{2 + i % 9}万台" if i % 3 else f"{10 + i}万吨",
-            price=999 + 300 * (i % 17)))
+            price=PRICES[name]))
     # supply chains: firm i is supplied by firm j (a bridge entity between two items)
     for i in range(0, len(firms), 2):
         firms[i].partner = firms[(i + 5) % len(firms)].name
@@ -145,14 +156,20 @@ corpus: list[dict] = []
 questions: list[dict] = []
 
 
+def unquoted_titles(text: str) -> str:
+    """A film's name carries its own title marks: “《…》” is written 《…》."""
+    return text.replace("“《", "《").replace("》”", "》")
+
+
 def add(title: str, text: str) -> str:
     pid = f"zl{len(corpus) + 1:03d}"
+    text = unquoted_titles(text)
     corpus.append({"id": pid, "title": title, "text": text})
     return pid
 
 
 def ask(question: str, gold: list[str], hops: int, answer: str, anchor: str) -> None:
-    questions.append({"id": f"zlq{len(questions):03d}", "question": question, "gold_passage_ids": gold,
+    questions.append({"id": f"zlq{len(questions):03d}", "question": unquoted_titles(question), "gold_passage_ids": gold,
                       "hops": hops, "answer": answer, "anchor": anchor})
 
 
@@ -170,9 +187,9 @@ def firm_items(f: Firm) -> dict[str, str]:
         f"{f.name}昨日在{venue}举行发布会，推出{f.kind}“{f.product}”。据介绍，该产品{f.spec}。",
         f"“{f.product}”正式亮相。这款由{f.name}研发的{f.kind}{f.spec}，发布会在{venue}举行。"))
     ids["launch2"] = add(f"{f.product}开售", pick(
-        f"{f.name}的“{f.product}”今日开售，售价{f.price}元，首批订单来自北京、上海和香港的经销商。",
-        f"记者从{f.name}获悉，“{f.product}”定价{f.price}元，预售已覆盖中国三十个省份。",
-        f"“{f.product}”上市首日，{f.name}官方渠道标价{f.price}元，上海门店出现排队。"))
+        f"{f.name}的“{f.product}”今日开售，售价{f.price}，首批订单来自北京、上海和香港的客户。",
+        f"记者从{f.name}获悉，“{f.product}”定价{f.price}，预订已覆盖中国三十个省份。",
+        f"“{f.product}”推出首日，{f.name}公布的价格为{f.price}，上海已有客户签约。"))
     ids["founder"] = add(f"{f.founder}与{f.name}", pick(
         f"{f.name}创始人{f.founder}出生于{f.hometown}，毕业于{f.school}，{f.founded}年在{f.hq}创办公司。",
         f"{f.founded}年，{f.school}毕业生{f.founder}在{f.hq}创立{f.name}。他的老家在{f.hometown}。",
@@ -339,7 +356,7 @@ def firm_questions(firms: list[Firm], items: dict[str, dict[str, str]]) -> None:
         # single hop, one per firm at least, each in other words than its item
         variants = [
             (f"{f.name}新推出的{f.kind}{f.spec_q}？", ["launch"], f.spec, f.product),
-            (f"“{f.product}”卖多少钱？", ["launch2"], str(f.price), f.product),
+            (f"“{f.product}”卖多少钱？", ["launch2"], f.price, f.product),
             (f"{f.name}的创办人是在哪里长大的？", ["founder"], f.hometown, f.name),
             (f"谁牵头了{f.name}这轮{f.amount}亿元的投资？", ["funding"], f.investor, f.name),
             (f"{f.name}新任首席执行官之前在哪家公司？", ["ceo"], f.ceo_prev, f.name),
@@ -377,6 +394,19 @@ def firm_questions(firms: list[Firm], items: dict[str, dict[str, str]]) -> None:
         ask(f"关于“{f.product}”有哪些报道？", gold, 1, f.product, f.product)
 
 
+def many_gold_questions(firms: list[Firm], items: dict[str, dict[str, str]]) -> None:
+    """Questions whose gold is five or more items (precision@5 counts them): everything about one
+    firm, and one kind of story across the firms."""
+    texts = {c["id"]: c["title"] + c["text"] for c in corpus}
+    for i, f in enumerate(firms[1::4]):
+        gold = [pid for pid, body in texts.items() if f.name in body]
+        ask((f"{f.name}最近有哪些动态？", f"有关{f.name}的新闻有哪些？")[i % 2], gold, 1, f.name, f.name)
+    funding = [items[f.name]["funding"] for f in firms]
+    ask("哪些企业拿到了新的融资，分别由谁领投？", funding, 1, "领投", "领投")
+    listing = [pid for f in firms for kind, pid in items[f.name].items() if kind == "ipo"]
+    ask("有哪些公司准备去香港上市？", listing, 1, "拟赴港上市", "拟赴港上市")
+
+
 def check() -> None:
     text = {c["id"]: c["title"] + "\n" + c["text"] for c in corpus}
     problems = []
@@ -400,6 +430,7 @@ def main() -> None:
     # shuffle the corpus order so that a firm's items are not neighbours in id order
     firm_questions(firms, items)
     hand_questions(hand)
+    many_gold_questions(firms, items)
     check()
     order = corpus[:]
     rng.shuffle(order)
