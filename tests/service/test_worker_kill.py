@@ -2,9 +2,10 @@
 and pool children, nothing gets to clean up) while it extracts and while it merges, then a fresh
 worker. Real Redis, real Celery prefork workers, the real openai client against the scripted model.
 
-Each drill checks that the killed documents are taken up again well within a minute, that no task
-ran twice at once or redid what it had finished, and that the graph equals an uninterrupted run of
-the same documents.
+Each drill checks that the killed worker's model slots free themselves within a few beats (the
+model calls it had in flight held them all), that the killed documents are taken up again well
+within a minute, that no task ran twice at once or redid what it had finished, and that the graph
+equals an uninterrupted run of the same documents.
 """
 
 from __future__ import annotations
