@@ -151,8 +151,8 @@ _CJK_ORG_SUFFIXES = frozenset("""
 _CJK_INDUSTRY_SUFFIXES = frozenset("""
 科技 技术 电子 能源 汽车 机器人 生物 医药 药业 制药 传媒 智能 医疗 教育 游戏 音乐 旅游 快递 物流 食品
 钢铁 家居 光电 半导体 电池 纺织 航天 航空 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
-网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建设 建工 动力 精密
-微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 出版 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
+网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
+微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
 """.split()) | _CJK_ORG_SUFFIXES
 _CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
 # conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
@@ -403,8 +403,13 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
                 and word not in _jieba_frequencies():
             out.append((word[0], "c"))  # "和朗峰" + "家居": jieba's guess ran a conjunction into the name
             head = word = word[1:]
-        if end > i + width and flag != "nt" and _org_head(
-                head, "nr" if width == 2 else flag, any(p[0] in _CJK_ORG_SUFFIXES for p in pairs[i + width:end])):
+        strong = any(p[0] in _CJK_ORG_SUFFIXES for p in pairs[i + width:end])
+        # a common noun and an industry word after a verb, 的 or a measure word describe a thing
+        # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
+        described = i > 0 and pairs[i - 1][1][:1] in ("v", "u", "m", "q") and flag not in _CJK_NAME_TAGS \
+            and not strong
+        if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
+                                                                             strong):
             org = head + "".join(p[0] for p in pairs[i + width:end])
             out.append((org, "nt"))
             if heads is not None and _jieba_frequencies().get(head, 0) < _CJK_RARE:
