@@ -154,9 +154,13 @@ _CJK_INDUSTRY_SUFFIXES = frozenset("""
 网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
 微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
 """.split()) | _CJK_ORG_SUFFIXES
+# 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
+_CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
 _CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
+# what jieba tags the single characters of a coined name it could not read as one word
+_CJK_CHAR_TAGS = _CJK_NAME_TAGS | frozenset("n ng a ag b j".split())
 # conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
-_CJK_FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将")
+_CJK_FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
 _CJK_RARE = 1000  # jieba dictionary frequency under which a noun can be a coined name ("石榴", "绿洲")
 # jieba tags these as names, but they are a quantifier phrase and a verb ("新一轮融资", "在香港上市")
 _CJK_STOP = frozenset("新一轮 上市 印发 一轮 新一代 下一代 首发 发布 亮相 开业 投产 同比 环比".split())
@@ -393,9 +397,9 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
     while i < len(pairs):
         word, flag = pairs[i]
         head, width = word, 1
-        if len(word) == 1 and i + 1 < len(pairs) and len(pairs[i + 1][0]) == 1 and flag in _CJK_NAME_TAGS \
-                and pairs[i + 1][1] in _CJK_NAME_TAGS and _cjk_word(word + pairs[i + 1][0]):
-            head, width = word + pairs[i + 1][0], 2  # "恒" + "岳" (jieba cut a coined name in two)
+        if len(word) == 1 and i + 1 < len(pairs) and len(pairs[i + 1][0]) == 1 and flag in _CJK_CHAR_TAGS \
+                and pairs[i + 1][1] in _CJK_CHAR_TAGS and _cjk_word(word + pairs[i + 1][0]):
+            head, width = word + pairs[i + 1][0], 2  # "恒" + "岳", "青" + "禾": jieba cut a coined name in two
         end = i + width
         while end < len(pairs) and pairs[end][0] in _CJK_INDUSTRY_SUFFIXES:
             end += 1
@@ -406,8 +410,8 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
         strong = any(p[0] in _CJK_ORG_SUFFIXES for p in pairs[i + width:end])
         # a common noun and an industry word after a verb, 的 or a measure word describe a thing
         # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
-        described = i > 0 and pairs[i - 1][1][:1] in ("v", "u", "m", "q") and flag not in _CJK_NAME_TAGS \
-            and not strong
+        described = i > 0 and (pairs[i - 1][1][:1] in ("m", "q") or pairs[i - 1][0] in _CJK_MAKING_VERBS) \
+            and flag not in _CJK_NAME_TAGS and not strong
         if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
                                                                              strong):
             org = head + "".join(p[0] for p in pairs[i + width:end])
