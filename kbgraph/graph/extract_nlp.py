@@ -403,10 +403,10 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
         end = i + width
         while end < len(pairs) and pairs[end][0] in _CJK_INDUSTRY_SUFFIXES:
             end += 1
-        if end > i + width and width == 1 and len(word) == 3 and word[0] in _CJK_FUNCTION_CHARS \
-                and word not in _jieba_frequencies():
-            out.append((word[0], "c"))  # "和朗峰" + "家居": jieba's guess ran a conjunction into the name
-            head = word = word[1:]
+        glued = end > i + width and width == 1 and len(word) == 3 and word[0] in _CJK_FUNCTION_CHARS \
+            and word not in _jieba_frequencies()
+        if glued:
+            head = word[1:]  # "和朗峰" + "家居": jieba's guess ran a conjunction into the name
         strong = any(p[0] in _CJK_ORG_SUFFIXES for p in pairs[i + width:end])
         # a common noun and an industry word after a verb, 的 or a measure word describe a thing
         # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
@@ -415,6 +415,8 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
         if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
                                                                              strong):
             org = head + "".join(p[0] for p in pairs[i + width:end])
+            if glued:
+                out.append((word[0], "c"))
             out.append((org, "nt"))
             if heads is not None and _jieba_frequencies().get(head, 0) < _CJK_RARE:
                 heads[head].add(org)
