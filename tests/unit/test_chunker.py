@@ -244,3 +244,27 @@ def test_streamed_chunking_holds_a_window_not_the_text() -> None:
         spans = list(chunker.chunk_stream(pieces, 64, 8, window_chars=50_000))
     assert spans[-1].end == len(line) * 100 * 400 - 1
     assert len(held) >= 30 and max(held) < 60_000
+
+
+def test_a_long_text_s_first_chunk_comes_from_a_small_first_window() -> None:
+    # a book given whole: its first chunk (and the first model call of its extraction) must not
+    # wait for the whole text's analysis
+    from kbgraph.parse import chunker
+
+    text = BOOK.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    text = "\n\n".join([text] * 4)  # ~750k characters, under one window's million
+    held: list[int] = []
+    real_window = chunker._Window
+
+    def watched(text: str, offset: int, final: bool) -> chunker._Window:
+        held.append(len(text))
+        return real_window(text, offset, final)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(chunker, "_Window", watched)
+        stream = chunker.chunk_stream([text], 1200, 100)
+        next(stream)
+        assert held == [pytest.approx(chunker.FIRST_WINDOW_CHARS, abs=2_000)]
+        rest = list(stream)
+    assert len(held) > 1 and max(held) < chunker.WINDOW_CHARS + 2_000
+    assert [next(chunker.chunk_stream([text], 1200, 100))] + rest == chunk_text(text, 1200, 100)
