@@ -312,9 +312,21 @@ class IndexRun:
             self._step_done(flight)  # the stored chunks were the flight's last step but its extraction
 
     def _start_extraction(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
-        flight.chunk_rows = pipeline.chunk_documents(self.chunking(self.ctx, flight.doc), [(flight.doc.id, parsed)])[0]
+        """Chunk the document, each chunk going to extraction as soon as it is cut: a book's first
+        model calls go out while the rest of it is still being chunked (a 1 MB text takes ~0.7 s)."""
+        # two steps besides the chunks' extractions: the chunking itself, and storing the chunks
+        flight.remaining = 2
+        for chunk in pipeline.iter_document_chunks(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed):
+            flight.chunk_rows.append(chunk)
+            if self.graph:
+                with flight.lock:
+                    flight.remaining += 1
+                with self._lock:
+                    self._chunks_submitted += 1
+                pool.submit(self._extract_chunk, flight, chunk)
         flight.chunks, flight.tokens = len(flight.chunk_rows), sum(c.token_count for c in flight.chunk_rows)
-        self._extract(flight, flight.chunk_rows, pool, storing=True)
+        flight.extraction.chunks = flight.chunks if self.graph else 0
+        self._step_done(flight)  # the chunking
 
     def _parse_large(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
         self._mark_running([flight])

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import hashlib
 import itertools
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -172,15 +174,17 @@ def _parse_batch_chunks(ctx: KBContext) -> int:
 def chunk_documents(ctx: KBContext, docs: Sequence[tuple[str, ParsedDocument]]) -> list[list[Chunk]]:
     """Each document's chunks, without vectors or search tokens (store_chunks adds them): what
     extraction needs, which need not wait for the rest."""
+    return [list(iter_document_chunks(ctx, doc_id, parsed)) for doc_id, parsed in docs]
+
+
+def iter_document_chunks(ctx: KBContext, doc_id: str, parsed: ParsedDocument) -> Iterator[Chunk]:
+    """``chunk_documents`` for one document, a chunk as soon as the chunker has cut it."""
     now = time.time()
-    out: list[list[Chunk]] = []
-    for doc_id, parsed in docs:
-        out.append([Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
-                          content=s.text, content_tokens="", title_tokens="",
-                          position=s.position, start=s.start, end=s.end, token_count=s.token_count,
-                          page=parsed.page_at(s.start) or 0, created=now)
-                    for s in parsed.chunks(ctx.chunk_tokens, ctx.chunk_overlap)])
-    return out
+    for s in parsed.iter_chunks(ctx.chunk_tokens, ctx.chunk_overlap):
+        yield Chunk(id=chunk_id(doc_id, s.position), kb_id=ctx.kb_id, doc_id=doc_id, doc_name=parsed.name,
+                    content=s.text, content_tokens="", title_tokens="",
+                    position=s.position, start=s.start, end=s.end, token_count=s.token_count,
+                    page=parsed.page_at(s.start) or 0, created=now)
 
 
 @bulk_gc()
@@ -529,7 +533,8 @@ def _graph_rows(ctx: KBContext) -> GraphRows:
 
 
 def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_progress,
-                      cancel: CancelCheck = never, failures: dict[str, str] | None = None) -> int:
+                      cancel: CancelCheck = never, failures: dict[str, str] | None = None,
+                      on_row: Callable[[str], None] | None = None) -> int:
     """Give every row of ``rows`` whose description waits for a summary (merges leave summaries to
     this pass, kbgraph.graph.describe) the summary of all its fragments, several at a time; the
     rows are then due for a new vector. Returns how many rows were summarized.
@@ -537,7 +542,8 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
     An entity touched by many documents of a batch is summarized once, from its fragments as the
     batch left them: the same description a rebuild from the mentions would ask for. A summary the
     model botched twice (describe.SummaryError) leaves its row pending; ``failures`` then gets the
-    error for each document the row cites.
+    error for each document the row cites. ``on_row(row_id)``: a row's summary is in (or failed), in
+    the order the answers come.
     """
     failures = failures if failures is not None else {}
     entities = [e for e in rows.entities if e.id in rows.pending]
@@ -567,8 +573,11 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
     waiting: list[dict] = []
     workers = max(1, min(ctx.settings.llm_concurrency, len(work))) if ctx.chat is not None else 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for done, (row, description) in enumerate(pool.map(describe, work), start=1):
+        answers = as_completed([pool.submit(describe, item) for item in work])
+        for done, (row, description) in enumerate((answer.result() for answer in answers), start=1):
             if description is None:
+                if on_row is not None:
+                    on_row(row.id)
                 continue
             row.description, row.summary_pending, row.vector = description, False, None
             if isinstance(row, Entity):
@@ -579,6 +588,8 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
                                                                 *row.keywords]))
             rows.unembedded.add(row.id)
             waiting.append(row.to_doc())
+            if on_row is not None:
+                on_row(row.id)
             if len(waiting) >= _WRITE_ROWS:
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
                 waiting = []
@@ -644,10 +655,10 @@ def _report_author(ctx: KBContext, entities: int, component: str, largest: str) 
 
 def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity], relations: list[Relation],
                          result: RefreshResult, changes: RowChanges, progress: ProgressFn, cancel: CancelCheck, *,
-                         summaries: Future | None = None, pending: frozenset[str] = frozenset()) -> None:
+                         summaries: _SummaryWatch | None = None) -> None:
     """Detect communities and write the reports whose inputs changed. ``summaries``: the summary
-    pass running meanwhile over the rows ``pending``; a community with such a member (or relation)
-    is reported once the pass is done, from the summarized descriptions, the others at once."""
+    pass running meanwhile; a community with a member (or relation) it is summarizing is reported
+    once those rows are summarized, from their new descriptions, the others at once."""
     from kbgraph.graph.communities import detect_communities, largest_component
     from kbgraph.graph.reports import extractive_report, llm_report, report_text
     from kbgraph.store.records import report_id
@@ -671,31 +682,31 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
 
     existing = _existing_reports(ctx)
     wanted = {report_id(ctx.kb_id, c.level, c.member_keys): c for c in communities}
+    authors = {rid: _report_author(ctx, sum(1 for k in c.member_keys if k in by_key), c.component, largest)
+               for rid, c in wanted.items()}
 
-    def waits_for_summary(community: object) -> bool:
-        members = community.member_keys
-        return bool(pending) and summaries is not None and (
-            any(by_key[k].id in pending for k in members if k in by_key)
-            or any(r.id in pending for r in member_relations(set(members))))
+    def summarized_rows(community: object) -> frozenset[str]:
+        """The rows of ``community`` the running summary pass rewrites (none without one)."""
+        if summaries is None or not summaries.pending:
+            return frozenset()
+        members = set(community.member_keys)
+        return summaries.waits([by_key[k].id for k in members if k in by_key]
+                               + [r.id for r in member_relations(members)])
 
-    later = {rid for rid, c in wanted.items() if waits_for_summary(c)}
+    # the model's reports go out first: the put-together ones cost no call and fill the wait
+    by_model_first = sorted(wanted, key=lambda rid: (authors[rid] != _BY_MODEL, rid))
+    waits = {rid: summarized_rows(wanted[rid]) for rid in by_model_first}
     inputs: dict[str, str] = {}
 
-    authors: dict[str, str] = {}
+    def changed(rid: str) -> bool:
+        c = wanted[rid]
+        inputs[rid] = _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
+                                         member_relations(set(c.member_keys)), authors[rid] == _BY_MODEL)
+        return not existing.get(rid) or existing[rid] != inputs[rid]
 
-    def changed(rids: list[str]) -> list[tuple[str, object]]:
-        for rid in rids:
-            c = wanted[rid]
-            authors[rid] = _report_author(ctx, sum(1 for k in c.member_keys if k in by_key), c.component, largest)
-            inputs[rid] = _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
-                                             member_relations(set(c.member_keys)), authors[rid] == _BY_MODEL)
-        return [(rid, wanted[rid]) for rid in rids if not existing.get(rid) or existing[rid] != inputs[rid]]
-
-    todo = changed([rid for rid in wanted if rid not in later])
-
-    def write(rid_community: tuple[str, object]) -> CommunityReport:
+    def write(rid: str) -> CommunityReport:
         _check(cancel)
-        rid, community = rid_community
+        community = wanted[rid]
         members = set(community.member_keys)
         member_entities = [by_key[k] for k in community.member_keys if k in by_key]
         if authors[rid] == _BY_MODEL:
@@ -720,41 +731,66 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     # twice the calls allowed in flight: a thread writing a prompt or reading an answer would
     # otherwise hold a model slot idle
     threads = 2 * workers if ctx.chat is not None else 1
-    gate = _SummariesFirst(workers, threads, summaries, len(pending))
+    gate = _SummariesFirst(workers, threads, summaries)
+    todo: list[str] = []
+    # what the report threads hand back, as it comes: a written report's future, None for a report
+    # kept as it was, or the summary pass's failure
+    events: queue.SimpleQueue = queue.SimpleQueue()
     batch: list[CommunityReport] = []
     waiting: list[dict] = []
-    _report(ctx, progress, "reports", 0, len(todo) + len(later))
+    total = len(wanted)
+    _report(ctx, progress, "reports", 0, total)
     # the reports' vectors are fetched beside the reports still being written, several batches at once
     embedding: list[tuple[list[CommunityReport], Future]] = []
-    with ThreadPoolExecutor(max_workers=threads) as pool, \
+    # the put-together reports on a thread of their own: hundreds of them queued in the model's
+    # pool held the model's reports that waited for a summary behind them
+    with ThreadPoolExecutor(max_workers=threads) as pool, ThreadPoolExecutor(max_workers=1) as rows_pool, \
             ThreadPoolExecutor(max_workers=max(1, ctx.settings.embedding_concurrency),
                                thread_name_prefix="kbgraph-report-vectors") as vector_pool:
-        futures = [pool.submit(write, item) for item in todo]  # under way while the summaries are
-        if later:
-            assert summaries is not None
-            summaries.result()
-            todo_later = changed(sorted(later))
-            futures += [pool.submit(write, item) for item in todo_later]
-            todo += todo_later
-        result.reports_reused = len(wanted) - len(todo)
+
+        def start(rid: str) -> None:
+            # run by the summary thread for a report that waited: anything going wrong is handed on
+            try:
+                failure = summaries.failure() if summaries is not None else None
+                if failure is not None:
+                    events.put(failure)
+                elif changed(rid):
+                    todo.append(rid)
+                    (pool if authors[rid] == _BY_MODEL else rows_pool).submit(write, rid).add_done_callback(events.put)
+                else:
+                    events.put(None)
+            except BaseException as exc:  # the pool closed after a failure: nobody waits any more
+                events.put(exc)
+
+        for rid in by_model_first:
+            if summaries is not None and waits[rid]:
+                summaries.when_done(waits[rid], functools.partial(start, rid))
+            else:
+                start(rid)
         # as they are written, not in their order: a batch of vectors goes out once 64 are in (the
         # order held the put-together reports behind the slowest LLM one, and with them their vectors)
-        for done, future in enumerate(as_completed(futures), start=1):
-            batch.append(future.result())
-            if len(batch) >= 64 or done == len(todo):
+        for done in range(1, total + 1):
+            event = events.get()
+            if isinstance(event, BaseException):
+                raise event
+            last = done == total
+            if event is not None:
+                batch.append(event.result())
+            if batch and (len(batch) >= 64 or last):
                 embedding.append((batch, vector_pool.submit(ctx.embed, [f"{r.title}\n{r.summary}" for r in batch])))
                 batch = []
-            while embedding and (embedding[0][1].done() or done == len(todo)):
+            while embedding and (embedding[0][1].done() or last):
                 embedded, vectors = embedding.pop(0)
                 for r, v in zip(embedded, vectors.result()):
                     r.vector = v
                 waiting += [r.to_doc() for r in embedded]
-            if len(waiting) >= _WRITE_ROWS or (waiting and done == len(todo)):
+            if len(waiting) >= _WRITE_ROWS or (waiting and last):
                 ctx.store.upsert(ctx.tenant, ctx.kb_id, waiting, refresh=False)
                 waiting = []
-            _report(ctx, progress, "reports", done, len(todo))
+            _report(ctx, progress, "reports", done, total)
+    result.reports_reused = len(wanted) - len(todo)
     result.reports_generated = len(todo)
-    for rid, _ in todo:
+    for rid in todo:
         ctx.ledger.count(f"report: {authors[rid]}")
     stale = sorted(existing.keys() - wanted.keys())
     if stale:
@@ -773,20 +809,38 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
 
 
 class _SummariesFirst:
-    """While the summary pass runs, the reports that do not wait for it leave it the calls it needs
-    (one per pending row, up to all but one of the report workers): the reports that do wait for
-    it start sooner. Without this the report calls, queued first at the model's limit, delayed the
-    summaries by a wave or two, and every report waiting for them with them."""
+    """While the summary pass runs, the reports leave it the calls it still needs (one per row it has
+    yet to summarize, up to all but one of the model's calls): a report waiting for a summary then
+    starts sooner. Without this the report calls, queued first at the model's limit, delayed the
+    summaries by a wave or two, and every report waiting for them with them. Each summary that comes
+    in hands its call to the reports, and the end of the pass hands them the rest."""
 
-    def __init__(self, calls: int, threads: int, summaries: Future | None, summary_calls: int) -> None:
-        held = min(calls - 1, summary_calls) if summaries is not None else 0
-        if held <= 0:
+    def __init__(self, calls: int, threads: int, summaries: _SummaryWatch | None) -> None:
+        self._lock = threading.Lock()
+        self._held = self._spare = self._left = 0
+        if summaries is None or not summaries.pending:
             self._slots = threading.Semaphore(threads)
             return
-        assert summaries is not None
-        self._slots = threading.Semaphore(calls - held)
-        # once the summaries are in, every report thread may go (the model's limit bounds the calls)
-        summaries.add_done_callback(lambda _done: self._slots.release(held + threads - calls))
+        with self._lock:  # a summary may come in while this is set up
+            self._left = summaries.on_each_row(self._summary_in)
+            self._held = min(calls - 1, self._left)
+            self._spare = threads - calls  # the report threads beyond the model's calls
+            self._slots = threading.Semaphore(threads - self._held - self._spare)
+        summaries.when_done(summaries.pending, self._pass_over)
+
+    def _summary_in(self) -> None:
+        with self._lock:
+            self._left -= 1
+            freed = max(0, self._held - self._left)
+            self._held -= freed
+        if freed:
+            self._slots.release(freed)
+
+    def _pass_over(self) -> None:
+        with self._lock:
+            freed, self._held, self._spare = self._held + self._spare, 0, 0
+        if freed:
+            self._slots.release(freed)
 
     def __enter__(self) -> None:
         self._slots.acquire()
@@ -963,26 +1017,87 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
 
 def _refresh_overlapped(ctx: KBContext, rows: GraphRows, result: RefreshResult, changes: RowChanges, force: bool,
                         progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
-    pending = frozenset(rows.pending)  # summarize_pending empties it
+    watch = _SummaryWatch(frozenset(rows.pending))  # summarize_pending empties rows.pending
     started: list[Future] = []
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbgraph-summaries") as pool:
 
-        def start_summaries() -> Future:
+        def start_summaries() -> _SummaryWatch:
             # rows no summary rewrites are embedded at once, beside the summaries and reports
-            ready = set(rows.unembedded) - pending
+            ready = set(rows.unembedded) - watch.pending
             summaries = pool.submit(summarize_pending, ctx, rows, progress=progress, cancel=cancel,
-                                    failures=result.summary_failures)
+                                    failures=result.summary_failures, on_row=watch.row_done)
+            watch.future = summaries
+            summaries.add_done_callback(watch.close)
             started.extend([summaries, pool.submit(_embed_after, summaries, ready, ctx, rows, progress, cancel,
                                                    changes)])
-            return summaries
+            return watch
 
         try:
             meta = _ranked_and_reported(ctx, load_graph_meta(ctx), rows, result, changes, force, progress, cancel,
-                                        start_summaries=start_summaries, pending=pending)
+                                        start_summaries=start_summaries)
         finally:
             if started:
                 result.summarized, result.embedded = started[0].result(), started[1].result()
     return meta
+
+
+class _SummaryWatch:
+    """The rows a running summary pass has yet to finish, and the work waiting on some of them: a
+    community's report goes to the model as soon as its own members are summarized, not once the
+    whole pass is over (on a book, most reports need only the first wave of summaries)."""
+
+    def __init__(self, pending: frozenset[str]) -> None:
+        self.pending = pending
+        self.future: Future | None = None
+        self._left = set(pending)
+        self._waiting: list[tuple[frozenset[str], Callable[[], None]]] = []
+        self._each: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def waits(self, row_ids: Iterable[str]) -> frozenset[str]:
+        """Those of ``row_ids`` the pass has to summarize."""
+        return frozenset(row_ids) & self.pending
+
+    def when_done(self, row_ids: frozenset[str], then: Callable[[], None]) -> None:
+        """Call ``then`` once the pass is done with every row of ``row_ids`` (now, if it is)."""
+        with self._lock:
+            if row_ids & self._left:
+                self._waiting.append((row_ids, then))
+                return
+        then()
+
+    def on_each_row(self, then: Callable[[], None]) -> int:
+        """Call ``then`` as each row still left is done; returns how many are left."""
+        with self._lock:
+            self._each.append(then)
+            return len(self._left)
+
+    def row_done(self, row_id: str) -> None:
+        with self._lock:
+            if row_id not in self._left:
+                return
+            self._left.discard(row_id)
+            ready = self._take_ready()
+            each = list(self._each)
+        for then in each + ready:
+            then()
+
+    def close(self, _future: object = None) -> None:
+        """The pass is over: rows it could not summarize keep their stand-ins, and nothing waits."""
+        with self._lock:
+            self._left.clear()
+            ready = self._take_ready()
+        for then in ready:
+            then()
+
+    def failure(self) -> BaseException | None:
+        future = self.future
+        return future.exception() if future is not None and future.done() else None
+
+    def _take_ready(self) -> list[Callable[[], None]]:
+        ready = [then for row_ids, then in self._waiting if not row_ids & self._left]
+        self._waiting = [(row_ids, then) for row_ids, then in self._waiting if row_ids & self._left]
+        return ready
 
 
 def _embed_after(summaries: Future, ready: set[str], ctx: KBContext, rows: GraphRows, progress: ProgressFn,
@@ -999,8 +1114,7 @@ def _embed_after(summaries: Future, ready: set[str], ctx: KBContext, rows: Graph
 
 def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, result: RefreshResult,
                          changes: RowChanges, force: bool, progress: ProgressFn, cancel: CancelCheck, *,
-                         start_summaries: Callable[[], Future] | None = None,
-                         pending: frozenset[str] = frozenset()) -> GraphMeta:
+                         start_summaries: Callable[[], _SummaryWatch] | None = None) -> GraphMeta:
     """PageRank, then communities and reports; ``start_summaries`` (summaries running beside the
     reports) is called after PageRank, whose values the rows they rewrite then carry."""
     entities, relations = rows.entities, rows.relations
@@ -1014,8 +1128,7 @@ def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, resul
     summaries = start_summaries() if start_summaries is not None else None
     if ctx.graph.community and (force or meta.is_stale("communities")):
         meta.phase_status["communities"] = "running"
-        _refresh_communities(ctx, meta, entities, relations, result, changes, progress, cancel,
-                             summaries=summaries, pending=pending)
+        _refresh_communities(ctx, meta, entities, relations, result, changes, progress, cancel, summaries=summaries)
         meta.phase_versions["communities"], meta.phase_status["communities"] = meta.version, "done"
     elif ctx.graph.community:
         result.skipped.append("communities")

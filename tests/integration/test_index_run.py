@@ -182,5 +182,44 @@ def test_the_summaries_go_ahead_of_the_reports_that_do_not_wait_for_them(setting
     reports = [(start, end) for kind, start, end in calls if kind == "report"]
     early = [start for start, _ in reports if start < summaries_done]
     assert early  # reports that need no summary are written meanwhile...
-    # ...on the one call the summaries leave them, never on the summaries' share
-    assert max(sum(1 for s, e in reports if s <= t < e) for t in early) == 1
+    # ...on the calls the summaries leave them: one while they need the rest, one more as each of
+    # the last summaries comes in, never on the share of the summaries still to come
+    summary_ends = [end for kind, _, end in calls if kind == "summarize"]
+    for t in early:
+        unfinished = sum(1 for end in summary_ends if end > t)
+        assert sum(1 for s, e in reports if s <= t < e) <= max(1, workers - unfinished)
+
+
+def test_a_long_document_s_first_model_calls_go_out_while_it_is_still_being_chunked(settings, scripted_llm, tmp_path,
+                                                                                   monkeypatch):
+    from kbgraph import pipeline
+
+    model = GraphModel()
+    first_call = threading.Event()
+
+    def answer(request):
+        first_call.set()
+        return model(request)
+
+    cut = pipeline.iter_document_chunks
+
+    def slow_chunker(ctx, doc_id, parsed):
+        for number, chunk in enumerate(cut(ctx, doc_id, parsed)):
+            yield chunk
+            if number == 0:  # the rest of the document is cut once the first chunk's call is out
+                first_call.wait(timeout=10)
+
+    monkeypatch.setattr(pipeline, "iter_document_chunks", slow_chunker)
+    scripted_llm.responder = answer
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "book.txt").write_text("\n\n".join((SAMPLE_CORPUS_DIR / name).read_text(encoding="utf-8")
+                                                 for name in sorted(p.name for p in SAMPLE_CORPUS_DIR.glob("*.md"))),
+                                     encoding="utf-8")
+    began = time.monotonic()
+    with _engine(settings, scripted_llm) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+    assert report.count("indexed") == 1
+    assert first_call.is_set() and time.monotonic() - began < 10  # it never waited out the timeout
+    assert model.kinds.count("extract") == report.documents[0].chunks > 3  # every chunk, once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -226,12 +228,11 @@ def test_streamed_book_in_small_windows_equals_whole() -> None:
         assert list(chunk_stream(pieces, 200, 30, window_chars=window_chars)) == whole
 
 
-def test_streamed_chunking_holds_a_window_not_the_text() -> None:
-    # a text of 40 windows: the source keeps the window and what the chunking still needs of the last one
+@contextlib.contextmanager
+def _window_sizes() -> Iterator[list[int]]:
+    """The length of each window the streamed chunker analyses, while in the block."""
     from kbgraph.parse import chunker
 
-    line = "Scrooge went home to bed. The fog came down.\n"
-    pieces = (line * 100 for _ in range(400))  # 1.8 MB, made as it is read
     held: list[int] = []
     real_window = chunker._Window
 
@@ -241,6 +242,32 @@ def test_streamed_chunking_holds_a_window_not_the_text() -> None:
 
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(chunker, "_Window", watched)
+        yield held
+
+
+def test_streamed_chunking_holds_a_window_not_the_text() -> None:
+    # a text of 40 windows: the source keeps the window and what the chunking still needs of the last one
+    from kbgraph.parse import chunker
+
+    line = "Scrooge went home to bed. The fog came down.\n"
+    pieces = (line * 100 for _ in range(400))  # 1.8 MB, made as it is read
+    with _window_sizes() as held:
         spans = list(chunker.chunk_stream(pieces, 64, 8, window_chars=50_000))
     assert spans[-1].end == len(line) * 100 * 400 - 1
     assert len(held) >= 30 and max(held) < 60_000
+
+
+def test_a_long_text_s_first_chunk_comes_from_a_small_first_window() -> None:
+    # a book given whole: its first chunk (and the first model call of its extraction) must not
+    # wait for the whole text's analysis
+    from kbgraph.parse import chunker
+
+    text = BOOK.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    text = "\n\n".join([text] * 4)  # ~750k characters, under one window's million
+    with _window_sizes() as held:
+        stream = chunker.chunk_stream([text], 1200, 100)
+        next(stream)
+        assert held == [pytest.approx(chunker.FIRST_WINDOW_CHARS, abs=2_000)]
+        rest = list(stream)
+    assert len(held) > 1 and max(held) < chunker.WINDOW_CHARS + 2_000
+    assert [next(chunker.chunk_stream([text], 1200, 100))] + rest == chunk_text(text, 1200, 100)
