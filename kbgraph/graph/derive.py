@@ -154,7 +154,7 @@ def relation_vectors_from_chunks(store: DocStore, tenant: str, kb_id: str, relat
     None where none of its chunks has one.
 
     A relation of the nlp extractor is two names in one sentence, its description that sentence:
-    the chunk's vector says what it is about about as well (bench/README.md, retrieval with the
+    the chunk's vector says nearly as well what it is about (bench/README.md, retrieval with the
     local embedder), and costs no model call. The sum runs over the chunks in their (sorted) id
     order, so the vector is a function of the relation's chunks and their vectors alone. Relations
     are taken in order of their chunks, a few thousand chunks' vectors in memory at a time."""
