@@ -621,15 +621,21 @@ def _existing_reports(ctx: KBContext) -> dict[str, str]:
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND)], fields=["id", "input_hash_kwd"])}
 
 
-def _report_input_hash(members: Sequence[Entity], relations: Sequence[Relation], by_llm: bool) -> str:
+def _report_input_hash(members: Sequence[Entity], relations: Sequence[Relation], by_llm: bool,
+                       order: tuple[list[str], list[tuple[str, str]]] | None = None) -> str:
     """What a report is written from, as one hash: its members' names, types and descriptions and the
     relations among them. A report is reused only while this stays the same, so it never describes
-    an earlier graph (members alone are not enough: a description or relation may have changed)."""
+    an earlier graph (members alone are not enough: a description or relation may have changed).
+    A put-together report also tells its members and relations in an ``order`` (by PageRank and
+    mentions) that a deletion elsewhere can change while its rows stay the same: the order is part
+    of its hash (a model's report is not asked again for that)."""
     digest = hashlib.sha256(b"llm" if by_llm else b"extractive")
     for e in sorted(members, key=lambda e: e.key):
         digest.update(orjson.dumps([e.key, e.name, e.type, e.description]))
     for r in sorted(relations, key=lambda r: (r.src_key, r.tgt_key)):
         digest.update(orjson.dumps([r.src_key, r.tgt_key, r.description, r.weight]))
+    if not by_llm and order is not None:
+        digest.update(orjson.dumps(order))
     return digest.hexdigest()
 
 
@@ -660,7 +666,7 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
     pass running meanwhile; a community with a member (or relation) it is summarizing is reported
     once those rows are summarized, from their new descriptions, the others at once."""
     from kbgraph.graph.communities import detect_communities, largest_component
-    from kbgraph.graph.reports import extractive_report, llm_report, report_text
+    from kbgraph.graph.reports import extractive_order, extractive_report, llm_report, report_text
     from kbgraph.store.records import report_id
 
     _report(ctx, progress, "communities", 0, 1)
@@ -700,8 +706,11 @@ def _refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity]
 
     def changed(rid: str) -> bool:
         c = wanted[rid]
-        inputs[rid] = _report_input_hash([by_key[k] for k in c.member_keys if k in by_key],
-                                         member_relations(set(c.member_keys)), authors[rid] == _BY_MODEL)
+        members = [by_key[k] for k in c.member_keys if k in by_key]
+        inner = member_relations(set(c.member_keys))
+        by_model = authors[rid] == _BY_MODEL
+        inputs[rid] = _report_input_hash(members, inner, by_model,
+                                         None if by_model else extractive_order(c, members, inner))
         return not existing.get(rid) or existing[rid] != inputs[rid]
 
     def write(rid: str) -> CommunityReport:

@@ -57,6 +57,15 @@ def _members(community: Community, entities: Sequence[Entity]) -> list[Entity]:
     return chosen
 
 
+def extractive_order(community: Community, entities: Sequence[Entity], relations: Sequence[Relation]
+                     ) -> tuple[list[str], list[tuple[str, str]]]:
+    """What a put-together report's text depends on beyond its rows' contents: the order its
+    members and relations are told in (by PageRank and mentions, which shift as documents come
+    and go while the rows themselves stay the same)."""
+    return ([e.key for e in _members(community, entities)],
+            [(r.src_key, r.tgt_key) for r in _relations(community, relations)])
+
+
 def _relations(community: Community, relations: Sequence[Relation]) -> list[Relation]:
     """Relations inside the community first, then those leaving it; heaviest first within each."""
     keys = set(community.member_keys)

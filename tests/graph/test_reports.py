@@ -224,3 +224,25 @@ def test_plain_json_with_a_fenced_object_inside_goes_the_long_way() -> None:
     answer = json.dumps({"title": "```{'a': 1}```", "summary": "s"})
     assert _plain_object(answer) is None
     assert parse_report(answer) is None
+
+
+def test_a_put_together_report_is_written_again_when_the_order_it_tells_its_members_in_changes() -> None:
+    # a deletion elsewhere moves PageRank: the community's rows stay the same, but a put-together
+    # report lists its members most central first, so its title and summary change with the order
+    from kbgraph.graph.reports import extractive_order
+    from kbgraph.pipeline import _report_input_hash
+
+    community = COMMUNITY
+    before = [entity(e.key, e.name, e.type, e.description, e.pagerank, e.mention_count)
+              for e in ENTITIES if e.key in MEMBERS]
+    after = [entity(e.key, e.name, e.type, e.description, 0.5 if e.key == "london" else e.pagerank, e.mention_count)
+             for e in ENTITIES if e.key in MEMBERS]
+    assert extractive_report(community, before, RELATIONS).title != extractive_report(community, after, RELATIONS).title
+
+    def input_hash(members: list[Entity], by_llm: bool) -> str:
+        order = None if by_llm else extractive_order(community, members, RELATIONS)
+        return _report_input_hash(members, RELATIONS, by_llm, order)
+
+    assert input_hash(before, by_llm=False) != input_hash(after, by_llm=False)
+    # the model's report is not asked again for a PageRank shift: its rows are what it was written from
+    assert input_hash(before, by_llm=True) == input_hash(after, by_llm=True)

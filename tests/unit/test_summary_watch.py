@@ -86,3 +86,4 @@ def test_a_summary_coming_in_while_the_gate_is_set_up_is_not_lost() -> None:
     runner.join()
     assert done.is_set()
     assert _permits(gate) == 8
+
