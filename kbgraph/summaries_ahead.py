@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -258,17 +258,16 @@ class _KnownMentions:
         return found
 
     def _fetch_entities(self, keys: list[str]) -> None:
-        missing = [k for k in keys if k not in self._other_entities]
-        if not missing:
-            return
-        stored = stored_entity_mentions(self.ctx.store, self.ctx.tenant, self.ctx.kb_id, missing, self.aliases)
-        for key in missing:
-            self._other_entities[key] = [m for m in stored.get(key, ()) if m.doc_id not in self.run_docs]
+        self._fetch(self._other_entities, keys, stored_entity_mentions)
 
     def _fetch_relations(self, pairs: list[tuple[str, str]]) -> None:
-        missing = [p for p in pairs if p not in self._other_relations]
+        self._fetch(self._other_relations, pairs, stored_relation_mentions)
+
+    def _fetch(self, known: dict, wanted: list, read: Callable[..., dict]) -> None:
+        """The other documents' stored mentions of the ``wanted`` keys (or pairs) not read yet."""
+        missing = [w for w in wanted if w not in known]
         if not missing:
             return
-        stored = stored_relation_mentions(self.ctx.store, self.ctx.tenant, self.ctx.kb_id, missing, self.aliases)
-        for pair in missing:
-            self._other_relations[pair] = [m for m in stored.get(pair, ()) if m.doc_id not in self.run_docs]
+        stored = read(self.ctx.store, self.ctx.tenant, self.ctx.kb_id, missing, self.aliases)
+        for item in missing:
+            known[item] = [m for m in stored.get(item, ()) if m.doc_id not in self.run_docs]
