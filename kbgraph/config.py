@@ -60,6 +60,9 @@ class Settings:
     embedding_threads: int = 1
     # where the local model's prepared files live (made once per machine); empty = ~/.cache/kbgraph/models
     embedding_model_cache: str = ""
+    # what a relation's vector is: "chunks" (the mean of the vectors of the chunks it is found in, no
+    # model call), "text" (its text embedded) or "auto" (chunks with the local embedder, else text)
+    relation_vectors: str = "auto"
 
     # chat model over the OpenAI protocol; unset base URL and model = no LLM configured
     llm_base_url: str = ""
@@ -168,6 +171,15 @@ class Settings:
         return EMBEDDER_VECTOR_WEIGHT.get(self.embedding_provider, 0.3)
 
     @property
+    def relation_vectors_from_chunks(self) -> bool:
+        """Whether relation vectors are their chunks' mean vector (``relation_vectors``). With the
+        bundled e5 that loses nothing measurable and saves ~17 ms of a core per relation, 70% of an
+        offline build's embedding (bench/README.md); other embedders keep embedding the text."""
+        if self.relation_vectors == "auto":
+            return self.embedding_provider == "local"
+        return self.relation_vectors == "chunks"
+
+    @property
     def chain_text_share(self) -> float:
         """The full-text share of the passage chains' scores for this embedder (EMBEDDER_CHAIN_TEXT_SHARE)."""
         return EMBEDDER_CHAIN_TEXT_SHARE.get(self.embedding_provider, 1.0)
@@ -194,6 +206,7 @@ EMBEDDER_CHAIN_TEXT_SHARE: dict[str, float] = {"local": 0.5, "hash": 1.0, "opena
 _CHOICES = {
     "store": {"sqlite", "elasticsearch"},
     "embedding_provider": {"local", "openai", "hash"},
+    "relation_vectors": {"auto", "chunks", "text"},
     "glean_policy": {"missed", "always"},
     "report_scope": {"largest", "all"},
 }

@@ -940,18 +940,22 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     # a batch fills every request the embedder may have in flight (a remote one waits on the
     # network per request: 2,212 rows took nine serial 0.8 s round trips at 256 a batch)
     batch_size = batch_size or max(256, ctx.settings.embedding_batch_size * ctx.settings.embedding_concurrency)
+    relations = [r for r in rows.relations if r.id in rows.unembedded]
+    from_chunks = 0
+    if relations and ctx.settings.relation_vectors_from_chunks:
+        relations, from_chunks = _relation_vectors_from_chunks(ctx, relations, into)
     # entities and relations in the same batches: one round trip less when both are few
     pending: list[tuple[Entity | Relation, Callable[..., str]]] = (
         [(e, entity_text) for e in rows.entities if e.id in rows.unembedded]
-        + [(r, relation_text) for r in rows.relations if r.id in rows.unembedded])
+        + [(r, relation_text) for r in relations])
     if ctx.settings.embedding_provider == "local":
         # no round trips to save: a batch per request, so progress moves every second or two; the
         # rows sorted by length first, so a small batch pads as little as the embedder's own sort
         batch_size = min(batch_size, ctx.settings.embedding_batch_size)
         pending.sort(key=lambda item: len(item[1](item[0])))
-    total = len(pending)
-    done = 0
-    _report(ctx, progress, "embed", 0, total)
+    total = from_chunks + len(pending)
+    done = from_chunks
+    _report(ctx, progress, "embed", done, total)
     batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
     texts = [[text_of(row) for row, text_of in batch] for batch in batches]
     for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
@@ -965,6 +969,28 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
+
+
+def _relation_vectors_from_chunks(ctx: KBContext, relations: list[Relation], into: RowChanges | None
+                                  ) -> tuple[list[Relation], int]:
+    """Give these relations their chunks' mean vector (``relation_vectors``); returns those left
+    to embed by their text (none of their chunks has a vector of this size) and how many got one."""
+    from kbgraph.graph.derive import relation_vectors_from_chunks
+
+    changes = into or RowChanges(ctx)
+    left: list[Relation] = []
+    done = 0
+    for relation, vector in relation_vectors_from_chunks(ctx.store, ctx.tenant, ctx.kb_id, relations,
+                                                         ctx.vector_name):
+        if vector is None:
+            left.append(relation)
+            continue
+        relation.vector, relation.vector_from_chunks = vector, True
+        changes.add(relation.id, {ctx.vector_name: vector, "embedded_int": 2})
+        done += 1
+    if into is None:
+        changes.write()
+    return left, done
 
 
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,

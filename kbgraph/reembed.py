@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kbgraph.graph.derive import entity_text, relation_text
+from kbgraph.graph.derive import entity_text, relation_text, relation_vectors_from_chunks
 from kbgraph.llm.base import Embedder
 from kbgraph.store.base import Condition, Doc, DocStore, eq, missing, vector_field
 from kbgraph.store.records import Chunk, CommunityReport, Entity, Relation
@@ -45,8 +45,11 @@ ROW_KINDS = (
 
 
 def reembed_rows(store: DocStore, tenant: str, kb_id: str, embedder: Embedder,
-                 progress: Callable[[str, int, int], None] = lambda phase, done, total: None) -> int:
-    """Give every vector-bearing row of the KB ``embedder``'s vector of its text; returns the rows."""
+                 progress: Callable[[str, int, int], None] = lambda phase, done, total: None, *,
+                 relations_from_chunks: bool = False) -> int:
+    """Give every vector-bearing row of the KB ``embedder``'s vector of its text; returns the rows.
+    With ``relations_from_chunks`` (settings.relation_vectors) a relation gets the mean of its
+    chunks' new vectors instead, as indexing gives it (chunks come first)."""
     field = vector_field(embedder.dim)
     changed = 0
     for kind in ROW_KINDS:
@@ -57,12 +60,12 @@ def reembed_rows(store: DocStore, tenant: str, kb_id: str, embedder: Embedder,
         for doc in store.scan(tenant, [kb_id], kind.where):
             batch.append(doc)
             if len(batch) == BATCH:
-                changed += _write(store, tenant, kb_id, embedder, field, kind, batch)
+                changed += _write(store, tenant, kb_id, embedder, field, kind, batch, relations_from_chunks)
                 done += len(batch)
                 progress(kind.name, done, total)
                 batch = []
         if batch:
-            changed += _write(store, tenant, kb_id, embedder, field, kind, batch)
+            changed += _write(store, tenant, kb_id, embedder, field, kind, batch, relations_from_chunks)
             done += len(batch)
             progress(kind.name, done, total)
     store.refresh(tenant)
@@ -70,10 +73,21 @@ def reembed_rows(store: DocStore, tenant: str, kb_id: str, embedder: Embedder,
 
 
 def _write(store: DocStore, tenant: str, kb_id: str, embedder: Embedder, field: str, kind: RowKind,
-           batch: list[Doc]) -> int:
-    vectors = np.asarray(embedder.embed([kind.text(doc) for doc in batch]), dtype=np.float32)
-    store.patch(tenant, kb_id, {doc["id"]: {field: vector} for doc, vector in zip(batch, vectors)}, refresh=False)
-    return len(batch)
+           batch: list[Doc], relations_from_chunks: bool) -> int:
+    changes: dict[str, dict] = {}
+    if kind.name == "relations" and relations_from_chunks:
+        rows = [Relation.from_doc(doc) for doc in batch]
+        for relation, vector in relation_vectors_from_chunks(store, tenant, kb_id, rows, field):
+            if vector is not None:
+                changes[relation.id] = {field: vector, "embedded_int": 2}
+        batch = [doc for doc in batch if doc["id"] not in changes]
+    if batch:
+        vectors = np.asarray(embedder.embed([kind.text(doc) for doc in batch]), dtype=np.float32)
+        changes.update({doc["id"]: {field: vector} for doc, vector in zip(batch, vectors)})
+        if kind.name == "relations":
+            changes.update({doc["id"]: {**changes[doc["id"]], "embedded_int": 1} for doc in batch})
+    store.patch(tenant, kb_id, changes, refresh=False)
+    return len(changes)
 
 
 __all__ = ["ROW_KINDS", "reembed_rows"]

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Any
 
+import numpy as np
+
 from kbgraph.graph.describe import Describer
 from kbgraph.parse.tokenize import token_string, token_string_of
 from kbgraph.store.base import Condition, DocStore, any_of, eq, missing
@@ -140,6 +142,51 @@ def entity_text(entity: Entity) -> str:
 def relation_text(relation: Relation) -> str:
     keywords = f" [{', '.join(relation.keywords)}]" if relation.keywords else ""
     return f"{relation.src_name} -- {relation.tgt_name}{keywords}: {relation.description}"[:EMBED_CHARS]
+
+
+# chunks whose vectors are read at once for relation vectors
+_CHUNK_VECTOR_READ = 2000
+
+
+def relation_vectors_from_chunks(store: DocStore, tenant: str, kb_id: str, relations: Sequence[Relation],
+                                 vector_name: str) -> Iterator[tuple[Relation, np.ndarray | None]]:
+    """Each relation with the mean of its chunks' stored vectors (``vector_name``), normalized;
+    None where none of its chunks has one.
+
+    A relation of the nlp extractor is two names in one sentence, its description that sentence:
+    the chunk's vector says nearly as well what it is about (bench/README.md, retrieval with the
+    local embedder), and costs no model call. The sum runs over the chunks in their (sorted) id
+    order, so the vector is a function of the relation's chunks and their vectors alone. Relations
+    are taken in order of their chunks, a few thousand chunks' vectors in memory at a time."""
+    ordered = sorted(relations, key=lambda r: r.chunk_ids)
+    start = 0
+    while start < len(ordered):
+        wanted: set[str] = set()
+        end = start
+        while end < len(ordered) and (end == start or len(wanted) + len(ordered[end].chunk_ids) <= _CHUNK_VECTOR_READ):
+            wanted.update(ordered[end].chunk_ids)
+            end += 1
+        vectors = _chunk_vectors(store, tenant, kb_id, sorted(wanted), vector_name)
+        for relation in ordered[start:end]:
+            found = [vectors[c] for c in sorted(relation.chunk_ids) if c in vectors]
+            if not found:
+                yield relation, None
+                continue
+            total = np.sum(np.asarray(found, dtype=np.float64), axis=0)
+            norm = float(np.linalg.norm(total))
+            yield relation, (total / norm if norm > 0 else total).astype(np.float32)
+        start = end
+
+
+def _chunk_vectors(store: DocStore, tenant: str, kb_id: str, chunk_ids: Sequence[str],
+                   vector_name: str) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    for batch in _batches(list(chunk_ids)):
+        for doc in store.get(tenant, [kb_id], batch, fields=["id", vector_name]):
+            vector = doc.get(vector_name)
+            if vector is not None and doc.get("id") is not None:
+                out[doc["id"]] = np.asarray(vector, dtype=np.float32)
+    return out
 
 
 def _relation_description_input(src: str, tgt: str, ordered: Sequence[RelationMention],
@@ -410,7 +457,10 @@ def _changed_rows(rows: list, previous: Mapping[str, dict], text_of: Callable[[o
         old = previous.get(row.id)
         if old is not None:
             old_row = from_doc(old)
-            if old_row.vector is not None and text_of(old_row) == text_of(row):
+            # a vector made from the row's chunks (Relation.vector_from_chunks) is made again: a
+            # re-derived row's chunks may have been edited or re-parsed under the same ids
+            if (old_row.vector is not None and text_of(old_row) == text_of(row)
+                    and not getattr(old_row, "vector_from_chunks", False)):
                 row.vector = old_row.vector
         if row.vector is None and embed is not None:
             to_embed.append(row)

@@ -293,6 +293,9 @@ class Relation:
     mention_count: int = 0
     vector: Vector | None = None
     summary_pending: bool = False  # as Entity.summary_pending
+    # the vector is the mean of its chunks' vectors (``embedded_int`` 2), not its text's: every
+    # re-derivation of the row makes it again (settings.relation_vectors)
+    vector_from_chunks: bool = False
 
     @property
     def id(self) -> str:
@@ -305,7 +308,7 @@ class Relation:
             "content_with_weight": self.description, "content_ltks": self.description_tokens,
             "keywords_kwd": list(self.keywords), "weight_flt": self.weight, "doc_ids_kwd": list(self.doc_ids),
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count, "available_int": 0,
-            "embedded_int": int(self.vector is not None),
+            "embedded_int": (2 if self.vector_from_chunks else 1) if self.vector is not None else 0,
         }
         if self.summary_pending:
             doc["summary_pending_int"] = 1
@@ -321,7 +324,7 @@ class Relation:
             keywords=list(doc.get("keywords_kwd") or []), weight=float(doc.get("weight_flt", 0.0)),
             doc_ids=list(doc.get("doc_ids_kwd") or []), chunk_ids=list(doc.get("chunk_ids_kwd") or []),
             mention_count=int(doc.get("mention_count_int", 0)), vector=_vector_fields(doc),
-            summary_pending=bool(doc.get("summary_pending_int")),
+            summary_pending=bool(doc.get("summary_pending_int")), vector_from_chunks=doc.get("embedded_int") == 2,
         )
 
 

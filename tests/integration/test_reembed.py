@@ -52,8 +52,11 @@ def test_kb_keeps_its_model_then_reembeds_to_the_configured_one(settings: Settin
 
 
 
-def test_reembedded_vectors_equal_fresh_indexing(settings: Settings) -> None:
+@pytest.mark.parametrize("relation_vectors", ["text", "chunks"])
+def test_reembedded_vectors_equal_fresh_indexing(settings: Settings, relation_vectors: str) -> None:
     # every vector re-embedding writes is the one indexing with the new model writes for that row
+    # (a relation's from its chunks' new vectors, where relation vectors are made from chunks)
+    settings = settings.replace(relation_vectors=relation_vectors)
     old, new = settings.replace(embedding_dim=64), settings.replace(embedding_dim=32)
     index_sample(old, "lore")
     index_sample(new, "fresh")
