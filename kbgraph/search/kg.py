@@ -106,10 +106,14 @@ class KGParams:
     # elsewhere in the graph counts at loose_weight. An anchored entity counts as one of the question's
     # anchors by a weight rising linearly from 0 at anchor_low to 1 at anchor_high (``ramp``), not by a
     # cut: the stores' BM25 differs in the third digit (Lucene keeps field lengths in one byte), and a
-    # cut turned 0.4994 against 0.5014 into an entity scored 0.26 on one store and 0.52 on the other
-    anchor_low: float = 0.4
-    anchor_high: float = 0.6
+    # cut turned 0.4994 against 0.5014 into an entity scored 0.26 on one store and 0.52 on the other.
+    # 0.4-0.6 lost zh-news-large kg 1.4 points of recall@5 (a seed at 0.47 half an anchor); the walk
+    # takes 0.4-0.6 (PPRParams.seed_low)
+    anchor_low: float = 0.45
+    anchor_high: float = 0.55
     loose_weight: float = 0.5
+    # a fact of an anchor weighing at least this sets the fact filter's bar in full (kg.present)
+    fact_presence: float = 0.25
     relation_gain: float = 1.0  # how much an anchor relation's relevance to the question adds to a hop
     anchor_relation_top_n: int = 24  # relations of the anchors scored against the question, per side
     support_power: float = 2.0  # chunk support sums score**power: confident evidence dominates
@@ -339,16 +343,26 @@ def anchored_facts(about: Mapping[str, tuple[float, dict]], weights: Mapping[Nod
     return out
 
 
+def present(weight: float, presence: float) -> float:
+    """How much a fact of an anchor of this weight sets the bar of the fact filter: fully from
+    ``presence`` on (a fact of an anchor at 0.8 is as much the question's best fact as one at 1)."""
+    return min(1.0, weight / presence) if presence > 0 else float(weight > 0)
+
+
 def ranked_facts(about: Mapping[str, tuple[float, dict]], weights: Mapping[Node, float], top_n: int,
-                 fact_filter: float, min_score: float = 0.0) -> list[tuple[float, dict]]:
+                 fact_filter: float, presence: float, min_score: float = 0.0) -> list[tuple[float, dict]]:
     """The question's facts (the anchors' relations scored against it, ``anchor_relations``) as
     HippoRAG 2 filters the retrieved facts: the best ``top_n`` by ``anchored_facts``, each kept
     (score, row) when its own score is at least ``fact_filter`` x the best and ``min_score``. The
     filter compares a fact's own score, so an anchor moving along its ramp scales its facts' part
-    (``fact_leads``) without dropping one across the filter."""
+    (``fact_leads``) without dropping one across the filter; the best is a fact's own score too,
+    counted in full once its anchor's weight reaches ``presence`` (``present``): weighed by the
+    anchor's weight, a best fact of an anchor at 0.8 let facts under the filter through."""
     weighted = anchored_facts(about, weights)
-    ranked = sorted(weighted, key=lambda rid: (-weighted[rid][0], weighted[rid][1].get("id", "")))[:top_n]
-    best = weighted[ranked[0]][0] if ranked else 0.0
+    ranked = sorted((rid for rid, (value, _) in weighted.items() if value > 0),
+                    key=lambda rid: (-weighted[rid][0], weighted[rid][1].get("id", "")))[:top_n]
+    best = max((about[rid][0] * present(weighted[rid][0] / about[rid][0], presence)
+                for rid in ranked if about[rid][0] > 0), default=0.0)
     if best <= 0:
         return []
     return [about[rid] for rid in ranked if about[rid][0] >= max(fact_filter * best, min_score)]
@@ -741,7 +755,8 @@ def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: 
     not to every page that names the guild.
     """
     far: dict[Node, float] = {}
-    for score, doc in ranked_facts(about, anchors, params.fact_top_n, params.fact_filter, params.fact_min_score):
+    for score, doc in ranked_facts(about, anchors, params.fact_top_n, params.fact_filter, params.fact_presence,
+                                   params.fact_min_score):
         for a, b, weight in fact_leads(doc, anchors):
             damping = citations.specificity(b) ** params.hub_damping if citations is not None else 1.0
             relevance = seed_scores.get(a, 0.0) if seed_scores is not None else 1.0

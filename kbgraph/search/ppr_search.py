@@ -59,6 +59,7 @@ from kbgraph.search.kg import (
     _fetch_entities,
     anchor_relations,
     fact_leads,
+    present,
     fetch_chunks,
     ramp,
     rank_entities,
@@ -84,7 +85,9 @@ class PPRParams:
     # an entity seeds the walk by a weight rising linearly from 0 at seed_low to 1 at seed_high of its
     # relevance (kg.ramp), and one matched by the question's analysed entities counts as one of its
     # anchors by that weight (only anchors seed the walk once there is one): no cut that a score
-    # differing in the third digit between the stores can fall either side of
+    # differing in the third digit between the stores can fall either side of. Wider than kg's ramp:
+    # the walk moves more with a seed's weight (an entity of the sample corpus seeded at 0.4994 and
+    # 0.5014 scored 0.011 apart over 0.45-0.55, more than the stores may differ; 0.006 over 0.4-0.6)
     seed_low: float = 0.4
     seed_high: float = 0.6
     chunk_seed_share: float = 0.1  # of the restart mass given to the naive chunk hits
@@ -262,7 +265,8 @@ def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     far: dict[str, float] = {}
     if about and anchors and params.relation_seed_weight > 0:
         # a fact far below the best one is not what the question asks (HippoRAG 2's fact filter)
-        for score, doc in ranked_facts(about, anchors, params.relation_seed_top_n, params.fact_filter):
+        for score, doc in ranked_facts(about, anchors, params.relation_seed_top_n, params.fact_filter,
+                                       params.kg.fact_presence):
             for a, b, weight in fact_leads(doc, anchors):
                 node = entity_node(*b)
                 if node in graph.graph.index:
@@ -337,8 +341,9 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
               about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
     """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
     end of the question's facts (the anchors' relations to other entities scoring at least
-    ``fact_filter`` x the best one). A fact counts by its anchor's weight (``kg.fact_leads``), and
-    all of them by the best anchor's, so a fact of an anchor on its ramp's low end adds little."""
+    ``fact_filter`` x the best one, as ``kg.ranked_facts`` sets the bar). A fact counts by its anchor's
+    weight (``kg.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
+    ramp's low end adds little."""
     anchors = anchor_weights(seeds, params)
     if not about or not anchors:
         return {}
@@ -348,7 +353,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
             node = graph.graph.index.get(entity_node(*far))
             if node is not None:
                 leads.append((score * weight, score, doc.get("id", ""), node, list(doc.get("chunk_ids_kwd") or [])))
-    best = max((lead[0] for lead in leads), default=0.0)
+    best = max((lead[1] * present(lead[0] / lead[1], params.kg.fact_presence) for lead in leads if lead[1] > 0),
+               default=0.0)
     if best <= 0:
         return {}
     strength = max(anchors.values())

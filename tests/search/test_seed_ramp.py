@@ -16,7 +16,7 @@ import pytest
 
 from kbgraph.graph.ppr import SparseGraph
 from kbgraph.search.chains import chain_scores
-from kbgraph.search.kg import KGParams, Seeds, ramp, retrieve_kg, seed_entities
+from kbgraph.search.kg import KGParams, Seeds, ramp, ranked_facts, retrieve_kg, seed_entities
 from kbgraph.search.ppr_search import (
     EntityGraph,
     PPRParams,
@@ -120,14 +120,15 @@ def store(tmp_path: Path):  # type: ignore[no-untyped-def]
     s.close()
 
 
-def answers(store, low: float, high: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    """Every score kg and ppr give, both with their ramp from ``low`` to ``high``."""
+def answers(store, centre: float, kg_half: float, ppr_half: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Every score kg and ppr give with their ramps centred at ``centre``, ``kg_half`` and ``ppr_half``
+    wide either side (a cut at 0)."""
     vector = EMBEDDER.embed([QUESTION])[0]
-    kg = KGParams(anchor_low=low, anchor_high=high)
+    kg = KGParams(anchor_low=centre - kg_half, anchor_high=centre + kg_half)
     found = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, kg, EMBEDDER)
     clear_cache()
-    walk = retrieve_ppr(store, TENANT, [KB], ANALYSIS, vector, [], PPRParams(seed_low=low, seed_high=high, kg=kg),
-                        EMBEDDER)
+    walk = retrieve_ppr(store, TENANT, [KB], ANALYSIS, vector, [],
+                        PPRParams(seed_low=centre - ppr_half, seed_high=centre + ppr_half, kg=kg), EMBEDDER)
     return {**{f"kg entity {e.key}": e.score for e in found.entities},
             **{f"kg relation {r.id}": r.score for r in found.relations},
             **{f"kg chunk {c.chunk_id}": c.score for c in [*found.chunks, *found.bridges]},
@@ -139,13 +140,27 @@ def test_kg_and_ppr_move_a_little_when_a_seed_crosses_the_ramps_middle(store) ->
     seeds = seed_entities(store, TENANT, [KB], ANALYSIS, EMBEDDER.embed([QUESTION])[0], KGParams(), EMBEDDER)
     heron = seeds.scores[(KB, "silver heron")]
     assert (KB, "silver heron") in seeds.anchored and 0.45 < heron < 0.55
-    default = PPRParams()
-    assert (default.seed_low, default.seed_high) == (default.kg.anchor_low, default.kg.anchor_high)
-    half = (default.seed_high - default.seed_low) / 2
-    # moving the ramp by d is moving the heron's score by -d against it: 0.001 above its middle, then under
-    above = answers(store, heron - 0.001 - half, heron - 0.001 + half)
-    below = answers(store, heron + 0.001 - half, heron + 0.001 + half)
+    kg, ppr = KGParams(), PPRParams()
+    halves = ((kg.anchor_high - kg.anchor_low) / 2, (ppr.seed_high - ppr.seed_low) / 2)
+    # moving a ramp by d is moving the heron's score by -d against it: 0.001 above its middle, then under
+    above, below = answers(store, heron - 0.001, *halves), answers(store, heron + 0.001, *halves)
     assert largest_difference(above, below) < NEARLY
     # the same with a cut: the jump the ramp is there to remove
-    assert largest_difference(answers(store, heron - 0.001, heron - 0.001),
-                              answers(store, heron + 0.001, heron + 0.001)) > 0.1
+    assert largest_difference(answers(store, heron - 0.001, 0.0, 0.0), answers(store, heron + 0.001, 0.0, 0.0)) > 0.1
+
+
+def fact(rid: str, src: tuple[str, str], tgt: tuple[str, str]) -> dict:
+    return {"id": rid, "kb_id": src[0], "src_key_kwd": src[1], "tgt_key_kwd": tgt[1]}
+
+
+def test_a_best_fact_of_an_anchor_on_its_ramp_still_sets_the_filters_bar() -> None:
+    about = {"founder": (0.9, fact("founder", HARBOUR, FOUNDER)), "product": (0.44, fact("product", FIRM, CITY))}
+
+    def kept(harbour: float) -> set[str]:
+        return {doc["id"] for _, doc in ranked_facts(about, {FIRM: 1.0, HARBOUR: harbour}, 3, 0.5, 0.25)}
+
+    # the harbour at 0.8 or in full: the product fact (0.44) stays under half the founder fact (0.9)
+    assert kept(1.0) == kept(0.8) == {"founder"}
+    assert kept(0.0) == {"product"}  # no harbour: the product fact is the best there is
+    # between, the bar falls with the harbour's weight under 0.25 (0.9 x 0.4 = 0.36 at 0.1)
+    assert kept(0.3) == {"founder"} and kept(0.1) == {"founder", "product"}
