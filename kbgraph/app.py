@@ -144,6 +144,21 @@ class _ThreadLocks:
             return self._locks.setdefault(kb_id, threading.RLock())
 
 
+
+def _load_parts(settings: Settings) -> None:
+    from kbgraph.parse.chunker import get_encoding
+
+    get_encoding()
+    if settings.llm_configured or settings.embedding_provider == "openai":
+        import kbgraph.llm.openai_chat  # noqa: F401  (the openai client package)
+
+
+def _warm_up(settings: Settings) -> None:
+    """Load the tokenizer (~0.1 s) and the model client's package beside whatever the caller does
+    first: a document's first model call then goes out without waiting for them."""
+    threading.Thread(target=_load_parts, args=(settings,), name="kbgraph-warm-up", daemon=True).start()
+
+
 class Engine:
     def __init__(self, settings: Settings, meta: MetaDB, store: DocStore, tenant: str = DEFAULT_TENANT,
                  kb_lock: KBLock | None = None, embedder: Embedder | None = None,
@@ -171,6 +186,7 @@ class Engine:
         meta.ensure_tenant(tenant)
         store = open_store(settings)
         store.ensure_index(tenant)
+        _warm_up(settings)
         return cls(settings, meta, store, tenant, kb_lock, limits=limits)
 
     def close(self) -> None:

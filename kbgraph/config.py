@@ -112,6 +112,9 @@ class Settings:
     # (United States, 286 fragments, 9.6k tokens) still takes one call, as in nano-graphrag (which
     # sends up to 32k); 4k had cost 11 group calls more than nano-graphrag's whole summary count
     summary_prompt_tokens: int = 12000
+    # ask for summaries in the model calls an indexing run's last chunks leave free, for the entities
+    # and relations those chunks cannot add to (kbgraph/summaries_ahead.py; needs the LLM cache)
+    summarize_ahead: bool = True
     max_cluster_size: int = 10
     # communities with fewer entities get a report put together from their rows, not an LLM call
     report_min_entities: int = 3

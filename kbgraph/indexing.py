@@ -37,6 +37,7 @@ from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
 from kbgraph.parse.text_stream import stream_text
 from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store.records import Chunk
+from kbgraph.summaries_ahead import SummariesAhead, can_ask_ahead
 
 # a document with more text than this is chunked, embedded and stored on its own, in batches
 _LARGE_CHARS = 1_000_000
@@ -198,6 +199,7 @@ class IndexRun:
         self._parsed = 0
         self._chunks_done = 0
         self._extractor: Extractor | None = None
+        self._ahead: SummariesAhead | None = None
         self.vanished: set[str] = set()  # documents deleted while they were indexed
 
     # -- the run ------------------------------------------------------------------------------
@@ -207,13 +209,14 @@ class IndexRun:
         order: list[str] = []
         if self.graph:
             self._extractor = pipeline.build_document_extractor(self.ctx)
+            if can_ask_ahead(self.ctx):
+                self._ahead = SummariesAhead(self.ctx, self._calls_in_flight())
         merger = threading.Thread(target=self._merge_loop, name="kbgraph-merge", daemon=True)
         merger.start()
         # twice the calls allowed in flight: a thread busy between its calls (reading an answer,
         # deciding on gleaning, storing mentions) would otherwise hold a model slot idle; the
         # chat model's own limits still keep the calls in flight to llm_(kb_)concurrency
-        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else 2 * max(
-            1, min(self.settings.llm_concurrency, self.settings.llm_kb_concurrency or self.settings.llm_concurrency))
+        workers = 1 if self.kb.graph.method == "nlp" or not self.graph else 2 * self._calls_in_flight()
         try:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbgraph-extract") as pool:
                 batch: list[tuple[_InFlight, ParsedDocument]] = []
@@ -247,14 +250,21 @@ class IndexRun:
                     if len(batch) >= self.settings.index_batch_documents or chars >= _BATCH_CHARS:
                         self._parse_batch(batch, pool)
                         batch, chars = [], 0
+                if self._ahead is not None:
+                    self._ahead.all_submitted()
                 self._parse_batch(batch, pool)
         except Cancelled:
             self._cancelled.set()
         finally:
             self._merge_queue.put(None)
             merger.join()
+            if self._ahead is not None:
+                self._ahead.close()
         self._report_documents()
         return [self._outcomes[doc_id] for doc_id in order if doc_id in self._outcomes]
+
+    def _calls_in_flight(self) -> int:
+        return max(1, min(self.settings.llm_concurrency, self.settings.llm_kb_concurrency or self.settings.llm_concurrency))
 
     def _stopped(self) -> bool:
         if not self._cancelled.is_set() and self.cancel():
@@ -327,7 +337,7 @@ class IndexRun:
                     flight.remaining += 1
                 with self._lock:
                     self._chunks_submitted += 1
-                pool.submit(self._extract_chunk, flight, chunk)
+                self._submit_chunk(pool, flight, chunk)
         flight.chunks, flight.tokens = len(flight.chunk_rows), sum(c.token_count for c in flight.chunk_rows)
         flight.extraction.chunks = flight.chunks if self.graph else 0
         self._step_done(flight)  # the chunking
@@ -366,7 +376,7 @@ class IndexRun:
                     while not room.acquire(timeout=0.1):
                         if self._stopped():
                             return
-                    pool.submit(self._extract_chunk, flight, chunk, room)
+                    self._submit_chunk(pool, flight, chunk, room)
                     sent += 1
         except Exception as exc:  # its chunks could not be read back: the document fails
             flight.failure = flight.failure or f"{type(exc).__name__}: {exc}"
@@ -412,7 +422,7 @@ class IndexRun:
         with self._lock:
             self._chunks_submitted += len(chunks)
         for chunk in chunks:
-            pool.submit(self._extract_chunk, flight, chunk)
+            self._submit_chunk(pool, flight, chunk)
 
     def _step_done(self, flight: _InFlight) -> None:
         with flight.lock:
@@ -420,6 +430,12 @@ class IndexRun:
             last = flight.remaining == 0
         if last:
             self._merge_queue.put(flight)
+
+    def _submit_chunk(self, pool: ThreadPoolExecutor, flight: _InFlight, chunk: Chunk,
+                      room: threading.BoundedSemaphore | None = None) -> None:
+        if self._ahead is not None:
+            self._ahead.chunk_submitted(chunk)
+        pool.submit(self._extract_chunk, flight, chunk, room)
 
     def _extract_chunk(self, flight: _InFlight, chunk: Chunk, room: threading.BoundedSemaphore | None = None) -> None:
         try:
@@ -437,6 +453,7 @@ class IndexRun:
             self._cancelled.set()
         except Exception as exc:  # a fault of this document's, not of the run
             flight.failure = flight.failure or f"{type(exc).__name__}: {exc}"
+        entities, relations = [], []
         with flight.lock:
             result = flight.extraction
             if extraction is not None:
@@ -451,6 +468,8 @@ class IndexRun:
                 result.errors.append(error)
             if len(flight.mentions) >= pipeline._WRITE_ROWS and not self._cancelled.is_set():
                 self._store_mentions(flight)  # a large document: not all of its mentions in memory
+        if self._ahead is not None:
+            self._ahead.chunk_done(chunk, entities, relations)
         with self._lock:
             self._chunks_done += 1
             done, submitted = self._chunks_done, self._chunks_submitted

@@ -1111,12 +1111,15 @@ class _SummaryWatch:
 
 def _embed_after(summaries: Future, ready: set[str], ctx: KBContext, rows: GraphRows, progress: ProgressFn,
                  cancel: CancelCheck, changes: RowChanges) -> int:
-    """The vectors of ``ready`` (rows no summary rewrites) now, then those of the summarized rows."""
-    done = embed_pending(ctx, GraphRows(rows.entities, rows.relations, unembedded=set(ready)), progress=progress,
-                         cancel=cancel, into=changes)
-    summaries.result()  # a summarized row needs its new vector
-    rest = GraphRows(rows.entities, rows.relations, unembedded=set(rows.unembedded) - ready)
-    done += embed_pending(ctx, rest, progress=progress, cancel=cancel, into=changes)
+    """The vectors of ``ready`` (rows no summary rewrites) now, and beside them, once the summaries
+    are in, those of the summarized rows (behind the others, they had waited for every one of them)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-vectors") as pool:
+        first = pool.submit(embed_pending, ctx, GraphRows(rows.entities, rows.relations, unembedded=set(ready)),
+                            progress=progress, cancel=cancel, into=changes)
+        summaries.result()  # a summarized row needs its new vector
+        rest = GraphRows(rows.entities, rows.relations, unembedded=set(rows.unembedded) - ready)
+        done = embed_pending(ctx, rest, progress=progress, cancel=cancel, into=changes)
+        done += first.result()
     rows.unembedded.clear()
     return done
 

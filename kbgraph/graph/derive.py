@@ -664,6 +664,36 @@ def touched_pairs(store: DocStore, tenant: str, kb_id: str, where: Sequence[Cond
         tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), *where], fields=["src_key_kwd", "tgt_key_kwd"])}
 
 
+def entity_summary_input(key: str, mentions: Sequence[EntityMention]) -> tuple[str, str, list[str]]:
+    """(kind, display name, fragments) of an entity with these mentions: what its description, and a
+    summary of it, are made from."""
+    return _description_input(key, entity_facts(mentions))
+
+
+def relation_summary_input(src: str, tgt: str, mentions: Sequence[RelationMention],
+                           names: Mapping[str, str]) -> tuple[str, str, list[str]]:
+    """(kind, subject, fragments) of a relation with these mentions; ``names``: its endpoints'
+    display names by key."""
+    return _relation_description_input(src, tgt, _in_order(mentions), names)
+
+
+def display_name(key: str, mentions: Sequence[EntityMention]) -> str:
+    """The name an entity row with these mentions shows."""
+    return _most_common(Counter(m.name for m in mentions)) or key
+
+
+def stored_entity_mentions(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str],
+                           aliases: AliasMap) -> dict[str, list[EntityMention]]:
+    """The stored mentions of these canonical keys (their aliases' included), by canonical key."""
+    return _entity_mentions(store, tenant, kb_id, keys, aliases)
+
+
+def stored_relation_mentions(store: DocStore, tenant: str, kb_id: str, pairs: Iterable[tuple[str, str]],
+                             aliases: AliasMap) -> dict[tuple[str, str], list[RelationMention]]:
+    """The stored mentions of these canonical pairs (their endpoints' aliases' included), by pair."""
+    return _relation_mentions(store, tenant, kb_id, pairs, aliases)
+
+
 def entity_description_inputs(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str],
                               aliases: AliasMap) -> dict[str, tuple[str, str, list[str]]]:
     """(kind, display name, fragments) of these canonical entity keys, from all their mentions:

@@ -120,6 +120,10 @@ class Describer:
             return self._truncate(fragments)
         return self._summary_or_fragments(kind, name, fragments)
 
+    def needs_summary(self, fragments: Sequence[str]) -> bool:
+        """Whether these fragments' description is a summary the model is asked for."""
+        return self.chat is not None and not self._fits(fragments)
+
     def pending(self, fragments: Sequence[str]) -> bool:
         """Whether the description of these fragments is a stand-in waiting for the summary pass."""
         return self.deferred and not self._fits(fragments)

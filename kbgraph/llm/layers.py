@@ -126,6 +126,7 @@ class ChatBase(ABC):
     model_name: str = ""
     temperature: float = 0.0
     max_tokens: int | None = None
+    remembers_answers: bool = False
 
     @abstractmethod
     def complete(self, request: ChatRequest) -> Completion: ...
@@ -165,6 +166,7 @@ class ChatLayer(ChatBase):
         self.model_name = inner.model_name
         self.temperature = inner.temperature
         self.max_tokens = inner.max_tokens
+        self.remembers_answers = inner.remembers_answers
 
     def complete(self, request: ChatRequest) -> Completion:
         return self.inner.complete(request)
@@ -527,6 +529,23 @@ class SqliteCache:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self._tables: set[str] = set()
+        self._asking: dict[tuple[str, str], threading.Event] = {}
+
+    def claim(self, table: str, key: str) -> tuple[bool, threading.Event]:
+        """(True, event) when no caller of this process is asking for ``key`` now: the caller asks,
+        then calls ``settle``. (False, event) when one is: ``event`` is set once it has its answer."""
+        with self.lock:
+            asking = self._asking.get((table, key))
+            if asking is not None:
+                return False, asking
+            asking = self._asking[(table, key)] = threading.Event()
+            return True, asking
+
+    def settle(self, table: str, key: str) -> None:
+        with self.lock:
+            asking = self._asking.pop((table, key), None)
+        if asking is not None:
+            asking.set()
 
     def ensure_table(self, table: str, ddl: str) -> None:
         if table in self._tables:
@@ -585,6 +604,7 @@ class CachedChat(ChatLayer):
 
     def __init__(self, inner: ChatBase, path: Path, ledger: UsageLedger | None = None) -> None:
         super().__init__(inner)
+        self.remembers_answers = True
         self.store = SqliteCache.open(path)
         self.ledger = ledger
 
@@ -599,20 +619,37 @@ class CachedChat(ChatLayer):
         request.check_cancel()
         table = self._table(request.phase)
         key = chat_cache_key(self.model_name, request)
+        while True:
+            hit = self._stored(table, key, request)
+            if hit is not None:
+                record_usage(self.ledger, request.phase, cached=1)
+                return hit
+            # the same request asked twice at once (a summary fetched ahead, then by the summary pass;
+            # two copies of one chunk) is one call: the second waits for the first's answer
+            first, answered = self.store.claim(table, key)
+            if first:
+                break
+            while not answered.wait(0.1):
+                request.check_cancel()
+        try:
+            result = self.inner.complete(request)
+            if request.usable(result.text):
+                with self.store.lock:
+                    self.store.conn.execute(
+                        f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?)",
+                        (key, result.text, result.prompt_tokens, result.completion_tokens, time.time()))
+        finally:
+            self.store.settle(table, key)
+        return result
+
+    def _stored(self, table: str, key: str, request: ChatRequest) -> Completion | None:
         with self.store.lock:
             row = self.store.conn.execute(
                 f"SELECT text, prompt_tokens, completion_tokens FROM {table} WHERE key = ?",
                 (key,)).fetchone()
         if row is not None and request.usable(row[0]):
-            record_usage(self.ledger, request.phase, cached=1)
             return Completion(row[0], row[1], row[2], cached=True)
-        result = self.inner.complete(request)
-        if request.usable(result.text):
-            with self.store.lock:
-                self.store.conn.execute(
-                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?)",
-                    (key, result.text, result.prompt_tokens, result.completion_tokens, time.time()))
-        return result
+        return None
 
 
 __all__ = [

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from kbgraph.app import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
@@ -56,6 +58,42 @@ def test_documents_are_extracted_together_within_the_knowledge_bases_limit(setti
     assert scripted_llm.max_in_flight == 3
     assert any(e.phase == "documents" and "in flight" in e.message for e in events)
     assert {"summaries", "reports"} & {e.phase for e in events}
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_summaries_are_asked_in_the_calls_the_last_chunks_leave_free(settings, scripted_llm, tmp_path, ahead):
+    model = GraphModel()
+    lock = threading.Lock()
+    asked: list[tuple[str, float]] = []  # (kind, when the request came)
+    extracted: list[float] = []  # when each extraction was answered
+
+    def timed(request):
+        start = time.monotonic()
+        kind, answer = model.answer(request)
+        if kind == "extract":
+            time.sleep(0.08)  # the last chunks are still out while the first summaries can be asked
+        with lock:
+            asked.append((kind, start))
+            if kind == "extract":
+                extracted.append(time.monotonic())
+        return answer
+
+    scripted_llm.responder = timed
+    folder, _ = _corpus(tmp_path)
+    with _engine(settings, scripted_llm, summary_max_tokens=24, llm_concurrency=4, summarize_ahead=ahead) as engine:
+        engine.create_kb("kb", graph=GRAPH, chunk_tokens=120, chunk_overlap=10)
+        report = engine.index_paths("kb", [folder])
+        kb = engine.kb("kb")
+        assert check_graph(engine.store, engine.tenant, kb.id, engine.context(kb).describer()) == []
+    assert report.refresh is not None and report.refresh.summarized > 0
+    last_extraction = max(extracted)
+    early = [when for kind, when in asked if kind == "summarize" and when < last_extraction]
+    if ahead:
+        assert early, "no summary was asked while the last chunks were extracted"
+    else:
+        assert not early
+    # asked ahead or not, each row's summary is asked once (none for fragments that changed after)
+    assert model.kinds.count("summarize") == report.refresh.summarized
 
 
 def test_summaries_are_asked_once_per_row_after_the_merges_and_deletes_equal_a_rebuild(settings, scripted_llm,

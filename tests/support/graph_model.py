@@ -38,10 +38,14 @@ class GraphModel:
         self.kinds: list[str] = []
 
     def __call__(self, request: dict[str, Any]) -> str:
+        return self.answer(request)[1]
+
+    def answer(self, request: dict[str, Any]) -> tuple[str, str]:
+        """(the kind of call, the answer)."""
         prompt = _last_user(request)
         kind, answer = self._answer(prompt)
         self.kinds.append(kind)
-        return answer
+        return kind, answer
 
     def _answer(self, prompt: str) -> tuple[str, str]:
         if "answer YES or NO" in prompt:

@@ -150,6 +150,70 @@ def test_cache_off(scripted_llm: ScriptedLLM, settings: Settings) -> None:
     assert scripted_llm.counts["chat"] == 2
 
 
+def test_the_same_request_asked_twice_at_once_is_one_call(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    answered = threading.Event()
+
+    def slow(_request: dict) -> str:
+        answered.wait(5)  # held until the second caller is surely waiting
+        return "one answer"
+
+    scripted_llm.responder = slow
+    ledger = UsageLedger()
+    chat = make_chat(scripted_llm, settings, ledger)
+    assert chat.remembers_answers
+    answers: list[str] = []
+    callers = [threading.Thread(target=lambda: answers.append(chat.chat(USER, phase="summarize")))
+               for _ in range(2)]
+    for caller in callers:
+        caller.start()
+    deadline = time.monotonic() + 5
+    while scripted_llm.counts["chat"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the second caller reaches the cache meanwhile
+    answered.set()
+    for caller in callers:
+        caller.join(5)
+    assert answers == ["one answer", "one answer"]
+    assert scripted_llm.counts["chat"] == 1
+    assert (ledger.phase("summarize").calls, ledger.phase("summarize").cached_calls) == (1, 1)
+
+
+def test_a_caller_waiting_for_a_failed_call_asks_itself(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    release = threading.Event()
+    calls: list[int] = []
+
+    def first_fails(_request: dict) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(5)
+            raise ScriptedError(400, "bad request")
+        return "second try"
+
+    scripted_llm.responder = first_fails
+    chat = make_chat(scripted_llm, settings, llm_max_retries=0)
+    results: list[object] = []
+
+    def ask() -> None:
+        try:
+            results.append(chat.chat(USER))
+        except LLMError as exc:
+            results.append(exc)
+
+    callers = [threading.Thread(target=ask) for _ in range(2)]
+    for caller in callers:
+        caller.start()
+        time.sleep(0.2)
+    release.set()
+    for caller in callers:
+        caller.join(5)
+    assert any(isinstance(r, LLMError) for r in results) and "second try" in results
+    assert len(calls) == 2
+
+
+def test_a_model_without_the_cache_does_not_remember(scripted_llm: ScriptedLLM, settings: Settings) -> None:
+    assert not make_chat(scripted_llm, settings, cache=False).remembers_answers
+
+
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_transient_status_retried(scripted_llm: ScriptedLLM, settings: Settings,
                                   status: int) -> None:
