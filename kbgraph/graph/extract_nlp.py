@@ -10,7 +10,13 @@ Entities
   to it ("Marley said"). Runs of two or more all-caps words are headings and are skipped.
 * Chinese: jieba part-of-speech tags nr/nrfg/nrt (person), ns (place), nt (organization),
   nz (other proper noun), two characters or more. Latin names inside Chinese text go through the
-  English rules.
+  English rules. Quoted titles and products (《海棠依旧》, “东篱十五年”, 「」, 『』, "" around CJK;
+  at most 20 characters, no sentence punctuation) are one name each, never cut by jieba. A name-like
+  head before organization suffixes is one organization ("澄江" + "机器人", "青禾" + "科技" +
+  "有限公司"): any name tag before a strong suffix (公司, 集团, 银行, 大学...), a rare name or rare
+  two-character noun (jieba's dictionary frequency) before an industry word (科技, 汽车, 乳业...);
+  the coined head seen alone in the chunk stands for that firm. jieba's junk names (新一轮, 上市)
+  are dropped. None of this touches text without CJK characters.
 * Types come from cheap cues, voted per entity within the chunk: honorifics, speech verbs and common
   given names (person); head words like Guild/Bank/University (organization), River/Street/Island or
   "town of X" (geo), War/Festival/Treaty or a holiday (event); else "concept". Then they are mapped
@@ -136,6 +142,33 @@ _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何�
                           "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
                           "覃武戴莫孔向汤欧阳司马上官诸葛")
 _CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept"}
+# words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
+_CJK_ORG_SUFFIXES = frozenset("""
+公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室
+""".split())
+# ...after a rare head only (a firm's coined name, "澄江机器人", "青禾科技"): a common word or a big place
+# before them is a description ("工业机器人", "中国汽车市场"), not a firm
+_CJK_INDUSTRY_SUFFIXES = frozenset("""
+科技 技术 电子 能源 汽车 机器人 生物 医药 药业 制药 传媒 智能 医疗 教育 游戏 音乐 旅游 快递 物流 食品
+钢铁 家居 光电 半导体 电池 纺织 航天 航空 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
+网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
+微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
+""".split()) | _CJK_ORG_SUFFIXES
+# 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
+_CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
+_CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
+# what jieba tags the single characters of a coined name it could not read as one word
+_CJK_CHAR_TAGS = _CJK_NAME_TAGS | frozenset("n ng a ag b j".split())
+# conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
+_CJK_FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
+_CJK_RARE = 1000  # jieba dictionary frequency under which a noun can be a coined name ("石榴", "绿洲")
+# jieba tags these as names, but they are a quantifier phrase and a verb ("新一轮融资", "在香港上市")
+_CJK_STOP = frozenset("新一轮 上市 印发 一轮 新一代 下一代 首发 发布 亮相 开业 投产 同比 环比".split())
+# a quoted title or product: 《海棠依旧》, “东篱十五年”, 「…」, 『…』; short, no sentence punctuation inside
+_CJK_QUOTED = re.compile(r"《([^《》\n]{1,30})》|“([^“”\n]{1,30})”|「([^「」\n]{1,30})」|『([^『』\n]{1,30})』"
+                         r"|\"([^\"\n]{1,30})\"")
+_CJK_TITLE_MAX = 20
+_CJK_SENTENCE_PUNCT = re.compile(r"[。！？；，、：,;!?:]")
 
 _LATIN = "A-Za-zÀ-ÖØ-öø-ÿĀ-ɏ"
 _TOKEN = re.compile(rf"[{_LATIN}]+(?:['’\-][{_LATIN}]+)*")  # "--" (a dash) splits words
@@ -316,6 +349,84 @@ def _whole_names(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
+def _cjk_titles(text: str) -> list[tuple[int, int]]:
+    """Spans of Chinese quoted titles and products (《海棠依旧》, “东篱十五年”): CJK inside, at most
+    20 characters, no sentence punctuation (quoted speech has it)."""
+    found = []
+    for m in _CJK_QUOTED.finditer(text):
+        group = next(g for g in range(1, 6) if m.group(g) is not None)
+        inner = m.group(group)
+        title = inner.strip()
+        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
+            continue
+        start = m.start(group) + len(inner) - len(inner.lstrip())
+        found.append((start, start + len(title)))
+    return found
+
+
+@lru_cache(maxsize=1)
+def _jieba_frequencies() -> dict[str, int]:
+    import jieba
+    jieba.initialize()
+    return jieba.dt.FREQ
+
+
+def _cjk_word(word: str) -> bool:
+    return all(_CJK_CHAR.match(ch) for ch in word)
+
+
+def _org_head(word: str, flag: str, strong: bool) -> bool:
+    """Can ``word`` (tagged ``flag``) be the coined part of an organization's name before a suffix?
+    A name tag does (rare names before any suffix, any name before a strong one: "中国银行"); so does
+    a rare two-character noun ("石榴音乐", "绿洲农牧"); verbs, adjectives and common nouns do not."""
+    if len(word) < 2 or not _cjk_word(word) or word in _CJK_STOP:
+        return False
+    rare = _jieba_frequencies().get(word, 0) < _CJK_RARE
+    if flag in _CJK_NAME_TAGS:
+        return strong or rare
+    return flag in ("n", "j") and len(word) == 2 and rare
+
+
+def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
+    """jieba's (word, tag) pairs with organization names put back together: a name-like head and the
+    suffixes after it ("澄江" + "机器人", "青禾" + "科技" + "有限公司") are one organization ("nt"),
+    and the head is no person or place of its own. ``heads`` collects the rare heads (coined names)
+    and the organizations they began."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pairs):
+        word, flag = pairs[i]
+        head, width = word, 1
+        if len(word) == 1 and i + 1 < len(pairs) and len(pairs[i + 1][0]) == 1 and flag in _CJK_CHAR_TAGS \
+                and pairs[i + 1][1] in _CJK_CHAR_TAGS and _cjk_word(word + pairs[i + 1][0]):
+            head, width = word + pairs[i + 1][0], 2  # "恒" + "岳", "青" + "禾": jieba cut a coined name in two
+        end = i + width
+        while end < len(pairs) and pairs[end][0] in _CJK_INDUSTRY_SUFFIXES:
+            end += 1
+        glued = end > i + width and width == 1 and len(word) == 3 and word[0] in _CJK_FUNCTION_CHARS \
+            and word not in _jieba_frequencies()
+        if glued:
+            head = word[1:]  # "和朗峰" + "家居": jieba's guess ran a conjunction into the name
+        strong = any(p[0] in _CJK_ORG_SUFFIXES for p in pairs[i + width:end])
+        # a common noun and an industry word after a verb, 的 or a measure word describe a thing
+        # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
+        described = i > 0 and (pairs[i - 1][1][:1] in ("m", "q") or pairs[i - 1][0] in _CJK_MAKING_VERBS) \
+            and flag not in _CJK_NAME_TAGS and not strong
+        if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
+                                                                             strong):
+            org = head + "".join(p[0] for p in pairs[i + width:end])
+            if glued:
+                out.append((word[0], "c"))
+            out.append((org, "nt"))
+            if heads is not None and _jieba_frequencies().get(head, 0) < _CJK_RARE:
+                heads[head].add(org)
+            i = end
+            continue
+        out.append((word, flag))
+        i += 1
+    return out
+
+
 def _shouting(toks: list[tuple[str, int, int]], i: int) -> bool:
     return 0 <= i < len(toks) and len(toks[i][0]) >= 2 and toks[i][0].isupper()
 
@@ -372,16 +483,20 @@ class NLPExtractor:
         cands: dict[str, _Candidate] = {}
         # (sentence index, char offset, key) of every accepted-or-pending occurrence
         occurrences: list[tuple[int, int, str]] = []
-        self._latin(names_text, spans, starts, cands, occurrences)
-        if _CJK_CHAR.search(names_text):
-            self._chinese(names_text, spans, cands, occurrences)
+        cjk = _CJK_CHAR.search(names_text) is not None
+        cjk_titles = _cjk_titles(names_text) if cjk else []
+        self._latin(names_text, spans, starts, cands, occurrences, cjk_titles)
+        if cjk:
+            self._chinese(names_text, spans, starts, cjk_titles, cands, occurrences)
         occurrences = _link_short_names(cands, occurrences)
         keep = {k for k, c in cands.items() if c.proven}
         return spans, cands, occurrences, keep
 
     # -- Latin script ----------------------------------------------------------------------------
     def _latin(self, text: str, spans: list[tuple[int, int]], starts: list[int],
-               cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+               cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
+               skip: list[tuple[int, int]]) -> None:
+        """``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300") are no names of their own."""
         toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
         if not toks:
             return
@@ -457,7 +572,7 @@ class NLPExtractor:
                     noninitial_caps.add(_POSSESSIVE.sub("", toks[idx][0]))
 
         for run in runs:
-            if any(start <= toks[run[0]][1] < end for start, end in titles):
+            if any(start <= toks[run[0]][1] < end for start, end in titles + skip):
                 continue  # a word of a quoted title: the title is the name
             self._take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                            toks[run[0]][1] in speakers)
@@ -574,31 +689,43 @@ class NLPExtractor:
             votes["organization"] += 1
 
     # -- Chinese ---------------------------------------------------------------------------------
-    def _chinese(self, text: str, spans: list[tuple[int, int]], cands: dict[str, _Candidate],
-                 occurrences: list[tuple[int, int, str]]) -> None:
+    def _chinese(self, text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
+                 cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
         posseg = _jieba_posseg()
+        for start, end in titles:  # one name each, never cut by jieba
+            self._take_title(text, start, end, starts, cands, occurrences)
+        # (sentence, offset in the text, word, tag) outside the titles
+        words: list[tuple[int, int, str, str]] = []
+        # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7") stands for the firm
+        heads: dict[str, set[str]] = defaultdict(set)
         for si, (s, e) in enumerate(spans):
-            sentence = text[s:e]
-            if not _CJK_CHAR.search(sentence):
+            cuts = [s] + [x for t in titles if s <= t[0] < e for x in t] + [e]
+            for a, b in zip(cuts[::2], cuts[1::2]):
+                piece = text[a:b]
+                if not _CJK_CHAR.search(piece):
+                    continue
+                pos = 0
+                for word, flag in _whole_orgs(_whole_names([(p.word, p.flag) for p in posseg.cut(piece)]), heads):
+                    at = piece.find(word, pos)
+                    pos = at + len(word) if at >= 0 else pos
+                    words.append((si, a + max(at, 0), word, flag))
+        for si, offset, word, flag in words:
+            etype = _CJK_TAGS.get(flag)
+            if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP:
                 continue
-            pos = 0
-            for word, flag in _whole_names([(p.word, p.flag) for p in posseg.cut(sentence)]):
-                at = sentence.find(word, pos)
-                pos = at + len(word) if at >= 0 else pos
-                etype = _CJK_TAGS.get(flag)
-                if etype is None or len(word) < 2 or not _CJK_CHAR.search(word):
-                    continue
-                key = _key(word)
-                if not key:
-                    continue
-                cand = cands.get(key)
-                if cand is None:
-                    cand = cands[key] = _Candidate(name=word, key=key, first_pos=s + max(at, 0))
-                cand.proven = True
-                cand.votes[etype] += 3
-                if not cand.sentences or cand.sentences[-1] != si:
-                    cand.sentences.append(si)
-                occurrences.append((si, s + max(at, 0), key))
+            if len(heads.get(word, ())) == 1:
+                word, etype = next(iter(heads[word])), "organization"
+            key = _key(word)
+            if not key:
+                continue
+            cand = cands.get(key)
+            if cand is None:
+                cand = cands[key] = _Candidate(name=word, key=key, first_pos=offset)
+            cand.proven = True
+            cand.votes[etype] += 3
+            if not cand.sentences or cand.sentences[-1] != si:
+                cand.sentences.append(si)
+            occurrences.append((si, offset, key))
 
     # -- typing, relations, output -----------------------------------------------------------------
     @staticmethod

@@ -28,7 +28,7 @@ parameter was flat within a point or two around its value.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +60,10 @@ class ChainParams:
     # chain starts from a passage stating that fact, times the fact's score relative to the best one
     # (HippoRAG 2's filtering of the question's triples)
     fact_bonus: float = 1.0
+    # a chain through an entity the question names in part (an anchor on its ramp, kg.ramp, weight w
+    # in (0, 1)) costs named_cost x w / (1 - w) z: nothing for one barely named, no chain at all for
+    # one fully named, and continuous between
+    named_cost: float = 1.0
     sample_size: int = 256  # passages whose cosines give the question's mean and spread
     # z units one unit of full-text score may be worth. The full-text part is scaled per question
     # (its best hit scores 1) and weighed against the cosine by naive's own weights; where the
@@ -144,23 +148,24 @@ def sample_ids(chunk_ids: Sequence[str], size: int) -> list[str]:
 
 
 def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
-                 facts: dict[int, dict[str, float]] | None = None, named: frozenset[int] = frozenset()
+                 facts: dict[int, dict[str, float]] | None = None, named: Mapping[int, float] | None = None
                  ) -> tuple[dict[str, float], set[str]]:
     """Scores of every chunk in ``base`` and of those the chains reach (needing a base score too,
     see ``chain_targets``): the better of a chunk's own base and its best chain. Also the ids whose
     score came from a chain. ``facts``: entity node -> {chunk stating it: relative score} of the
     question's facts that end in the entity (``fact_bonus`` when the chain starts from that chunk).
-    ``named``: the entities the question names, which start no chain: a passage citing them is
-    the question's own and ranks by its own score."""
+    ``named``: the entities the question names (node -> anchor weight), which start no chain (a
+    passage citing them is the question's own and ranks by its own score), one named in part at a
+    cost (``named_cost``)."""
     facts = facts or {}
     final = dict(base)
     chained: set[str] = set()
-    for start, entity, cited_by, targets in _links(graph, base, params, named):
+    for start, entity, cited_by, cost, targets in _links(graph, base, params, named or {}):
         targets = [t for t in targets if t in base]
         if not targets:
             continue
         best_fit = max(base[t] for t in targets)
-        head = (params.lead * base[start] - params.step - params.specificity * math.log(cited_by)
+        head = (params.lead * base[start] - params.step - params.specificity * math.log(cited_by) - cost
                 + params.fact_bonus * facts.get(entity, {}).get(start, 0.0))
         for target in targets:
             score = head + params.fit * (base[target] - best_fit)
@@ -171,12 +176,12 @@ def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
 
 
 def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams,
-                  named: frozenset[int] = frozenset()) -> set[str]:
+                  named: Mapping[int, float] | None = None) -> set[str]:
     """The chunks the chains from the best passages of ``base`` can reach (their base scores are
     needed before ``chain_scores``): at most ``max_reads``, those of the most promising links first
     (the best start through the most specific entity)."""
-    links = sorted(_links(graph, base, params, named),
-                   key=lambda link: (-(params.lead * base[link[0]] - params.specificity * math.log(link[2])),
+    links = sorted(_links(graph, base, params, named or {}),
+                   key=lambda link: (-(params.lead * base[link[0]] - params.specificity * math.log(link[2]) - link[3]),
                                      link[0], link[1]))
     reached: set[str] = set()
     for *_, targets in links:
@@ -186,19 +191,21 @@ def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams
     return reached
 
 
-def _links(graph: ChainGraph, base: dict[str, float], params: ChainParams, named: frozenset[int]
-           ) -> Iterator[tuple[str, int, int, list[str]]]:
-    """(start chunk, entity node, chunks citing it, the other chunks citing it) for every entity a
-    chain may run through from the best passages of ``base``."""
+def _links(graph: ChainGraph, base: dict[str, float], params: ChainParams, named: Mapping[int, float]
+           ) -> Iterator[tuple[str, int, int, float, list[str]]]:
+    """(start chunk, entity node, chunks citing it, the cost of its being named, the other chunks
+    citing it) for every entity a chain may run through from the best passages of ``base``."""
     for start in _first_passages(base, params.first):
         node = graph.node_of_chunk.get(start)
         if node is None:
             continue
         for entity in graph.neighbours(node):
             entity, cited_by = int(entity), int(graph.mentions[entity])
-            if cited_by < 2 or cited_by > params.max_mentions or entity in named:
+            named_as = named.get(entity, 0.0)
+            if cited_by < 2 or cited_by > params.max_mentions or named_as >= 1.0:
                 continue
-            yield start, entity, cited_by, [graph.chunk_of_node[c] for c in graph.neighbours(entity)
+            cost = params.named_cost * named_as / (1.0 - named_as)
+            yield start, entity, cited_by, cost, [graph.chunk_of_node[c] for c in graph.neighbours(entity)
                                             if c in graph.chunk_of_node and graph.chunk_of_node[c] != start]
 
 

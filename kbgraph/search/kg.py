@@ -102,10 +102,18 @@ class KGParams:
     pagerank_weight: float = 0.1
     weight_prior: float = 0.1  # the same small prior for relations, from their weight
     min_score: float = 0.05
-    # once the question's own entities are found (an anchor scoring >= anchor_min), evidence that only
-    # matches the question's words elsewhere in the graph counts at loose_weight
-    anchor_min: float = 0.5
+    # once the question's own entities are found, evidence that only matches the question's words
+    # elsewhere in the graph counts at loose_weight. An anchored entity counts as one of the question's
+    # anchors by a weight rising linearly from 0 at anchor_low to 1 at anchor_high (``ramp``), not by a
+    # cut: the stores' BM25 differs in the third digit (Lucene keeps field lengths in one byte), and a
+    # cut turned 0.4994 against 0.5014 into an entity scored 0.26 on one store and 0.52 on the other.
+    # 0.4-0.6 lost zh-news-large kg 1.4 points of recall@5 (a seed at 0.47 half an anchor); the walk
+    # takes 0.4-0.6 (PPRParams.seed_low)
+    anchor_low: float = 0.45
+    anchor_high: float = 0.55
     loose_weight: float = 0.5
+    # a fact of an anchor weighing at least this sets the fact filter's bar in full (kg.present)
+    fact_presence: float = 0.25
     relation_gain: float = 1.0  # how much an anchor relation's relevance to the question adds to a hop
     anchor_relation_top_n: int = 24  # relations of the anchors scored against the question, per side
     support_power: float = 2.0  # chunk support sums score**power: confident evidence dominates
@@ -302,9 +310,72 @@ class Seeds:
     anchored: set[Node]  # matched by an analysed entity (by key or by its own search)
     loose_factor: float = 1.0  # what question-only matches were scaled by (< 1 when anchors were found)
 
-    def anchors(self, min_score: float) -> dict[Node, float]:
-        """The anchored entities scoring at least ``min_score``."""
-        return {n: self.scores[n] for n in self.anchored if self.scores.get(n, 0.0) >= min_score}
+    def anchor_weights(self, low: float, high: float) -> dict[Node, float]:
+        """Anchored entity -> how much it counts as one of the question's anchors (``ramp`` of its
+        score between ``low`` and ``high``), for those above ``low``."""
+        weights = {n: ramp(self.scores.get(n, 0.0), low, high) for n in self.anchored}
+        return {n: w for n, w in weights.items() if w > 0}
+
+
+def ramp(score: float, low: float, high: float) -> float:
+    """0 up to ``low``, 1 from ``high`` on, linear between: a seed's weight as an anchor, so that a
+    small change of its score makes a small change of the ranking (``low == high`` is a cut)."""
+    if score >= high:
+        return 1.0
+    if score <= low:
+        return 0.0
+    return (score - low) / (high - low)
+
+
+def relation_ends(doc: dict) -> tuple[Node, Node]:
+    kb = doc.get("kb_id", "")
+    return (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+
+
+def anchored_facts(about: Mapping[str, tuple[float, dict]], weights: Mapping[Node, float]
+                   ) -> dict[str, tuple[float, dict]]:
+    """The anchors' relations scored against the question (``anchor_relations``) times the anchor
+    weight of their better end: a relation of an entity that is only half an anchor half counts."""
+    out: dict[str, tuple[float, dict]] = {}
+    for rid, (score, doc) in about.items():
+        src, tgt = relation_ends(doc)
+        out[rid] = (score * max(weights.get(src, 0.0), weights.get(tgt, 0.0)), doc)
+    return out
+
+
+def present(weight: float, presence: float) -> float:
+    """How much a fact of an anchor of this weight sets the bar of the fact filter: fully from
+    ``presence`` on (a fact of an anchor at 0.8 is as much the question's best fact as one at 1)."""
+    return min(1.0, weight / presence) if presence > 0 else float(weight > 0)
+
+
+def ranked_facts(about: Mapping[str, tuple[float, dict]], weights: Mapping[Node, float], top_n: int,
+                 fact_filter: float, presence: float, min_score: float = 0.0) -> list[tuple[float, dict]]:
+    """The question's facts (the anchors' relations scored against it, ``anchor_relations``) as
+    HippoRAG 2 filters the retrieved facts: the best ``top_n`` by ``anchored_facts``, each kept
+    (score, row) when its own score is at least ``fact_filter`` x the best and ``min_score``. The
+    filter compares a fact's own score, so an anchor moving along its ramp scales its facts' part
+    (``fact_leads``) without dropping one across the filter; the best is a fact's own score too,
+    counted in full once its anchor's weight reaches ``presence`` (``present``): weighed by the
+    anchor's weight, a best fact of an anchor at 0.8 let facts under the filter through."""
+    weighted = anchored_facts(about, weights)
+    ranked = sorted((rid for rid, (value, _) in weighted.items() if value > 0),
+                    key=lambda rid: (-weighted[rid][0], weighted[rid][1].get("id", "")))[:top_n]
+    best = max((about[rid][0] * present(weighted[rid][0] / about[rid][0], presence)
+                for rid in ranked if about[rid][0] > 0), default=0.0)
+    if best <= 0:
+        return []
+    return [about[rid] for rid in ranked if about[rid][0] >= max(fact_filter * best, min_score)]
+
+
+def fact_leads(doc: dict, weights: Mapping[Node, float]) -> list[tuple[Node, Node, float]]:
+    """(near, far, weight) of a fact read from one of the question's anchors to its other end: near's
+    anchor weight times how much far is *not* an anchor (a fact between two of the question's own
+    entities leads nowhere)."""
+    src, tgt = relation_ends(doc)
+    leads = [(near, far, weights.get(near, 0.0) * (1.0 - weights.get(far, 0.0)))
+             for near, far in ((src, tgt), (tgt, src))]
+    return [lead for lead in leads if lead[2] > 0]
 
 
 def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: Sequence[str], limit: int,
@@ -391,7 +462,8 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
     # a question that names entities we found is about them: its other words matching entities
     # elsewhere (a registry of other guilds, every "founder") is the lexical evidence naive search
     # already has, so it counts for less than what is said about the named entities
-    loose = params.loose_weight if any(v >= params.anchor_min for v in anchor_scores.values()) else 1.0
+    found = max((ramp(v, params.anchor_low, params.anchor_high) for v in anchor_scores.values()), default=0.0)
+    loose = 1.0 - found * (1.0 - params.loose_weight)
     scores = {node: any_of_scores(anchor_scores.get(node, 0.0), *(loose * v for v in parts.get(node, ())))
               for node in set(parts) | set(anchor_parts)}
     return Seeds(scores, docs, anchored, loose)
@@ -401,21 +473,36 @@ def _relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nod
     return edges_in_order(read_relations_touching(store, tenant, kb_ids, nodes).values())
 
 
-def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: dict[Node, float],
+def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: Mapping[Node, float],
                      analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams
                      ) -> dict[str, tuple[float, dict]]:
-    """The relations of the question's anchored entities, scored by how well they match the rest of
-    the question: relation id -> (hybrid score in [0, 1], row).
+    """The relations of the question's anchored entities (entity -> anchor weight, ``anchor_weights``),
+    scored by how well they match the rest of the question: relation id -> (hybrid score in [0, 1], row).
+    The score is the relation's own; ``anchored_facts`` weighs it by its anchor.
 
     The text query leaves out the anchors' own names (every one of their relations says them), so
     "the guild *founded* by Mira Castell" ranks Mira Castell's founding relation above her others.
     This is what lets a retriever follow the relation the question asks about rather than whatever
-    the anchor is most often mentioned with.
+    the anchor is most often mentioned with. The full anchors are searched together, an anchor on its
+    ramp on its own: one that barely counts neither takes their places in the search nor its words.
     """
     if not anchors or params.anchor_relation_top_n <= 0:
         return {}
-    keys = sorted({key for _, key in anchors})
-    named = {t for key in keys for t in tokenize(key)}
+    full = {n for n, w in anchors.items() if w >= 1.0}
+    groups = ([full] if full else []) + [{n} for n in sorted(set(anchors) - full)]
+    out: dict[str, tuple[float, dict]] = {}
+    for group in groups:
+        for rid, (score, doc) in _relations_of(store, tenant, kb_ids, group, full, analysis, vector, params).items():
+            if score > out.get(rid, (0.0, doc))[0]:
+                out[rid] = (score, doc)
+    return out
+
+
+def _relations_of(store: DocStore, tenant: str, kb_ids: Sequence[str], group: set[Node], full: set[Node],
+                  analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams
+                  ) -> dict[str, tuple[float, dict]]:
+    keys = sorted({key for _, key in group})
+    named = {t for _, key in group | full for t in tokenize(key)}
     named.update(t for name in analysis.entities for t in tokenize(name))
     tokens = [t for t in tokenize_query(" ".join([analysis.question, *analysis.keywords])) if t not in named]
     if not tokens and vector is None:
@@ -425,7 +512,7 @@ def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchor
         for hit in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
                                params.anchor_relation_top_n, params.vector_weight, where=[any_of(side, keys)],
                                returned=RELATION_FIELDS):
-            if (hit.doc.get("kb_id", ""), hit.doc.get(side, "")) not in anchors:
+            if (hit.doc.get("kb_id", ""), hit.doc.get(side, "")) not in group:
                 continue
             if hit.score > out.get(hit.id, (0.0, hit.doc))[0]:
                 out[hit.id] = (hit.score, hit.doc)
@@ -652,10 +739,11 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
     return out
 
 
-def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: dict[Node, float],
-                  about: dict[str, tuple[float, dict]], params: KGParams, citations: Citations | None = None
-                  ) -> dict[str, float]:
-    """Chunk id -> score of the bridge passages of a question.
+def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: Mapping[Node, float],
+                  about: dict[str, tuple[float, dict]], params: KGParams, citations: Citations | None = None,
+                  seed_scores: Mapping[Node, float] | None = None) -> dict[str, float]:
+    """Chunk id -> score of the bridge passages of a question; ``anchors``: the question's anchors
+    and their weights (``Seeds.anchor_weights``), ``seed_scores`` their relevance (1 when not given).
 
     The question's facts are its anchors' relations scored against the rest of the question
     (``anchor_relations``); like HippoRAG 2's filtering of the retrieved facts, only the best
@@ -666,19 +754,13 @@ def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: 
     weigh most) are the bridge: "the guild *founded by* Mira Castell" leads to the guild's own page,
     not to every page that names the guild.
     """
-    ranked = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.fact_top_n]
-    if not ranked or ranked[0][0] <= 0:
-        return {}
     far: dict[Node, float] = {}
-    for score, doc in ranked:
-        if score < max(params.fact_filter * ranked[0][0], params.fact_min_score):
-            break
-        kb = doc.get("kb_id", "")
-        src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
-        for a, b in ((src, tgt), (tgt, src)):
-            if a in anchors and b not in anchors:
-                damping = citations.specificity(b) ** params.hub_damping if citations is not None else 1.0
-                far[b] = max(far.get(b, 0.0), score * anchors[a] * damping)
+    for score, doc in ranked_facts(about, anchors, params.fact_top_n, params.fact_filter, params.fact_presence,
+                                   params.fact_min_score):
+        for a, b, weight in fact_leads(doc, anchors):
+            damping = citations.specificity(b) ** params.hub_damping if citations is not None else 1.0
+            relevance = seed_scores.get(a, 0.0) if seed_scores is not None else 1.0
+            far[b] = max(far.get(b, 0.0), score * weight * relevance * damping)
     out: dict[str, float] = {}
     for node, weights in mention_weights(store, tenant, kb_ids, far).items():
         top = max(weights.values(), default=0.0)
@@ -694,13 +776,14 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     state = graph_state(store, tenant, kb_ids)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder, state)
     seed_docs = seeds.docs
-    anchors = seeds.anchors(params.anchor_min)
+    anchors = seeds.anchor_weights(params.anchor_low, params.anchor_high)
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params)
+    facts = anchored_facts(about, anchors)
     citations = entity_citations(store, tenant, kb_ids, state)
     seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
                    for node, score in seeds.scores.items()}
     scores, hops, walked = expand(store, tenant, kb_ids, seed_scores, params,
-                                  {rid: score for rid, (score, _) in about.items()},
+                                  {rid: score for rid, (score, _) in facts.items()},
                                   relation_adjacency(store, tenant, kb_ids, state), citations)
 
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
@@ -711,16 +794,19 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     entities = within_budget(entities, entity_row, params.budget.entities)
 
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
-    def touches_anchor(doc: dict) -> bool:
-        kb = doc.get("kb_id", "")
-        return (kb, doc.get("src_key_kwd", "")) in anchors or (kb, doc.get("tgt_key_kwd", "")) in anchors
+    def anchor_weight(doc: dict) -> float:
+        return max(anchors.get(end, 0.0) for end in relation_ends(doc))
 
-    # relations matching the question's words anywhere are loose evidence, like loose entity matches
-    found = {h.id: (h.score if touches_anchor(h.doc) else seeds.loose_factor * h.score, h.doc)
+    def weighed(doc: dict) -> float:
+        # relations matching the question's words anywhere are loose evidence, like loose entity
+        # matches; a relation of an anchor counts whole (in between for an anchor on its ramp)
+        return seeds.loose_factor + (1.0 - seeds.loose_factor) * anchor_weight(doc)
+
+    found = {h.id: (weighed(h.doc) * h.score, h.doc)
              for h in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
                                   params.search_top_n, params.vector_weight, returned=RELATION_FIELDS,
                                   floor=embedder.similarity_floor if embedder is not None else 0.0)}
-    for rid, (score, doc) in about.items():
+    for rid, (score, doc) in facts.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)
     chosen = {(e.kb_id, e.key) for e in entities}
@@ -750,7 +836,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     top = max(support.values(), default=0.0)
     support = {cid: v / top for cid, v in support.items()} if top > 0 else {}
     chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-    bridges = fetch_chunks(store, tenant, kb_ids, bridge_scores(store, tenant, kb_ids, anchors, about, params, citations),
-                           params.chunk_top_n, "kg")
+    bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
+    bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
     return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))

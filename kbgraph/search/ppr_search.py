@@ -24,7 +24,7 @@ import json
 import math
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -58,8 +58,12 @@ from kbgraph.search.kg import (
     Seeds,
     _fetch_entities,
     anchor_relations,
+    fact_leads,
+    present,
     fetch_chunks,
+    ramp,
     rank_entities,
+    ranked_facts,
     seed_entities,
 )
 from kbgraph.search.graph_cache import graph_state
@@ -78,7 +82,14 @@ class PPRParams:
     # questions came out the same, as at 1e-3, which takes one step more (~0.7 ms on a 130k-node graph).
     tol: float = 2e-3
     seed_top_n: int = 5  # a few precise seeds beat many weak ones (tuned on MuSiQue)
-    seed_min_score: float = 0.5
+    # an entity seeds the walk by a weight rising linearly from 0 at seed_low to 1 at seed_high of its
+    # relevance (kg.ramp), and one matched by the question's analysed entities counts as one of its
+    # anchors by that weight (only anchors seed the walk once there is one): no cut that a score
+    # differing in the third digit between the stores can fall either side of. Wider than kg's ramp:
+    # the walk moves more with a seed's weight (an entity of the sample corpus seeded at 0.4994 and
+    # 0.5014 scored 0.011 apart over 0.45-0.55, more than the stores may differ; 0.006 over 0.4-0.6)
+    seed_low: float = 0.4
+    seed_high: float = 0.6
     chunk_seed_share: float = 0.1  # of the restart mass given to the naive chunk hits
     naive_weight: float = 0.2  # share of the naive score in the final chunk score
     chunk_link_weight: float = 1.0  # weight of an entity-chunk edge relative to a relation of weight 1
@@ -235,45 +246,52 @@ def seed_divisor(graph: EntityGraph, node: str, params: PPRParams) -> float:
 
 
 def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
-              about: dict[str, tuple[float, dict]] | None = None) -> dict[str, float]:
+              about: dict[str, tuple[float, dict]] | None = None) -> tuple[dict[str, float], float]:
     """Entity restart weights: relevance times specificity (an entity cited by few chunks points
-    somewhere; one cited by every chunk does not), the best ``seed_top_n`` only.
+    somewhere; one cited by every chunk does not), the best ``seed_top_n`` only; and how much the
+    walk may lean on them (the best seed's ramp weight, ``chunk_scores``).
 
     When the question's analysed entities matched something, only those matches seed the walk:
     entities found by the whole-question search alone are mostly generic words of the question
-    ("guild", "country") and pull the walk toward every chunk that shares them. ``about`` (the
-    anchors' relations scored against the question, ``kg.anchor_relations``) adds the far end of
-    the best ``relation_seed_top_n`` of them, at anchor score x relation score: the entity the
-    question reaches through the relation it asks about ("the guild *founded by* Mira Castell").
+    ("guild", "country") and pull the walk toward every chunk that shares them. Each seed counts by
+    its ramp weight (``seed_low`` .. ``seed_high``), the other entities by what the anchors leave
+    (1 - the best anchor's weight). ``about`` (the anchors' relations scored against the question,
+    ``kg.anchor_relations``) adds the far end of the best ``relation_seed_top_n`` of them, at anchor
+    score x relation score: the entity the question reaches through the relation it asks about ("the
+    guild *founded by* Mira Castell").
     """
-    weighted: dict[str, float] = {}
-    strong = {n for n in seeds.anchored if seeds.scores.get(n, 0.0) >= params.seed_min_score}
+    anchors = anchor_weights(seeds, params)
+    strength = max(anchors.values(), default=0.0)
     far: dict[str, float] = {}
-    if about and strong and params.relation_seed_weight > 0:
-        facts = sorted(about.values(), key=lambda v: (-v[0], v[1].get("id", "")))[:params.relation_seed_top_n]
-        for score, doc in facts:
-            if score < params.fact_filter * facts[0][0]:
-                break  # a fact far below the best one is not what the question asks (HippoRAG 2's fact filter)
-            kb = doc.get("kb_id", "")
-            src, tgt = (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
-            for a, b in ((src, tgt), (tgt, src)):
-                if a in strong and b not in strong:
-                    node = entity_node(*b)
-                    if node in graph.graph.index:
-                        w = params.relation_seed_weight * seeds.scores[a] * score
-                        far[node] = max(far.get(node, 0.0), w / seed_divisor(graph, node, params))
+    if about and anchors and params.relation_seed_weight > 0:
+        # a fact far below the best one is not what the question asks (HippoRAG 2's fact filter)
+        for score, doc in ranked_facts(about, anchors, params.relation_seed_top_n, params.fact_filter,
+                                       params.kg.fact_presence):
+            for a, b, weight in fact_leads(doc, anchors):
+                node = entity_node(*b)
+                if node in graph.graph.index:
+                    w = params.relation_seed_weight * seeds.scores.get(a, 0.0) * score * weight
+                    far[node] = max(far.get(node, 0.0), w / seed_divisor(graph, node, params))
+    weighted: dict[str, float] = {}
+    confidence = 0.0
     for (kb, key), score in seeds.scores.items():
         node = entity_node(kb, key)
-        if strong and (kb, key) not in strong:
+        weight = ramp(score, params.seed_low, params.seed_high)
+        if (kb, key) not in seeds.anchored:
+            weight *= 1.0 - strength
+        if weight <= 0 or node not in graph.graph.index:
             continue
-        if score < params.seed_min_score or node not in graph.graph.index:
-            continue
-        weighted[node] = score / seed_divisor(graph, node, params)
+        weighted[node] = weight * score / seed_divisor(graph, node, params)
+        confidence = max(confidence, weight)
     best = sorted(weighted, key=lambda n: (-weighted[n], n))[:params.seed_top_n]
     out = {n: weighted[n] for n in best}
     for node, w in far.items():
         out[node] = max(out.get(node, 0.0), w)
-    return out
+    return out, confidence
+
+
+def anchor_weights(seeds: Seeds, params: PPRParams) -> dict[tuple[str, str], float]:
+    return seeds.anchor_weights(params.seed_low, params.seed_high)
 
 
 # chunk candidates kept from a walk: enough to fill a page when some of the best have gone since
@@ -281,16 +299,19 @@ _CANDIDATE_FACTOR, _CANDIDATE_FLOOR = 8, 64
 
 
 def chunk_scores(graph: EntityGraph, entity_seeds: dict[str, float], naive: Sequence[ChunkHit],
-                 params: PPRParams) -> tuple[dict[str, float], np.ndarray]:
-    """Final chunk scores (in [0, 1]) of the best candidates, and the raw PPR vector."""
+                 params: PPRParams, confidence: float = 1.0) -> tuple[dict[str, float], np.ndarray]:
+    """Final chunk scores (in [0, 1]) of the best candidates, and the raw PPR vector. The entity
+    seeds take ``1 - chunk_seed_share`` of the restart mass times ``confidence`` (``ppr_seeds``: a
+    seed barely over its ramp's low end must not take the walk over), the naive hits the rest."""
     restart: dict[str, float] = {}
     entity_mass = sum(entity_seeds.values())
     naive_scores = {h.chunk_id: h.similarity for h in naive if h.similarity > 0}
     naive_mass = sum(naive_scores.values())
+    entity_share = (1.0 - params.chunk_seed_share) * min(1.0, confidence) if entity_mass > 0 else 0.0
     if entity_mass > 0:
-        restart.update({n: (1.0 - params.chunk_seed_share) * w / entity_mass for n, w in entity_seeds.items()})
+        restart.update({n: entity_share * w / entity_mass for n, w in entity_seeds.items()})
     if naive_mass > 0:
-        share = params.chunk_seed_share if entity_mass > 0 else 1.0
+        share = 1.0 - entity_share
         for cid, s in naive_scores.items():
             node = chunk_node(cid)
             if node in graph.graph.index:
@@ -320,28 +341,37 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
               about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
     """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
     end of the question's facts (the anchors' relations to other entities scoring at least
-    ``fact_filter`` x the best one)."""
-    strong = {n for n in seeds.anchored if seeds.scores.get(n, 0.0) >= params.seed_min_score}
-    if not about or not strong:
+    ``fact_filter`` x the best one, as ``kg.ranked_facts`` sets the bar). A fact counts by its anchor's
+    weight (``kg.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
+    ramp's low end adds little."""
+    anchors = anchor_weights(seeds, params)
+    if not about or not anchors:
         return {}
-    leads: list[tuple[float, str, int, list[str]]] = []  # a fact between two of the question's entities leads nowhere
+    leads: list[tuple[float, float, str, int, list[str]]] = []
     for score, doc in about.values():
-        kb = doc.get("kb_id", "")
-        ends = ((kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", "")))
-        for near, far in (ends, ends[::-1]):
+        for _, far, weight in fact_leads(doc, anchors):
             node = graph.graph.index.get(entity_node(*far))
-            if near in strong and far not in strong and node is not None:
-                leads.append((score, doc.get("id", ""), node, list(doc.get("chunk_ids_kwd") or [])))
-    leads.sort(key=lambda lead: (-lead[0], lead[1]))
-    best = leads[0][0] if leads else 0.0
+            if node is not None:
+                leads.append((score * weight, score, doc.get("id", ""), node, list(doc.get("chunk_ids_kwd") or [])))
+    best = max((lead[1] * present(lead[0] / lead[1], params.kg.fact_presence) for lead in leads if lead[1] > 0),
+               default=0.0)
+    if best <= 0:
+        return {}
+    strength = max(anchors.values())
     out: dict[int, dict[str, float]] = {}
-    for score, _, node, chunks in leads:
-        if best <= 0 or score < params.fact_filter * best:
-            break
+    for value, score, _, node, chunks in sorted(leads, key=lambda lead: (-lead[0], lead[2])):
+        if score < params.fact_filter * best:
+            continue
         stated = out.setdefault(node, {})
         for chunk in chunks:
-            stated[chunk] = max(stated.get(chunk, 0.0), score / best)
+            stated[chunk] = max(stated.get(chunk, 0.0), strength * value / best)
     return out
+
+
+def named_weights(seeds: Seeds, graph: EntityGraph, params: PPRParams) -> dict[int, float]:
+    """Graph node -> anchor weight of the entities the question names (no chain runs through one)."""
+    return {graph.graph.index[entity_node(*n)]: w for n, w in anchor_weights(seeds, params).items()
+            if entity_node(*n) in graph.graph.index}
 
 
 def chain_graph(graph: EntityGraph) -> ChainGraph:
@@ -378,7 +408,7 @@ def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: En
 def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
                          question: np.ndarray, naive: Sequence[ChunkHit], walked: dict[str, float],
                          params: PPRParams, vector_weight: float, floor: float,
-                         facts: dict[int, dict[str, float]] | None = None, named: frozenset[int] = frozenset()
+                         facts: dict[int, dict[str, float]] | None = None, named: Mapping[int, float] | None = None
                          ) -> dict[str, float] | None:
     """Chunk scores in (0, 1) from passage chains (``kbgraph.search.chains``) over the naive hits
     and the walk's best chunks; None when no candidate has a stored vector of the question's size."""
@@ -457,13 +487,12 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
     state = graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state)
-    about = anchor_relations(store, tenant, kb_ids, seeds.anchors(params.seed_min_score), analysis, vector, params.kg)
-    entity_seeds = ppr_seeds(seeds, graph, params, about)
-    scores, walk = chunk_scores(graph, entity_seeds, naive, params)
+    about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg)
+    entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
+    scores, walk = chunk_scores(graph, entity_seeds, naive, params, confidence)
     if params.chains is not None and vector is not None:
         facts = fact_ends(seeds, graph, params, about)
-        named = frozenset(graph.graph.index[entity_node(*n)] for n in seeds.anchors(params.seed_min_score)
-                          if entity_node(*n) in graph.graph.index)
+        named = named_weights(seeds, graph, params)
         scores = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
                                       scores, params, vector_weight, floor, facts, named) or scores
 

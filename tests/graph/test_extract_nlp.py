@@ -211,3 +211,40 @@ def test_the_part_after_of_is_its_own_entity_not_a_short_form() -> None:
     names = {e.name for e in found.entities}
     # Varrow is the city, not "Varrow Harbor Authority" shortened (a first word would be)
     assert {"Flood of Varrow", "Varrow", "Varrow Harbor Authority", "Bank of England", "England"} <= names
+
+
+def test_chinese_quoted_titles_are_one_name_each() -> None:
+    text = "影片《海棠依旧》今日上映，新品“东篱十五年”和「澄江S7」同时开售。他说：“我们会继续努力。”"
+    ents = by_key(NLPExtractor().extract(text))
+    assert {"海棠依旧", "东篱十五年", "澄江s7"} <= set(ents)
+    assert ents["海棠依旧"].type == "category"
+    # quoted speech is no title, and no piece of a title is a name of its own
+    assert not {"海棠", "东篱", "s7", "我们会继续努力。", "我们会继续努力"} & set(ents)
+
+
+def test_chinese_organization_names_are_kept_whole() -> None:
+    text = "青禾科技完成新一轮融资，计划在香港上市。澄江机器人与恒岳钢铁签约，中国银行提供贷款。"
+    ents = by_key(NLPExtractor().extract(text))
+    for org in ("青禾科技", "澄江机器人", "恒岳钢铁", "中国银行"):
+        assert ents[org].type == "organization", org
+    # the coined head is no person or place of its own, and jieba's junk names are gone
+    assert not {"青禾", "澄江", "恒岳", "新一轮", "上市"} & set(ents)
+    assert ents["香港"].type == "geo"
+
+
+def test_a_firm_name_seen_alone_stands_for_the_firm() -> None:
+    ents = by_key(NLPExtractor().extract("青禾科技发布新款手机。青禾此前已在深圳建厂。"))
+    assert "青禾" not in ents and ents["青禾科技"].weight == 2.0
+
+
+def test_a_person_before_a_common_word_stays_a_person_and_common_words_make_no_firm() -> None:
+    ents = by_key(NLPExtractor().extract("王明哲表示公司将继续投入研发。工业机器人和新能源汽车的销量都在增长，"
+                                         "中国汽车市场回暖。公司新推出的扫地机器人售价3299元。"))
+    assert ents["王明哲"].type == "person"
+    assert not {"工业机器人", "新能源汽车", "中国汽车", "扫地机器人"} & set(ents)
+    assert ents["中国"].type == "geo"
+
+
+def test_english_quotes_are_untouched_by_the_chinese_title_rule() -> None:
+    ents = by_key(NLPExtractor().extract('Mira Castell released "Overwatch 3" and said "thanks a lot".'))
+    assert "overwatch 3" in ents and "thanks a lot" not in ents

@@ -47,6 +47,12 @@ def test_nlp_analysis_of_chinese_question() -> None:
     assert found.source == "nlp" and (found.entities or found.keywords)
 
 
+def test_nlp_analysis_of_chinese_question_names_firms_and_titles_as_passages_do() -> None:
+    a = nlp_analysis("谁牵头了青禾科技这轮融资？")
+    assert a.entities == ["青禾科技"]
+    assert nlp_analysis("《海棠依旧》的生产商，其创始人毕业于哪所大学？").entities == ["海棠依旧"]
+
+
 def test_llm_analysis_is_one_cached_call(scripted_llm: ScriptedLLM, settings: Settings) -> None:
     chat = build_chat(scripted_llm.settings(settings), backoff_base=0.01, backoff_max=0.02)
     scripted_llm.push('{"entities": ["Brightwater Trading Company"], "keywords": ["comet", "organization"]}')
