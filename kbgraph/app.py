@@ -144,7 +144,6 @@ class _ThreadLocks:
             return self._locks.setdefault(kb_id, threading.RLock())
 
 
-
 def _load_parts(settings: Settings) -> None:
     from kbgraph.parse.chunker import get_encoding
 

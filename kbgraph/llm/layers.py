@@ -631,6 +631,11 @@ class CachedChat(ChatLayer):
                 break
             while not answered.wait(0.1):
                 request.check_cancel()
+        hit = self._stored(table, key, request)  # answered between the look and the claim
+        if hit is not None:
+            self.store.settle(table, key)
+            record_usage(self.ledger, request.phase, cached=1)
+            return hit
         try:
             result = self.inner.complete(request)
             if request.usable(result.text):
