@@ -89,7 +89,6 @@ class SummariesAhead:
         self._relations: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
         self._changed_keys: set[str] = set()
         self._changed_pairs: set[tuple[str, str]] = set()
-        self._submitted_all = False
         self._closed = False
         self._in_flight = 0
         self._held = 0
@@ -127,7 +126,6 @@ class SummariesAhead:
     def all_submitted(self) -> None:
         """Every chunk of the run is with extraction: from now on, calls may come free."""
         with self._cv:
-            self._submitted_all = True
             if self._planner is None and not self._closed:
                 self._planner = threading.Thread(target=self._plan, name="kbgraph-summary-ahead-plan", daemon=True)
                 self._planner.start()
