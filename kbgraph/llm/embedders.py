@@ -9,6 +9,7 @@ import base64
 import hashlib
 import math
 import re
+import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -369,8 +370,11 @@ class CachedEmbedder:
         self.similarity_floor: float = inner.similarity_floor
         self.ledger = ledger
         self.store = SqliteCache.open(path)
-        self.store.ensure_table("embeddings", "CREATE TABLE IF NOT EXISTS embeddings (model TEXT,"
-                                " key TEXT, vec BLOB NOT NULL, PRIMARY KEY (model, key))")
+        try:
+            self.store.ensure_table("embeddings", "CREATE TABLE IF NOT EXISTS embeddings (model TEXT,"
+                                    " key TEXT, vec BLOB NOT NULL, PRIMARY KEY (model, key))")
+        except sqlite3.Error as exc:
+            SqliteCache.unavailable(exc, "make its table")
         self._dim: int | None = None
 
     @property
@@ -390,29 +394,41 @@ class CachedEmbedder:
         # a model may embed a question unlike the same words as a passage: its own cache space
         return self._cached(texts, self.inner.embed_query, self.model_name + "|query")
 
-    def _cached(self, texts: Sequence[str], compute: Any, space: str) -> np.ndarray:
-        if not texts:
-            return compute([])
-        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+    def _lookup(self, keys: list[str], space: str) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(keys))
-        with self.store.lock:
-            for start in range(0, len(unique), self._LOOKUP_CHUNK):
-                chunk = unique[start:start + self._LOOKUP_CHUNK]
-                rows = self.store.conn.execute(
-                    f"SELECT key, vec FROM embeddings WHERE model = ? AND key IN"
-                    f" ({','.join('?' * len(chunk))})", (space, *chunk)).fetchall()
-                found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
-        missing = [k for k in unique if k not in found]
-        if missing:
-            text_of = dict(zip(keys, texts))
-            fresh = compute([text_of[k] for k in missing])
+        try:
+            with self.store.lock:
+                for start in range(0, len(keys), self._LOOKUP_CHUNK):
+                    chunk = keys[start:start + self._LOOKUP_CHUNK]
+                    rows = self.store.conn.execute(
+                        f"SELECT key, vec FROM embeddings WHERE model = ? AND key IN"
+                        f" ({','.join('?' * len(chunk))})", (space, *chunk)).fetchall()
+                    found.update((k, np.frombuffer(v, dtype=np.float32)) for k, v in rows)
+        except sqlite3.Error as exc:
+            SqliteCache.unavailable(exc, "be read")
+        return found
+
+    def _keep(self, space: str, keys: list[str], vectors: np.ndarray) -> None:
+        try:
             with self.store.lock, self.store.conn:
                 self.store.conn.execute("BEGIN")
                 self.store.conn.executemany(
                     "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)",
-                    [(space, k, fresh[i].astype(np.float32).tobytes())
-                     for i, k in enumerate(missing)])
+                    [(space, k, vectors[i].astype(np.float32).tobytes()) for i, k in enumerate(keys)])
+        except sqlite3.Error as exc:
+            SqliteCache.unavailable(exc, "keep vectors")
+
+    def _cached(self, texts: Sequence[str], compute: Any, space: str) -> np.ndarray:
+        if not texts:
+            return compute([])
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        unique = list(dict.fromkeys(keys))
+        found = self._lookup(unique, space)
+        missing = [k for k in unique if k not in found]
+        if missing:
+            text_of = dict(zip(keys, texts))
+            fresh = compute([text_of[k] for k in missing])
+            self._keep(space, missing, fresh)
             found.update((k, fresh[i]) for i, k in enumerate(missing))
         missed = set(missing)
         hits = sum(1 for k in keys if k not in missed)

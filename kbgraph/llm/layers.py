@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -37,6 +39,8 @@ from kbgraph.llm.base import CancelCheck, Cancelled, LLMError, Message, UsageLed
 
 if TYPE_CHECKING:
     from kbgraph.llm.limits import Budget, Slots
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -520,13 +524,17 @@ class SqliteCache:
                 inst = cls._instances[key] = cls(Path(path))
             return inst
 
+    # how long a statement waits for another process's write to end before the cache gives up on it
+    busy_seconds: ClassVar[float] = 30.0
+
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.lock = threading.Lock()
-        self.conn = sqlite3.connect(str(path), check_same_thread=False, timeout=30.0,
+        self.conn = sqlite3.connect(str(path), check_same_thread=False, timeout=self.busy_seconds,
                                     isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        with contextlib.suppress(sqlite3.OperationalError):  # set by whoever made the file; kept
+            self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self._tables: set[str] = set()
         self._asking: dict[tuple[str, str], threading.Event] = {}
@@ -553,6 +561,12 @@ class SqliteCache:
         with self.lock:
             self.conn.execute(ddl)
             self._tables.add(table)
+
+    @staticmethod
+    def unavailable(exc: sqlite3.Error, doing: str) -> None:
+        """A cache that cannot be read or written now (another process's write outlasting
+        ``busy_seconds``, a full disk) costs the answer's reuse, never the call that wanted it."""
+        log.warning("kbgraph: the cache could not %s (%s); going on without it", doing, exc)
 
 
 def _table_name(prefix: str, purpose: str) -> str:
@@ -617,7 +631,11 @@ class CachedChat(ChatLayer):
 
     def complete(self, request: ChatRequest) -> Completion:
         request.check_cancel()
-        table = self._table(request.phase)
+        try:
+            table = self._table(request.phase)
+        except sqlite3.Error as exc:
+            SqliteCache.unavailable(exc, "open its table")
+            return self.inner.complete(request)
         key = chat_cache_key(self.model_name, request)
         while True:
             hit = self._stored(table, key, request)
@@ -639,19 +657,29 @@ class CachedChat(ChatLayer):
         try:
             result = self.inner.complete(request)
             if request.usable(result.text):
-                with self.store.lock:
-                    self.store.conn.execute(
-                        f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?)",
-                        (key, result.text, result.prompt_tokens, result.completion_tokens, time.time()))
+                self._keep(table, key, result)
         finally:
             self.store.settle(table, key)
         return result
 
+    def _keep(self, table: str, key: str, result: Completion) -> None:
+        try:
+            with self.store.lock:
+                self.store.conn.execute(
+                    f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?, ?)",
+                    (key, result.text, result.prompt_tokens, result.completion_tokens, time.time()))
+        except sqlite3.Error as exc:
+            SqliteCache.unavailable(exc, "keep an answer")
+
     def _stored(self, table: str, key: str, request: ChatRequest) -> Completion | None:
-        with self.store.lock:
-            row = self.store.conn.execute(
-                f"SELECT text, prompt_tokens, completion_tokens FROM {table} WHERE key = ?",
-                (key,)).fetchone()
+        try:
+            with self.store.lock:
+                row = self.store.conn.execute(
+                    f"SELECT text, prompt_tokens, completion_tokens FROM {table} WHERE key = ?",
+                    (key,)).fetchone()
+        except sqlite3.Error as exc:
+            SqliteCache.unavailable(exc, "be read")
+            return None
         if row is not None and request.usable(row[0]):
             return Completion(row[0], row[1], row[2], cached=True)
         return None

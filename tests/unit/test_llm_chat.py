@@ -437,3 +437,34 @@ def test_one_sdk_client_per_endpoint_and_its_connections_are_reused(settings: Se
             embedder.embed(["a", "b"])
         peers = {r["peer"] for r in llm.requests}
         assert len(llm.requests) == 15 and len(peers) == 1
+
+
+def test_a_cache_another_process_keeps_locked_costs_reuse_not_the_call(scripted_llm: ScriptedLLM, settings: Settings,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from kbgraph.llm.layers import SqliteCache
+
+    monkeypatch.setattr(SqliteCache, "busy_seconds", 0.2)
+    monkeypatch.setattr(SqliteCache, "_instances", {})
+    scripted_llm.default = "the answer"
+    chat = make_chat(scripted_llm, settings)
+    other = sqlite3.connect(str(settings.cache_path), isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another process's write that outlasts the wait
+    try:
+        assert chat.chat(USER, phase="summarize") == "the answer"
+        vectors = _cached_embedder(settings).embed(["a text to embed"])
+        assert vectors.shape[0] == 1
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    # the cache works again once the other write is over
+    assert chat.chat(USER, phase="summarize") == "the answer"
+    assert chat.chat(USER, phase="summarize") == "the answer"
+    assert scripted_llm.counts["chat"] == 2
+
+
+def _cached_embedder(settings: Settings):
+    from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder
+
+    return CachedEmbedder(HashEmbedder(16), settings.cache_path)
