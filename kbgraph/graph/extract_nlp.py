@@ -198,6 +198,19 @@ class _Candidate:
     name_part: bool = False  # seen after "of" in a longer name: its own entity, never that name's short form
 
 
+def _proven_candidate(cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]], name: str, key: str,
+                      pos: int, sentence: int) -> _Candidate:
+    """The candidate of ``key`` (made with ``name`` at ``pos`` if new), proven a name, seen in ``sentence``."""
+    cand = cands.get(key)
+    if cand is None:
+        cand = cands[key] = _Candidate(name=name, key=key, first_pos=pos)
+    cand.proven = True
+    if not cand.sentences or cand.sentences[-1] != sentence:
+        cand.sentences.append(sentence)
+    occurrences.append((sentence, pos, key))
+    return cand
+
+
 @lru_cache(maxsize=65536)
 def _key(name: str) -> str:
     return normalize_key(name)
@@ -589,14 +602,7 @@ class NLPExtractor:
         key = _key(name)
         if not key:
             return
-        cand = cands.get(key)
-        if cand is None:
-            cand = cands[key] = _Candidate(name=name, key=key, first_pos=start)
-        cand.proven = True
-        si = bisect.bisect_right(starts, start) - 1
-        if not cand.sentences or cand.sentences[-1] != si:
-            cand.sentences.append(si)
-        occurrences.append((si, start, key))
+        cand = _proven_candidate(cands, occurrences, name, key, start, bisect.bisect_right(starts, start) - 1)
         head = name.split()[-1].lower()
         if head in _EVENT_HEADS or head in _HOLIDAYS:
             cand.votes["event"] += 3
@@ -718,14 +724,8 @@ class NLPExtractor:
             key = _key(word)
             if not key:
                 continue
-            cand = cands.get(key)
-            if cand is None:
-                cand = cands[key] = _Candidate(name=word, key=key, first_pos=offset)
-            cand.proven = True
+            cand = _proven_candidate(cands, occurrences, word, key, offset, si)
             cand.votes[etype] += 3
-            if not cand.sentences or cand.sentences[-1] != si:
-                cand.sentences.append(si)
-            occurrences.append((si, offset, key))
 
     # -- typing, relations, output -----------------------------------------------------------------
     @staticmethod
