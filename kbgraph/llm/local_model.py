@@ -47,9 +47,8 @@ import numpy as np
 # bump when the prepared files change shape, so an old cache is never read by new code
 # (3: the graph takes an int32 mask and is written with onnxruntime's fused int8 operators;
 #  4: the feed-forward products are MatMulNBits on the file's own 4-bit weights, fp32 activations;
-#  6: every product int8 again, smoothed with calibrated activation ranges; no mask: the windows
-#     of one run are all of one length)
-_FORMAT = 6
+#  5: every product int8 again, smoothed with calibrated activation ranges, padding as </s>)
+_FORMAT = 5
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _QK = 32
 # the SentencePiece mark for a word start
@@ -231,12 +230,8 @@ class _GraphWriter:
 
 def _bert_graph(weights: WeightFile, maxima: dict[str, np.ndarray] | None = None, *,
                 int8: bool = True, capture: bool = False) -> bytes:
-    """The encoder as a serialized ONNX model: the embeddings of windows of one length in (word
-    rows already added), their mean-pooled vectors out.
-
-    There is no padding and so no mask: onnxruntime's MultiHeadAttention runs its fused (flash)
-    kernel only without one, and windows batched by length need none (1.4 times the speed of
-    sorted batches padded and masked, on MuSiQue passages).
+    """The encoder as a serialized ONNX model: embeddings in (word rows already added), an int32
+    mask (1 real token, 0 padding), mean-pooled vectors out.
 
     It is written with onnxruntime's fused CPU operators (com.microsoft domain): one
     MultiHeadAttention per layer, SkipLayerNormalization for residual + layer norm, BiasGelu for
@@ -308,7 +303,8 @@ def _bert_graph(weights: WeightFile, maxima: dict[str, np.ndarray] | None = None
         # the attention output's smoothing is folded into v: the context is a mix of v's rows
         q, k, v = (product(xs, f"{p}.{part}", s.hidden, scale, bias=True,
                            out_scale=scales.get(p + ".ao") if part == "v" else None) for part in "qkv")
-        context = g.node("MultiHeadAttention", [q, k, v], p + ".ctx", num_heads=s.heads)
+        # the 2-D int32 mask is a key padding mask: padding takes no attention
+        context = g.node("MultiHeadAttention", [q, k, v, "", "mask"], p + ".ctx", num_heads=s.heads)
         if capture:
             g.node("Identity", [context], p + ".ao.in", "")
         attended = product(context, p + ".ao", s.hidden, scales.get(p + ".ao"), bias=False)
@@ -326,13 +322,20 @@ def _bert_graph(weights: WeightFile, maxima: dict[str, np.ndarray] | None = None
         x = g.node("SkipLayerNormalization", [down, x, *g.norm(p + ".oln"), g.bias(p + ".fo")],
                    p + ".x2", epsilon=s.eps)
 
-    g.node("ReduceMean", [x], "pooled", "", axes=[1], keepdims=0)
+    # mean over the real tokens of each text
+    mask = g.node("Cast", ["mask"], "mask.float", "", to=proto.FLOAT)
+    axis1 = g.const("axis1", np.array([1], dtype=np.int64))
+    mask3 = g.node("Unsqueeze", [mask, g.const("axis2", np.array([2], dtype=np.int64))], "mask3", "")
+    summed = g.node("ReduceSum", [g.node("Mul", [x, mask3], "masked", ""), axis1], "summed", "", keepdims=0)
+    counts = g.node("ReduceSum", [mask, axis1], "counts", "", keepdims=1)
+    g.node("Div", [summed, counts], "pooled", "")
     outputs = [proto.value_info("pooled", proto.FLOAT, ["batch", s.hidden])]
     outputs += [proto.value_info(f"l{i}.{part}.in", proto.FLOAT, ["batch", "tokens", s.ffn if part == "fo" else s.hidden])
                 for i in range(s.layers) for part in _PRODUCTS] if capture else []
     return proto.model(
         g.nodes, g.inits,
-        [proto.value_info("embeddings", proto.FLOAT, ["batch", "tokens", s.hidden])],
+        [proto.value_info("embeddings", proto.FLOAT, ["batch", "tokens", s.hidden]),
+         proto.value_info("mask", proto.INT32, ["batch", "tokens"])],
         outputs, opsets={"": 17, "com.microsoft": 1}, name="e5_encoder")
 
 
@@ -381,26 +384,20 @@ def _activation_maxima(weights: WeightFile, tokenizer: Any, normalize: dict[int,
     # the two long texts (all the English ones, all the Chinese ones) fill the model's window, so
     # far positions are seen too; one window each is enough
     width = weights.shape.max_positions - 2
-    windows = [e.ids[:width] for e in tokenizer.encode_batch(prefixed, add_special_tokens=False)]
+    windows = sorted((e.ids[:width] for e in tokenizer.encode_batch(prefixed, add_special_tokens=False)),
+                     key=len)
     session = _session(_bert_graph(weights, int8=False, capture=True), threads=1)
     names = [f"l{i}.{part}.in" for i in range(weights.shape.layers) for part in _PRODUCTS]
     table = _EmbeddingTable(weights)
     maxima: dict[str, np.ndarray] = {}
-    for run in _runs_of_one_length(windows):
-        values = session.run(names, {"embeddings": table.inputs([windows[i] for i in run])})
-        for name, value in zip(names, values):
-            peak = np.abs(value).max(axis=(0, 1))
+    for start in range(0, len(windows), 16):
+        embeddings, mask = table.inputs(windows[start:start + 16])
+        real = mask.astype(bool)
+        for name, value in zip(names, session.run(names, {"embeddings": embeddings, "mask": mask})):
+            peak = np.abs(value[real]).max(axis=0)
             key = name.removesuffix(".in")
             maxima[key] = np.maximum(maxima[key], peak) if key in maxima else peak
     return maxima
-
-
-def _runs_of_one_length(windows: list[list[int]]) -> list[list[int]]:
-    """The indices of ``windows`` grouped by window length (the graph takes one length per run)."""
-    runs: dict[int, list[int]] = {}
-    for i, window in enumerate(windows):
-        runs.setdefault(len(window), []).append(i)
-    return list(runs.values())
 
 
 def _session(model: str | bytes, threads: int) -> Any:
@@ -426,16 +423,27 @@ class _EmbeddingTable:
         self.positions = weights.floats("emb.pos").reshape(shape.max_positions, shape.hidden)
         self.token_type = weights.floats("emb.type")[:shape.hidden]
 
-    def inputs(self, windows: list[list[int]]) -> np.ndarray:
-        """(len(windows), length + 2, dim) embeddings of windows of one length, each as <s> ... </s>."""
-        if len({len(window) for window in windows}) != 1:
-            raise ValueError("the windows of one run must all have one length")
+    def inputs(self, windows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+        """(embeddings, int32 mask) for the windows, each as <s> ... </s>, padded to the longest.
+
+        Padding positions get a copy of their row's </s> embedding rather than the padding
+        piece's: nothing reads them (the attention and the pooling mask them out), but the int8
+        products quantize the whole batch with one range, and the padding piece at far positions
+        ran ten times the real tokens' range in the first layer's GELU output."""
         sp = self.special
-        ids = np.array([[sp.bos, *window, sp.eos] for window in windows], dtype=np.int64)
-        embeddings = dequantize_q4(self.word[ids.ravel()]).reshape(*ids.shape, self.dim)
-        embeddings += self.positions[:ids.shape[1]]
+        lengths = [len(w) + 2 for w in windows]
+        longest = max(lengths)
+        ids = np.full((len(windows), longest), sp.pad, dtype=np.int64)
+        mask = np.zeros((len(windows), longest), dtype=np.int32)
+        for row, window in enumerate(windows):
+            ids[row, :lengths[row]] = [sp.bos, *window, sp.eos]
+            mask[row, :lengths[row]] = 1
+        embeddings = dequantize_q4(self.word[ids.ravel()]).reshape(len(windows), longest, self.dim)
+        embeddings += self.positions[:longest]
         embeddings += self.token_type
-        return embeddings
+        for row, length in enumerate(lengths):
+            embeddings[row, length:] = embeddings[row, length - 1]
+        return embeddings, mask
 
 
 def _tokenizer_json(weights: WeightFile) -> str:
@@ -572,14 +580,9 @@ class E5Encoder:
             return self._tokenizer
 
     def forward(self, windows: list[list[int]]) -> np.ndarray:
-        """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>.
-
-        One onnxruntime run per window length (the graph has no padding mask): callers batch
-        windows of one length together."""
-        pooled = np.zeros((len(windows), self.dim), dtype=np.float32)
-        for run in _runs_of_one_length(windows):
-            embeddings = self._embeddings.inputs([windows[i] for i in run])
-            pooled[run] = self.session.run(["pooled"], {"embeddings": embeddings})[0]
+        """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>."""
+        embeddings, mask = self._embeddings.inputs(windows)
+        (pooled,) = self.session.run(["pooled"], {"embeddings": embeddings, "mask": mask})
         return pooled
 
 
