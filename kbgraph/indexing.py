@@ -107,7 +107,7 @@ def estimate_run(ctx: KBContext, sizes: Iterable[int]) -> RunEstimate:
             else _LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT) + (
             0.0 if ctx.settings.relation_vectors_from_chunks else _LOCAL_RELATION_EMBED_SECONDS_PER_DOCUMENT)
         rows = len(sizes) * per_document if graph else 0.0
-        seconds += (embedded * _LOCAL_EMBED_SECONDS_PER_TOKEN + rows) / max(1, ctx.settings.embedding_threads)
+        seconds += (embedded * _LOCAL_EMBED_SECONDS_PER_TOKEN + rows) / ctx.settings.local_embedding_threads
     calls = 0
     if graph and ctx.graph.method != "nlp":
         per_chunk = 1 + (ctx.graph.max_gleanings if ctx.chunk_tokens >= ctx.settings.glean_min_tokens else 0)
