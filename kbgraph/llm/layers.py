@@ -18,7 +18,6 @@ from abc import ABC, abstractmethod
 
 import contextlib
 import hashlib
-import heapq
 import itertools
 import json
 import logging
@@ -274,16 +273,26 @@ def call_priority(phase: str) -> int:
     return _PHASE_PRIORITY.get(phase, 1)
 
 
+@dataclass(frozen=True)
+class _Ticket:
+    priority: int
+    arrival: int
+    since: float
+
+
 class PrioritySlots:
     """A bounded counting semaphore that lets its waiters in by priority (lower first), then by
-    arrival. ``acquire`` calls ``check`` about every 0.1 s while it waits, outside the lock, so a
-    cancelled task waiting behind a busy model leaves promptly."""
+    arrival. A waiter that has waited ``patience`` seconds goes before any priority, so a steady
+    stream of urgent calls (another knowledge base's extraction) delays a report, never starves it.
+    ``acquire`` calls ``check`` about every 0.1 s while it waits, outside the lock, so a cancelled
+    task waiting behind a busy model leaves promptly."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, patience: float = 30.0) -> None:
         self.limit = max(1, limit)
+        self.patience = patience
         self._free = self.limit
         self._cond = threading.Condition()
-        self._waiting: list[tuple[int, int]] = []  # heap of (priority, arrival)
+        self._waiting: list[_Ticket] = []  # a few dozen at most: the callers' threads
         self._arrivals = itertools.count()
 
     def acquire(self, check: Callable[[], None], priority: int = 0) -> None:
@@ -291,8 +300,8 @@ class PrioritySlots:
             if self._free and not self._waiting:
                 self._free -= 1
                 return
-            ticket = (priority, next(self._arrivals))
-            heapq.heappush(self._waiting, ticket)
+            ticket = _Ticket(priority, next(self._arrivals), time.monotonic())
+            self._waiting.append(ticket)
         try:
             while not self._took(ticket):
                 check()
@@ -300,26 +309,29 @@ class PrioritySlots:
             self._leave(ticket)
             raise
 
-    def _took(self, ticket: tuple[int, int]) -> bool:
+    def _first_in_line(self) -> _Ticket:
+        now = time.monotonic()
+        return min(self._waiting, key=lambda t: (t.priority if now - t.since < self.patience else -1, t.arrival))
+
+    def _took(self, ticket: _Ticket) -> bool:
         """Take a slot if ``ticket`` is first in line and one is free, else wait up to 0.1 s."""
         with self._cond:
             deadline = time.monotonic() + 0.1
-            while not (self._free and self._waiting[0] == ticket):
+            while not (self._free and self._first_in_line() is ticket):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._cond.wait(left)
-            heapq.heappop(self._waiting)
+            self._waiting.remove(ticket)
             self._free -= 1
             if self._free and self._waiting:
                 self._cond.notify_all()  # the next in line may take the next free slot
             return True
 
-    def _leave(self, ticket: tuple[int, int]) -> None:
+    def _leave(self, ticket: _Ticket) -> None:
         with self._cond:
             if ticket in self._waiting:
                 self._waiting.remove(ticket)
-                heapq.heapify(self._waiting)
                 self._cond.notify_all()
 
     def release(self) -> None:

@@ -370,6 +370,32 @@ def test_a_free_slot_goes_to_the_waiting_call_that_starts_the_longest_chain(scri
     assert served == ["hold", "chat", "extract", "glean", "summarize", "report"]
 
 
+def test_a_call_that_waited_its_patience_goes_before_any_priority() -> None:
+    from kbgraph.llm.layers import PrioritySlots
+
+    slots = PrioritySlots(1, patience=0.3)
+    slots.acquire(lambda: None, 0)
+    served: list[str] = []
+
+    def wait_then_note(name: str, priority: int) -> None:
+        slots.acquire(lambda: None, priority)
+        served.append(name)
+        slots.release()
+
+    late = threading.Thread(target=wait_then_note, args=("report", 4))
+    late.start()
+    time.sleep(0.4)  # past its patience
+    urgent = threading.Thread(target=wait_then_note, args=("extract", 1))
+    urgent.start()
+    time.sleep(0.05)
+    slots.release()
+    late.join(5)
+    urgent.join(5)
+    assert served == ["report", "extract"]
+    with pytest.raises(ValueError):
+        slots.release()  # every slot is back: one more release is a caller's mistake
+
+
 def test_a_call_cancelled_while_it_waits_for_a_slot_leaves_the_line(scripted_llm: ScriptedLLM,
                                                                   settings: Settings) -> None:
     holding = threading.Event()
