@@ -105,8 +105,10 @@ def signature(engine, kb) -> dict:
 
 
 class EmbeddingTimes:
-    """Texts and CPU time (of the calling thread: onnxruntime with one thread runs in it) of every
-    embedding call, by what is embedded: passages (the chunks) or graph rows (entities, relations)."""
+    """Texts and CPU time of every embedding call, by what is embedded: passages (the chunks) or
+    graph rows (entities, relations). The CPU is that of the calling thread, and with the local
+    embedder that of every thread running one of its batches (it runs several at once when it
+    may use more than one core)."""
 
     def __init__(self, embedder) -> None:
         import inspect
@@ -115,6 +117,30 @@ class EmbeddingTimes:
         self.totals: dict[str, list] = {}
         lock = threading.Lock()
         embed = embedder.embed
+        encoder = getattr(getattr(embedder, "inner", embedder), "encoder", None)
+        local = encoder is not None and hasattr(encoder, "forward")
+        # what the embed call under way embeds (passages and rows are embedded in different phases)
+        current: dict = {"what": "passages", "caller": None}
+
+        def add(what: str, texts: int, calls: int, seconds: float) -> None:
+            with lock:
+                total = self.totals.setdefault(what, [0, 0, 0.0])
+                total[0] += texts
+                total[1] += calls
+                total[2] += seconds
+
+        if local:
+            forward = encoder.forward
+
+            def timed_forward(windows):
+                started = time.thread_time()
+                try:
+                    return forward(windows)
+                finally:
+                    if threading.get_ident() != current["caller"]:  # the caller's own time counts it
+                        add(current["what"], 0, 0, time.thread_time() - started)
+
+            encoder.forward = timed_forward
 
         def timed(texts):
             callers = {frame.function for frame in inspect.stack(context=0)[1:12]}
@@ -122,15 +148,13 @@ class EmbeddingTimes:
                 what = "passages"
             else:
                 what = "relations" if texts and all(" -- " in t for t in texts) else "entities"
+            current["what"], current["caller"] = what, threading.get_ident()
             started = time.thread_time()
             try:
                 return embed(texts)
             finally:
-                with lock:
-                    total = self.totals.setdefault(what, [0, 0, 0.0])
-                    total[0] += len(texts)
-                    total[1] += 1
-                    total[2] += time.thread_time() - started
+                # plus the local model's batches that ran on its other threads (timed there)
+                add(what, len(texts), 1, time.thread_time() - started)
 
         embedder.embed = timed
 
@@ -204,11 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     cpu = cpu_seconds() - cpu_before
     indexed = report.count("indexed")
     print(f"{indexed} of {count} documents indexed in {wall:.2f} s wall, {cpu:.2f} s CPU "
-          f"({indexed / wall:.1f} documents/s; embedding {args.embedding}; threads {settings.embedding_threads})")
+          f"({indexed / wall:.1f} documents/s; embedding {args.embedding}; threads {settings.local_embedding_threads})")
     for phase, (first, last) in sorted(phases.items(), key=lambda item: item[1][0]):
         print(f"  {phase:<12} {first:7.2f} -> {last:7.2f} s")
     for what, (texts, calls, seconds) in embedding.totals.items():
-        print(f"  embedding {what:<10} {texts:6d} texts in {calls:4d} calls, {seconds:7.2f} s CPU of its thread")
+        print(f"  embedding {what:<10} {texts:6d} texts in {calls:4d} calls, {seconds:7.2f} s CPU")
     if args.signature:
         args.signature.write_text(json.dumps(signature(engine, kb), sort_keys=True, ensure_ascii=False))
         print(f"signature written to {args.signature}")

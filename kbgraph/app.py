@@ -367,7 +367,8 @@ class Engine:
         with self.kb_lock(kb.id):
             changed = reembed_rows(self.store, self.tenant, kb.id, embedder,
                                    lambda phase, done, total: progress(Progress(f"reembed {phase}", done, total)),
-                                   relations_from_chunks=self.settings.relation_vectors_from_chunks)
+                                   relations_from_chunks=self.settings.relation_vectors_from_chunks,
+                                   entities_from_chunk=self.settings.entity_vectors_from_chunk)
             self.meta.update_kb(self.tenant, kb.id, embedding_model=embedder.model_name)
         return changed
 

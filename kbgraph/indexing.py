@@ -68,8 +68,10 @@ class RunEstimate:
 # "1,890 MuSiQue files"): a token is ~4 bytes of text; offline work (parsing, nlp extraction, merges,
 # the store) takes ~15 us per token and ~7 ms per document with a graph, ~3 us per token without;
 # the local embedder ~0.5 ms of one of its threads per token it embeds (chunks overlap: a little more
-# than the text's) and, with a graph, ~0.15 s per document for the entities' vectors and ~0.28 s
-# for the relations' when they embed their text (``relation_vectors``; from their chunks: nothing);
+# than the text's) and, with a graph, ~0.15 s per document for the entities' vectors when they
+# embed their text (~0.05 s when single-chunk entities embed their name only, ``entity_vectors``)
+# and ~0.28 s for the relations' when they embed their text (``relation_vectors``; from their
+# chunks: nothing);
 # a hosted model answers in ~2 s
 _BYTES_PER_TOKEN = 4
 _GRAPH_SECONDS_PER_TOKEN = 15e-6
@@ -77,6 +79,7 @@ _GRAPH_SECONDS_PER_DOCUMENT = 0.007
 _PARSE_SECONDS_PER_TOKEN = 3e-6
 _LOCAL_EMBED_SECONDS_PER_TOKEN = 0.5e-3
 _LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT = 0.15
+_LOCAL_ENTITY_FROM_CHUNK_SECONDS_PER_DOCUMENT = 0.05
 _LOCAL_RELATION_EMBED_SECONDS_PER_DOCUMENT = 0.28
 _MODEL_SECONDS_PER_CALL = 2.0
 
@@ -99,10 +102,12 @@ def estimate_run(ctx: KBContext, sizes: Iterable[int]) -> RunEstimate:
         seconds = tokens * _PARSE_SECONDS_PER_TOKEN
     if ctx.settings.embedding_provider == "local":
         embedded = tokens * ctx.chunk_tokens / step
-        per_document = _LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT + (
+        per_document = (
+            _LOCAL_ENTITY_FROM_CHUNK_SECONDS_PER_DOCUMENT if ctx.settings.entity_vectors_from_chunk
+            else _LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT) + (
             0.0 if ctx.settings.relation_vectors_from_chunks else _LOCAL_RELATION_EMBED_SECONDS_PER_DOCUMENT)
         rows = len(sizes) * per_document if graph else 0.0
-        seconds += (embedded * _LOCAL_EMBED_SECONDS_PER_TOKEN + rows) / max(1, ctx.settings.embedding_threads)
+        seconds += (embedded * _LOCAL_EMBED_SECONDS_PER_TOKEN + rows) / ctx.settings.local_embedding_threads
     calls = 0
     if graph and ctx.graph.method != "nlp":
         per_chunk = 1 + (ctx.graph.max_gleanings if ctx.chunk_tokens >= ctx.settings.glean_min_tokens else 0)

@@ -935,7 +935,7 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     run is embedded once, in large batches, instead of once per document. With ``into`` the new
     vectors join those changes instead of being written at once.
     """
-    from kbgraph.graph.derive import entity_text, relation_text
+    from kbgraph.graph.derive import entity_name_text, entity_text, entity_vector_from_chunk, relation_text
 
     # a batch fills every request the embedder may have in flight (a remote one waits on the
     # network per request: 2,212 rows took nine serial 0.8 s round trips at 256 a batch)
@@ -944,9 +944,13 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     from_chunks = 0
     if relations and ctx.settings.relation_vectors_from_chunks:
         relations, from_chunks = _relation_vectors_from_chunks(ctx, relations, into)
+    entities = [e for e in rows.entities if e.id in rows.unembedded]
+    # an entity of one chunk embeds its name only, its vector made with the chunk's (entity_vectors)
+    single = ({e.id for e in entities if len(e.chunk_ids) == 1}
+              if ctx.settings.entity_vectors_from_chunk else set())
     # entities and relations in the same batches: one round trip less when both are few
     pending: list[tuple[Entity | Relation, Callable[..., str]]] = (
-        [(e, entity_text) for e in rows.entities if e.id in rows.unembedded]
+        [(e, entity_name_text if e.id in single else entity_text) for e in entities]
         + [(r, relation_text) for r in relations])
     if ctx.settings.embedding_provider == "local":
         # no round trips to save: a batch per request, so progress moves every second or two; the
@@ -958,17 +962,43 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     _report(ctx, progress, "embed", done, total)
     batches = [pending[start:start + batch_size] for start in range(0, len(pending), batch_size)]
     texts = [[text_of(row) for row, text_of in batch] for batch in batches]
+    chunkless: list[Entity] = []
     for vectors, batch in zip(embed_ahead(ctx, texts, cancel), batches):
         changes = into or RowChanges(ctx)
+        chunks = _single_chunk_vectors(ctx, [row for row, _ in batch if row.id in single])
         for (row, _), vector in zip(batch, vectors):
-            changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
+            if row.id not in single:
+                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
+            elif row.chunk_ids[0] in chunks:
+                row.vector = entity_vector_from_chunk(chunks[row.chunk_ids[0]], vector)
+                row.vector_from_chunks = True
+                changes.add(row.id, {ctx.vector_name: row.vector, "embedded_int": 2})
+            else:  # its chunk has no vector of this size: the text's, as without the setting
+                chunkless.append(row)
         if into is None:
             changes.write()
         done += len(batch)
         _report(ctx, progress, "embed", done, total)
+    if chunkless:
+        changes = into or RowChanges(ctx)
+        for vectors in embed_ahead(ctx, [[entity_text(e) for e in chunkless]], cancel):
+            for entity, vector in zip(chunkless, vectors):
+                changes.add(entity.id, {ctx.vector_name: vector, "embedded_int": 1})
+        if into is None:
+            changes.write()
     rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
+
+
+def _single_chunk_vectors(ctx: KBContext, entities: list[Entity]) -> dict[str, np.ndarray]:
+    """The stored vectors of these single-chunk entities' chunks, by chunk id."""
+    from kbgraph.graph.derive import chunk_vectors
+
+    if not entities:
+        return {}
+    return chunk_vectors(ctx.store, ctx.tenant, ctx.kb_id, sorted({e.chunk_ids[0] for e in entities}),
+                         ctx.vector_name)
 
 
 def _relation_vectors_from_chunks(ctx: KBContext, relations: list[Relation], into: RowChanges | None

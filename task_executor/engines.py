@@ -27,6 +27,9 @@ def call_limits(client: redis.Redis, settings: Settings) -> RedisCallLimits:
 
 class EnginePool:
     def __init__(self, settings: Settings, client: redis.Redis | None = None) -> None:
+        if not settings.embedding_threads:
+            # a deployment runs several worker and web processes on a machine: one core each
+            settings = settings.replace(embedding_threads=1)
         self.settings = settings
         self.redis = client or redis.Redis.from_url(settings.redis_url)
         # a killed holder's lock frees itself after three missed beats, not after a minute

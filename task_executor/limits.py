@@ -28,7 +28,7 @@ import uuid
 import redis
 
 from kbgraph.llm.limits import Check
-from kbgraph.llm.layers import acquire, shared_semaphore
+from kbgraph.llm.layers import shared_semaphore
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +148,10 @@ class RedisSlots:
             self._held.discard(token)
         return None
 
-    def acquire(self, check: Check) -> object:
-        acquire(self.local, check)
+    def acquire(self, check: Check, priority: int = 0) -> object:
+        # the order by priority holds among this process's callers (its own semaphore); across
+        # processes the slots go to whoever asks Redis first
+        self.local.acquire(check, priority)
         try:
             while True:
                 token = self.try_acquire()

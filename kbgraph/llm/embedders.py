@@ -267,7 +267,9 @@ class LocalEmbedder:
     text is cut into equal overlapping windows that fit, each window is embedded, and the window
     vectors are averaged and re-normalized, so the tail of a long chunk counts as much as its head.
     Windows of all texts are sorted by length and batched under a budget of padded pieces, which
-    keeps padding and onnxruntime's working memory small.
+    keeps padding and onnxruntime's working memory small. ``threads`` batches run at once, each on
+    one core (onnxruntime releases the GIL): separate batches never wait for each other, so on a
+    busy machine they cost no more than running them in turn.
     """
 
     MODEL_NAME = "multilingual-e5-small"
@@ -291,7 +293,7 @@ class LocalEmbedder:
     def encoder(self) -> Any:
         from kbgraph.llm.local_model import shared_encoder
 
-        return shared_encoder(self.cache_root, self.threads)
+        return shared_encoder(self.cache_root, 1)  # one core a batch; several batches at once
 
     def load(self) -> None:
         """Load the model now (servers and workers do, so no request pays for it)."""
@@ -343,8 +345,18 @@ class LocalEmbedder:
                 pieces.append(window)
         order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
         vectors = np.zeros((len(pieces), self.dim), dtype=np.float32)
-        for idx in self._batches(order, pieces):
+
+        def run(idx: list[int]) -> None:
             vectors[idx] = encoder.forward([pieces[i] for i in idx])
+
+        batches = list(self._batches(order, pieces))
+        if self.threads > 1 and len(batches) > 1:
+            with ThreadPoolExecutor(max_workers=min(self.threads, len(batches)),
+                                    thread_name_prefix="kbgraph-local-embed") as pool:
+                list(pool.map(run, batches))
+        else:
+            for idx in batches:
+                run(idx)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         # windows count alike: normalize each before summing
         np.add.at(out, np.asarray(owners), _normalize(vectors))

@@ -80,7 +80,7 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
     if provider == "hash":
         inner = HashEmbedder(settings.embedding_dim, ledger=ledger)
     elif provider == "local":
-        inner = LocalEmbedder(threads=settings.embedding_threads,
+        inner = LocalEmbedder(threads=settings.local_embedding_threads,
                               cache_root=Path(settings.embedding_model_cache).expanduser()
                               if settings.embedding_model_cache else None,
                               ledger=ledger)

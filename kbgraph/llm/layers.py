@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -258,24 +259,106 @@ class AccountedChat(ChatLayer):
 # ---------------------------------------------------------------------------------------------
 # concurrency limit
 
-_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+# Which waiting call a free slot goes to, lowest first (then in the order they came). A person
+# waiting on an answer goes first. Indexing's calls go in the order their work depends on each
+# other: a chunk's first pass starts the longest chain (its gleaning, the summaries of what it
+# names, the reports of their communities), so it goes before a gleaning, a gleaning before a
+# summary and a summary before a report. At the end of a run the last chain is then as short as
+# the slots allow, instead of a late chunk's first pass waiting behind others' gleanings.
+_PHASE_PRIORITY = {"chat": 0, "query": 0, "global_map": 0, "global_reduce": 0,
+                   "extract": 1, "glean": 2, "resolution": 3, "summarize": 3, "report": 4}
+
+
+def call_priority(phase: str) -> int:
+    return _PHASE_PRIORITY.get(phase, 1)
+
+
+@dataclass(frozen=True)
+class _Ticket:
+    priority: int
+    arrival: int
+    since: float
+
+
+class PrioritySlots:
+    """A bounded counting semaphore that lets its waiters in by priority (lower first), then by
+    arrival. A waiter that has waited ``patience`` seconds goes before any priority, so a steady
+    stream of urgent calls (another knowledge base's extraction) delays a report, never starves it.
+    ``acquire`` calls ``check`` about every 0.1 s while it waits, outside the lock, so a cancelled
+    task waiting behind a busy model leaves promptly."""
+
+    def __init__(self, limit: int, patience: float = 30.0) -> None:
+        self.limit = max(1, limit)
+        self.patience = patience
+        self._free = self.limit
+        self._cond = threading.Condition()
+        self._waiting: list[_Ticket] = []  # a few dozen at most: the callers' threads
+        self._arrivals = itertools.count()
+
+    def acquire(self, check: Callable[[], None], priority: int = 0) -> None:
+        with self._cond:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return
+            ticket = _Ticket(priority, next(self._arrivals), time.monotonic())
+            self._waiting.append(ticket)
+        try:
+            while not self._took(ticket):
+                check()
+        except BaseException:
+            self._leave(ticket)
+            raise
+
+    def _first_in_line(self) -> _Ticket:
+        now = time.monotonic()
+        return min(self._waiting, key=lambda t: (t.priority if now - t.since < self.patience else -1, t.arrival))
+
+    def _took(self, ticket: _Ticket) -> bool:
+        """Take a slot if ``ticket`` is first in line and one is free, else wait up to 0.1 s."""
+        with self._cond:
+            deadline = time.monotonic() + 0.1
+            while not (self._free and self._first_in_line() is ticket):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            self._waiting.remove(ticket)
+            self._free -= 1
+            if self._free and self._waiting:
+                self._cond.notify_all()  # the next in line may take the next free slot
+            return True
+
+    def _leave(self, ticket: _Ticket) -> None:
+        with self._cond:
+            if ticket in self._waiting:
+                self._waiting.remove(ticket)
+                self._cond.notify_all()
+
+    def release(self) -> None:
+        with self._cond:
+            if self._free >= self.limit:
+                raise ValueError("a slot was released that was not taken")
+            self._free += 1
+            self._cond.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return len(self._waiting)
+
+
+_SEMAPHORES: dict[tuple[str, int], PrioritySlots] = {}
 _SEMAPHORES_LOCK = threading.Lock()
 
 
-def shared_semaphore(key: str, limit: int) -> threading.BoundedSemaphore:
+def shared_semaphore(key: str, limit: int) -> PrioritySlots:
     """One semaphore per (model key, limit) per process, so separately built wrappers for the
     same model (one per task, say) still share the limit."""
     with _SEMAPHORES_LOCK:
         sem = _SEMAPHORES.get((key, limit))
         if sem is None:
-            sem = _SEMAPHORES[(key, limit)] = threading.BoundedSemaphore(max(1, limit))
+            sem = _SEMAPHORES[(key, limit)] = PrioritySlots(limit)
         return sem
-
-
-def acquire(sem: threading.BoundedSemaphore, cancel: Callable[[], None]) -> None:
-    # Poll so a cancelled task waiting behind a busy model leaves promptly.
-    while not sem.acquire(timeout=0.1):
-        cancel()
 
 
 class LimitedChat(ChatLayer):
@@ -287,14 +370,14 @@ class LimitedChat(ChatLayer):
         self.slots = slots
 
     def complete(self, request: ChatRequest) -> Completion:
-        handle = self.slots.acquire(request.check_cancel)
+        handle = self.slots.acquire(request.check_cancel, call_priority(request.phase))
         try:
             return self.inner.complete(request)
         finally:
             self.slots.release(handle)
 
     def open_stream(self, request: ChatRequest) -> TextStream:
-        handle = self.slots.acquire(request.check_cancel)
+        handle = self.slots.acquire(request.check_cancel, call_priority(request.phase))
         try:
             text_stream = self.inner.open_stream(request)
         except BaseException:
@@ -687,7 +770,7 @@ class CachedChat(ChatLayer):
 
 __all__ = [
     "AccountedChat", "BudgetedChat", "CachedChat", "ChatBase", "ChatLayer", "ChatRequest", "Completion",
-    "LimitedChat", "RequestBudget", "RetryPolicy", "RetryingChat", "SqliteCache", "TextStream",
-    "TransientLLMError", "call_with_retry", "chat_cache_key", "count_message_tokens",
+    "LimitedChat", "PrioritySlots", "RequestBudget", "RetryPolicy", "RetryingChat", "SqliteCache", "TextStream",
+    "TransientLLMError", "call_priority", "call_with_retry", "chat_cache_key", "count_message_tokens",
     "count_tokens", "record_usage", "shared_budget", "shared_semaphore",
 ]

@@ -11,20 +11,20 @@ of them together rather than once per process.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Protocol
 
-from kbgraph.llm.layers import RequestBudget, acquire, shared_budget, shared_semaphore
+from kbgraph.llm.layers import PrioritySlots, RequestBudget, shared_budget, shared_semaphore
 
 Check = Callable[[], None]  # raises Cancelled when the caller gave up
 
 
 class Slots(Protocol):
     """A counting semaphore: ``acquire`` waits for a slot (calling ``check`` while it waits) and
-    returns the handle ``release`` takes back."""
+    returns the handle ``release`` takes back. Of the callers waiting in one process, a lower
+    ``priority`` goes first (layers.call_priority: by the call's phase)."""
 
-    def acquire(self, check: Check) -> object: ...
+    def acquire(self, check: Check, priority: int = 0) -> object: ...
 
     def release(self, handle: object) -> None: ...
 
@@ -55,11 +55,11 @@ class CallLimits(Protocol):
 class ProcessSlots:
     """A semaphore shared by every wrapper of the same model (and limit) in this process."""
 
-    def __init__(self, semaphore: threading.BoundedSemaphore) -> None:
+    def __init__(self, semaphore: PrioritySlots) -> None:
         self.semaphore = semaphore
 
-    def acquire(self, check: Check) -> object:
-        acquire(self.semaphore, check)
+    def acquire(self, check: Check, priority: int = 0) -> object:
+        self.semaphore.acquire(check, priority)
         return None
 
     def release(self, handle: object) -> None:

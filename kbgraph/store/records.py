@@ -236,6 +236,9 @@ class Entity:
     # the description is a stand-in (its first fragments) until the KB's summary pass replaces it
     # with the LLM summary of all of them (kbgraph.pipeline.summarize_pending)
     summary_pending: bool = False
+    # the vector is made from its one chunk's vector and its name's (``embedded_int`` 2), not its
+    # text's: every re-derivation of the row makes it again (settings.entity_vectors)
+    vector_from_chunks: bool = False
 
     @property
     def id(self) -> str:
@@ -250,7 +253,7 @@ class Entity:
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count,
             "pagerank_flt": self.pagerank, "community_ids_kwd": list(self.community_ids), "available_int": 0,
             # 0 until the KB's embedding pass gives the row a vector (kbgraph.pipeline.embed_pending)
-            "embedded_int": int(self.vector is not None),
+            "embedded_int": (2 if self.vector_from_chunks else 1) if self.vector is not None else 0,
         }
         if self.derivation is not None:
             doc["derivation_with_weight"] = self.derivation
@@ -269,7 +272,7 @@ class Entity:
             chunk_ids=list(doc.get("chunk_ids_kwd") or []), mention_count=int(doc.get("mention_count_int", 0)),
             pagerank=float(doc.get("pagerank_flt", 0.0)), community_ids=list(doc.get("community_ids_kwd") or []),
             vector=_vector_fields(doc), derivation=doc.get("derivation_with_weight"),
-            summary_pending=bool(doc.get("summary_pending_int")),
+            summary_pending=bool(doc.get("summary_pending_int")), vector_from_chunks=doc.get("embedded_int") == 2,
         )
 
 

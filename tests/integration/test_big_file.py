@@ -104,13 +104,19 @@ def test_the_estimate_follows_the_embedder_and_the_graph(settings) -> None:
     # bench/README.md measured 2-5 minutes for this file with the hash embedder and the nlp graph
     assert 60 < hashed.seconds < 600 and 25_000 < hashed.chunks < 35_000
     assert estimate_run(plain, fifty_mb).seconds < hashed.seconds / 3  # no extraction, no merge
-    local = replace(nlp, settings=replace(nlp.settings, embedding_provider="local"))
+    local = replace(nlp, settings=replace(nlp.settings, embedding_provider="local", embedding_threads=1))
     # the local embedder reads every chunk: ~0.5 ms a token on one thread, hours for 50 MB
     assert estimate_run(local, fifty_mb).seconds > 30 * hashed.seconds
     two_threads = replace(local, settings=replace(local.settings, embedding_threads=2))
     assert estimate_run(two_threads, fifty_mb).seconds < 0.6 * estimate_run(local, fifty_mb).seconds
     # many small documents cost more than their bytes: the graph's rows of each one
-    assert estimate_run(local, [2_000] * 500).seconds > 1.4 * estimate_run(local, [1_000_000]).seconds
-    # ...less when the relations' vectors come from their chunks (the local embedder's default)
-    texts = replace(local, settings=replace(local.settings, relation_vectors="text"))
-    assert estimate_run(texts, [2_000] * 500).seconds > estimate_run(local, [2_000] * 500).seconds + 100
+    small = [2_000] * 500
+    texts = replace(local, settings=replace(local.settings, relation_vectors="text", entity_vectors="text"))
+    assert estimate_run(texts, small).seconds > 1.4 * estimate_run(texts, [1_000_000]).seconds
+    assert estimate_run(local, small).seconds > 1.1 * estimate_run(local, [1_000_000]).seconds
+    # ...less when the relations' vectors come from their chunks and the single-chunk entities'
+    # from theirs and their names (the local embedder's defaults)
+    relation_texts = replace(local, settings=replace(local.settings, relation_vectors="text"))
+    assert estimate_run(relation_texts, small).seconds > estimate_run(local, small).seconds + 100
+    entity_texts = replace(local, settings=replace(local.settings, entity_vectors="text"))
+    assert estimate_run(entity_texts, small).seconds > estimate_run(local, small).seconds + 40

@@ -14,7 +14,7 @@ from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.reembed import ROW_KINDS
-from kbgraph.store.base import missing, vector_field
+from kbgraph.store.base import eq, missing, vector_field
 
 QUESTION = "Who founded the Lumen Cartographers Guild?"
 
@@ -52,11 +52,13 @@ def test_kb_keeps_its_model_then_reembeds_to_the_configured_one(settings: Settin
 
 
 
-@pytest.mark.parametrize("relation_vectors", ["text", "chunks"])
-def test_reembedded_vectors_equal_fresh_indexing(settings: Settings, relation_vectors: str) -> None:
+@pytest.mark.parametrize(("relation_vectors", "entity_vectors"), [("text", "text"), ("chunks", "chunk")])
+def test_reembedded_vectors_equal_fresh_indexing(settings: Settings, relation_vectors: str,
+                                                 entity_vectors: str) -> None:
     # every vector re-embedding writes is the one indexing with the new model writes for that row
-    # (a relation's from its chunks' new vectors, where relation vectors are made from chunks)
-    settings = settings.replace(relation_vectors=relation_vectors)
+    # (a relation's from its chunks' new vectors, where relation vectors are made from chunks; a
+    # single-chunk entity's from its chunk's new vector and its name's, where entity vectors are)
+    settings = settings.replace(relation_vectors=relation_vectors, entity_vectors=entity_vectors)
     old, new = settings.replace(embedding_dim=64), settings.replace(embedding_dim=32)
     index_sample(old, "lore")
     index_sample(new, "fresh")
@@ -74,6 +76,9 @@ def test_reembedded_vectors_equal_fresh_indexing(settings: Settings, relation_ve
         got, want = vectors("lore"), vectors("fresh")
         assert got.keys() == want.keys() and len(got) > 50
         assert all(np.allclose(got[k], want[k], atol=1e-5) for k in want)
+        marks = {doc["embedded_int"] for doc in engine.store.scan(
+            engine.tenant, [engine.kb("lore").id], [eq("knowledge_graph_kwd", "entity")], fields=["embedded_int"])}
+        assert marks == ({1, 2} if entity_vectors == "chunk" else {1})
 
 
 def test_unknown_model_names_the_way_out(settings: Settings) -> None:

@@ -337,6 +337,99 @@ def test_limit_shared_between_wrappers(scripted_llm: ScriptedLLM, settings: Sett
     assert scripted_llm.max_in_flight == 1
 
 
+def test_a_free_slot_goes_to_the_waiting_call_that_starts_the_longest_chain(scripted_llm: ScriptedLLM,
+                                                                             settings: Settings) -> None:
+    """With every slot taken, the next free one goes to a person's question, then to a chunk's first
+    pass, then to a gleaning, a summary, a report, whatever order they came in."""
+    holding = threading.Event()
+    served: list[str] = []
+
+    def answer(body: dict[str, Any]) -> str:
+        text = body["messages"][-1]["content"]
+        if text == "hold":
+            holding.wait(5)
+        served.append(text)
+        return "ok"
+
+    scripted_llm.responder = answer
+    chat = make_chat(scripted_llm, settings, llm_concurrency=1, cache=False)
+    holder = threading.Thread(target=chat.chat, args=([Message("user", "hold")],), kwargs={"phase": "extract"})
+    holder.start()
+    deadline = time.monotonic() + 5
+    while scripted_llm.counts["chat"] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    waiters = []
+    for phase in ("report", "summarize", "glean", "extract", "chat"):  # the reverse of their priority
+        waiter = threading.Thread(target=chat.chat, args=([Message("user", phase)],), kwargs={"phase": phase})
+        waiter.start()
+        waiters.append(waiter)
+        time.sleep(0.05)  # each is waiting before the next comes
+    holding.set()
+    for thread in [holder, *waiters]:
+        thread.join(5)
+    assert served == ["hold", "chat", "extract", "glean", "summarize", "report"]
+
+
+def test_a_call_that_waited_its_patience_goes_before_any_priority() -> None:
+    from kbgraph.llm.layers import PrioritySlots
+
+    slots = PrioritySlots(1, patience=0.3)
+    slots.acquire(lambda: None, 0)
+    served: list[str] = []
+
+    def wait_then_note(name: str, priority: int) -> None:
+        slots.acquire(lambda: None, priority)
+        served.append(name)
+        slots.release()
+
+    late = threading.Thread(target=wait_then_note, args=("report", 4))
+    late.start()
+    time.sleep(0.4)  # past its patience
+    urgent = threading.Thread(target=wait_then_note, args=("extract", 1))
+    urgent.start()
+    time.sleep(0.05)
+    slots.release()
+    late.join(5)
+    urgent.join(5)
+    assert served == ["report", "extract"]
+    with pytest.raises(ValueError):
+        slots.release()  # every slot is back: one more release is a caller's mistake
+
+
+def test_a_call_cancelled_while_it_waits_for_a_slot_leaves_the_line(scripted_llm: ScriptedLLM,
+                                                                  settings: Settings) -> None:
+    holding = threading.Event()
+    scripted_llm.responder = lambda body: (holding.wait(5) if body["messages"][-1]["content"] == "hold" else None,
+                                           "ok")[1]
+    chat = make_chat(scripted_llm, settings, llm_concurrency=1, cache=False)
+    holder = threading.Thread(target=chat.chat, args=([Message("user", "hold")],))
+    holder.start()
+    while scripted_llm.counts["chat"] < 1:
+        time.sleep(0.01)
+    stop = threading.Event()
+    outcome: list[object] = []
+
+    def waiting_then_cancelled() -> None:
+        try:
+            chat.chat([Message("user", "first in line")], phase="chat", cancel=stop.is_set)
+        except Cancelled as exc:
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=waiting_then_cancelled)
+    waiter.start()
+    later = threading.Thread(target=lambda: outcome.append(chat.chat([Message("user", "later")], phase="report")))
+    time.sleep(0.1)
+    later.start()
+    time.sleep(0.1)
+    stop.set()
+    waiter.join(2)
+    assert outcome and isinstance(outcome[0], Cancelled)  # it left within the wait's poll
+    holding.set()
+    later.join(5)
+    holder.join(5)
+    assert outcome[1:] == ["ok"]  # the call behind it was not stuck behind a ticket nobody holds
+
+
 def test_cancel_before_call(scripted_llm: ScriptedLLM, settings: Settings) -> None:
     scripted_llm.default = "never"
     chat = make_chat(scripted_llm, settings)
