@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given, settings as hsettings
 
-from kbgraph.config import Settings, load_settings
+from kbgraph.config import load_settings
 from kbgraph.graph.derive import entity_text
 from kbgraph.graph.invariants import check_graph
 from kbgraph.llm.base import UsageLedger
@@ -29,6 +29,7 @@ from kbgraph.store import DocStore, open_store
 from kbgraph.store.base import eq, vector_field
 from kbgraph.store.records import Entity
 from conftest import store_overrides
+from support.vector_history import build, operations, replay
 
 DIM = 32
 FIELD = vector_field(DIM)
@@ -149,40 +150,14 @@ def test_text_mode_embeds_every_entity_text(store: DocStore, tmp_path: Path) -> 
         assert np.allclose(row[FIELD], _text_vector(row), atol=1e-6)
 
 
-def test_auto_takes_the_chunk_for_the_local_embedder_only() -> None:
-    assert Settings(embedding_provider="local").entity_vectors_from_chunk
-    assert not Settings(embedding_provider="openai").entity_vectors_from_chunk
-    assert not Settings(embedding_provider="hash").entity_vectors_from_chunk
-    assert Settings(embedding_provider="openai", entity_vectors="chunk").entity_vectors_from_chunk
-    assert not Settings(embedding_provider="local", entity_vectors="text").entity_vectors_from_chunk
-
-
-operations = st.lists(st.tuples(st.sampled_from(["add", "delete", "edit"]), st.sampled_from(sorted(DOCS))),
-                      min_size=1, max_size=6)
-
-
 @hsettings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=operations)
+@given(ops=operations(DOCS))
 def test_entity_vectors_after_adds_deletes_and_edits_equal_a_fresh_kb(store: DocStore, tmp_path: Path,
                                                                       ops: list[tuple[str, str]]) -> None:
     ctx = _context(store, tmp_path)
-    present: dict[str, str] = {}
-    for op, name in ops:
-        if op == "delete":
-            if name in present:
-                delete_document(ctx, name)
-                del present[name]
-        else:
-            # an edit keeps the sentences but changes the rest of the chunk: the entities' texts
-            # stay, their chunk's vector does not
-            text = DOCS[name] if op == "add" else DOCS[name] + " Rain fell on the harbour all week."
-            _add(ctx, name, text)
-            present[name] = text
-        embed_pending(ctx, _graph_rows(ctx))
+    present = replay(ctx, ops, DOCS, _add)
     fresh = _context(store, tmp_path)
-    for name in sorted(present):
-        _add(fresh, name, present[name])
-    embed_pending(fresh, _graph_rows(fresh))
+    build(fresh, present, _add)
     got, want = _entities(ctx), _entities(fresh)
     assert got.keys() == want.keys()
     for name, row in want.items():

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given, settings as hsettings
 
-from kbgraph.config import Settings, load_settings
+from kbgraph.config import load_settings
 from kbgraph.graph.derive import entity_text, relation_text
 from kbgraph.graph.invariants import check_graph
 from kbgraph.llm.base import UsageLedger
@@ -21,12 +21,13 @@ from kbgraph.llm.embedders import HashEmbedder, _words
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.pipeline import (
-    KBContext, _graph_rows, delete_document, embed_pending, extract_document, merge_document, parse_document,
+    KBContext, _graph_rows, embed_pending, extract_document, merge_document, parse_document,
 )
 from kbgraph.store import DocStore, open_store
 from kbgraph.store.base import eq, vector_field
 from kbgraph.store.records import Relation
 from conftest import store_overrides
+from support.vector_history import build, operations, replay
 
 PEOPLE = ["Mira Castell", "Tobias Wren", "Ada Quill", "Hector Vane"]
 PLACES = ["Varrow", "Glass Tower", "Kestrel Bay"]
@@ -108,40 +109,14 @@ def test_text_mode_embeds_the_relation_text(store: DocStore, tmp_path: Path) -> 
         assert np.allclose(row[vector_field(32)], embedder.embed([text])[0], atol=1e-6)
 
 
-def test_auto_takes_chunks_for_the_local_embedder_only() -> None:
-    assert Settings(embedding_provider="local").relation_vectors_from_chunks
-    assert not Settings(embedding_provider="openai").relation_vectors_from_chunks
-    assert not Settings(embedding_provider="hash").relation_vectors_from_chunks
-    assert Settings(embedding_provider="openai", relation_vectors="chunks").relation_vectors_from_chunks
-    assert not Settings(embedding_provider="local", relation_vectors="text").relation_vectors_from_chunks
-
-
-operations = st.lists(st.tuples(st.sampled_from(["add", "delete", "edit"]), st.sampled_from(sorted(DOCS))),
-                      min_size=1, max_size=6)
-
-
 @hsettings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=operations)
+@given(ops=operations(DOCS))
 def test_relation_vectors_after_adds_deletes_and_edits_equal_a_fresh_kb(store: DocStore, tmp_path: Path,
                                                                         ops: list[tuple[str, str]]) -> None:
     ctx = _context(store, tmp_path)
-    present: dict[str, str] = {}
-    for op, name in ops:
-        if op == "delete":
-            if name in present:
-                delete_document(ctx, name)
-                del present[name]
-        else:
-            # an edit keeps the sentences but changes the rest of the chunk: the relations' texts
-            # stay, their chunks' vectors do not
-            text = DOCS[name] if op == "add" else DOCS[name] + " Rain fell on the harbour all week."
-            _add(ctx, name, text)
-            present[name] = text
-        embed_pending(ctx, _graph_rows(ctx))
+    present = replay(ctx, ops, DOCS, _add)
     fresh = _context(store, tmp_path)
-    for name in sorted(present):
-        _add(fresh, name, present[name])
-    embed_pending(fresh, _graph_rows(fresh))
+    build(fresh, present, _add)
     got, want = _relations(ctx), _relations(fresh)
     assert got.keys() == want.keys()
     for pair, row in want.items():

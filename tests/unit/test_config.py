@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbgraph.config import ConfigError, load_settings
+from kbgraph.config import ConfigError, Settings, load_settings
 
 
 @pytest.mark.parametrize("name", ["llm_concurrency", "embedding_concurrency", "embedding_batch_size"])
@@ -42,3 +42,18 @@ def test_vector_weight_defaults_to_the_embedders_own(tmp_path, monkeypatch: pyte
     assert load_settings(None, data_dir=tmp_path, vector_similarity_weight=0.0).hybrid_vector_weight == 0.0
     with pytest.raises(ConfigError, match="vector_similarity_weight"):
         load_settings(None, data_dir=tmp_path, vector_similarity_weight=1.5)
+
+
+@pytest.mark.parametrize("setting, made_from_chunks, chunk_value", [
+    ("relation_vectors", "relation_vectors_from_chunks", "chunks"),
+    ("entity_vectors", "entity_vectors_from_chunk", "chunk"),
+])
+def test_auto_makes_graph_row_vectors_from_chunks_for_the_local_embedder_only(setting: str, made_from_chunks: str,
+                                                                               chunk_value: str) -> None:
+    def chosen(provider: str, value: str = "auto") -> bool:
+        return getattr(Settings(embedding_provider=provider, **{setting: value}), made_from_chunks)
+
+    assert chosen("local")
+    assert not chosen("openai") and not chosen("hash")
+    assert chosen("openai", chunk_value)
+    assert not chosen("local", "text")
