@@ -71,7 +71,7 @@ def reembed_rows(store: DocStore, tenant: str, kb_id: str, embedder: Embedder,
                 batch = []
         if batch:
             changed += _write(store, tenant, kb_id, embedder, field, kind, batch,
-                                  relations_from_chunks, entities_from_chunk)
+                              relations_from_chunks, entities_from_chunk)
             done += len(batch)
             progress(kind.name, done, total)
     store.refresh(tenant)
