@@ -153,6 +153,13 @@ def _apply_status(row: m.Document | m.Task, status: str, progress: float | None,
         row.progress = progress
 
 
+def _stays_cancelled(row: m.Document, status: str) -> bool:
+    """A stop the user asked for is shown at once, but the worker sees it only at its next check
+    and may report progress before that: such a late "running" must not bring the run back. A new
+    run goes through "pending" first (a new parse, or a changed file), which is let through."""
+    return row.status == "cancelled" and status == "running"
+
+
 def _setup_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -599,13 +606,16 @@ class MetaDB:
     ) -> Document:
         """Record a step of a document's run. "running" (from another status) stamps ``started``;
         "done"/"failed"/"cancelled" stamp ``finished``; "done" sets progress 1 and clears the error;
-        "pending" resets progress, times and error."""
+        "pending" resets progress, times and error. A cancelled document ignores "running" until it
+        is reset to "pending" (see ``_stays_cancelled``)."""
         _check_status(status)
         _check_progress(progress)
         _check_count("chunk_count", chunk_count)
         _check_count("token_count", token_count)
         with self._write() as s:
             row = self._doc(s, doc_id, lock=True)
+            if _stays_cancelled(row, status):
+                return Document.model_validate(row)
             now = _now()
             _apply_status(row, status, progress, now)
             if message is not None:
@@ -636,13 +646,15 @@ class MetaDB:
                 query = select(m.Document).where(m.Document.id.in_(ids[start:start + 500])).with_for_update()
                 for row in s.scalars(query):
                     u = by_id[row.id]
+                    written.add(row.id)
+                    if _stays_cancelled(row, u.status):
+                        continue
                     now = _now()
                     _apply_status(row, u.status, u.progress, now)
                     for name in ("message", "error", "chunk_count", "token_count", "extracted"):
                         if getattr(u, name) is not None:
                             setattr(row, name, getattr(u, name))
                     row.updated = now
-                    written.add(row.id)
         return written
 
     def set_document_graph_state(

@@ -217,6 +217,32 @@ def test_document_status_transitions(db: MetaDB) -> None:
         db.set_document_status("missing", "running")
 
 
+
+def test_a_stopped_document_ignores_the_workers_late_progress_until_it_is_parsed_again(db: MetaDB) -> None:
+    """The user's stop shows at once; the worker notices it only at its next check."""
+    from kbgraph.meta.repo import DocumentStatus
+
+    kb = db.create_kb(DEFAULT_TENANT, "docs")
+    doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)
+    other, _ = db.upsert_document(kb.id, "b.txt", "/b", 1, H2)
+    for d in (doc, other):
+        db.set_document_status(d.id, "running", progress=0.2, message="parse 2/10")
+    db.set_document_status(doc.id, "cancelled", progress=0.0, message="cancelled by request")
+
+    late = db.set_document_status(doc.id, "running", progress=0.4, message="parse 4/10")
+    assert (late.status, late.progress, late.message) == ("cancelled", 0.0, "cancelled by request")
+    written = db.set_document_statuses([DocumentStatus(doc.id, "running", progress=0.5, message="indexing"),
+                                        DocumentStatus(other.id, "running", progress=0.5, message="indexing")])
+    assert written == {doc.id, other.id}  # neither vanished
+    assert db.get_document(kb.id, doc.id).status == "cancelled"
+    assert (db.get_document(kb.id, other.id).status, db.get_document(kb.id, other.id).progress) == ("running", 0.5)
+
+    # the worker's own end of the run and a new parse still get through
+    assert db.set_document_status(doc.id, "cancelled", message="cancelled", chunk_count=0).message == "cancelled"
+    db.set_document_status(doc.id, "pending")
+    again = db.set_document_status(doc.id, "running", progress=0.0, message="Task is queued...")
+    assert (again.status, again.message) == ("running", "Task is queued...")
+
 def test_list_and_find_documents(db: MetaDB) -> None:
     kb = db.create_kb(DEFAULT_TENANT, "docs")
     docs = [db.upsert_document(kb.id, f"d{i}.txt", f"/d{i}", i, H1)[0] for i in range(5)]
