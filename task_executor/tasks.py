@@ -252,18 +252,22 @@ def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str | N
     """Recompute the KB's stale PageRank/communities/reports, under the KB lock, with its progress
     on a task row of kind "refresh" (``task_id``: the row of a run whose worker was lost)."""
     app = _app(self)
-    # cleared first: a document finishing during this refresh must schedule another one
-    app.redis.delete(refresh_pending_key(app.settings.redis_prefix, kb_id))
+    pending = refresh_pending_key(app.settings.redis_prefix, kb_id)
     engine = app.engines().engine(tenant_id)
     try:
         kb = engine.meta.get_kb(tenant_id, kb_id)
     except NotFound:
+        app.redis.delete(pending)
         return {"status": "skipped", "reason": "knowledge base deleted"}
     if not kb.graph.enabled:
+        app.redis.delete(pending)
         return {"status": "skipped", "reason": "knowledge graph off"}
     if task_id is None:
         task_id = engine.meta.create_task(kb_id, "refresh").id
         engine.meta.prune_finished_tasks(kb_id, "refresh", keep=REFRESH_TASKS_KEPT)
+    # cleared before the work, so a document finishing during it schedules another refresh; and
+    # after the row exists, so "no key, no unfinished refresh row" means the graph is refreshed
+    app.redis.delete(pending)
     return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id))
 
 

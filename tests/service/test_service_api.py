@@ -126,9 +126,17 @@ def graph_of(api: Api, key: str, ds: str) -> dict[str, Any]:
 
 
 def wait_refreshed(celery_app: KBCelery, kb_id: str) -> None:
+    """Until no refresh waits (its key) or runs (its task row, made before the key goes)."""
+    from kbgraph.meta import FINISHED
+
     key = refresh_pending_key(celery_app.settings.redis_prefix, kb_id)
-    wait_for(lambda: not celery_app.redis.exists(key), 20, "the debounced graph refresh")
-    time.sleep(0.3)  # the refresh deletes its key first, then works
+    meta = celery_app.meta_db()
+
+    def settled() -> bool:
+        return not celery_app.redis.exists(key) and all(
+            t.status in FINISHED for t in meta.list_tasks(kb_id, kind="refresh", limit=None))
+
+    wait_for(settled, 60, "the debounced graph refresh")
 
 
 # -- the whole flow -------------------------------------------------------------------------------
