@@ -297,7 +297,8 @@ class LocalEmbedder:
 
     def load(self) -> None:
         """Load the model now (servers and workers do, so no request pays for it)."""
-        self.encoder.full_tokenizer()
+        encoder = self.encoder
+        encoder.forward(encoder.token_ids(["warm up"]))
 
     def windows(self, ids: list[int], width: int) -> list[list[int]]:
         """The fewest windows of at most ``width`` pieces overlapping by ~``overlap``, all of

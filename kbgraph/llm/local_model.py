@@ -9,7 +9,11 @@ that layout itself and, once per machine, prepares from it what a fast CPU run n
   int8 weights (three times the speed of float at the same ranking), written with the protobuf
   encoder in kbgraph/llm/onnx_proto.py, so neither the ``onnx`` package nor onnxruntime's
   quantization tools are needed;
-- ``tokenizer.json``: the unigram vocabulary for the ``tokenizers`` package (Rust, fast);
+- ``pieces.npy`` / ``piece_ids.npy``: the vocabulary sorted as UTF-8 bytes, memory-mapped, from
+  which each batch gets a unigram tokenizer (``tokenizers``, Rust) over just the pieces its words
+  can hold: the same tokens as the whole vocabulary's tokenizer, whose 250k-piece lattice would
+  hold ~280 MB for the life of the process;
+- ``tokenizer.json``: that whole-vocabulary tokenizer, the reference the tests compare with;
 - ``normalize.json``: the code point map, applied with ``str.translate``.
 
 The 250k-row word-embedding table stays where it is: rows are read from the weight file (memory
@@ -24,6 +28,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import struct
 import sys
@@ -43,8 +48,10 @@ _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _QK = 32
 # the SentencePiece mark for a word start
 _METASPACE = "\u2581"
-# up to this many characters in one call, texts are tokenized without building the full tokenizer
-_SMALL_TEXT_CHARS = 2000
+# what the tokenizer's normalizer does before its pre-tokenizer splits at spaces
+_SPACE_RUNS = re.compile(" {2,}")
+# words whose vocabulary pieces are remembered (a common word recurs in most batches); ~10 MB
+_WORD_CACHE = 50_000
 
 
 @dataclass(frozen=True)
@@ -355,7 +362,6 @@ class E5Encoder:
 
     def __init__(self, weights_path: Path, cache_root: Path, threads: int = 1) -> None:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.weights = WeightFile(weights_path)
         shape = self.weights.shape
@@ -363,10 +369,8 @@ class E5Encoder:
         self.special = self.weights.special
         self.max_tokens = shape.max_positions
         folder = prepared_dir(weights_path, cache_root)
-        self._tokenizer_path = folder / "tokenizer.json"
-        self._tokenizer: Tokenizer | None = None
-        self._tokenizer_lock = threading.Lock()
         self._pieces: _PieceIndex | None = None
+        self._pieces_lock = threading.Lock()
         self._folder = folder
         raw = json.loads((folder / "normalize.json").read_text(encoding="utf-8"))
         self._normalize = str.maketrans({int(cp): out or None for cp, out in raw.items()})
@@ -382,31 +386,20 @@ class E5Encoder:
         self._token_type = self.weights.floats("emb.type")[:shape.hidden]
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
-        """Content token ids (no <s> / </s>) of each text.
+        """Content token ids (no <s> / </s>) of each text."""
+        return self.pieces().encode([t.translate(self._normalize) for t in texts])
 
-        The full tokenizer takes ~0.7 s of CPU to build its 250k-piece lattice, more than a whole
-        query may cost from a cold start; so a few short texts (a question) are tokenized by a
-        tokenizer over just the pieces that occur in them, which segments them identically, and
-        the full one is built on the first bulk call.
-        """
-        if self._tokenizer is None and sum(map(len, texts)) <= _SMALL_TEXT_CHARS:
-            return [self._small_tokens(t) for t in texts]
-        normalized = [t.translate(self._normalize) for t in texts]
-        encoded = self.full_tokenizer().encode_batch(normalized, add_special_tokens=False)
-        return [e.ids for e in encoded]
-
-    def _small_tokens(self, text: str) -> list[int]:
-        if self._pieces is None:
-            self._pieces = _PieceIndex(self._folder, self.weights)
-        return self._pieces.encode(text.translate(self._normalize))
+    def pieces(self) -> _PieceIndex:
+        with self._pieces_lock:
+            if self._pieces is None:
+                self._pieces = _PieceIndex(self._folder, self.weights)
+            return self._pieces
 
     def full_tokenizer(self) -> Any:
-        with self._tokenizer_lock:
-            if self._tokenizer is None:
-                from tokenizers import Tokenizer
+        """The whole vocabulary's tokenizer (~280 MB), which ``token_ids`` must equal (tests)."""
+        from tokenizers import Tokenizer
 
-                self._tokenizer = Tokenizer.from_file(str(self._tokenizer_path))
-            return self._tokenizer
+        return Tokenizer.from_file(str(self._folder / "tokenizer.json"))
 
     def forward(self, windows: list[list[int]]) -> np.ndarray:
         """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>."""
@@ -425,12 +418,14 @@ class E5Encoder:
 
 
 class _PieceIndex:
-    """The vocabulary as a sorted byte-string array, to build a small unigram tokenizer per text
-    from just the pieces in it (``pieces.npy`` / ``piece_ids.npy``, memory-mapped: nothing to load).
+    """The vocabulary as a sorted byte-string array (``pieces.npy`` / ``piece_ids.npy``,
+    memory-mapped: nothing to load), to build a small unigram tokenizer per batch from just the
+    pieces its words can hold.
 
-    Unigram segmentation only ever uses pieces that occur in the text, so restricting the lattice to
-    them gives the same tokens, provided the unknown-piece penalty (the lowest score minus 10) stays
-    the same: the lowest-scoring piece is always kept in, and so are the special pieces.
+    Unigram segmentation only ever uses pieces that occur in the text, within one word (the
+    pre-tokenizer splits at spaces), so restricting the lattice to the substrings of the batch's
+    words gives the same tokens, provided the unknown-piece penalty (the lowest score minus 10)
+    stays the same: the lowest-scoring piece is always kept in, and so are the special pieces.
     """
 
     def __init__(self, folder: Path, weights: WeightFile) -> None:
@@ -439,32 +434,70 @@ class _PieceIndex:
         self.sorted_ids = np.load(folder / "piece_ids.npy", mmap_mode="r")
         self.widest = self.sorted.dtype.itemsize  # bytes of the longest piece
         sp = weights.special
-        self.always = {sp.bos, sp.pad, sp.eos, sp.unk, int(np.argmin(weights.scores))}
+        self.always = frozenset({sp.bos, sp.pad, sp.eos, sp.unk, int(np.argmin(weights.scores))})
         self.unk = sp.unk
         self.special_ids = (sp.bos, sp.pad, sp.eos, sp.unk)
+        self._by_word: dict[str, tuple[int, ...]] = {}
+        self._piece: dict[int, tuple[str, float]] = {}
 
-    def pieces_in(self, text: str) -> list[int]:
-        # spaces become word-initial marks, as the pre-tokenizer does; every piece of a word then is
-        # a substring of this string
-        marked = _METASPACE + text.replace(" ", _METASPACE)
-        candidates = {marked[start:end].encode("utf-8") for start in range(len(marked))
-                      for end in range(start + 1, min(len(marked), start + self.widest) + 1)}
-        wanted = np.array([c for c in candidates if len(c) <= self.widest], dtype=self.sorted.dtype)
+    def ids_in(self, words: set[str]) -> set[int]:
+        """Ids of every vocabulary piece inside some word (with its word-start mark)."""
         found = set(self.always)
-        if len(wanted):
-            at = np.minimum(np.searchsorted(self.sorted, wanted), len(self.sorted) - 1)
-            found.update(self.sorted_ids[at[self.sorted[at] == wanted]].tolist())
-        return sorted(found)
+        new = []
+        for word in words:
+            known = self._by_word.get(word)
+            if known is None:
+                new.append(word)
+            else:
+                found.update(known)
+        if new:
+            if len(self._by_word) + len(new) > _WORD_CACHE:
+                self._by_word = {}
+            for word, ids in zip(new, self._lookup(new)):
+                self._by_word[word] = ids
+                found.update(ids)
+        return found
 
-    def encode(self, text: str) -> list[int]:
+    def _lookup(self, words: list[str]) -> list[tuple[int, ...]]:
+        widest = self.widest
+        owners: list[int] = []
+        candidates: list[bytes] = []
+        for number, word in enumerate(words):
+            marked = _METASPACE + word
+            n = len(marked)
+            subs = {marked[start:end].encode("utf-8") for start in range(n)
+                    for end in range(start + 1, min(n, start + widest) + 1)}
+            subs = [c for c in subs if len(c) <= widest]
+            candidates += subs
+            owners += [number] * len(subs)
+        if not candidates:
+            return [()] * len(words)
+        wanted = np.array(candidates, dtype=self.sorted.dtype)
+        at = np.minimum(np.searchsorted(self.sorted, wanted), len(self.sorted) - 1)
+        hit = self.sorted[at] == wanted
+        ids: list[list[int]] = [[] for _ in words]
+        for owner, piece in zip(np.asarray(owners)[hit].tolist(), self.sorted_ids[at[hit]].tolist()):
+            ids[owner].append(piece)
+        return [tuple(i) for i in ids]
+
+    def _pieces_of(self, chosen: list[int]) -> list[tuple[str, float]]:
+        missing = [i for i in chosen if i not in self._piece]
+        if missing:
+            scores = self.weights.scores[missing].astype(float).tolist()
+            self._piece.update(zip(missing, zip(self.weights.pieces(missing), scores)))
+        return [self._piece[i] for i in chosen]
+
+    def encode(self, normalized: list[str]) -> list[list[int]]:
+        """Token ids of texts already mapped through the code point table."""
         from tokenizers.models import Unigram
 
-        chosen = self.pieces_in(text)
-        pieces = self.weights.pieces(chosen)
-        vocab = list(zip(pieces, self.weights.scores[chosen].astype(float).tolist()))
-        specials = [pieces[chosen.index(i)] for i in self.special_ids]
-        tok = _unigram_tokenizer(Unigram(vocab, unk_id=chosen.index(self.unk)), specials)
-        return [chosen[i] for i in tok.encode(text, add_special_tokens=False).ids]
+        words = {w for text in normalized for w in _SPACE_RUNS.sub(" ", text).split(" ")}
+        chosen = sorted(self.ids_in(words))
+        vocab = self._pieces_of(chosen)
+        position = {piece_id: n for n, piece_id in enumerate(chosen)}
+        specials = [vocab[position[i]][0] for i in self.special_ids]
+        tok = _unigram_tokenizer(Unigram(vocab, unk_id=position[self.unk]), specials)
+        return [[chosen[i] for i in e.ids] for e in tok.encode_batch(normalized, add_special_tokens=False)]
 
 
 def _unigram_tokenizer(model: Any, special_pieces: list[str]) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from support.scripted_llm import ScriptedError, ScriptedLLM  # tests/ is on sys.path (conftest)
 
 from kbgraph.config import Settings
+from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.llm import Embedder, LLMError, LLMNotConfigured, UsageLedger, build_embedder
 from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder, OpenAIEmbedder
 
@@ -223,16 +224,18 @@ def test_local_semantic_sanity_english_and_chinese(local: LocalEmbedder) -> None
 
 
 @pytest.mark.slow
-def test_local_short_text_tokenizer_equals_full(local: LocalEmbedder) -> None:
+def test_local_batch_tokenizers_equal_the_whole_vocabularys(local: LocalEmbedder) -> None:
+    """Each call tokenizes with the pieces its words hold: the tokens of the 250k-piece tokenizer."""
     texts = ["query: Who founded the guild?", "李华在北京大学学习。他的朋友 Li Hua 说：“你好！”",
              "  double  spaces\tand\ttabs\n\nnew lines ÀÉÎ ﬁ ① ＡＢＣ 🙂 <s> x\u200by",
              "passage: Ƒörmułæ £$€ ¥ – — … d'Artagnan's co-op; e.g. U.S.A. 3.14159",
-             "日本語のテキストと한국어 텍스트 และภาษาไทย", ""]
+             "日本語のテキストと한국어 텍스트 และภาษาไทย", "", " ", "▁ ▁▁x ▁", "a" * 700,
+             "passage: " + " ".join(p.read_text(encoding="utf-8") for p in sorted(SAMPLE_CORPUS_DIR.iterdir())[:3])]
     enc = local.encoder
-    small = [enc._small_tokens(t) for t in texts]
     full = [e.ids for e in enc.full_tokenizer().encode_batch(
         [t.translate(enc._normalize) for t in texts], add_special_tokens=False)]
-    assert small == full
+    assert enc.token_ids(texts) == full
+    assert [enc.token_ids([t])[0] for t in texts] == full  # one text at a time, the words remembered
 
 
 @pytest.mark.slow
@@ -265,7 +268,7 @@ def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
     pool = EnginePool(settings.replace(embedding_provider="local"))
     try:
         (encoder,) = local_model._ENCODERS.values()
-        assert encoder._tokenizer is not None  # the full tokenizer too, not only the session
+        assert encoder._pieces is not None  # the vocabulary too, not only the session
     finally:
         pool.close()
 
