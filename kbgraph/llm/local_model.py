@@ -465,11 +465,11 @@ class _PieceIndex:
         for number, word in enumerate(words):
             marked = _METASPACE + word
             n = len(marked)
-            subs = {marked[start:end].encode("utf-8") for start in range(n)
-                    for end in range(start + 1, min(n, start + widest) + 1)}
-            subs = [c for c in subs if len(c) <= widest]
-            candidates += subs
-            owners += [number] * len(subs)
+            substrings = {marked[start:end].encode("utf-8") for start in range(n)
+                          for end in range(start + 1, min(n, start + widest) + 1)}
+            fitting = [c for c in substrings if len(c) <= widest]
+            candidates += fitting
+            owners += [number] * len(fitting)
         if not candidates:
             return [()] * len(words)
         wanted = np.array(candidates, dtype=self.sorted.dtype)
