@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import requests
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -27,8 +27,17 @@ STATE: dict[str, str] = {}
 
 def wait(browser: WebDriver, check: Callable[[WebDriver], Any], timeout: float = 30, what: str = "") -> Any:
     # an element read while the page navigates or redraws goes stale: look again
+    def looking(b: WebDriver) -> Any:
+        try:
+            return check(b)
+        except WebDriverException as exc:
+            # Chromium's other word for a stale element: found in the page a form submit replaced
+            if "does not belong to the document" in (exc.msg or ""):
+                return False
+            raise
+
     return WebDriverWait(browser, timeout, poll_frequency=0.2,
-                         ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]).until(check, what)
+                         ignored_exceptions=[NoSuchElementException, StaleElementReferenceException]).until(looking, what)
 
 
 def shot(browser: WebDriver, artifacts: Path, name: str) -> None:
