@@ -252,7 +252,7 @@ class OpenAIEmbedder:
 
 # ---------------------------------------------------------------------------------------------
 
-# padded pieces per onnxruntime run: two full windows. Attention's working memory grows with a
+# pieces per onnxruntime run: two full windows. Attention's working memory grows with a
 # batch's windows times their length squared, and onnxruntime's arena keeps its largest: at 4096
 # (eight 512-piece windows) the arena held ~250 MB and 512-token chunks cost 240 ms of CPU each, at
 # 1024 ~60 MB and 165-190 ms (MuSiQue passages 35-39 ms vs 47 ms; short texts the same; bench/README.md)
@@ -266,10 +266,12 @@ class LocalEmbedder:
     way the model was trained. The model reads at most 512 pieces, <s> and </s> included. A longer
     text is cut into equal overlapping windows that fit, each window is embedded, and the window
     vectors are averaged and re-normalized, so the tail of a long chunk counts as much as its head.
-    Windows of all texts are sorted by length and batched under a budget of padded pieces, which
-    keeps padding and onnxruntime's working memory small. ``threads`` batches run at once, each on
-    one core (onnxruntime releases the GIL): separate batches never wait for each other, so on a
-    busy machine they cost no more than running them in turn.
+    Windows of all texts are sorted by length and batched by length under a budget of pieces: the
+    model's graph takes windows of one length per run, with no padding and no mask, which lets
+    onnxruntime use its fused attention kernel, and the budget keeps its working memory small.
+    ``threads`` batches run at once, each on one core (onnxruntime releases the GIL): separate
+    batches never wait for each other, so on a busy machine they cost no more than running them
+    in turn.
     """
 
     MODEL_NAME = "multilingual-e5-small"
@@ -314,11 +316,11 @@ class LocalEmbedder:
         return [ids[s:s + length] for s in starts]
 
     def _batches(self, order: list[int], pieces: list[list[int]]) -> Iterator[list[int]]:
-        """Runs of ``order`` (sorted by length) of at most batch_size windows and
-        max_batch_tokens padded pieces."""
+        """Runs of ``order`` (sorted by length) of windows of one length, at most batch_size
+        windows and max_batch_tokens pieces each."""
         batch: list[int] = []
         for i in order:
-            if batch and (len(batch) == self.batch_size
+            if batch and (len(batch) == self.batch_size or len(pieces[i]) != len(pieces[batch[0]])
                           or (len(batch) + 1) * (len(pieces[i]) + 2) > self.max_batch_tokens):
                 yield batch
                 batch = []

@@ -42,8 +42,9 @@ import numpy as np
 
 # bump when the prepared files change shape, so an old cache is never read by new code
 # (3: the graph takes an int32 mask and is written with onnxruntime's fused int8 operators;
-#  4: the feed-forward products are MatMulNBits on the file's own 4-bit weights, fp32 activations)
-_FORMAT = 4
+#  4: the feed-forward products are MatMulNBits on the file's own 4-bit weights, fp32 activations;
+#  7: no padding mask, one window length per run; 5 and 6 were experiments: never reuse them)
+_FORMAT = 7
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _QK = 32
 # the SentencePiece mark for a word start
@@ -204,8 +205,13 @@ def _nbits_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _bert_graph(weights: WeightFile) -> bytes:
-    """The encoder as a serialized ONNX model: embeddings in (word rows already added), an int32
-    mask (1 real token, 0 padding), mean-pooled vectors out.
+    """The encoder as a serialized ONNX model: the embeddings of windows of one length in (word
+    rows already added), their mean-pooled vectors out.
+
+    There is no padding and so no mask: onnxruntime's MultiHeadAttention takes its fused kernel
+    only without a key padding mask (about half the attention's time), and a run of windows of one
+    length needs none (~1.25 times the passages per CPU second of sorted batches padded and
+    masked; bench/README.md).
 
     It is written with onnxruntime's fused CPU operators (com.microsoft domain), the ones its own
     optimizer and quantizer would produce from a plain BERT graph, and more: the matrix products
@@ -255,8 +261,7 @@ def _bert_graph(weights: WeightFile) -> bytes:
     for i in range(s.layers):
         p = f"l{i}"
         q, k, v = (matmul(x, f"{p}.{part}", s.hidden, with_bias=True) for part in "qkv")
-        # the 2-D int32 mask is a key padding mask: padding takes no attention
-        context = node("MultiHeadAttention", [q, k, v, "", "mask"], p + ".ctx", num_heads=s.heads)
+        context = node("MultiHeadAttention", [q, k, v], p + ".ctx", num_heads=s.heads)
         attended = matmul(context, p + ".ao", s.hidden, with_bias=False)
         x = node("SkipLayerNormalization", [attended, x, *norm(p + ".aln"), bias(p + ".ao")], p + ".x1",
                  epsilon=s.eps)
@@ -266,17 +271,10 @@ def _bert_graph(weights: WeightFile) -> bytes:
         x = node("SkipLayerNormalization", [exact_matmul(inner, p + ".fo", s.hidden), x,
                                             *norm(p + ".oln"), bias(p + ".fo")], p + ".x2", epsilon=s.eps)
 
-    # mean over the real tokens of each text
-    mask = node("Cast", ["mask"], "mask.float", "", to=proto.FLOAT)
-    axis1 = const("axis1", np.array([1], dtype=np.int64))
-    mask3 = node("Unsqueeze", [mask, const("axis2", np.array([2], dtype=np.int64))], "mask3", "")
-    summed = node("ReduceSum", [node("Mul", [x, mask3], "masked", ""), axis1], "summed", "", keepdims=0)
-    counts = node("ReduceSum", [mask, axis1], "counts", "", keepdims=1)
-    node("Div", [summed, counts], "pooled", "")
+    node("ReduceMean", [x], "pooled", "", axes=[1], keepdims=0)
     return proto.model(
         nodes, inits,
-        [proto.value_info("embeddings", proto.FLOAT, ["batch", "tokens", s.hidden]),
-         proto.value_info("mask", proto.INT32, ["batch", "tokens"])],
+        [proto.value_info("embeddings", proto.FLOAT, ["batch", "tokens", s.hidden])],
         [proto.value_info("pooled", proto.FLOAT, ["batch", s.hidden])],
         opsets={"": 17, "com.microsoft": 1}, name="e5_encoder")
 
@@ -402,19 +400,31 @@ class E5Encoder:
         return Tokenizer.from_file(str(self._folder / "tokenizer.json"))
 
     def forward(self, windows: list[list[int]]) -> np.ndarray:
-        """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>."""
-        sp = self.special
-        longest = max(len(w) for w in windows) + 2
-        ids = np.full((len(windows), longest), sp.pad, dtype=np.int64)
-        mask = np.zeros((len(windows), longest), dtype=np.int32)
-        for row, window in enumerate(windows):
-            ids[row, :len(window) + 2] = [sp.bos, *window, sp.eos]
-            mask[row, :len(window) + 2] = 1
-        embeddings = dequantize_q4(self._word[ids.ravel()]).reshape(len(windows), longest, self.dim)
-        embeddings += self._positions[:longest]
-        embeddings += self._token_type
-        (pooled,) = self.session.run(["pooled"], {"embeddings": embeddings, "mask": mask})
+        """(len(windows), dim) mean-pooled, not normalized; each window gets <s> ... </s>.
+
+        The graph has no padding mask, so each window length is one onnxruntime run: callers
+        that batch windows of one length together get one run per batch."""
+        pooled = np.zeros((len(windows), self.dim), dtype=np.float32)
+        for run in _runs_of_one_length(windows):
+            pooled[run] = self.session.run(["pooled"], {"embeddings": self._inputs([windows[i] for i in run])})[0]
         return pooled
+
+    def _inputs(self, windows: list[list[int]]) -> np.ndarray:
+        """(len(windows), length + 2, dim): windows of one length as <s> ... </s> embeddings."""
+        sp = self.special
+        ids = np.array([[sp.bos, *window, sp.eos] for window in windows], dtype=np.int64)
+        embeddings = dequantize_q4(self._word[ids.ravel()]).reshape(*ids.shape, self.dim)
+        embeddings += self._positions[:ids.shape[1]]
+        embeddings += self._token_type
+        return embeddings
+
+
+def _runs_of_one_length(windows: list[list[int]]) -> list[list[int]]:
+    """The indices of ``windows`` grouped by window length."""
+    runs: dict[int, list[int]] = {}
+    for i, window in enumerate(windows):
+        runs.setdefault(len(window), []).append(i)
+    return list(runs.values())
 
 
 class _PieceIndex:

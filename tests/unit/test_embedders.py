@@ -286,3 +286,32 @@ def test_matmul_nbits_blocks_hold_the_files_exact_weights():
     codes = np.stack([packed & 0x0F, packed >> 4], axis=-1).reshape(rows, blocks.shape[1], 32)
     decoded = (codes.astype(np.float32) - 8) * scales.reshape(rows, -1, 1)
     np.testing.assert_array_equal(decoded.reshape(rows, -1), weights.dequantized("l0.fo.w", rows))
+
+
+@pytest.mark.slow
+def test_local_windows_of_many_lengths_keep_their_own_vectors(local: LocalEmbedder) -> None:
+    """The graph has no padding mask: a call mixing window lengths runs each length apart and
+    puts every vector back in its place."""
+    texts = ["short", "a somewhat longer sentence about harbours and boats",
+             "李华在北京大学学习计算机科学。", "short", "x " * 300,
+             "The quick brown fox jumps over the lazy dog, twice over, near the old stone church."]
+    encoder = local.encoder
+    windows = encoder.token_ids(texts)
+    assert len({len(w) for w in windows}) == len(texts) - 1
+    together = encoder.forward(windows)
+    alone = np.concatenate([encoder.forward([w]) for w in windows])
+    cosines = (together * alone).sum(axis=1) / np.linalg.norm(together, axis=1) / np.linalg.norm(alone, axis=1)
+    assert cosines.min() > 0.999
+    np.testing.assert_array_equal(together[0], together[3])
+
+
+def test_local_batches_hold_windows_of_one_length_under_the_budgets() -> None:
+    embedder = LocalEmbedder(batch_size=3, max_batch_tokens=40)
+    pieces = [[1] * n for n in (5, 5, 5, 5, 7, 9, 9, 12, 12, 12)]
+    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i]))
+    batches = list(embedder._batches(order, pieces))
+    assert sorted(i for batch in batches for i in batch) == list(range(len(pieces)))
+    for batch in batches:
+        assert len({len(pieces[i]) for i in batch}) == 1
+        assert len(batch) <= 3 and len(batch) * (len(pieces[batch[0]]) + 2) <= 40
+    assert [len(b) for b in batches] == [3, 1, 1, 2, 2, 1]
