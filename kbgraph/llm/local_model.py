@@ -210,8 +210,9 @@ def _bert_graph(weights: WeightFile) -> bytes:
 
     There is no padding and so no mask: onnxruntime's MultiHeadAttention takes its fused kernel
     only without a key padding mask (about half the attention's time), and a run of windows of one
-    length needs none (~1.25 times the passages per CPU second of sorted batches padded and
-    masked; bench/README.md).
+    length needs none. In the indexing pipeline's calls of ~60 texts that is 1.2-1.3 times the
+    passages per CPU second of sorted batches padded and masked; in one call of hundreds of texts,
+    which padded little, about the same (bench/README.md).
 
     It is written with onnxruntime's fused CPU operators (com.microsoft domain), the ones its own
     optimizer and quantizer would produce from a plain BERT graph, and more: the matrix products
