@@ -5,10 +5,10 @@ XLM-RoBERTa unigram vocabulary with its scores, the tokenizer's code point norma
 the tensors, the big ones as 4-bit blocks (an fp16 scale and 32 signed nibbles each). kbgraph reads
 that layout itself and, once per machine, prepares from it what a fast CPU run needs:
 
-- ``encoder.onnx``: the 12 BERT layers as an ONNX graph of onnxruntime's fused CPU operators with
-  int8 weights (three times the speed of float at the same ranking), written with the protobuf
-  encoder in kbgraph/llm/onnx_proto.py, so neither the ``onnx`` package nor onnxruntime's
-  quantization tools are needed;
+- ``encoder.onnx``: the 12 BERT layers as an ONNX graph of onnxruntime's fused CPU operators (the
+  attention's products int8, the feed-forward ones on the file's own 4-bit weights: _bert_graph),
+  written with the protobuf encoder in kbgraph/llm/onnx_proto.py, so neither the ``onnx`` package
+  nor onnxruntime's quantization tools are needed;
 - ``pieces.npy`` / ``piece_ids.npy``: the vocabulary sorted as UTF-8 bytes, memory-mapped, from
   which each batch gets a unigram tokenizer (``tokenizers``, Rust) over just the pieces its words
   can hold: the same tokens as the whole vocabulary's tokenizer, whose 250k-piece lattice would
@@ -18,14 +18,14 @@ that layout itself and, once per machine, prepares from it what a fast CPU run n
 
 The 250k-row word-embedding table stays where it is: rows are read from the weight file (memory
 mapped) and dequantized per batch, so the prepared files stay small and a process opens in a tenth of
-a second. Preparing takes a few seconds and happens in a per-user cache (``embedding_model_cache``), under a
-file lock so concurrent processes prepare it once.
+a second. Preparing takes a few seconds and happens in a per-user cache (``embedding_model_cache``),
+under a file lock so concurrent processes prepare it once, in a folder named by the weights'
+contents: every installation of the same package shares it (kbgraph/user_cache.py).
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from kbgraph.user_cache import cache_dir, content_key, mark_used, prune_unused
 
 # bump when the prepared files change shape, so an old cache is never read by new code
 # (3: the graph takes an int32 mask and is written with onnxruntime's fused int8 operators;
@@ -309,23 +311,27 @@ def _write_piece_table(weights: WeightFile, target: Path) -> None:
     np.save(target / "piece_ids.npy", order.astype(np.int32))
 
 
-def _fingerprint(path: Path) -> str:
-    st = path.stat()
-    return hashlib.sha256(f"{_FORMAT}:{path.name}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()[:16]
-
-
 def prepared_dir(weights_path: Path, cache_root: Path) -> Path:
     """The prepared files for ``weights_path`` under ``cache_root``, preparing them when missing.
 
-    Concurrent processes wait on one lock; the files appear whole (written aside, then renamed)."""
-    final = cache_root / f"{weights_path.stem}-{_fingerprint(weights_path)}"
-    if (final / "encoder.onnx").exists():
-        return final
+    The folder is named by the weight file's contents and ``_FORMAT`` (kbgraph.user_cache), so every
+    installation of the same weights shares it; folders of other weights or formats left unused
+    for a month are removed. Concurrent processes wait on one lock; the files appear whole
+    (written aside, then renamed)."""
+    final = cache_root / f"{weights_path.stem}-{content_key(weights_path, _FORMAT)}"
+    if not (final / "encoder.onnx").exists():
+        _prepare_locked(weights_path, cache_root, final)
+    mark_used(final)
+    prune_unused(cache_root, f"{weights_path.stem}-", keep=final)
+    return final
+
+
+def _prepare_locked(weights_path: Path, cache_root: Path, final: Path) -> None:
     cache_root.mkdir(parents=True, exist_ok=True)
     with open(cache_root / ".prepare.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (final / "encoder.onnx").exists():
-            return final
+            return
         print(f"kbgraph: preparing the local embedding model in {final} (once, a few seconds)...",
               file=sys.stderr, flush=True)
         work = Path(tempfile.mkdtemp(prefix=".prepare-", dir=cache_root))
@@ -336,12 +342,10 @@ def prepared_dir(weights_path: Path, cache_root: Path) -> Path:
             os.replace(work, final)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    return final
 
 
 def default_cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kbgraph" / "models"
+    return cache_dir("models")
 
 
 # ---------------------------------------------------------------------------------------------

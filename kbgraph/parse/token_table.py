@@ -11,7 +11,6 @@ ignored and the encoding comes from tiktoken as before.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -21,13 +20,14 @@ from pathlib import Path
 import numpy as np
 import tiktoken
 
+from kbgraph.user_cache import cache_dir, content_key, mark_used, prune_unused
+
 # bump when the table's layout changes, so an old file is never read by new code
 _FORMAT = 1
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kbgraph" / "tokenizers"
+    return cache_dir("tokenizers")
 
 
 def _source_file(name: str) -> Path | None:
@@ -41,9 +41,8 @@ def _source_file(name: str) -> Path | None:
 
 
 def _table_path(name: str, source: Path, root: Path) -> Path:
-    st = source.stat()
-    key = f"{_FORMAT}:{tiktoken.__version__}:{name}:{source}:{st.st_size}:{int(st.st_mtime)}"
-    return root / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+    # named by the source's contents, not its path: every installation shares one table
+    return root / f"{name}-{content_key(source, _FORMAT, tiktoken.__version__, name)}.npz"
 
 
 def load_encoding(name: str, root: Path | None = None) -> tiktoken.Encoding:
@@ -54,14 +53,18 @@ def load_encoding(name: str, root: Path | None = None) -> tiktoken.Encoding:
         return tiktoken.get_encoding(name)
     path = _table_path(name, source, root or cache_root())
     try:
-        return _read_table(path)
+        encoding = _read_table(path)
     except (OSError, EOFError, KeyError, ValueError, TypeError, zipfile.BadZipFile):
-        pass  # none yet, or unreadable: tiktoken's own load, and a new table
-    encoding = tiktoken.get_encoding(name)
-    try:
-        _write_table(encoding, path)
-    except (OSError, AttributeError, TypeError):
-        pass  # a read-only home, or a tiktoken without these fields: the next process parses again
+        encoding = None  # none yet, or unreadable: tiktoken's own load, and a new table
+    if encoding is None:
+        encoding = tiktoken.get_encoding(name)
+        try:
+            _write_table(encoding, path)
+        except (OSError, AttributeError, TypeError):
+            # a read-only home, or a tiktoken without these fields: the next process parses again
+            return encoding
+    mark_used(path)
+    prune_unused(path.parent, f"{name}-", keep=path)
     return encoding
 
 
