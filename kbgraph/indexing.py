@@ -67,17 +67,17 @@ class RunEstimate:
 # rough figures for the estimate, measured on one core (bench/README.md, "A 50 MB text file" and
 # "1,890 MuSiQue files"): a token is ~4 bytes of text; offline work (parsing, nlp extraction, merges,
 # the store) takes ~15 us per token and ~7 ms per document with a graph, ~3 us per token without;
-# the local embedder ~0.5 ms of one of its threads per token it embeds (chunks overlap: a little more
-# than the text's) and, with a graph, ~0.15 s per document for the entities' vectors when they
-# embed their text (~0.05 s when single-chunk entities embed their name only, ``entity_vectors``)
-# and ~0.28 s for the relations' when they embed their text (``relation_vectors``; from their
-# chunks: nothing);
+# the local embedder ~0.4 ms of one of its threads per token it embeds (chunks overlap: a little
+# more than the text's; 0.32-0.36 ms measured, rounded up so the warning errs long) and, with a
+# graph, ~0.15 s per document for the entities' vectors when they embed their text (~0.05 s when
+# single-chunk entities embed their name only, ``entity_vectors``) and ~0.28 s for the relations'
+# when they embed their text (``relation_vectors``; from their chunks: nothing);
 # a hosted model answers in ~2 s
 _BYTES_PER_TOKEN = 4
 _GRAPH_SECONDS_PER_TOKEN = 15e-6
 _GRAPH_SECONDS_PER_DOCUMENT = 0.007
 _PARSE_SECONDS_PER_TOKEN = 3e-6
-_LOCAL_EMBED_SECONDS_PER_TOKEN = 0.5e-3
+_LOCAL_EMBED_SECONDS_PER_TOKEN = 0.4e-3
 _LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT = 0.15
 _LOCAL_ENTITY_FROM_CHUNK_SECONDS_PER_DOCUMENT = 0.05
 _LOCAL_RELATION_EMBED_SECONDS_PER_DOCUMENT = 0.28

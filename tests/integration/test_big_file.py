@@ -105,7 +105,7 @@ def test_the_estimate_follows_the_embedder_and_the_graph(settings) -> None:
     assert 60 < hashed.seconds < 600 and 25_000 < hashed.chunks < 35_000
     assert estimate_run(plain, fifty_mb).seconds < hashed.seconds / 3  # no extraction, no merge
     local = replace(nlp, settings=replace(nlp.settings, embedding_provider="local", embedding_threads=1))
-    # the local embedder reads every chunk: ~0.5 ms a token on one thread, hours for 50 MB
+    # the local embedder reads every chunk: ~0.4 ms a token on one thread, hours for 50 MB
     assert estimate_run(local, fifty_mb).seconds > 30 * hashed.seconds
     two_threads = replace(local, settings=replace(local.settings, embedding_threads=2))
     assert estimate_run(two_threads, fifty_mb).seconds < 0.6 * estimate_run(local, fifty_mb).seconds
