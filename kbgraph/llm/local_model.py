@@ -5,10 +5,12 @@ XLM-RoBERTa unigram vocabulary with its scores, the tokenizer's code point norma
 the tensors, the big ones as 4-bit blocks (an fp16 scale and 32 signed nibbles each). kbgraph reads
 that layout itself and, once per machine, prepares from it what a fast CPU run needs:
 
-- ``encoder.onnx``: the 12 BERT layers as an ONNX graph of onnxruntime's fused CPU operators (the
-  attention's products int8, the feed-forward ones on the file's own 4-bit weights: _bert_graph),
+- ``encoder.onnx``: the 12 BERT layers as an ONNX graph of onnxruntime's fused CPU operators,
   written with the protobuf encoder in kbgraph/llm/onnx_proto.py, so neither the ``onnx`` package
-  nor onnxruntime's quantization tools are needed;
+  nor onnxruntime's quantization tools are needed. Three of a layer's four matrix products run in
+  int8; their inputs are *smoothed* (SmoothQuant) with activation ranges measured once, at
+  preparation, on the calibration texts in kbgraph/data/embedder_calibration.json. The
+  feed-forward down projection runs on the file's exact 4-bit weights (_bert_graph);
 - ``pieces.npy`` / ``piece_ids.npy``: the vocabulary sorted as UTF-8 bytes, memory-mapped, from
   which each batch gets a unigram tokenizer (``tokenizers``, Rust) over just the pieces its words
   can hold: the same tokens as the whole vocabulary's tokenizer, whose 250k-piece lattice would
@@ -18,7 +20,7 @@ that layout itself and, once per machine, prepares from it what a fast CPU run n
 
 The 250k-row word-embedding table stays where it is: rows are read from the weight file (memory
 mapped) and dequantized per batch, so the prepared files stay small and a process opens in a tenth of
-a second. Preparing takes a few seconds and happens in a per-user cache (``embedding_model_cache``),
+a second. Preparing takes about five seconds and happens in a per-user cache (``embedding_model_cache``),
 under a file lock so concurrent processes prepare it once, in a folder named by the weights'
 contents: every installation of the same package shares it (kbgraph/user_cache.py).
 """
@@ -45,8 +47,9 @@ from kbgraph.user_cache import cache_dir, content_key, mark_used, prune_unused
 # bump when the prepared files change shape, so an old cache is never read by new code
 # (3: the graph takes an int32 mask and is written with onnxruntime's fused int8 operators;
 #  4: the feed-forward products are MatMulNBits on the file's own 4-bit weights, fp32 activations;
-#  7: no padding mask, one window length per run; 5 and 6 were experiments: never reuse them)
-_FORMAT = 7
+#  7: no padding mask, one window length per run; 5 and 6 were experiments: never reuse them;
+#  8: q/k/v, attention output and feed-forward up projection int8, smoothed with calibrated ranges)
+_FORMAT = 8
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _QK = 32
 # the SentencePiece mark for a word start
@@ -206,30 +209,47 @@ def _nbits_blocks(blocks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(packed, dtype=np.uint8), blocks["d"].astype(np.float32).ravel()
 
 
-def _bert_graph(weights: WeightFile) -> bytes:
+# The products of a layer that run in int8, by the activation they read: q/k/v (the layer's input),
+# the attention output (the attention context) and the feed-forward up projection (the attention
+# block's output). The feed-forward down projection reads the GELU output, whose tokens' ranges
+# differ most (<s> and </s> run several times the others), and stays on the exact 4-bit weights.
+_SMOOTHED = ("qkv", "ao", "fi")
+# SmoothQuant's migration strength: 0.6 of each input channel's range moves into the weights
+_SMOOTHING_ALPHA = 0.6
+_CALIBRATION = "embedder_calibration.json"
+
+
+def _bert_graph(weights: WeightFile, maxima: dict[str, np.ndarray] | None = None, *,
+                exact: bool = False, capture: bool = False) -> bytes:
     """The encoder as a serialized ONNX model: the embeddings of windows of one length in (word
     rows already added), their mean-pooled vectors out.
 
     There is no padding and so no mask: onnxruntime's MultiHeadAttention takes its fused kernel
     only without a key padding mask (about half the attention's time), and a run of windows of one
-    length needs none. In the indexing pipeline's calls of ~60 texts that is 1.2-1.3 times the
-    passages per CPU second of sorted batches padded and masked; in one call of hundreds of texts,
-    which padded little, about the same (bench/README.md).
+    length needs none.
 
-    It is written with onnxruntime's fused CPU operators (com.microsoft domain), the ones its own
-    optimizer and quantizer would produce from a plain BERT graph, and more: the matrix products
-    are DynamicQuantizeMatMul (activations quantized to uint8 per call, weights int8) for q, k, v
-    and the attention output; the two feed-forward products, whose inputs quantize worst, are
-    MatMulNBits on the file's exact 4-bit weights with fp32 activations (cosine to the exact model
-    0.9995 min instead of 0.9946, and MuSiQue dense R@5 0.616 instead of 0.605, at ~25 passages
-    per CPU second instead of ~35; bench/README.md). Attention is one MultiHeadAttention per
-    layer, residual + layer norm is SkipLayerNormalization, bias + exact GELU is BiasGelu.
+    It is written with onnxruntime's fused CPU operators (com.microsoft domain): one
+    MultiHeadAttention per layer, SkipLayerNormalization for residual + layer norm, BiasGelu for
+    bias + exact GELU. The feed-forward down projection is MatMulNBits on the file's exact 4-bit
+    weights with fp32 activations. The other products are
+
+    - in the prepared graph: DynamicQuantizeMatMul (activations quantized to uint8 per run with one
+      range, weights int8 with one scale per output column), *smoothed* with the activation
+      ``maxima`` (see _smoothing_scales): cosine to the exact model 0.9997 min on MuSiQue passages,
+      closer than the same graph with all feed-forward products exact and nothing smoothed, at
+      1.3 times its speed (bench/README.md);
+    - with ``exact`` (the reference, and the graph that measures the maxima): fp32 MatMul on the
+      file's dequantized 4-bit weights, the model exactly; with ``maxima`` the same smoothing
+      rewrites it (an identity in exact arithmetic, which a test checks).
+
+    ``capture`` adds each smoothed product's input as a graph output (``l{i}.{product}.in``).
     """
     from kbgraph.llm import onnx_proto as proto
 
     s = weights.shape
     nodes: list[proto.Node] = []
     inits: list[bytes] = []
+    scales = _smoothing_scales(weights, maxima) if maxima is not None else {}
 
     def const(name: str, value: np.ndarray) -> str:
         inits.append(proto.tensor(name, value))
@@ -239,19 +259,44 @@ def _bert_graph(weights: WeightFile) -> bytes:
         nodes.append(proto.Node(op, inputs, [output], domain, attrs))
         return output
 
-    def matmul(x: str, prefix: str, rows: int, with_bias: bool) -> str:
-        quantized, scales = _int8_columns(weights.dequantized(prefix + ".w", rows))
-        inputs = [x, const(prefix + ".wq", quantized), const(prefix + ".ws", scales), ""]
-        if with_bias:
-            inputs.append(bias(prefix))
+    def matmul(x: str, prefix: str, rows: int, scale: np.ndarray | None, *, with_bias: bool,
+               out_scale: np.ndarray | None = None) -> str:
+        """x · W^T (+ bias) for the (rows, in) weight ``prefix``. ``x`` arrives divided by ``scale``
+        per input channel, so W's columns are multiplied by it; ``out_scale`` divides the output
+        channels (and the bias), folding the next product's smoothing in."""
+        weight = weights.dequantized(prefix + ".w", rows)
+        b = weights.floats(prefix + ".b") if with_bias else None
+        if scale is not None:
+            weight = weight * scale[None, :]
+        if out_scale is not None:
+            weight = weight / out_scale[:, None]
+            b = b / out_scale if b is not None else None
+        if exact:
+            out = node("MatMul", [x, const(prefix + ".wt", np.ascontiguousarray(weight.T))], prefix + ".mm", "")
+            if b is None:
+                return out
+            return node("Add", [out, const(prefix + ".b", b.astype(np.float32))], prefix + ".out", "")
+        quantized, column_scales = _int8_columns(weight)
+        inputs = [x, const(prefix + ".wq", quantized), const(prefix + ".ws", column_scales), ""]
+        if b is not None:
+            inputs.append(const(prefix + ".b", b.astype(np.float32)))
         return node("DynamicQuantizeMatMul", inputs, prefix + ".out")
 
     def exact_matmul(x: str, prefix: str, rows: int) -> str:
         blocks = weights.q4_blocks(prefix + ".w", rows)
-        packed, scales = _nbits_blocks(blocks)
-        return node("MatMulNBits", [x, const(prefix + ".wq", packed), const(prefix + ".ws", scales)],
+        packed, block_scales = _nbits_blocks(blocks)
+        return node("MatMulNBits", [x, const(prefix + ".wq", packed), const(prefix + ".ws", block_scales)],
                     prefix + ".out", K=blocks.shape[1] * _QK, N=rows, bits=4, block_size=_QK,
                     accuracy_level=0)
+
+    def smoothed(x: str, key: str) -> tuple[str, np.ndarray | None]:
+        """``x`` divided by the smoothing scale of the product(s) ``key`` reads it with."""
+        if capture:
+            node("Identity", [x], key + ".in", "")
+        scale = scales.get(key)
+        if scale is None:
+            return x, None
+        return node("Mul", [x, const(key + ".inv", (1.0 / scale).astype(np.float32))], key + ".smooth", ""), scale
 
     def bias(prefix: str) -> str:
         return const(prefix + ".b", weights.floats(prefix + ".b"))
@@ -263,23 +308,123 @@ def _bert_graph(weights: WeightFile) -> bytes:
              epsilon=s.eps)
     for i in range(s.layers):
         p = f"l{i}"
-        q, k, v = (matmul(x, f"{p}.{part}", s.hidden, with_bias=True) for part in "qkv")
+        xs, scale = smoothed(x, p + ".qkv")
+        # the attention output's smoothing is folded into v: the context is a mix of v's rows
+        q, k, v = (matmul(xs, f"{p}.{part}", s.hidden, scale, with_bias=True,
+                          out_scale=scales.get(p + ".ao") if part == "v" else None) for part in "qkv")
         context = node("MultiHeadAttention", [q, k, v], p + ".ctx", num_heads=s.heads)
-        attended = matmul(context, p + ".ao", s.hidden, with_bias=False)
+        if capture:
+            node("Identity", [context], p + ".ao.in", "")
+        attended = matmul(context, p + ".ao", s.hidden, scales.get(p + ".ao"), with_bias=False)
+        # the attention output's bias goes in after the product, so it takes no smoothing
         x = node("SkipLayerNormalization", [attended, x, *norm(p + ".aln"), bias(p + ".ao")], p + ".x1",
                  epsilon=s.eps)
+        xs, scale = smoothed(x, p + ".fi")
         # exact (erf) GELU, as the model was trained
-        inner = node("BiasGelu", [exact_matmul(x, p + ".fi", s.ffn), bias(p + ".fi")],
+        inner = node("BiasGelu", [matmul(xs, p + ".fi", s.ffn, scale, with_bias=False), bias(p + ".fi")],
                      p + ".gelu")
         x = node("SkipLayerNormalization", [exact_matmul(inner, p + ".fo", s.hidden), x,
                                             *norm(p + ".oln"), bias(p + ".fo")], p + ".x2", epsilon=s.eps)
 
     node("ReduceMean", [x], "pooled", "", axes=[1], keepdims=0)
+    outputs = [proto.value_info("pooled", proto.FLOAT, ["batch", s.hidden])]
+    if capture:
+        outputs += [proto.value_info(f"l{i}.{part}.in", proto.FLOAT, ["batch", "tokens", s.hidden])
+                    for i in range(s.layers) for part in _SMOOTHED]
     return proto.model(
         nodes, inits,
         [proto.value_info("embeddings", proto.FLOAT, ["batch", "tokens", s.hidden])],
-        [proto.value_info("pooled", proto.FLOAT, ["batch", s.hidden])],
-        opsets={"": 17, "com.microsoft": 1}, name="e5_encoder")
+        outputs, opsets={"": 17, "com.microsoft": 1}, name="e5_encoder")
+
+
+def _smoothing_scales(weights: WeightFile, maxima: dict[str, np.ndarray],
+                      alpha: float = _SMOOTHING_ALPHA) -> dict[str, np.ndarray]:
+    """Per input channel j of each smoothed product, s_j = max|X_j|^alpha / max|W_j|^(1-alpha)
+    (SmoothQuant, Xiao et al. 2022): the graph feeds X/s and multiplies W's column j by s_j.
+
+    Activations are quantized with one range for a whole run, so a few wide channels leave the
+    narrow ones a handful of levels; dividing by s evens the channels out and hands part of the
+    range to the weights, which have one scale per output column and quantize well. Keyed like
+    the maxima, ``l{i}.{product}``."""
+    s = weights.shape
+    scales: dict[str, np.ndarray] = {}
+    for i in range(s.layers):
+        for part in _SMOOTHED:
+            key = f"l{i}.{part}"
+            # q, k and v read one input, so they share one scale
+            names = [f"l{i}.{c}" for c in "qkv"] if part == "qkv" else [key]
+            rows = s.ffn if part == "fi" else s.hidden
+            weight_peak = np.max([np.abs(weights.dequantized(n + ".w", rows)).max(axis=0) for n in names],
+                                 axis=0)
+            scale = np.maximum(maxima[key], 1e-5) ** alpha / np.maximum(weight_peak, 1e-5) ** (1 - alpha)
+            # only ratios between channels matter; centred on 1 for tidy numbers
+            scales[key] = (scale / np.exp(np.log(scale).mean())).astype(np.float32)
+    return scales
+
+
+def _activation_maxima(weights: WeightFile, tokenizer: Any, normalize: dict[int, str | None]) -> dict[str, np.ndarray]:
+    """max |x| per input channel of every smoothed product, over the tokens of the calibration
+    texts (kbgraph/data/embedder_calibration.json: English, Chinese and a little else) run through
+    the exact graph. A few thousand tokens settle them."""
+    from importlib.resources import files
+
+    texts = json.loads(files("kbgraph").joinpath("data", _CALIBRATION).read_text(encoding="utf-8"))["texts"]
+    prefixed = [("query: " if t.rstrip().endswith(("?", "？")) else "passage: ") + t.translate(normalize)
+                for t in texts]
+    width = weights.shape.max_positions - 2
+    windows = [e.ids[:width] for e in tokenizer.encode_batch(prefixed, add_special_tokens=False)]
+    session = _session(_bert_graph(weights, exact=True, capture=True))
+    names = [f"l{i}.{part}.in" for i in range(weights.shape.layers) for part in _SMOOTHED]
+    table = _EmbeddingTable(weights)
+    maxima: dict[str, np.ndarray] = {}
+    for run in _runs_of_one_length(windows):
+        values = session.run(names, {"embeddings": table.inputs([windows[i] for i in run])})
+        for name, value in zip(names, values):
+            peak = np.abs(value).max(axis=(0, 1))
+            key = name.removesuffix(".in")
+            maxima[key] = np.maximum(maxima[key], peak) if key in maxima else peak
+    return maxima
+
+
+def _session(model: str | bytes, threads: int = 1) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(1, threads)
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+class _EmbeddingTable:
+    """The model's input embeddings: word rows (4-bit, memory-mapped in the weight file) plus
+    positions plus the token type, for windows given as token ids."""
+
+    def __init__(self, weights: WeightFile) -> None:
+        shape = weights.shape
+        self.special = weights.special
+        self.dim = shape.hidden
+        self.word = weights.q4_blocks("emb.word", shape.vocab)
+        self.positions = weights.floats("emb.pos").reshape(shape.max_positions, shape.hidden)
+        self.token_type = weights.floats("emb.type")[:shape.hidden]
+
+    def inputs(self, windows: list[list[int]]) -> np.ndarray:
+        """(len(windows), length + 2, dim): windows of one length as <s> ... </s> embeddings."""
+        sp = self.special
+        ids = np.array([[sp.bos, *window, sp.eos] for window in windows], dtype=np.int64)
+        embeddings = dequantize_q4(self.word[ids.ravel()]).reshape(*ids.shape, self.dim)
+        embeddings += self.positions[:ids.shape[1]]
+        embeddings += self.token_type
+        return embeddings
+
+
+def _runs_of_one_length(windows: list[list[int]]) -> list[list[int]]:
+    """The indices of ``windows`` grouped by window length."""
+    runs: dict[int, list[int]] = {}
+    for i, window in enumerate(windows):
+        runs.setdefault(len(window), []).append(i)
+    return list(runs.values())
 
 
 def _tokenizer_json(weights: WeightFile) -> str:
@@ -294,10 +439,15 @@ def _tokenizer_json(weights: WeightFile) -> str:
 
 def prepare(weights_path: Path, target: Path) -> None:
     """Write encoder.onnx, tokenizer.json and normalize.json for ``weights_path`` into ``target``."""
+    from tokenizers import Tokenizer
+
     weights = WeightFile(weights_path)
     target.mkdir(parents=True, exist_ok=True)
-    (target / "encoder.onnx").write_bytes(_bert_graph(weights))
-    (target / "tokenizer.json").write_text(_tokenizer_json(weights), encoding="utf-8")
+    tokenizer_json = _tokenizer_json(weights)
+    (target / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    normalize = str.maketrans({cp: out or None for cp, out in weights.normalization().items()})
+    maxima = _activation_maxima(weights, Tokenizer.from_str(tokenizer_json), normalize)
+    (target / "encoder.onnx").write_bytes(_bert_graph(weights, maxima))
     _write_piece_table(weights, target)
     table = {str(cp): out for cp, out in weights.normalization().items()}
     (target / "normalize.json").write_text(json.dumps(table), encoding="utf-8")
@@ -364,8 +514,6 @@ class E5Encoder:
     passage_prefix = "passage: "
 
     def __init__(self, weights_path: Path, cache_root: Path, threads: int = 1) -> None:
-        import onnxruntime as ort
-
         self.weights = WeightFile(weights_path)
         shape = self.weights.shape
         self.dim = shape.hidden
@@ -377,16 +525,8 @@ class E5Encoder:
         self._folder = folder
         raw = json.loads((folder / "normalize.json").read_text(encoding="utf-8"))
         self._normalize = str.maketrans({int(cp): out or None for cp, out in raw.items()})
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, threads)
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(folder / "encoder.onnx"), options,
-                                            providers=["CPUExecutionProvider"])
-        self._word = self.weights.q4_blocks("emb.word", shape.vocab)
-        self._positions = self.weights.floats("emb.pos").reshape(shape.max_positions, shape.hidden)
-        self._token_type = self.weights.floats("emb.type")[:shape.hidden]
+        self.session = _session(str(folder / "encoder.onnx"), threads)
+        self._embeddings = _EmbeddingTable(self.weights)
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         """Content token ids (no <s> / </s>) of each text."""
@@ -411,25 +551,9 @@ class E5Encoder:
         that batch windows of one length together get one run per batch."""
         pooled = np.zeros((len(windows), self.dim), dtype=np.float32)
         for run in _runs_of_one_length(windows):
-            pooled[run] = self.session.run(["pooled"], {"embeddings": self._inputs([windows[i] for i in run])})[0]
+            embeddings = self._embeddings.inputs([windows[i] for i in run])
+            pooled[run] = self.session.run(["pooled"], {"embeddings": embeddings})[0]
         return pooled
-
-    def _inputs(self, windows: list[list[int]]) -> np.ndarray:
-        """(len(windows), length + 2, dim): windows of one length as <s> ... </s> embeddings."""
-        sp = self.special
-        ids = np.array([[sp.bos, *window, sp.eos] for window in windows], dtype=np.int64)
-        embeddings = dequantize_q4(self._word[ids.ravel()]).reshape(*ids.shape, self.dim)
-        embeddings += self._positions[:ids.shape[1]]
-        embeddings += self._token_type
-        return embeddings
-
-
-def _runs_of_one_length(windows: list[list[int]]) -> list[list[int]]:
-    """The indices of ``windows`` grouped by window length."""
-    runs: dict[int, list[int]] = {}
-    for i, window in enumerate(windows):
-        runs.setdefault(len(window), []).append(i)
-    return list(runs.values())
 
 
 class _PieceIndex:

@@ -315,3 +315,71 @@ def test_local_batches_hold_windows_of_one_length_under_the_budgets() -> None:
         assert len({len(pieces[i]) for i in batch}) == 1
         assert len(batch) <= 3 and len(batch) * (len(pieces[batch[0]]) + 2) <= 40
     assert [len(b) for b in batches] == [3, 1, 1, 2, 2, 1]
+
+
+_VARIED = ["The quick brown fox jumps over the lazy dog.", "李华在北京大学学习计算机科学。",
+           "Mira Castell founded the Lantern Guild in 1802 in the harbour town of Vell.",
+           "The Journal of Mathematical Physics is a peer-reviewed journal published monthly by the "
+           "American Institute of Physics. It was first published bimonthly beginning in January 1960.",
+           "长江是中国最长的河流，流经十一个省份，最后在上海注入东海。沿岸有重庆、武汉、南京等大城市。",
+           "def add(a, b):\n    return a + b  # 2 + 2 = 4", "Der Zug fährt um 8:15 Uhr von Berlin nach München ab."]
+
+
+def _embed_with_graph(local: LocalEmbedder, graph: bytes, texts: list[str]) -> np.ndarray:
+    """``texts`` embedded by ``local`` with its encoder running ``graph`` instead of the prepared one."""
+    from kbgraph.llm.local_model import _session
+
+    encoder = local.encoder
+    prepared = encoder.session
+    encoder.session = _session(graph)
+    try:
+        return local.embed(texts)
+    finally:
+        encoder.session = prepared
+
+
+@pytest.mark.slow
+def test_local_int8_graph_stays_at_the_exact_models_vectors(local: LocalEmbedder) -> None:
+    """The prepared graph runs q/k/v, the attention output and the feed-forward up projection in
+    int8, smoothed per input channel with calibrated activation ranges; the exact model is fp32 on
+    the file's dequantized weights. Without the smoothing the same int8 graph drifts several times
+    as far."""
+    from kbgraph.llm.local_model import _bert_graph
+
+    weights = local.encoder.weights
+    exact = _embed_with_graph(local, _bert_graph(weights, exact=True), _VARIED)
+    prepared = local.embed(_VARIED)
+    unsmoothed = _embed_with_graph(local, _bert_graph(weights), _VARIED)
+    prepared_cos = (prepared * exact).sum(axis=1)
+    unsmoothed_cos = (unsmoothed * exact).sum(axis=1)
+    assert prepared_cos.min() > 0.999
+    assert (1 - unsmoothed_cos).mean() > 3 * (1 - prepared_cos).mean()
+
+
+@pytest.mark.slow
+def test_smoothing_is_an_identity_in_exact_arithmetic(local: LocalEmbedder) -> None:
+    """X/s times diag(s)·W is X·W: with fp32 products the smoothed graph (scales in Mul nodes, in
+    the weights, folded into the value projection) gives the exact model's vectors for any
+    activation ranges."""
+    from kbgraph.llm.local_model import _SMOOTHED, _bert_graph
+
+    weights = local.encoder.weights
+    shape = weights.shape
+    rng = np.random.default_rng(7)
+    maxima = {f"l{i}.{part}": np.exp(rng.uniform(-3, 3, shape.hidden))
+              for i in range(shape.layers) for part in _SMOOTHED}
+    exact = _embed_with_graph(local, _bert_graph(weights, exact=True), _VARIED[:4])
+    smoothed = _embed_with_graph(local, _bert_graph(weights, maxima, exact=True), _VARIED[:4])
+    np.testing.assert_allclose(smoothed, exact, atol=2e-5)
+
+
+def test_calibration_texts_ship_with_the_package_and_are_varied():
+    """The texts the smoothing ranges are measured on ship with the package: several languages,
+    questions among them, and enough of them to settle the ranges."""
+    import json
+    from importlib.resources import files
+
+    texts = json.loads(files("kbgraph").joinpath("data", "embedder_calibration.json").read_text("utf-8"))["texts"]
+    assert len(texts) >= 50
+    assert any("\u4e00" <= ch <= "\u9fff" for t in texts for ch in t)
+    assert any(t.rstrip().endswith(("?", "？")) for t in texts)
