@@ -68,7 +68,7 @@ class RunEstimate:
 # "1,890 MuSiQue files"): a token is ~4 bytes of text; offline work (parsing, nlp extraction, merges,
 # the store) takes ~15 us per token and ~7 ms per document with a graph, ~3 us per token without;
 # the local embedder ~0.4 ms of one of its threads per token it embeds (chunks overlap: a little
-# more than the text's; 0.32-0.36 ms measured, rounded up so the warning errs long) and, with a
+# more than the text's; 0.28-0.36 ms measured, rounded up so the warning errs long) and, with a
 # graph, ~0.15 s per document for the entities' vectors when they embed their text (~0.05 s when
 # single-chunk entities embed their name only, ``entity_vectors``) and ~0.28 s for the relations'
 # when they embed their text (``relation_vectors``; from their chunks: nothing);

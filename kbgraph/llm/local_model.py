@@ -362,7 +362,8 @@ def _smoothing_scales(weights: WeightFile, maxima: dict[str, np.ndarray],
     return scales
 
 
-def _activation_maxima(weights: WeightFile, tokenizer: Any, normalize: dict[int, str | None]) -> dict[str, np.ndarray]:
+def _activation_maxima(weights: WeightFile, pieces: "_PieceIndex", normalize: dict[int, str | None]
+                       ) -> dict[str, np.ndarray]:
     """max |x| per input channel of every smoothed product, over the tokens of the calibration
     texts (kbgraph/data/embedder_calibration.json: English, Chinese and a little else) run through
     the exact graph. A few thousand tokens settle them."""
@@ -372,7 +373,7 @@ def _activation_maxima(weights: WeightFile, tokenizer: Any, normalize: dict[int,
     prefixed = [("query: " if t.rstrip().endswith(("?", "？")) else "passage: ") + t.translate(normalize)
                 for t in texts]
     width = weights.shape.max_positions - 2
-    windows = [e.ids[:width] for e in tokenizer.encode_batch(prefixed, add_special_tokens=False)]
+    windows = [ids[:width] for ids in pieces.encode(prefixed)]
     session = _session(_bert_graph(weights, exact=True, capture=True))
     names = [f"l{i}.{part}.in" for i in range(weights.shape.layers) for part in _SMOOTHED]
     table = _EmbeddingTable(weights)
@@ -439,16 +440,15 @@ def _tokenizer_json(weights: WeightFile) -> str:
 
 def prepare(weights_path: Path, target: Path) -> None:
     """Write encoder.onnx, tokenizer.json and normalize.json for ``weights_path`` into ``target``."""
-    from tokenizers import Tokenizer
-
     weights = WeightFile(weights_path)
     target.mkdir(parents=True, exist_ok=True)
-    tokenizer_json = _tokenizer_json(weights)
-    (target / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
-    normalize = str.maketrans({cp: out or None for cp, out in weights.normalization().items()})
-    maxima = _activation_maxima(weights, Tokenizer.from_str(tokenizer_json), normalize)
-    (target / "encoder.onnx").write_bytes(_bert_graph(weights, maxima))
+    (target / "tokenizer.json").write_text(_tokenizer_json(weights), encoding="utf-8")
     _write_piece_table(weights, target)
+    # the calibration texts are tokenized from the piece table, as every batch is: the whole
+    # vocabulary's tokenizer would add ~280 MB to the preparing process's peak
+    normalize = str.maketrans({cp: out or None for cp, out in weights.normalization().items()})
+    maxima = _activation_maxima(weights, _PieceIndex(target, weights), normalize)
+    (target / "encoder.onnx").write_bytes(_bert_graph(weights, maxima))
     table = {str(cp): out for cp, out in weights.normalization().items()}
     (target / "normalize.json").write_text(json.dumps(table), encoding="utf-8")
 
