@@ -25,7 +25,7 @@ from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
 from kbgraph.meta.repo import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
-from kbgraph.progress import Progress, ProgressFn, never, no_progress
+from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress
 from kbgraph.store import DocStore, open_store
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import click
 
 from kbgraph.config import ConfigError, Settings, load_settings, settings_table
 from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig, MetaError
-from kbgraph.progress import Progress
+from kbgraph.utils.progress import Progress
 from kbgraph.store.base import StoreError
 
 if TYPE_CHECKING:

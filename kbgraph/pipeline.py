@@ -23,7 +23,7 @@ import numpy as np
 import orjson
 
 from kbgraph.config import Settings
-from kbgraph.gc_scope import bulk_gc
+from kbgraph.utils.gc_scope import bulk_gc
 from kbgraph.graph.derive import (
     MENTION_FORMAT, AliasMap, DeriveResult, entity_description_inputs, load_aliases, pairs_touching, recompute,
     relation_description_inputs,
@@ -36,7 +36,7 @@ from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMErr
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
 from kbgraph.parse.tokenize import token_string
-from kbgraph.progress import Progress, ProgressFn, never, no_progress  # noqa: F401 (re-exported)
+from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress  # noqa: F401 (re-exported)
 from kbgraph.store.base import Condition, DocStore, any_of, eq, exists, missing, vector_field
 from kbgraph.store.records import (
     Chunk, CommunityReport, Entity, EntityMention, GraphMeta, Relation, RelationMention, ResolutionDecision, chunk_id,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import DTypeLike
 
-from kbgraph import parallel
+from kbgraph.utils import parallel
 from kbgraph.graph.edges import edge_arrays
 
 

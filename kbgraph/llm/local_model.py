@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from kbgraph.user_cache import cache_dir, content_key, mark_used, prune_unused
+from kbgraph.utils.user_cache import cache_dir, content_key, mark_used, prune_unused
 
 # bump when the prepared files change shape, so an old cache is never read by new code
 # (3: the graph takes an int32 mask and is written with onnxruntime's fused int8 operators;
@@ -464,7 +464,7 @@ def _write_piece_table(weights: WeightFile, target: Path) -> None:
 def prepared_dir(weights_path: Path, cache_root: Path) -> Path:
     """The prepared files for ``weights_path`` under ``cache_root``, preparing them when missing.
 
-    The folder is named by the weight file's contents and ``_FORMAT`` (kbgraph.user_cache), so every
+    The folder is named by the weight file's contents and ``_FORMAT`` (kbgraph.utils.user_cache), so every
     installation of the same weights shares it; folders of other weights or formats left unused
     for a month are removed. Concurrent processes wait on one lock; the files appear whole
     (written aside, then renamed)."""

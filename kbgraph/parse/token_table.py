@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import tiktoken
 
-from kbgraph.user_cache import cache_dir, content_key, mark_used, prune_unused
+from kbgraph.utils.user_cache import cache_dir, content_key, mark_used, prune_unused
 
 # bump when the table's layout changes, so an old file is never read by new code
 _FORMAT = 1

@@ -71,7 +71,7 @@ from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation
-from kbgraph.top_k import largest
+from kbgraph.utils.top_k import largest
 
 
 @dataclass(frozen=True)

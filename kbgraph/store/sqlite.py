@@ -54,7 +54,7 @@ from kbgraph.store.records import UNFILTERED_FIELDS
 from kbgraph.store.row_set import RowSet
 from kbgraph.store.text_index import FieldPostings
 from kbgraph.store.vector_index import VectorSlice
-from kbgraph.top_k import largest
+from kbgraph.utils.top_k import largest
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _VEC = re.compile(r"^q_(\d+)_vec$")

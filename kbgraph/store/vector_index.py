@@ -19,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kbgraph import parallel
+from kbgraph.utils import parallel
 from kbgraph.store.row_set import RowSet
-from kbgraph.top_k import largest
+from kbgraph.utils.top_k import largest
 
 IVF_MIN_ROWS = 20_000
 # A scan is bound by memory bandwidth, so its cost is the rows it reads. Finer lists fit a query's

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kbgraph import pipeline
-from kbgraph.gc_scope import YOUNG_THRESHOLD, bulk_gc
+from kbgraph.utils.gc_scope import YOUNG_THRESHOLD, bulk_gc
 
 
 @pytest.fixture(autouse=True)

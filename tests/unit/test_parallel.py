@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from kbgraph import parallel
+from kbgraph.utils import parallel
 
 
 @pytest.fixture()

@@ -10,7 +10,7 @@ import pytest
 
 from kbgraph.graph.ppr import SparseGraph, personalized_pagerank, ppr_vector
 from kbgraph.search.ppr_search import EntityGraph, top_entities
-from kbgraph.top_k import largest
+from kbgraph.utils.top_k import largest
 
 # agreement with the reference: the walks stop at the same step, so only summation order differs
 TOLERANCE = 1e-12
@@ -94,7 +94,7 @@ def test_step_from_the_nodes_holding_mass_equals_a_whole_step(dtype: type) -> No
 @pytest.mark.parametrize("threads", [2, 3])
 def test_steps_split_over_threads_give_the_same_walk(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
     import kbgraph.graph.ppr as ppr
-    from kbgraph import parallel
+    from kbgraph.utils import parallel
 
     names, edges = hub_graph(3000, 9000, 5)
     seeds = {names[0]: 1.0, names[2000]: 0.5}

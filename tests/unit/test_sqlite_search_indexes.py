@@ -177,7 +177,7 @@ def test_inverted_file_search_finds_the_true_neighbours(tmp_path: Path, monkeypa
 
 @pytest.mark.parametrize("threads", [2, 3])
 def test_scans_shared_out_over_threads_find_the_same(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kbgraph import parallel
+    from kbgraph.utils import parallel
 
     monkeypatch.setattr(vector_index, "IVF_MIN_ROWS", 2000)
     rng = np.random.default_rng(threads)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph import user_cache
+from kbgraph.utils import user_cache
 from kbgraph.llm import local_model
 from kbgraph.parse import token_table
 from kbgraph.parse.chunker import ENCODING_NAME
