@@ -14,19 +14,22 @@ import java.util.concurrent.TimeUnit;
 /**
  * One single-node Elasticsearch cluster for kbgraph's tests, bound to 127.0.0.1.
  *
- * Usage: Main HOME_DIR HTTP_PORT. Runs until the JVM is asked to stop (SIGTERM), then closes the
- * node so Lucene releases its files. The only plugin is the HTTP/transport module (Netty4Plugin);
+ * Usage: Main HOME_DIR HTTP_PORT [SETTING=VALUE ...]. Without settings it is a single-node cluster;
+ * es-node.sh passes node.name, transport.port, discovery.seed_hosts and cluster.initial_master_nodes
+ * to make one node of a cluster (discovery.type single-node is then left out). Runs until the JVM
+ * is asked to stop (SIGTERM), then closes the node so Lucene releases its files; data under
+ * HOME_DIR/data outlives the process, so a node started again on the same HOME_DIR rejoins. The only plugin is the HTTP/transport module (Netty4Plugin);
  * everything kbgraph uses (dense_vector, kNN, BM25 on whitespace tokens, PIT, terms aggregations)
  * is in the server jar.
  */
 public final class Main {
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: Main HOME_DIR HTTP_PORT");
+        if (args.length < 2) {
+            System.err.println("usage: Main HOME_DIR HTTP_PORT [SETTING=VALUE ...]");
             System.exit(2);
         }
         Path home = Path.of(args[0]).toAbsolutePath();
-        Settings settings = Settings.builder()
+        Settings.Builder builder = Settings.builder()
             .put("node.name", "kbgraph-test")
             .put("cluster.name", "kbgraph-test")
             .put("path.home", home.toString())
@@ -38,8 +41,23 @@ public final class Main {
             .put("discovery.type", "single-node")
             // a nearly full disk on a developer's machine must not turn the test indexes read-only
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
-            .put("action.auto_create_index", true)
-            .build();
+            .put("action.auto_create_index", true);
+        for (int i = 2; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq <= 0) {
+                System.err.println("not a SETTING=VALUE pair: " + args[i]);
+                System.exit(2);
+            }
+            String key = args[i].substring(0, eq);
+            String value = args[i].substring(eq + 1);
+            if (key.equals("discovery.seed_hosts") || key.equals("cluster.initial_master_nodes")) {
+                builder.putList(key, value.split(","));
+                builder.remove("discovery.type");
+            } else {
+                builder.put(key, value);
+            }
+        }
+        Settings settings = builder.build();
         // console logging (es-node.sh sends it to a file): the node's code needs a configured
         // logger factory, which the elasticsearch launcher would otherwise set up
         LogConfigurator.configureESLogging();
@@ -57,7 +75,7 @@ public final class Main {
             }
         }, "kbgraph-es-node-shutdown"));
         node.start();
-        System.out.println("kbgraph-es-node: started on http://127.0.0.1:" + args[1]);
+        System.out.println("kbgraph-es-node: " + settings.get("node.name") + " started on http://127.0.0.1:" + args[1]);
         stopped.await();
     }
 }
