@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, BinaryIO, Literal
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder, UsageLedger
 from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
-from kbgraph.meta.repo import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
+from kbgraph.meta import MAX_CHUNK_TOKENS, DocumentFile, MetaDB, NotFound
 from kbgraph.meta.schemas import DEFAULT_TENANT, Document, GraphConfig, KnowledgeBase, MetaError
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
 from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress

@@ -31,7 +31,7 @@ from typing import BinaryIO
 from kbgraph import pipeline
 from kbgraph.graph.extract import Extractor
 from kbgraph.llm.base import CancelCheck, Cancelled
-from kbgraph.meta.repo import DocumentStatus, MetaDB
+from kbgraph.meta import DocumentStatus, MetaDB
 from kbgraph.meta.schemas import Document, KnowledgeBase, NotFound as MetaNotFound
 from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
 from kbgraph.parse.text_stream import stream_text

@@ -1,7 +1,9 @@
 """The Celery application: Redis broker and result backend, every key under settings.redis_prefix.
 
 Tasks are registered with ``shared_task`` (task_executor.tasks), so any app made here runs them;
-they find their settings, Redis client and engines on the app that executes them.
+they find their settings, Redis client and engines on the app that executes them. This module
+imports neither the tasks nor the sweeper (both import it): the app names them in ``include``,
+which a worker imports at start, and a sender imports the tasks it sends (task_executor.submit).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import redis
 from celery import Celery
-from celery.signals import worker_process_init, worker_process_shutdown, worker_ready, worker_shutdown
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB
@@ -73,7 +75,8 @@ class KBCelery(Celery):
 
 def make_celery(settings: Settings, *, refresh_delay: float | None = None) -> KBCelery:
     prefix = settings.redis_prefix
-    app = KBCelery(settings, refresh_delay=refresh_delay, include=["task_executor.tasks"])
+    # by name, not imported here: a worker imports them at start (the sweeper hooks worker_ready)
+    app = KBCelery(settings, refresh_delay=refresh_delay, include=["task_executor.tasks", "task_executor.sweeper"])
     app.conf.update(
         broker_url=settings.redis_url,
         result_backend=settings.redis_url,
@@ -99,7 +102,6 @@ def make_celery(settings: Settings, *, refresh_delay: float | None = None) -> KB
         result_expires=24 * 3600,
         worker_hijack_root_logger=False,
     )
-    import task_executor.tasks  # noqa: F401  (registers the shared tasks, for senders too)
 
     _APPS.add(app)
     return app
@@ -115,21 +117,3 @@ def _open_engines(**_: Any) -> None:
 def _close_engines(**_: Any) -> None:
     for app in list(_APPS):
         app.close_process_state()
-
-
-@worker_ready.connect
-def _start_sweeper(sender: Any = None, **_: Any) -> None:
-    from task_executor.sweeper import StaleTaskSweeper
-
-    app = getattr(sender, "app", None)
-    if isinstance(app, KBCelery) and app.sweeper is None:
-        app.sweeper = StaleTaskSweeper(app)
-        app.sweeper.start()
-
-
-@worker_shutdown.connect
-def _stop_sweeper(sender: Any = None, **_: Any) -> None:
-    app = getattr(sender, "app", None)
-    if isinstance(app, KBCelery) and app.sweeper is not None:
-        app.sweeper.stop()
-        app.sweeper = None

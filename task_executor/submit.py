@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB, Task
+import task_executor.tasks  # noqa: F401  (registers the shared tasks this module sends by name)
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.locks import task_claim_key
 

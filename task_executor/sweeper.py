@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Any
+
+from celery.signals import worker_ready, worker_shutdown
 
 from kbgraph.meta import Task
+from task_executor.celery_app import KBCelery
 from task_executor.locks import task_claim_key
-
-if TYPE_CHECKING:
-    from task_executor.celery_app import KBCelery
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ def requeue_key(prefix: str, task_id: str) -> str:
     return f"{prefix}requeued:task:{task_id}"
 
 
-def _is_orphan(app: "KBCelery", task: Task, now_ms: int) -> bool:
+def _is_orphan(app: KBCelery, task: Task, now_ms: int) -> bool:
     settings = app.settings
     grace_ms = 3 * settings.task_heartbeat * 1000
     if now_ms - task.updated < grace_ms:  # written moments ago: its worker may be about to claim
@@ -36,7 +36,7 @@ def _is_orphan(app: "KBCelery", task: Task, now_ms: int) -> bool:
     return not app.redis.exists(task_claim_key(settings.redis_prefix, task.id))
 
 
-def _send_again(app: "KBCelery", tenant_id: str, task: Task) -> bool:
+def _send_again(app: KBCelery, tenant_id: str, task: Task) -> bool:
     if task.kind == "index" and task.doc_id:
         app.tasks["kbgraph.index_document"].apply_async((tenant_id, task.kb_id, task.doc_id, task.id), task_id=task.id)
         return True
@@ -49,7 +49,7 @@ def _send_again(app: "KBCelery", tenant_id: str, task: Task) -> bool:
     return False
 
 
-def requeue_orphaned_tasks(app: "KBCelery") -> list[str]:
+def requeue_orphaned_tasks(app: KBCelery) -> list[str]:
     """Send again every running task whose worker is gone; returns their ids."""
     settings = app.settings
     meta = app.meta_db()
@@ -71,7 +71,7 @@ def requeue_orphaned_tasks(app: "KBCelery") -> list[str]:
 class StaleTaskSweeper:
     """A daemon thread of a worker's main process: a sweep at start, then one per three beats."""
 
-    def __init__(self, app: "KBCelery") -> None:
+    def __init__(self, app: KBCelery) -> None:
         self.app = app
         self.every = 3 * app.settings.task_heartbeat
         self._stop = threading.Event()
@@ -92,3 +92,21 @@ class StaleTaskSweeper:
                 log.exception("the sweep for tasks of killed workers failed")
             if self._stop.wait(self.every):
                 return
+
+
+# connected when a worker imports this module at start (the app's ``include``): each worker's main
+# process runs one sweeper
+@worker_ready.connect
+def _start_sweeper(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if isinstance(app, KBCelery) and app.sweeper is None:
+        app.sweeper = StaleTaskSweeper(app)
+        app.sweeper.start()
+
+
+@worker_shutdown.connect
+def _stop_sweeper(sender: Any = None, **_: Any) -> None:
+    app = getattr(sender, "app", None)
+    if isinstance(app, KBCelery) and app.sweeper is not None:
+        app.sweeper.stop()
+        app.sweeper = None

@@ -1,8 +1,8 @@
 """The RAGFlow-compatible REST blueprint (/api/v1): Bearer API-key auth and shared lookups.
 
 Routes live in web.datasets, web.documents, web.document_update, web.chunks, web.retrieval, web.chats,
-web.sessions, web.openai_compat and web.unavailable; importing this package's ``blueprint`` through
-``web.app`` registers them all.
+web.sessions, web.openai_compat and web.unavailable, which add them to this ``blueprint``; the app
+factory (``web.app``) imports them all and registers it. This module imports none of them.
 """
 
 from __future__ import annotations
@@ -66,8 +66,3 @@ def dedupe(ids: list[str]) -> tuple[list[str], list[str]]:
     for i in ids:
         seen[i] = seen.get(i, 0) + 1
     return list(seen), [i for i, n in seen.items() if n > 1]
-
-
-from web import (  # noqa: E402,F401  (registers the routes)
-    chats, chunks, datasets, document_update, documents, openai_compat, retrieval, sessions, unavailable,
-)

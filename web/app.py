@@ -1,4 +1,9 @@
-"""The Flask app factory: services on ``app.extensions``, the REST blueprint, RAGFlow-style errors."""
+"""The Flask app factory: services on ``app.extensions``, the REST blueprint, RAGFlow-style errors.
+
+The factory sits on top of the web package: it imports the route modules and registers their
+blueprints; they reach the app's services through ``web.services`` (Flask's ``current_app``), never
+through this module.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +12,30 @@ import logging
 from flask import Flask, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
+import web.chats
+import web.chunks
+import web.datasets
+import web.document_update
+import web.documents
+import web.openai_compat
+import web.retrieval
+import web.sessions
+import web.unavailable
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaError
 from task_executor.celery_app import KBCelery
+from web.api import authenticate, blueprint
 from web.envelope import DATA_ERROR, EXCEPTION_ERROR, ApiError, exception_response, log_internal_error
 from web.limits import install_limits
 from web.services import EXTENSION, Services, services
+from web.ui import register_ui
 
 log = logging.getLogger(__name__)
+
+# the REST API's route modules: importing one adds its routes to web.api's blueprint, so all of
+# them are imported before the factory registers it
+API_ROUTES = (web.chats, web.chunks, web.datasets, web.document_update, web.documents, web.openai_compat,
+              web.retrieval, web.sessions, web.unavailable)
 
 
 def create_app(settings: Settings | None = None, *, celery: KBCelery | None = None) -> Flask:
@@ -23,15 +44,9 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions[EXTENSION] = Services.open(settings, celery)
-
-    from web.api import authenticate, blueprint
-
     app.before_request(authenticate)  # app-wide: an unknown /api/v1 route is authenticated too
     install_limits(app, settings)  # after authentication: a stranger learns nothing of the limits
     app.register_blueprint(blueprint)
-
-    from web.ui import register_ui
-
     register_ui(app, settings)
 
     @app.get("/health")

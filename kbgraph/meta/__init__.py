@@ -8,7 +8,9 @@ so. Callers use ``MetaDB`` and get frozen records back::
     doc, changed = db.upsert_document(kb.id, "a.txt", "/docs/a.txt", size, sha256_hex)
 """
 
-from kbgraph.meta.repo import MAX_CHUNK_TOKENS, MetaDB
+from kbgraph.meta.checks import MAX_CHUNK_TOKENS
+from kbgraph.meta.documents import DocumentFile, DocumentStatus
+from kbgraph.meta.repo import MetaDB
 from kbgraph.meta.schemas import (
     DEFAULT_ENTITY_TYPES,
     DEFAULT_TENANT,
@@ -45,6 +47,8 @@ __all__ = [
     "Chat",
     "ChatSession",
     "Document",
+    "DocumentFile",
+    "DocumentStatus",
     "GraphConfig",
     "GraphMethod",
     "KBCounts",

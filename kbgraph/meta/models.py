@@ -1,10 +1,11 @@
 """SQLAlchemy tables of the metadata database (SQLite or PostgreSQL).
 
-Only ``kbgraph.meta.repo`` touches these classes; everything outside it gets the frozen pydantic
-records of ``kbgraph.meta.schemas``. Times are integer milliseconds since the epoch, as the REST API
-reports them (``create_time``), so no engine's time-zone handling gets in the way. Child rows are
-removed by ``ON DELETE CASCADE`` (SQLite needs ``PRAGMA foreign_keys=ON``, which ``MetaDB`` sets), so
-deleting a knowledge base is one statement however many documents and tasks it has.
+Only the modules of ``kbgraph.meta`` touch these classes; everything outside it gets the frozen
+pydantic records of ``kbgraph.meta.schemas``. Times are integer milliseconds since the epoch, as the
+REST API reports them (``create_time``), so no engine's time-zone handling gets in the way. Child
+rows are removed by ``ON DELETE CASCADE`` (SQLite needs ``PRAGMA foreign_keys=ON``, which
+``kbgraph.meta.database`` sets), so deleting a knowledge base is one statement however many
+documents and tasks it has.
 """
 
 from __future__ import annotations

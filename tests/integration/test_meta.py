@@ -220,7 +220,7 @@ def test_document_status_transitions(db: MetaDB) -> None:
 
 def test_a_stopped_document_ignores_the_workers_late_progress_until_it_is_parsed_again(db: MetaDB) -> None:
     """The user's stop shows at once; the worker notices it only at its next check."""
-    from kbgraph.meta.repo import DocumentStatus
+    from kbgraph.meta import DocumentStatus
 
     kb = db.create_kb(DEFAULT_TENANT, "docs")
     doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)

@@ -1,0 +1,106 @@
+"""The metadata database's engine and sessions: what every group of tables stands on.
+
+``open_engine`` connects (a SQLite file set up for several processes, or a server database such as
+PostgreSQL) and creates missing tables; ``Database`` holds the engine and hands out the short read
+and write transactions each call of ``MetaDB`` is made of. New row ids and times come from here too.
+
+Concurrency: read-modify-write calls lock what they change first (``SELECT ... FOR UPDATE`` on
+PostgreSQL; ``BEGIN IMMEDIATE`` on SQLite, which otherwise fails with "database is locked" when a
+deferred read transaction tries to upgrade after another writer committed), so two workers adding
+token counts to one task never lose an update.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+import kbgraph.meta.models as m
+from kbgraph.meta.schemas import MetaError
+
+_WRITE = {"kbgraph_write": True}
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def new_id() -> str:
+    # uuid1 hex, as RAGFlow's ids are: its REST API validates dataset ids as UUID1
+    return uuid.uuid1().hex
+
+
+def _setup_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # hand transaction control to the "begin" hook below (pysqlite's own BEGIN is deferred)
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        # waiting first: several processes (gunicorn workers) open a new file at the same moment
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get("kbgraph_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _server_engine(url: URL) -> Engine:
+    try:
+        return create_engine(url, pool_pre_ping=True)
+    except ModuleNotFoundError as exc:
+        # the PostgreSQL driver is the optional `postgres` extra; say so instead of a bare import error
+        hint = ' (pip install "kbgraph[postgres]")' if url.get_backend_name() == "postgresql" else ""
+        raise MetaError(f"the metadata database {url.render_as_string(hide_password=True)} needs the "
+                        f"Python driver {exc.name!r}, which is not installed{hint}") from exc
+
+
+def open_engine(url: str) -> Engine:
+    """Connect to the metadata database at ``url`` and create its missing tables."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise MetaError("the metadata database needs a SQLite file, not an in-memory database")
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(parsed)
+        _setup_sqlite(engine)
+    else:
+        engine = _server_engine(parsed)
+    # under the write lock: two processes creating the tables in deferred transactions would
+    # deadlock (each holds a read lock the other's write needs) and one would fail at once
+    with engine.connect().execution_options(**_WRITE) as conn, conn.begin():
+        m.Base.metadata.create_all(conn)
+    return engine
+
+
+class Database:
+    """An engine and its sessionmaker; every call is one short transaction (``_read``/``_write``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._sqlite = engine.dialect.name == "sqlite"
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._sessions() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._sessions() as session, session.begin():
+            # the option reaches the SQLite "begin" hook: this transaction takes the write lock now
+            session.connection(execution_options=_WRITE)
+            yield session
