@@ -659,7 +659,7 @@ class Engine:
     def query(self, kb_names: Sequence[str], question: str, *, mode: str | None = None,
               top_n: int | None = None) -> "RetrievalResult":
         """Retrieve for a question in any mode (default: mix when a KB has a graph, else naive)."""
-        from kbgraph.graph.extract_nlp import NLPExtractor
+        from kbgraph.graph.extract.nlp.extractor import NLPExtractor
         from kbgraph.search.retrieve import retrieve
 
         if not question.strip():

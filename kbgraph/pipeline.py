@@ -30,8 +30,8 @@ from kbgraph.graph.derive import (
     touched_keys, touched_pairs, upgrade_mentions,
 )
 from kbgraph.graph.describe import Describer, SummaryError
-from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
-from kbgraph.graph.extract_llm import ExtractionError
+from kbgraph.graph.extract.base import ChunkExtraction, ExtractionError, Extractor
+from kbgraph.graph.extract.factory import build_extractor
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kbgraph.graph.output_parser import json_values
+from kbgraph.graph.extract.answer_json import json_values
 from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, Message
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import tokenize_query

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kbgraph.config import Settings
-from kbgraph.graph.extract import DEFAULT_ENTITY_TYPES, Extractor
+from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, Extractor
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
 from kbgraph.search.chunks import ChunkHit, ChunkQuery, embed_question, retrieve_chunks
 from kbgraph.search.context import (
