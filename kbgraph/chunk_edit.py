@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 from kbgraph import pipeline
-from kbgraph.graph.derive import DeriveResult
+from kbgraph.graph.derive.recompute import DeriveResult
 from kbgraph.parse.chunker import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
