@@ -37,7 +37,8 @@ from kbgraph.search.context import (
 )
 from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
-from kbgraph.search.kg import KGParams, retrieve_kg
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.retrieval import retrieve_kg
 from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
 from kbgraph.store.base import DocStore
