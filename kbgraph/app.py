@@ -145,7 +145,7 @@ class _ThreadLocks:
 
 
 def _load_parts(settings: Settings) -> None:
-    from kbgraph.parse.chunker import get_encoding
+    from kbgraph.parse.token_count import get_encoding
 
     get_encoding()
     if settings.llm_configured or settings.embedding_provider == "openai":

@@ -18,7 +18,7 @@ import numpy as np
 
 from kbgraph.graph.extract.answer_json import json_values
 from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, Message
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.prompts import prompt_version, render
 from kbgraph.search.context import ReportHit, report_block

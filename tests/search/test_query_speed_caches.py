@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.context import RetrievedChunk, any_of_scores, fit_chunks, within_budget
 from kbgraph.search.graph_cache import (
     RelationAdjacency,

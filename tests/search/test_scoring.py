@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kbgraph.config import Settings
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.chunks import ChunkHit
 from kbgraph.search.context import (
     Budget,

@@ -23,7 +23,7 @@ from kbgraph.graph.extract.finalize import finalize
 from kbgraph.graph.extract.glean import GleanGate, record_glean
 from kbgraph.graph.extract.output_parser import ParsedOutput, parse_records
 from kbgraph.llm.base import Cancelled, CancelCheck, ChatModel, Message, UsageLedger
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.prompts import prompt_version, render
 
 TUPLE_DELIMITER = "<|>"
