@@ -115,7 +115,7 @@ def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     ("guild", "country") and pull the walk toward every chunk that shares them. Each seed counts by
     its ramp weight (``seed_low`` .. ``seed_high``), the other entities by what the anchors leave
     (1 - the best anchor's weight). ``about`` (the anchors' relations scored against the question,
-    ``kg.anchor_relations``) adds the far end of the best ``relation_seed_top_n`` of them, at anchor
+    ``kg.facts.anchor_relations``) adds the far end of the best ``relation_seed_top_n`` of them, at anchor
     score x relation score: the entity the question reaches through the relation it asks about ("the
     guild *founded by* Mira Castell").
     """
@@ -200,8 +200,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
               about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
     """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
     end of the question's facts (the anchors' relations to other entities scoring at least
-    ``fact_filter`` x the best one, as ``kg.ranked_facts`` sets the bar). A fact counts by its anchor's
-    weight (``kg.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
+    ``fact_filter`` x the best one, as ``kg.facts.ranked_facts`` sets the bar). A fact counts by its anchor's
+    weight (``kg.facts.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
     ramp's low end adds little."""
     anchors = anchor_weights(seeds, params)
     if not about or not anchors:

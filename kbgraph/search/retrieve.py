@@ -69,7 +69,7 @@ class MixParams:
     # chain's hop wins the tie (MuSiQue mix recall@5 0.68 at 1.25, 0.65 at 1, 0.63 at 0.5)
     ppr_weight: float = 1.25
     kg_weight: float = 0.0
-    # kg mode: the passages the question's facts lead to (kg.bridge_scores). mix takes no bridges: the
+    # kg mode: the passages the question's facts lead to (kg.facts.bridge_scores). mix takes no bridges: the
     # chains lead there only from a passage stating the fact, where a bridge followed a fact stated
     # anywhere (the sample corpus's flood question: the Long Quay to the Glass Tower's page)
     bridge_weight: float = 0.25

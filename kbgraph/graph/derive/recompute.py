@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kbgraph.graph.derive.aliases import NO_ALIASES, AliasMap
-from kbgraph.graph.derive.entities import EntityFacts, _description_input, _entity_from_facts, entity_facts, extended_facts
+from kbgraph.graph.derive.entities import (
+    EntityFacts, _description_input, _entity_from_facts, entity_facts, extended_facts,
+)
 from kbgraph.graph.derive.fragments import Describe, _in_order, _prefetch_summaries
 from kbgraph.graph.derive.mentions import _BATCH, _batches, _entity_mentions, _relation_mentions, pairs_touching
 from kbgraph.graph.derive.relations import _relation_description_input, derive_relation
