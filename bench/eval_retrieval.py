@@ -43,7 +43,7 @@ from kbgraph.app import Engine
 from kbgraph.config import load_settings
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.search.chains import ChainParams
-from kbgraph.search.kg import KGParams
+from kbgraph.search.kg.params import KGParams
 from kbgraph.search.ppr_search import PPRParams
 from kbgraph.search.retrieve import MODES, MixParams, retrieve
 

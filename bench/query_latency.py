@@ -31,8 +31,8 @@ import numpy as np
 from kbgraph.app import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta.schemas import DEFAULT_TENANT, GraphConfig
-from kbgraph.graph.derive import entity_text, relation_text
-from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.derive.vectors import entity_text, relation_text
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 from kbgraph.graph.pagerank import weighted_pagerank
 from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.parse.tokenize import token_string

@@ -145,7 +145,7 @@ class _ThreadLocks:
 
 
 def _load_parts(settings: Settings) -> None:
-    from kbgraph.parse.chunker import get_encoding
+    from kbgraph.parse.token_count import get_encoding
 
     get_encoding()
     if settings.llm_configured or settings.embedding_provider == "openai":
@@ -659,7 +659,7 @@ class Engine:
     def query(self, kb_names: Sequence[str], question: str, *, mode: str | None = None,
               top_n: int | None = None) -> "RetrievalResult":
         """Retrieve for a question in any mode (default: mix when a KB has a graph, else naive)."""
-        from kbgraph.graph.extract_nlp import NLPExtractor
+        from kbgraph.graph.extract.nlp.extractor import NLPExtractor
         from kbgraph.search.retrieve import retrieve
 
         if not question.strip():

@@ -16,8 +16,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
 from kbgraph import pipeline
-from kbgraph.graph.derive import DeriveResult
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.graph.derive.recompute import DeriveResult
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
 from kbgraph.pipeline import KBContext
 from kbgraph.search.chunks import CHUNK_TEXT_FIELDS

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from kbgraph import pipeline
-from kbgraph.graph.extract import Extractor
+from kbgraph.graph.extract.base import Extractor
 from kbgraph.llm.base import CancelCheck, Cancelled
 from kbgraph.meta import DocumentStatus, MetaDB
 from kbgraph.meta.schemas import Document, KnowledgeBase, NotFound as MetaNotFound

@@ -24,14 +24,14 @@ import orjson
 
 from kbgraph.config import Settings
 from kbgraph.utils.gc_scope import bulk_gc
-from kbgraph.graph.derive import (
-    MENTION_FORMAT, AliasMap, DeriveResult, entity_description_inputs, load_aliases, pairs_touching, recompute,
-    relation_description_inputs,
-    touched_keys, touched_pairs, upgrade_mentions,
-)
+from kbgraph.graph.derive.aliases import AliasMap, load_aliases
+from kbgraph.graph.derive.entities import entity_description_inputs
+from kbgraph.graph.derive.mentions import MENTION_FORMAT, pairs_touching, touched_keys, touched_pairs, upgrade_mentions
+from kbgraph.graph.derive.recompute import DeriveResult, recompute
+from kbgraph.graph.derive.relations import relation_description_inputs
 from kbgraph.graph.describe import Describer, SummaryError
-from kbgraph.graph.extract import ChunkExtraction, Extractor, build_extractor
-from kbgraph.graph.extract_llm import ExtractionError
+from kbgraph.graph.extract.base import ChunkExtraction, ExtractionError, Extractor
+from kbgraph.graph.extract.factory import build_extractor
 from kbgraph.llm.base import CancelCheck, Cancelled, ChatModel, Embedder, LLMError, UsageLedger
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
@@ -935,7 +935,7 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
     run is embedded once, in large batches, instead of once per document. With ``into`` the new
     vectors join those changes instead of being written at once.
     """
-    from kbgraph.graph.derive import entity_name_text, entity_text, entity_vector_from_chunk, relation_text
+    from kbgraph.graph.derive.vectors import entity_name_text, entity_text, entity_vector_from_chunk, relation_text
 
     # a batch fills every request the embedder may have in flight (a remote one waits on the
     # network per request: 2,212 rows took nine serial 0.8 s round trips at 256 a batch)
@@ -993,7 +993,7 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
 
 def _single_chunk_vectors(ctx: KBContext, entities: list[Entity]) -> dict[str, np.ndarray]:
     """The stored vectors of these single-chunk entities' chunks, by chunk id."""
-    from kbgraph.graph.derive import chunk_vectors
+    from kbgraph.graph.derive.vectors import chunk_vectors
 
     if not entities:
         return {}
@@ -1005,7 +1005,7 @@ def _relation_vectors_from_chunks(ctx: KBContext, relations: list[Relation], int
                                   ) -> tuple[list[Relation], int]:
     """Give these relations their chunks' mean vector (``relation_vectors``); returns those left
     to embed by their text (none of their chunks has a vector of this size) and how many got one."""
-    from kbgraph.graph.derive import relation_vectors_from_chunks
+    from kbgraph.graph.derive.vectors import relation_vectors_from_chunks
 
     changes = into or RowChanges(ctx)
     left: list[Relation] = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kbgraph.graph.derive import (
+from kbgraph.graph.derive.vectors import (
     chunk_vectors, entity_name_text, entity_text, entity_vector_from_chunk, relation_text, relation_vectors_from_chunks,
 )
 from kbgraph.llm.base import Embedder

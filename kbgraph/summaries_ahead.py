@@ -24,15 +24,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from kbgraph.graph.derive import (
-    AliasMap,
-    display_name,
-    entity_summary_input,
-    load_aliases,
-    relation_summary_input,
-    stored_entity_mentions,
-    stored_relation_mentions,
-)
+from kbgraph.graph.derive.aliases import AliasMap, load_aliases
+from kbgraph.graph.derive.entities import display_name, entity_summary_input
+from kbgraph.graph.derive.mentions import stored_entity_mentions, stored_relation_mentions
+from kbgraph.graph.derive.relations import relation_summary_input
 from kbgraph.graph.describe import Describer
 from kbgraph.pipeline import KBContext
 from kbgraph.store.records import Chunk, EntityMention, RelationMention

@@ -100,7 +100,7 @@ def assistant_dialog(engine: "Engine", assistant: Assistant, history: Sequence[T
                      extra_kb_ids: Sequence[str] = (), variables: Mapping[str, str] | None = None) -> Dialog:
     """The assistant bound to its knowledge bases (raises LLMNotConfigured without a chat model).
     ``variables`` fill the prompt's declared parameters other than ``knowledge``."""
-    from kbgraph.graph.extract_nlp import NLPExtractor
+    from kbgraph.graph.extract.nlp.extractor import NLPExtractor
     from kbgraph.search.retrieve import retrieve
 
     kbs = _knowledge_bases(engine, assistant, extra_kb_ids)

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 from kbgraph.llm.base import ChatModel, LLMError, Message
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.prompts import prompt_version, render
 
 # rounds of group summaries before the rest is cut: a model that ignores the length it is asked for

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from kbgraph.graph.derive import Describe, derive_entity, derive_relation, load_aliases
+from kbgraph.graph.derive.aliases import load_aliases
+from kbgraph.graph.derive.entities import derive_entity
+from kbgraph.graph.derive.fragments import Describe
+from kbgraph.graph.derive.relations import derive_relation
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.records import Entity, EntityMention, Relation, RelationMention
 

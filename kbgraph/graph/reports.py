@@ -19,7 +19,7 @@ from typing import Any
 
 from kbgraph.graph.communities import Community
 from kbgraph.llm.base import CancelCheck, ChatModel, Message
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.prompts import prompt_version, render
 from kbgraph.store.records import Entity, Finding, Relation
 

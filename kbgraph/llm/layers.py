@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 import orjson
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.llm.base import CancelCheck, Cancelled, LLMError, Message, UsageLedger
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from itertools import chain
 from typing import BinaryIO
 
-from kbgraph.parse.readers import (
-    _BOMS, _DROPPABLE, _MIME, ParsedDocument, ParseError, _check_size, _check_suffix, _reject_junk,
-)
+from kbgraph.parse.readers.document import ParsedDocument, ParseError
+from kbgraph.parse.readers.formats import _MIME, _check_size, _check_suffix
+from kbgraph.parse.readers.text import _BOMS, _DROPPABLE, _reject_junk
 
 __all__ = ["STREAMED_SUFFIXES", "stream_text"]
 

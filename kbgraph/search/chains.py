@@ -60,7 +60,7 @@ class ChainParams:
     # chain starts from a passage stating that fact, times the fact's score relative to the best one
     # (HippoRAG 2's filtering of the question's triples)
     fact_bonus: float = 1.0
-    # a chain through an entity the question names in part (an anchor on its ramp, kg.ramp, weight w
+    # a chain through an entity the question names in part (an anchor on its ramp, kg.scoring.ramp, weight w
     # in (0, 1)) costs named_cost x w / (1 - w) z: nothing for one barely named, no chain at all for
     # one fully named, and continuous between
     named_cost: float = 1.0

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 
 
 @dataclass

@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kbgraph.graph.output_parser import json_values
+from kbgraph.graph.extract.answer_json import json_values
 from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, Message
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.prompts import prompt_version, render
 from kbgraph.search.context import ReportHit, report_block
-from kbgraph.search.kg import REPORT_FIELDS, _report_hit, kind_search
+from kbgraph.search.kg.rows import REPORT_FIELDS, _report_hit, kind_search
 from kbgraph.store.base import Condition, DocStore, SearchRequest, eq
 from kbgraph.store.records import CommunityReport
 

@@ -8,9 +8,7 @@ the restart mass, so dense/BM25 relevance and graph proximity are ranked togethe
 glued on afterwards; the final score still adds a share of the naive score as a node-independent
 prior, because a chunk the graph never reaches (no entity extracted from it) must stay findable.
 
-The graph (entities, relations, entity-chunk links) is read from the store once per knowledge
-base set and graph version and cached in-process; a changed graph (new ``graph_meta`` version)
-rebuilds it on the next query.
+The graph (entities, relations, entity-chunk links) and its cache are in ``kbgraph.search.ppr_graph``.
 
 The walk settles the entities of the result. The chunks are ranked by passage chains
 (``kbgraph.search.chains``, ``PPRParams.chains``) over the naive hits, the walk's best chunks and the
@@ -20,16 +18,13 @@ walk's mass and the naive score as above.
 
 from __future__ import annotations
 
-import json
 import math
-import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kbgraph.graph.ppr import SparseGraph, ppr_vector
+from kbgraph.graph.ppr import ppr_vector
 from kbgraph.llm.base import Embedder
 from kbgraph.search.chains import (
     ChainGraph,
@@ -53,186 +48,50 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.kg import (
-    KGParams,
-    Seeds,
-    _fetch_entities,
-    anchor_relations,
-    fact_leads,
-    present,
-    fetch_chunks,
-    ramp,
-    rank_entities,
-    ranked_facts,
-    seed_entities,
-)
 from kbgraph.search.graph_cache import graph_state
+from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.ranking import rank_entities
+from kbgraph.search.kg.rows import _fetch_entities, fetch_chunks
+from kbgraph.search.kg.scoring import present, ramp
+from kbgraph.search.kg.seeds import Seeds, seed_entities
+from kbgraph.search.ppr_graph import EntityGraph, chunk_node, entity_graph, entity_node
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.base import DocStore, eq
-from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
-from kbgraph.store.records import Entity, Relation
+from kbgraph.store.base import DocStore
 from kbgraph.utils.top_k import largest
 
 
 @dataclass(frozen=True)
 class PPRParams:
+    """The walk's parameters; one line each says what it is for, and what the defaults were measured
+    against is in bench/README.md, "Retrieval parameters: what the kg and ppr defaults rest on"."""
+
     damping: float = 0.5  # HippoRAG's value: mass stays within a few hops of the seeds
-    # L1 change of a step at which the walk stops; at damping 0.5 what is left to move is no more than
-    # this, 0.2% of the mass. Against a fully converged walk, the chunk lists of 98 of 100 MuSiQue
-    # questions came out the same, as at 1e-3, which takes one step more (~0.7 ms on a 130k-node graph).
-    tol: float = 2e-3
-    seed_top_n: int = 5  # a few precise seeds beat many weak ones (tuned on MuSiQue)
-    # an entity seeds the walk by a weight rising linearly from 0 at seed_low to 1 at seed_high of its
-    # relevance (kg.ramp), and one matched by the question's analysed entities counts as one of its
-    # anchors by that weight (only anchors seed the walk once there is one): no cut that a score
-    # differing in the third digit between the stores can fall either side of. Wider than kg's ramp:
-    # the walk moves more with a seed's weight (an entity of the sample corpus seeded at 0.4994 and
-    # 0.5014 scored 0.011 apart over 0.45-0.55, more than the stores may differ; 0.006 over 0.4-0.6)
+    tol: float = 2e-3  # L1 change of a step at which the walk stops: 0.2% of the mass left to move at damping 0.5
+    seed_top_n: int = 5  # a few precise seeds beat many weak ones
+    # an entity seeds the walk by a weight rising from 0 at seed_low to 1 at seed_high of its relevance
+    # (kg's ``ramp``; an analysed entity's match counts as an anchor by it, and only anchors seed once
+    # there is one): no cut the stores' scores may fall either side of; wider than kg's ramp, as the
+    # walk moves more with a seed's weight
     seed_low: float = 0.4
     seed_high: float = 0.6
     chunk_seed_share: float = 0.1  # of the restart mass given to the naive chunk hits
     naive_weight: float = 0.2  # share of the naive score in the final chunk score
     chunk_link_weight: float = 1.0  # weight of an entity-chunk edge relative to a relation of weight 1
-    # seed weight = relevance / (chunks citing the entity) ** specificity. HippoRAG's node specificity is
-    # the power 1; 0.5 did as well on MuSiQue and HotpotQA and leaves a named hub some pull
-    specificity: float = 0.5
+    specificity: float = 0.5  # seed weight = relevance / (chunks citing the entity) ** this: a hub points nowhere
     # the far ends of the anchors' relations that match the question seed the walk too (HippoRAG 2's
     # fact-to-entity seeding, restricted to the facts of the entities the question names)
-    relation_seed_weight: float = 1.0
-    relation_seed_top_n: int = 3
+    relation_seed_weight: float = 1.0  # their seed weight, times the anchor's and the fact's score
+    relation_seed_top_n: int = 3  # how many of the best facts seed
     fact_filter: float = 0.5  # facts seed only when scoring at least this share of the best fact
-    entity_top_n: int = 12
-    chunk_top_n: int = 8
+    entity_top_n: int = 12  # entities in the result (the walk's heaviest)
+    chunk_top_n: int = 8  # chunks in the result
     # the chunk ranking: passage chains (kbgraph.search.chains) over the naive hits, the walk's best
     # chunks and what they lead to; None ranks by the walk's mass and the naive score alone
     chains: ChainParams | None = field(default_factory=ChainParams)
     chain_walk_candidates: int = 16  # of the walk's best chunks join the chains' candidates
-    kg: KGParams = field(default_factory=KGParams)
-    budget: Budget = field(default_factory=Budget)
-
-
-@dataclass
-class EntityGraph:
-    """The walkable graph of a set of knowledge bases at given graph versions."""
-
-    versions: tuple[tuple[str, int], ...]
-    graph: SparseGraph
-    chunk_nodes: np.ndarray  # node indices of the chunk nodes
-    chunk_ids: list[str]  # chunk id of each chunk node, same order
-    chunk_index: dict[str, int]  # chunk id -> position in chunk_nodes
-    mentions: dict[str, int]  # entity node -> number of chunks citing it
-    entity_nodes: np.ndarray  # node indices of the entity nodes
-    # worked out from the above on first use, never persisted: the chains' view, vector samples
-    derived: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """For store/index_files.py: a new process maps the graph instead of reading every row."""
-        arrays = {f"graph_{name}": array for name, array in self.graph.to_arrays().items()}
-        arrays.update(versions=strings_array([json.dumps(self.versions)]), chunk_nodes=self.chunk_nodes,
-                      chunk_ids=strings_array(self.chunk_ids), mention_nodes=strings_array(list(self.mentions)),
-                      mention_counts=np.fromiter(self.mentions.values(), dtype=np.int64, count=len(self.mentions)),
-                      entity_nodes=self.entity_nodes)
-        return arrays
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> EntityGraph:
-        graph = SparseGraph.from_arrays({name[6:]: a for name, a in arrays.items() if name.startswith("graph_")})
-        chunk_ids = array_strings(arrays["chunk_ids"])
-        versions = tuple(tuple(v) for v in json.loads(array_strings(arrays["versions"])[0]))
-        return cls(versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
-                   chunk_index={c: i for i, c in enumerate(chunk_ids)},
-                   mentions=dict(zip(array_strings(arrays["mention_nodes"]), arrays["mention_counts"].tolist())),
-                   entity_nodes=np.asarray(arrays["entity_nodes"]))
-
-
-def entity_node(kb_id: str, key: str) -> str:
-    return f"e\x1f{kb_id}\x1f{key}"
-
-
-def chunk_node(chunk_id: str) -> str:
-    return f"c\x1f{chunk_id}"
-
-
-def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], versions: tuple[tuple[str, int], ...],
-                       chunk_link_weight: float = 1.0) -> EntityGraph:
-    nodes: list[str] = []
-    edges: list[tuple[str, str, float]] = []
-    mentions: dict[str, int] = {}
-    chunks: set[str] = set()
-    for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Entity.KIND)],
-                          fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd"]):
-        node = entity_node(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
-        nodes.append(node)
-        cited = list(doc.get("chunk_ids_kwd") or [])
-        mentions[node] = len(cited)
-        for cid in cited:
-            chunks.add(cid)
-            edges.append((node, chunk_node(cid), chunk_link_weight))
-    for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND)],
-                          fields=["kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]):
-        kb = doc.get("kb_id", "")
-        edges.append((entity_node(kb, doc.get("src_key_kwd", "")), entity_node(kb, doc.get("tgt_key_kwd", "")),
-                      float(doc.get("weight_flt", 0.0) or 0.0)))
-    graph = SparseGraph.from_edges(nodes, edges, hubs_first=True, dtype=np.float32)
-    chunk_ids = sorted(chunks)
-    chunk_nodes = np.fromiter((graph.index[chunk_node(c)] for c in chunk_ids), dtype=np.int64, count=len(chunk_ids))
-    # in name order, whatever the walk's numbering, so that equal masses rank by name
-    entity_nodes = np.array([graph.index[n] for n in sorted(graph.index) if n.startswith("e\x1f")], dtype=np.int64)
-    return EntityGraph(versions=versions, graph=graph, chunk_nodes=chunk_nodes, chunk_ids=chunk_ids,
-                       chunk_index={c: i for i, c in enumerate(chunk_ids)}, mentions=mentions,
-                       entity_nodes=entity_nodes)
-
-
-_cache: weakref.WeakKeyDictionary[DocStore, dict[tuple, EntityGraph]] = weakref.WeakKeyDictionary()
-_cache_lock = threading.Lock()
-
-
-def graph_versions(store: DocStore, tenant: str, kb_ids: Sequence[str]) -> tuple[tuple[str, int], ...]:
-    return graph_state(store, tenant, kb_ids).versions
-
-
-def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link_weight: float = 1.0,
-                 versions: tuple[tuple[str, int], ...] | None = None) -> EntityGraph:
-    """The cached graph for these knowledge bases, rebuilt when any of their versions (read when not
-    given) moved."""
-    versions = versions if versions is not None else graph_versions(store, tenant, kb_ids)
-    key = (tenant, tuple(sorted(kb_ids)), chunk_link_weight)
-    with _cache_lock:
-        per_store = _cache.setdefault(store, {})
-        cached = per_store.get(key)
-    if cached is not None and cached.versions == versions:
-        return cached
-    built = _graph_from_disk(store, key, versions)
-    if built is None:
-        built = build_entity_graph(store, tenant, kb_ids, versions, chunk_link_weight)
-        _graph_to_disk(store, key, versions, built)
-    with _cache_lock:
-        per_store[key] = built
-    return built
-
-
-def _graph_from_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...]) -> EntityGraph | None:
-    files = store.index_files()
-    if files is None or not _persistable(versions):
-        return None
-    loaded = files.load(key, EntityGraph, sum(v for _, v in versions))
-    return loaded[1] if loaded is not None and loaded[1].versions == versions else None
-
-
-def _graph_to_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...], graph: EntityGraph) -> None:
-    files = store.index_files()
-    if files is not None and _persistable(versions) and graph.graph.size >= PERSIST_MIN_ROWS:
-        files.save(key, sum(v for _, v in versions), graph)
-
-
-def _persistable(versions: tuple[tuple[str, int], ...]) -> bool:
-    # a graph without a graph_meta row (version -1) can change without its version moving
-    return all(version > 0 for _, version in versions)
-
-
-def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
+    kg: KGParams = field(default_factory=KGParams)  # the seed and fact searches, shared with the kg mode
+    budget: Budget = field(default_factory=Budget)  # token budgets of the rendered context
 
 
 def _normalized(values: dict[str, float]) -> dict[str, float]:
@@ -256,7 +115,7 @@ def ppr_seeds(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     ("guild", "country") and pull the walk toward every chunk that shares them. Each seed counts by
     its ramp weight (``seed_low`` .. ``seed_high``), the other entities by what the anchors leave
     (1 - the best anchor's weight). ``about`` (the anchors' relations scored against the question,
-    ``kg.anchor_relations``) adds the far end of the best ``relation_seed_top_n`` of them, at anchor
+    ``kg.facts.anchor_relations``) adds the far end of the best ``relation_seed_top_n`` of them, at anchor
     score x relation score: the entity the question reaches through the relation it asks about ("the
     guild *founded by* Mira Castell").
     """
@@ -341,8 +200,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
               about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
     """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
     end of the question's facts (the anchors' relations to other entities scoring at least
-    ``fact_filter`` x the best one, as ``kg.ranked_facts`` sets the bar). A fact counts by its anchor's
-    weight (``kg.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
+    ``fact_filter`` x the best one, as ``kg.facts.ranked_facts`` sets the bar). A fact counts by its anchor's
+    weight (``kg.facts.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
     ramp's low end adds little."""
     anchors = anchor_weights(seeds, params)
     if not about or not anchors:

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kbgraph.graph.extract import DEFAULT_ENTITY_TYPES, Extractor, build_extractor
+from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, Extractor
+from kbgraph.graph.extract.factory import build_extractor
 from kbgraph.graph.keys import normalize_key
-from kbgraph.graph.output_parser import json_values
+from kbgraph.graph.extract.answer_json import json_values
 from kbgraph.llm.base import ChatModel, LLMError, Message
 from kbgraph.parse.tokenize import tokenize, tokenize_query
 from kbgraph.prompts import prompt_version, render

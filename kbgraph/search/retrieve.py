@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from kbgraph.config import Settings
-from kbgraph.graph.extract import DEFAULT_ENTITY_TYPES, Extractor
+from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, Extractor
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
 from kbgraph.search.chunks import ChunkHit, ChunkQuery, embed_question, retrieve_chunks
 from kbgraph.search.context import (
@@ -37,7 +37,8 @@ from kbgraph.search.context import (
 )
 from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
-from kbgraph.search.kg import KGParams, retrieve_kg
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.retrieval import retrieve_kg
 from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
 from kbgraph.store.base import DocStore
@@ -68,7 +69,7 @@ class MixParams:
     # chain's hop wins the tie (MuSiQue mix recall@5 0.68 at 1.25, 0.65 at 1, 0.63 at 0.5)
     ppr_weight: float = 1.25
     kg_weight: float = 0.0
-    # kg mode: the passages the question's facts lead to (kg.bridge_scores). mix takes no bridges: the
+    # kg mode: the passages the question's facts lead to (kg.facts.bridge_scores). mix takes no bridges: the
     # chains lead there only from a passage stating the fact, where a bridge followed a fact stated
     # anywhere (the sample corpus's flood question: the Long Quay to the Glass Tower's page)
     bridge_weight: float = 0.25

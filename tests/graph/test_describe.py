@@ -63,7 +63,7 @@ def test_prefetch_without_concurrency_asks_nothing_ahead(scripted_llm: ScriptedL
 
 
 def test_budget_is_fragment_tokens_plus_line_breaks_without_a_model() -> None:
-    from kbgraph.parse.chunker import count_tokens
+    from kbgraph.parse.token_count import count_tokens
 
     fragments = [f"Fragment {i} tells one more thing about the lighthouse keeper and the storm." for i in range(6)]
     cost = [count_tokens(f) for f in fragments]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from hypothesis import given, settings, strategies as st
 
-from kbgraph.graph.derive import _entity_from_facts, derive_entity, extended_facts
+from kbgraph.graph.derive.entities import _entity_from_facts, derive_entity, extended_facts
 from kbgraph.graph.describe import Describer
 from kbgraph.llm.base import Message
 from kbgraph.store.records import EntityMention

@@ -9,8 +9,9 @@ import pytest
 from support.scripted_llm import ScriptedLLM
 
 from kbgraph.config import Settings
-from kbgraph.graph.extract import ExtractionError, build_extractor
-from kbgraph.graph.extract_llm import LLMExtractor
+from kbgraph.graph.extract.base import ExtractionError
+from kbgraph.graph.extract.factory import build_extractor
+from kbgraph.graph.extract.llm import LLMExtractor
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm import Cancelled, ChatModel, LLMNotConfigured, UsageLedger, build_chat
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph.graph.extract import build_extractor
-from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.extract.factory import build_extractor
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import Cancelled
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 
 
 def types(text: str) -> dict[str, str]:

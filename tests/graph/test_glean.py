@@ -7,8 +7,8 @@ import pytest
 from support.scripted_llm import ScriptedLLM
 
 from kbgraph.config import ConfigError, Settings, load_settings
-from kbgraph.graph.extract import build_extractor
-from kbgraph.graph.glean import GleanGate, missed_names
+from kbgraph.graph.extract.factory import build_extractor
+from kbgraph.graph.extract.glean import GleanGate, missed_names
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm import ChatModel, UsageLedger, build_chat
 

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbgraph.graph.output_parser import load_json_lenient, parse_records, parse_strength
+from kbgraph.graph.extract.answer_json import load_json_lenient
+from kbgraph.graph.extract.output_parser import parse_records
+from kbgraph.graph.extract.record_fields import parse_strength
 
 
 def names(out) -> list[str]:
@@ -265,7 +267,7 @@ def _record(kind: str, fields: list[str]) -> str:
        gap=st.sampled_from(["##\n", "##", "\n##\n", " ## "]),
        ending=st.sampled_from(["<|COMPLETE|>", "\n<|COMPLETE|>\n", "", "##<|COMPLETE|>"]))
 def test_fast_path_reads_canonical_answers_as_the_general_reader_does(records, gap, ending) -> None:
-    from kbgraph.graph.output_parser import _parse_canonical, _parse_general
+    from kbgraph.graph.extract.output_parser import _parse_canonical, _parse_general
 
     text = gap.join(_record(kind, fields) for kind, fields in records) + ending
     fast = _parse_canonical(text)
@@ -274,7 +276,7 @@ def test_fast_path_reads_canonical_answers_as_the_general_reader_does(records, g
 
 
 def test_fast_path_takes_plain_answers_and_declines_lookalikes() -> None:
-    from kbgraph.graph.output_parser import _parse_canonical
+    from kbgraph.graph.extract.output_parser import _parse_canonical
 
     plain = ('("entity"<|>Scrooge<|>person<|>A miser, “cold as ever.”)##\n'
              '("relationship"<|>Scrooge<|>Bob Cratchit<|>Bob is Scrooge\'s clerk.<|>8)##\n<|COMPLETE|>')

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings
 
 from kbgraph.config import load_settings
-from kbgraph.graph.derive import entity_text, relation_text
+from kbgraph.graph.derive.vectors import entity_text, relation_text
 from kbgraph.graph.invariants import check_graph
 from kbgraph.llm.base import UsageLedger
 from kbgraph.llm.embedders import HashEmbedder, _words

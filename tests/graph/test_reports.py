@@ -16,7 +16,7 @@ from kbgraph.graph.reports import (
     ReportContent, build_tables, extractive_report, llm_report, parse_report, report_text,
 )
 from kbgraph.llm import ChatModel, UsageLedger, build_chat
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.store.records import Entity, Finding, Relation
 
 KB = "kb1"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kbgraph import indexing, pipeline
-from kbgraph.graph import derive
+from kbgraph.graph.derive import recompute as derive
 from kbgraph.graph.invariants import check_graph
 from kbgraph.app import Engine
 from kbgraph.meta.schemas import GraphConfig

@@ -9,7 +9,7 @@ from kbgraph.app import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.search import ppr_search
+from kbgraph.search import ppr_graph as ppr_search
 
 QUESTIONS = ["Who founded the Lumen Cartographers Guild?", "What did Tobias Wren build in Varrow?"]
 
@@ -40,7 +40,8 @@ def test_a_new_process_maps_the_walk_graph_instead_of_reading_every_row(
 
 
 def test_entity_citations_are_read_back_instead_of_scanned(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kbgraph.search import graph_cache, kg
+    from kbgraph.search import graph_cache
+    from kbgraph.search.kg import scoring as kg
 
     settings = settings.replace(store="sqlite")
     monkeypatch.setattr(graph_cache, "PERSIST_MIN_ROWS", 1)

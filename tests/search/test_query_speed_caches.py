@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.context import RetrievedChunk, any_of_scores, fit_chunks, within_budget
 from kbgraph.search.graph_cache import (
     RelationAdjacency,
@@ -22,15 +22,11 @@ from kbgraph.search.graph_cache import (
     read_relations_touching,
     relation_adjacency,
 )
-from kbgraph.search.kg import (
-    CHUNK_FIELDS,
-    ENTITY_FIELDS,
-    KGParams,
-    expand,
-    fetch_chunks,
-    retrieve_kg,
-    typed_entities,
-)
+from kbgraph.search.kg.expand import expand
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.retrieval import retrieve_kg
+from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, fetch_chunks
+from kbgraph.search.kg.seeds import typed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import eq
 from kbgraph.store.records import (
@@ -219,7 +215,8 @@ def test_budgets_agree_with_counting_every_token() -> None:
 
 
 def test_entity_rows_rank_like_reading_every_row(store: SQLiteStore) -> None:
-    from kbgraph.search.kg import _fetch_entities, rank_entities
+    from kbgraph.search.kg.ranking import rank_entities
+    from kbgraph.search.kg.rows import _fetch_entities
     from kbgraph.search.ppr_search import entity_rows
 
     rng = random.Random(7)

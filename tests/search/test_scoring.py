@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kbgraph.config import Settings
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.chunks import ChunkHit
 from kbgraph.search.context import (
     Budget,
@@ -21,16 +21,13 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.kg import (
-    KGParams,
-    chunk_support,
-    expand,
-    hop_factor,
-    name_match,
-    rank_entities,
-    retrieve_kg,
-)
-from kbgraph.search.ppr_search import PPRParams, clear_cache, entity_graph, retrieve_ppr
+from kbgraph.search.kg.expand import expand
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.ranking import rank_entities
+from kbgraph.search.kg.retrieval import retrieve_kg
+from kbgraph.search.kg.scoring import chunk_support, hop_factor, name_match
+from kbgraph.search.ppr_graph import clear_cache, entity_graph
+from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.search.fusion import FusionParams, fuse_rankings, rank_fusion
 from kbgraph.search.retrieve import retrieve

@@ -16,18 +16,13 @@ import pytest
 
 from kbgraph.graph.ppr import SparseGraph
 from kbgraph.search.chains import chain_scores
-from kbgraph.search.kg import KGParams, Seeds, ramp, ranked_facts, retrieve_kg, seed_entities
-from kbgraph.search.ppr_search import (
-    EntityGraph,
-    PPRParams,
-    chunk_node,
-    chunk_scores,
-    clear_cache,
-    entity_node,
-    ppr_seeds,
-    retrieve_ppr,
-    top_entities,
-)
+from kbgraph.search.kg.facts import ranked_facts
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.retrieval import retrieve_kg
+from kbgraph.search.kg.scoring import ramp
+from kbgraph.search.kg.seeds import Seeds, seed_entities
+from kbgraph.search.ppr_graph import EntityGraph, chunk_node, clear_cache, entity_node
+from kbgraph.search.ppr_search import PPRParams, chunk_scores, ppr_seeds, retrieve_ppr, top_entities
 from kbgraph.search.query_analysis import QueryAnalysis
 
 from . import EMBEDDER, KB, TENANT, toy_kb

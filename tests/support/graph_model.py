@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 
 _NLP = NLPExtractor()
 

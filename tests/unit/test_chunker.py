@@ -158,7 +158,7 @@ def test_arbitrary_unicode_terminates_and_covers(text: str, chunk_tokens: int) -
                      max_size=200).map("".join))
 def test_text_cut_at_a_line_start_encodes_as_its_halves(text: str) -> None:
     # what the chunker's exact span counts rest on (see kbgraph.parse.chunker's docstring)
-    from kbgraph.parse.chunker import _line_starts, get_encoding
+    from kbgraph.parse.token_count import _line_starts, get_encoding
 
     enc = get_encoding()
     whole = enc.encode_ordinary(text)
@@ -168,7 +168,7 @@ def test_text_cut_at_a_line_start_encodes_as_its_halves(text: str) -> None:
 
 def test_long_text_counts_match_reencoding() -> None:
     # past the size at which the text is encoded as two halves on two threads
-    from kbgraph.parse.chunker import _PARALLEL_ENCODE_CHARS
+    from kbgraph.parse.token_count import _PARALLEL_ENCODE_CHARS
 
     text = BOOK.read_text(encoding="utf-8")
     text = "\n\n".join([text] * (_PARALLEL_ENCODE_CHARS // len(text) + 1))

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from kbgraph.graph.ppr import SparseGraph, personalized_pagerank, ppr_vector
-from kbgraph.search.ppr_search import EntityGraph, top_entities
+from kbgraph.search.ppr_graph import EntityGraph
+from kbgraph.search.ppr_search import top_entities
 from kbgraph.utils.top_k import largest
 
 # agreement with the reference: the walks stop at the same step, so only summation order differs

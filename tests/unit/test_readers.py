@@ -12,7 +12,7 @@ import pytest
 from support.documents import make_docx, make_pdf
 
 from kbgraph.parse import SUPPORTED_SUFFIXES, ParseError, iter_paths, read_bytes, read_document
-from kbgraph.parse.readers import decode_text
+from kbgraph.parse.readers.text import decode_text
 
 
 def write(tmp_path: Path, name: str, data: bytes | str) -> Path:
@@ -270,7 +270,7 @@ def test_junk_class_is_exactly_the_rejected_unicode_categories() -> None:
     import sys
     import unicodedata
 
-    from kbgraph.parse.readers import _ALLOWED_CONTROLS, _JUNK
+    from kbgraph.parse.readers.text import _ALLOWED_CONTROLS, _JUNK
 
     for code in range(sys.maxunicode + 1):
         ch = chr(code)

@@ -42,7 +42,7 @@ def test_streamed_text_equals_the_whole_read(text: str, block: int, bom: bytes) 
     with pytest.MonkeyPatch.context() as patched:
         patched.setattr(text_stream, "_BLOCK_BYTES", block)  # blocks end inside characters and CR LFs
         patched.setattr(text_stream, "_SAMPLE_CHARS", 7)
-        patched.setattr("kbgraph.parse.readers._reject_junk", _small_sample_junk_check)
+        patched.setattr("kbgraph.parse.readers.text._reject_junk", _small_sample_junk_check)
         patched.setattr(text_stream, "_reject_junk", _small_sample_junk_check)
         whole = _whole("a.txt", data)
         try:
@@ -55,7 +55,7 @@ def test_streamed_text_equals_the_whole_read(text: str, block: int, bom: bytes) 
 
 def _small_sample_junk_check(name: str, text: str) -> str:
     # read_bytes' junk check, over the first 7 characters as the patched stream's is
-    from kbgraph.parse.readers import _DROPPABLE, _JUNK
+    from kbgraph.parse.readers.text import _DROPPABLE, _JUNK
 
     text = text.lstrip("\ufeff")
     sample = text[:7]

@@ -8,7 +8,7 @@ import pytest
 import tiktoken
 
 from kbgraph.parse import token_table
-from kbgraph.parse.chunker import ENCODING_NAME
+from kbgraph.parse.token_count import ENCODING_NAME
 
 TEXTS = [
     "The Lumen Cartographers Guild was founded in 812 by Mira Castell.\n\nIt kept the charts of Varrow.",

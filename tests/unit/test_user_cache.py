@@ -13,7 +13,7 @@ import pytest
 from kbgraph.utils import user_cache
 from kbgraph.llm import local_model
 from kbgraph.parse import token_table
-from kbgraph.parse.chunker import ENCODING_NAME
+from kbgraph.parse.token_count import ENCODING_NAME
 
 DAY = 86400
 

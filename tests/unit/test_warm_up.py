@@ -7,7 +7,7 @@ import time
 import pytest
 
 from kbgraph.app import Engine
-from kbgraph.parse import chunker
+from kbgraph.parse import token_count as chunker
 
 
 def test_opening_the_engine_loads_the_tokenizer_before_the_first_document(settings, monkeypatch: pytest.MonkeyPatch):

@@ -12,7 +12,7 @@ from typing import Any
 from flask import render_template, request
 from markupsafe import Markup, escape
 
-from kbgraph.graph.extract_nlp import NLPExtractor
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 from kbgraph.llm.base import LLMError
 from kbgraph.parse.tokenize import ENGLISH_STOP_WORDS
 from kbgraph.search.retrieve import MODES, RetrievalResult, retrieve

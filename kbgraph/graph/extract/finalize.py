@@ -1,5 +1,4 @@
-"""Entity/relation extraction: the types every extractor returns, the dispatcher, and the
-post-processing all methods share.
+"""The post-processing every extraction method shares: entity types mapped, duplicates merged.
 
 Choices the rest of kbgraph relies on (documented here because they shape the graph):
 
@@ -22,64 +21,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
 
+from kbgraph.graph.extract.base import UNKNOWN_TYPE, ChunkExtraction, ExtractedEntity, ExtractedRelation
 from kbgraph.graph.keys import clean_name, normalize_key
-from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, UsageLedger
-from kbgraph.store.records import EntityMention, RelationMention
-
-Method = Literal["general", "light", "nlp"]
-METHODS: tuple[str, ...] = ("general", "light", "nlp")
-UNKNOWN_TYPE = "unknown"
-DEFAULT_ENTITY_TYPES: tuple[str, ...] = ("organization", "person", "geo", "event", "category")
-
-
-class ExtractionError(RuntimeError):
-    """Extraction of one chunk failed for good (e.g. the model's answer stayed unreadable).
-    The pipeline marks that chunk failed and carries on with the others."""
-
-
-@dataclass
-class ExtractedEntity:
-    name: str
-    type: str
-    description: str
-    weight: float = 1.0
-
-
-@dataclass
-class ExtractedRelation:
-    source: str
-    target: str
-    description: str
-    keywords: list[str] = field(default_factory=list)
-    weight: float = 1.0
-
-
-@dataclass
-class ChunkExtraction:
-    entities: list[ExtractedEntity] = field(default_factory=list)
-    relations: list[ExtractedRelation] = field(default_factory=list)
-    dropped: int = 0
-    llm_calls: int = 0
-
-    def to_mentions(self, kb_id: str, doc_id: str, chunk_id: str) -> tuple[list[EntityMention], list[RelationMention]]:
-        """The mention rows for this chunk (keys computed here, so callers never re-normalize)."""
-        ents = [EntityMention(kb_id=kb_id, doc_id=doc_id, chunk_id=chunk_id, key=normalize_key(e.name), name=e.name,
-                              type=e.type, description=e.description, weight=e.weight) for e in self.entities]
-        rels = [RelationMention(kb_id=kb_id, doc_id=doc_id, chunk_id=chunk_id, src_key=normalize_key(r.source),
-                                tgt_key=normalize_key(r.target), description=r.description,
-                                keywords=list(r.keywords), weight=r.weight) for r in self.relations]
-        return ents, rels
-
-
-@runtime_checkable
-class Extractor(Protocol):
-    method: str
-
-    def extract(self, text: str, *, cancel: CancelCheck | None = None) -> ChunkExtraction:
-        ...
 
 
 # --- entity types -----------------------------------------------------------------------------
@@ -121,6 +65,7 @@ def map_entity_type(raw: str, allowed: Sequence[str]) -> str:
 
 
 # --- post-processing shared by all extractors ---------------------------------------------------
+
 
 def _clean_weight(w: float) -> float:
     return w if isinstance(w, (int, float)) and math.isfinite(w) and w > 0 else 1.0
@@ -195,23 +140,3 @@ def finalize(entities: Sequence[ExtractedEntity], relations: Sequence[ExtractedR
         cur_rel.weight = max(cur_rel.weight, weight)
     return ChunkExtraction(entities=list(by_key.values()), relations=list(rel_by_pair.values()),
                            dropped=dropped, llm_calls=llm_calls)
-
-
-def build_extractor(method: str, chat: ChatModel | None, entity_types: Sequence[str] = DEFAULT_ENTITY_TYPES,
-                    language: str = "English", max_gleanings: int = 1, glean_min_tokens: int = 0,
-                    glean_policy: str = "always", glean_missed_names: int = 2,
-                    ledger: UsageLedger | None = None) -> Extractor:
-    """The extractor for a knowledge base's ``method``: "general" | "light" (LLM) or "nlp" (no LLM)."""
-    if method == "nlp":
-        from kbgraph.graph.extract_nlp import NLPExtractor
-        return NLPExtractor(entity_types=list(entity_types))
-    if method in ("general", "light"):
-        if chat is None:
-            raise LLMNotConfigured(
-                f"extraction method {method!r} needs a chat model, and none is configured; configure one "
-                "(KBGRAPH_LLM_BASE_URL and KBGRAPH_LLM_MODEL) or use the LLM-free method 'nlp'")
-        from kbgraph.graph.extract_llm import LLMExtractor
-        return LLMExtractor(chat, method=method, entity_types=list(entity_types), language=language,
-                            max_gleanings=max_gleanings, glean_min_tokens=glean_min_tokens,
-                            glean_policy=glean_policy, glean_missed_names=glean_missed_names, ledger=ledger)
-    raise ValueError(f"unknown extraction method {method!r}; expected one of {', '.join(METHODS)}")

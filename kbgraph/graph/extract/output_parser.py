@@ -7,43 +7,26 @@ chunk whose answer cannot be read is a hole in the graph, so the parser accepts 
 sense of: reasoning blocks, code fences, prose around the records, other delimiters, records on
 separate lines, wrong-case or missing tags, quotes, missing parentheses, strengths written as words or
 fractions, and JSON instead of records. It never raises; records it cannot read are counted in
-``dropped``. Types and names are only cleaned here; ``extract.finalize`` applies the graph's rules.
+``dropped``. Types and names are only cleaned here; ``finalize.finalize`` applies the graph's rules.
+One record's fields are read in record_fields.py, JSON answers in json_records.py.
 """
 
 from __future__ import annotations
 
-import ast
 import csv
-import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbgraph.graph.extract import ExtractedEntity, ExtractedRelation
-
-DEFAULT_WEIGHT = 1.0
-_MAX_NAME_CHARS = 200
-
-_ENTITY_TAGS = frozenset({"entity", "entities", "node", "nodes"})
-_RELATION_TAGS = frozenset({"relationship", "relationships", "relation", "relations", "edge", "edges", "rel"})
-# records some prompts ask for and we do not use: skipped without counting them as dropped
-_IGNORED_TAGS = frozenset({"content_keywords", "high_level_keywords", "low_level_keywords"})
-_ALL_TAGS = sorted(_ENTITY_TAGS | _RELATION_TAGS | _IGNORED_TAGS, key=len, reverse=True)
+from kbgraph.graph.extract.answer_json import _FENCE, load_json_lenient, strip_reasoning
+from kbgraph.graph.extract.base import ExtractedEntity, ExtractedRelation
+from kbgraph.graph.extract.json_records import walk_json
+from kbgraph.graph.extract.record_fields import (
+    _ALL_TAGS, _ENTITY_TAGS, _IGNORED_TAGS, _QUOTES, _clean_field, _entity_from_fields, _relation_from_fields,
+    _untagged,
+)
 
 _ANGLE_DELIM = r"<\s*\|[^<>\n]{0,4}?\|?\s*>|<\|+|\|+>"  # <|>, <||>, <|#|>, and the broken halves <| and |>
-_QUOTES = "\"'“”‘’`"
-_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.IGNORECASE | re.DOTALL)
-_THINK_CLOSE = re.compile(r"^.*?</(?:think|thinking|reasoning)>", re.IGNORECASE | re.DOTALL)
-_THINK_OPEN = re.compile(r"</?(?:think|thinking|reasoning)>", re.IGNORECASE)
-_FENCE = re.compile(r"^[ \t]*```[\w+-]*[ \t]*$", re.MULTILINE)
-_NUMBER = re.compile(r"^[+-]?(\d+(?:\.\d*)?|\.\d+)$")
-_FRACTION = re.compile(r"^(\d+(?:\.\d+)?)\s*(?:/|out of)\s*(\d+(?:\.\d+)?)$", re.IGNORECASE)
-_PERCENT = re.compile(r"^(\d+(?:\.\d+)?)\s*%$")
-_LABELLED = re.compile(r"^(?:relationship[_ ])?(?:strength|weight|score|confidence)\s*[:=]\s*(.+)$", re.IGNORECASE)
-_STRENGTH_WORDS = frozenset({"high", "medium", "low", "strong", "weak", "moderate", "very high", "very low",
-                             "very strong", "very weak", "none", "n/a", "unknown"})
-_KEYWORD_SPLIT = re.compile(r"[,，;；、]")
 _SQUARE = re.compile(r"[\[\]]")
 _ROUND = re.compile(r"[()（）]")
 
@@ -58,90 +41,6 @@ class ParsedOutput:
     @property
     def empty(self) -> bool:
         return not self.entities and not self.relations
-
-
-def parse_strength(value: str) -> float | None:
-    """A relation strength from "8", "0.8", "8/10", "80%", "strength: 7"; words like "high" give the
-    default. None when the value does not look like a strength at all."""
-    s = value.strip().strip(_QUOTES + "()*[] ").strip()
-    m = _LABELLED.match(s)
-    if m:
-        s = m.group(1).strip().strip(_QUOTES + "()*[] ")
-    low = s.lower()
-    try:
-        if _NUMBER.match(s):
-            w = float(s)
-        elif m := _FRACTION.match(s):
-            w = 10.0 * float(m.group(1)) / float(m.group(2))
-        elif m := _PERCENT.match(s):
-            w = float(m.group(1)) / 10.0
-        elif low in _STRENGTH_WORDS:
-            return DEFAULT_WEIGHT
-        else:
-            return None
-    except (ValueError, ZeroDivisionError):
-        return DEFAULT_WEIGHT
-    return w if math.isfinite(w) and w > 0 else DEFAULT_WEIGHT
-
-
-def _clean_field(value: str) -> str:
-    s = value.strip()
-    prev = None
-    while s != prev:
-        prev = s
-        s = s.strip().strip(_QUOTES).strip()
-        if s.startswith("**") and s.endswith("**") and len(s) > 4:
-            s = s[2:-2]
-    return s
-
-
-def _split_keywords(value: Any) -> list[str]:
-    items = value if isinstance(value, (list, tuple)) else _KEYWORD_SPLIT.split(str(value or ""))
-    out: list[str] = []
-    for item in items:
-        kw = _clean_field(str(item))
-        if kw and kw not in out:
-            out.append(kw)
-    return out
-
-
-def _valid_name(name: str) -> bool:
-    return bool(name) and len(name) <= _MAX_NAME_CHARS and any(ch.isalnum() for ch in name)
-
-
-def _entity_from_fields(fields: list[str]) -> ExtractedEntity | None:
-    if not fields or not _valid_name(fields[0]):
-        return None
-    name, rest = fields[0], fields[1:]
-    etype = rest[0] if rest else ""
-    rest = rest[1:]
-    weight = DEFAULT_WEIGHT
-    if len(rest) >= 2 and (w := parse_strength(rest[-1])) is not None:
-        weight, rest = w, rest[:-1]
-    return ExtractedEntity(name=name, type=etype, description=" ".join(r for r in rest if r), weight=weight)
-
-
-def _relation_from_fields(fields: list[str]) -> ExtractedRelation | None:
-    if len(fields) < 2 or not _valid_name(fields[0]) or not _valid_name(fields[1]):
-        return None
-    rest = fields[2:]
-    weight = DEFAULT_WEIGHT
-    if rest and (w := parse_strength(rest[-1])) is not None:
-        weight, rest = w, rest[:-1]
-    keywords: list[str] = []
-    if len(rest) >= 2:  # the light format: DESCRIPTION, KEYWORDS
-        keywords, rest = _split_keywords(rest[-1]), rest[:-1]
-    return ExtractedRelation(source=fields[0], target=fields[1], description=" ".join(r for r in rest if r),
-                             keywords=keywords, weight=weight)
-
-
-def _untagged(fields: list[str]) -> ExtractedEntity | ExtractedRelation | None:
-    """A record whose tag is missing: guess the kind by its shape."""
-    if len(fields) == 3 and parse_strength(fields[2]) is None:
-        return _entity_from_fields(fields)
-    if len(fields) in (4, 5) and parse_strength(fields[-1]) is not None:
-        return _relation_from_fields(fields)
-    return None
 
 
 class _Parser:
@@ -268,166 +167,8 @@ class _Parser:
     def json_records(self, obj: Any) -> int:
         """Records from parsed JSON; returns how many were accepted."""
         before = len(self.out.entities) + len(self.out.relations)
-        self._json(obj, depth=0)
+        walk_json(obj, self._add)
         return len(self.out.entities) + len(self.out.relations) - before
-
-    def _json(self, obj: Any, depth: int) -> None:
-        if depth > 4:
-            return
-        if isinstance(obj, dict):
-            lower = {str(k).lower(): v for k, v in obj.items()}
-            lists = False
-            for key, value in lower.items():
-                if not isinstance(value, (list, dict)):
-                    continue  # {"relation": "nephew of"} is a field, not a list of relations
-                if key in _ENTITY_TAGS or key in ("named_entities", "entity_list"):
-                    lists = True
-                    for item in value if isinstance(value, list) else [value]:
-                        self._add(_json_entity(item))
-                elif key in _RELATION_TAGS or key in ("relation_list", "links", "triples"):
-                    lists = True
-                    for item in value if isinstance(value, list) else [value]:
-                        self._add(_json_relation(item))
-            if lists:
-                return
-            kind = _json_kind(lower)
-            if kind == "relation":
-                self._add(_json_relation(obj))
-            elif kind == "entity":
-                self._add(_json_entity(obj))
-            else:
-                for value in lower.values():
-                    if isinstance(value, (dict, list)):
-                        self._json(value, depth + 1)
-        elif isinstance(obj, list):
-            for item in obj:
-                if isinstance(item, (list, tuple)) and item and all(isinstance(x, (str, int, float)) for x in item):
-                    fields = [_clean_field(str(x)) for x in item]
-                    tag = fields[0].lower()
-                    if tag in _ENTITY_TAGS:
-                        self._add(_entity_from_fields(fields[1:]))
-                    elif tag in _RELATION_TAGS:
-                        self._add(_relation_from_fields(fields[1:]))
-                    elif tag not in _IGNORED_TAGS:
-                        self._add(_untagged(fields))
-                else:
-                    self._json(item, depth + 1)
-
-
-# --- JSON ----------------------------------------------------------------------------------------
-
-_J_NAME = ("entity_name", "name", "entity", "title", "label", "id", "text")
-_J_TYPE = ("entity_type", "type", "category", "label", "kind")
-_J_DESC = ("description", "entity_description", "relationship_description", "desc", "summary", "definition")
-_J_SRC = ("source", "src", "source_entity", "src_id", "source_name", "from", "head", "subject", "entity1")
-_J_TGT = ("target", "tgt", "target_entity", "tgt_id", "target_name", "to", "tail", "object", "entity2")
-_J_KW = ("keywords", "relationship_keywords", "keys", "tags")
-_J_WEIGHT = ("weight", "strength", "relationship_strength", "score", "confidence")
-_J_REL_LABEL = ("relation", "relationship", "predicate", "type", "label")
-
-
-def _pick(d: dict[str, Any], names: tuple[str, ...], skip: str | None = None) -> tuple[str | None, Any]:
-    for n in names:
-        if n != skip and n in d and d[n] not in (None, "", []):
-            return n, d[n]
-    return None, None
-
-
-def _json_kind(lower: dict[str, Any]) -> str | None:
-    if _pick(lower, _J_SRC)[0] and _pick(lower, _J_TGT)[0]:
-        return "relation"
-    if _pick(lower, _J_NAME)[0]:
-        return "entity"
-    return None
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return " ".join(_text(v) for v in value)
-    return _clean_field(str(value)) if value is not None else ""
-
-
-def _json_entity(item: Any) -> ExtractedEntity | None:
-    if isinstance(item, str):
-        name = _clean_field(item)
-        return ExtractedEntity(name=name, type="", description="") if _valid_name(name) else None
-    if not isinstance(item, dict):
-        return None
-    d = {str(k).lower(): v for k, v in item.items()}
-    name_key, name = _pick(d, _J_NAME)
-    if name_key is None:
-        return None
-    _, etype = _pick(d, _J_TYPE, skip=name_key)
-    _, desc = _pick(d, _J_DESC)
-    fields = [_text(name), _text(etype), _text(desc)]
-    ent = _entity_from_fields(fields)
-    _, w = _pick(d, _J_WEIGHT)
-    if ent is not None and w is not None:
-        ent.weight = parse_strength(str(w)) or DEFAULT_WEIGHT
-    return ent
-
-
-def _json_relation(item: Any) -> ExtractedRelation | None:
-    if not isinstance(item, dict):
-        return None
-    d = {str(k).lower(): v for k, v in item.items()}
-    _, src = _pick(d, _J_SRC)
-    _, tgt = _pick(d, _J_TGT)
-    _, desc = _pick(d, _J_DESC)
-    if desc is None:
-        _, desc = _pick(d, _J_REL_LABEL)
-    _, kws = _pick(d, _J_KW)
-    _, w = _pick(d, _J_WEIGHT)
-    src_t, tgt_t = _text(src), _text(tgt)
-    if not _valid_name(src_t) or not _valid_name(tgt_t):
-        return None
-    return ExtractedRelation(source=src_t, target=tgt_t, description=_text(desc), keywords=_split_keywords(kws),
-                             weight=(parse_strength(str(w)) or DEFAULT_WEIGHT) if w is not None else DEFAULT_WEIGHT)
-
-
-def json_values(text: str, openers: str = "[{") -> list[Any]:
-    """Every JSON value that starts at one of ``openers`` somewhere in ``text`` and parses, in order
-    (for model answers that wrap JSON in prose or fences)."""
-    decoder = json.JSONDecoder()
-    found: list[Any] = []
-    for match in re.finditer(f"[{re.escape(openers)}]", text):
-        try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        found.append(value)
-    return found
-
-
-def load_json_lenient(text: str) -> Any:
-    """The first JSON value in text (fences, prose, trailing commas and Python-style quoting
-    tolerated), or None."""
-    s = _FENCE.sub("", strip_reasoning(text)).strip()
-    starts = [i for i in (s.find("{"), s.find("[")) if i >= 0]
-    if not starts:
-        return None
-    begin = min(starts)
-    closer = "}" if s[begin] == "{" else "]"
-    end = s.rfind(closer)
-    if end <= begin:
-        return None
-    candidate = s[begin:end + 1]
-    for attempt in (candidate, re.sub(r",\s*([\]}])", r"\1", candidate)):
-        try:
-            return json.loads(attempt)
-        except (ValueError, RecursionError):
-            pass
-        try:
-            return ast.literal_eval(attempt)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    return None
-
-
-def strip_reasoning(text: str) -> str:
-    s = _THINK_BLOCK.sub("", text or "")
-    s = _THINK_CLOSE.sub("", s)  # a closing tag without its opening: everything before was thinking
-    return _THINK_OPEN.sub("", s)
 
 
 # --- answers written exactly as asked ------------------------------------------------------------

@@ -10,6 +10,9 @@ model shows (kbgraph's reader used it before, and its tests build their decks wi
   gives it), a table's rows (cells as lists of their paragraphs), and the shapes inside groups,
   recursively; pictures, connectors and charts carry no text;
 - the notes slide's body placeholder, when the slide has notes.
+
+``_read_pptx`` turns them into the document's parts: each slide a page and a section of its own,
+"Slide N" over its shapes' text, tables as " | " rows, its notes last.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ import posixpath
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any
+
+from kbgraph.parse.readers.document import ParseError
+from kbgraph.parse.readers.office import _ZIP_MAGIC, _office_container_problem
 
 _A = "http://schemas.openxmlformats.org/drawingml/2006/main"
 _P = "http://schemas.openxmlformats.org/presentationml/2006/main"
@@ -140,3 +146,25 @@ def _notes(deck: _Package, slide_path: str) -> str | None:
             return "\n".join(_paragraphs(shape.find(f"{{{_P}}}txBody")))
     return None
 
+
+def _read_pptx(name: str, data: bytes) -> list[tuple[int, str]]:
+    if not data.startswith(_ZIP_MAGIC):
+        raise _office_container_problem(name, data, "PPTX")
+    try:
+        slides = read_slides(data)
+    except Exception as exc:  # zipfile.BadZipFile, KeyError, lxml errors: a broken file
+        raise ParseError(name, f"corrupt or unreadable PPTX ({type(exc).__name__}: {exc})") from exc
+    parts = []
+    for number, slide in enumerate(slides, start=1):
+        blocks = [_table_text(shape) if isinstance(shape, Table) else shape for shape in slide.shapes]
+        if slide.notes is not None and slide.notes.strip():
+            blocks.append("Notes: " + slide.notes.strip())
+        body = "\n\n".join(b.strip() for b in blocks if b.strip())
+        parts.append((number, f"Slide {number}\n{body}" if body else ""))
+    return parts
+
+
+def _table_text(table: Any) -> str:
+    """One line per row, cells separated by " | ", each cell's text on one line."""
+    rows = [" | ".join(" ".join("\n".join(cell).split()) for cell in row) for row in table.rows]
+    return "\n".join(row for row in rows if row.strip(" |"))

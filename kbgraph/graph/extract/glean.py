@@ -6,8 +6,9 @@ recover names the first pass left out. Policies (``Settings.glean_policy``):
 
 * ``always``: every chunk of at least ``glean_min_tokens`` tokens is gleaned (GraphRAG,
   nano-graphrag and LightRAG do this).
-* ``missed`` (default): the offline name detector of the nlp extractor lists the proper names of
-  the chunk (capitalised runs in Latin script, jieba's person/place/organization tags in Chinese);
+* ``missed`` (default): the offline name detector of the nlp extractor (``nlp.detect``) lists the
+  proper names of the chunk (capitalised runs in Latin script, jieba's person/place/organization
+  tags in Chinese);
   the chunk is gleaned only when the first pass left out at least ``glean_missed_names`` of them.
   A first pass that lists every name the text visibly holds has nothing for gleaning to recover
   that the detector could point at; one that left names out gets its round.
@@ -30,13 +31,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
+from kbgraph.graph.extract.nlp.detect import proper_names
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import UsageLedger
-
-if TYPE_CHECKING:
-    from kbgraph.graph.extract_nlp import NLPExtractor
 
 GLEAN_POLICIES: tuple[str, ...] = ("missed", "always")
 # why a chunk was or was not gleaned, as the run's report counts them
@@ -87,16 +85,10 @@ class GleanGate:
             return GleanDecision(False, SHORT)
         if self.policy == "always":
             return GleanDecision(True, ALWAYS)
-        missed = missed_names(_detector().names(text), listed)
+        missed = missed_names(proper_names(text), listed)
         if len(missed) >= self.missed_names_min:
             return GleanDecision(True, MISSED, tuple(missed))
         return GleanDecision(False, COVERED, tuple(missed))
-
-
-@lru_cache(maxsize=1)
-def _detector() -> "NLPExtractor":
-    from kbgraph.graph.extract_nlp import NLPExtractor  # loaded when the "missed" policy first decides
-    return NLPExtractor()
 
 
 def record_glean(ledger: UsageLedger | None, decision: GleanDecision) -> None:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from kbgraph.graph.extract import ChunkExtraction, ExtractionError, ExtractedEntity, ExtractedRelation, finalize
-from kbgraph.graph.glean import GleanGate, record_glean
-from kbgraph.graph.output_parser import ParsedOutput, parse_records
+from kbgraph.graph.extract.base import ChunkExtraction, ExtractedEntity, ExtractedRelation, ExtractionError
+from kbgraph.graph.extract.finalize import finalize
+from kbgraph.graph.extract.glean import GleanGate, record_glean
+from kbgraph.graph.extract.output_parser import ParsedOutput, parse_records
 from kbgraph.llm.base import Cancelled, CancelCheck, ChatModel, Message, UsageLedger
-from kbgraph.parse.chunker import count_tokens
+from kbgraph.parse.token_count import count_tokens
 from kbgraph.prompts import prompt_version, render
 
 TUPLE_DELIMITER = "<|>"

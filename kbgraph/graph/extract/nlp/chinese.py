@@ -1,0 +1,192 @@
+"""Chinese names: jieba's part-of-speech tags nr/nrfg/nrt (person), ns (place), nt (organization) and
+nz (other proper noun), two characters or more. Quoted titles and products (《海棠依旧》, “东篱十五年”,
+「」, 『』, "" around CJK; at most 20 characters, no sentence punctuation) are one name each, never
+cut by jieba. A name-like head before organization suffixes is one organization ("澄江" + "机器人",
+"青禾" + "科技" + "有限公司"): any name tag before a strong suffix (公司, 集团, 银行, 大学...), a rare
+name or rare two-character noun (jieba's dictionary frequency) before an industry word (科技, 汽车,
+乳业...); the coined head seen alone in the chunk stands for that firm. jieba's junk names (新一轮,
+上市) are dropped. None of this touches text without CJK characters; Latin names inside Chinese
+text are names.py's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import defaultdict
+from functools import lru_cache
+from typing import Any
+
+from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
+from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
+
+_CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
+                          "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
+                          "覃武戴莫孔向汤欧阳司马上官诸葛")
+_CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept"}
+# words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
+_CJK_ORG_SUFFIXES = frozenset("""
+公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室
+""".split())
+# ...after a rare head only (a firm's coined name, "澄江机器人", "青禾科技"): a common word or a big place
+# before them is a description ("工业机器人", "中国汽车市场"), not a firm
+_CJK_INDUSTRY_SUFFIXES = frozenset("""
+科技 技术 电子 能源 汽车 机器人 生物 医药 药业 制药 传媒 智能 医疗 教育 游戏 音乐 旅游 快递 物流 食品
+钢铁 家居 光电 半导体 电池 纺织 航天 航空 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
+网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
+微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
+""".split()) | _CJK_ORG_SUFFIXES
+# 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
+_CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
+_CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
+# what jieba tags the single characters of a coined name it could not read as one word
+_CJK_CHAR_TAGS = _CJK_NAME_TAGS | frozenset("n ng a ag b j".split())
+# conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
+_CJK_FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
+_CJK_RARE = 1000  # jieba dictionary frequency under which a noun can be a coined name ("石榴", "绿洲")
+# jieba tags these as names, but they are a quantifier phrase and a verb ("新一轮融资", "在香港上市")
+_CJK_STOP = frozenset("新一轮 上市 印发 一轮 新一代 下一代 首发 发布 亮相 开业 投产 同比 环比".split())
+# a quoted title or product: 《海棠依旧》, “东篱十五年”, 「…」, 『…』; short, no sentence punctuation inside
+_CJK_QUOTED = re.compile(r"《([^《》\n]{1,30})》|“([^“”\n]{1,30})”|「([^「」\n]{1,30})」|『([^『』\n]{1,30})』"
+                         r"|\"([^\"\n]{1,30})\"")
+_CJK_TITLE_MAX = 20
+_CJK_SENTENCE_PUNCT = re.compile(r"[。！？；，、：,;!?:]")
+
+
+@lru_cache(maxsize=1)
+def _jieba_posseg() -> Any:
+    import jieba
+    import jieba.posseg as posseg
+    jieba.setLogLevel(logging.WARNING)
+    return posseg
+
+
+def _whole_names(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """jieba's (word, tag) pairs with split Chinese names put back together: a one-character surname
+    before a given name ("杨" + "明哲", "何" + "志远") is one person."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pairs):
+        word, flag = pairs[i]
+        nxt = pairs[i + 1] if i + 1 < len(pairs) else None
+        if nxt and len(word) == 1 and word in _CJK_SURNAMES and nxt[1] in ("nr", "nrfg", "nrt") \
+                and 1 <= len(nxt[0]) <= 2 and _CJK_CHAR.match(nxt[0]):
+            out.append((word + nxt[0], "nr"))
+            i += 2
+            continue
+        out.append((word, flag))
+        i += 1
+    return out
+
+
+def _cjk_titles(text: str) -> list[tuple[int, int]]:
+    """Spans of Chinese quoted titles and products (《海棠依旧》, “东篱十五年”): CJK inside, at most
+    20 characters, no sentence punctuation (quoted speech has it)."""
+    found = []
+    for m in _CJK_QUOTED.finditer(text):
+        group = next(g for g in range(1, 6) if m.group(g) is not None)
+        inner = m.group(group)
+        title = inner.strip()
+        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
+            continue
+        start = m.start(group) + len(inner) - len(inner.lstrip())
+        found.append((start, start + len(title)))
+    return found
+
+
+@lru_cache(maxsize=1)
+def _jieba_frequencies() -> dict[str, int]:
+    import jieba
+    jieba.initialize()
+    return jieba.dt.FREQ
+
+
+def _cjk_word(word: str) -> bool:
+    return all(_CJK_CHAR.match(ch) for ch in word)
+
+
+def _org_head(word: str, flag: str, strong: bool) -> bool:
+    """Can ``word`` (tagged ``flag``) be the coined part of an organization's name before a suffix?
+    A name tag does (rare names before any suffix, any name before a strong one: "中国银行"); so does
+    a rare two-character noun ("石榴音乐", "绿洲农牧"); verbs, adjectives and common nouns do not."""
+    if len(word) < 2 or not _cjk_word(word) or word in _CJK_STOP:
+        return False
+    rare = _jieba_frequencies().get(word, 0) < _CJK_RARE
+    if flag in _CJK_NAME_TAGS:
+        return strong or rare
+    return flag in ("n", "j") and len(word) == 2 and rare
+
+
+def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
+    """jieba's (word, tag) pairs with organization names put back together: a name-like head and the
+    suffixes after it ("澄江" + "机器人", "青禾" + "科技" + "有限公司") are one organization ("nt"),
+    and the head is no person or place of its own. ``heads`` collects the rare heads (coined names)
+    and the organizations they began."""
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(pairs):
+        word, flag = pairs[i]
+        head, width = word, 1
+        if len(word) == 1 and i + 1 < len(pairs) and len(pairs[i + 1][0]) == 1 and flag in _CJK_CHAR_TAGS \
+                and pairs[i + 1][1] in _CJK_CHAR_TAGS and _cjk_word(word + pairs[i + 1][0]):
+            head, width = word + pairs[i + 1][0], 2  # "恒" + "岳", "青" + "禾": jieba cut a coined name in two
+        end = i + width
+        while end < len(pairs) and pairs[end][0] in _CJK_INDUSTRY_SUFFIXES:
+            end += 1
+        glued = end > i + width and width == 1 and len(word) == 3 and word[0] in _CJK_FUNCTION_CHARS \
+            and word not in _jieba_frequencies()
+        if glued:
+            head = word[1:]  # "和朗峰" + "家居": jieba's guess ran a conjunction into the name
+        strong = any(p[0] in _CJK_ORG_SUFFIXES for p in pairs[i + width:end])
+        # a common noun and an industry word after a verb, 的 or a measure word describe a thing
+        # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
+        described = i > 0 and (pairs[i - 1][1][:1] in ("m", "q") or pairs[i - 1][0] in _CJK_MAKING_VERBS) \
+            and flag not in _CJK_NAME_TAGS and not strong
+        if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
+                                                                             strong):
+            org = head + "".join(p[0] for p in pairs[i + width:end])
+            if glued:
+                out.append((word[0], "c"))
+            out.append((org, "nt"))
+            if heads is not None and _jieba_frequencies().get(head, 0) < _CJK_RARE:
+                heads[head].add(org)
+            i = end
+            continue
+        out.append((word, flag))
+        i += 1
+    return out
+
+
+def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
+                  cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+    """The Chinese names of ``text`` (its sentences: ``spans`` and their ``starts``) added to ``cands`` and
+    ``occurrences``; ``titles``: the spans of its quoted titles (``_cjk_titles``)."""
+    posseg = _jieba_posseg()
+    for start, end in titles:  # one name each, never cut by jieba
+        _take_title(text, start, end, starts, cands, occurrences)
+    # (sentence, offset in the text, word, tag) outside the titles
+    words: list[tuple[int, int, str, str]] = []
+    # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7") stands for the firm
+    heads: dict[str, set[str]] = defaultdict(set)
+    for si, (s, e) in enumerate(spans):
+        cuts = [s] + [x for t in titles if s <= t[0] < e for x in t] + [e]
+        for a, b in zip(cuts[::2], cuts[1::2]):
+            piece = text[a:b]
+            if not _CJK_CHAR.search(piece):
+                continue
+            pos = 0
+            for word, flag in _whole_orgs(_whole_names([(p.word, p.flag) for p in posseg.cut(piece)]), heads):
+                at = piece.find(word, pos)
+                pos = at + len(word) if at >= 0 else pos
+                words.append((si, a + max(at, 0), word, flag))
+    for si, offset, word, flag in words:
+        etype = _CJK_TAGS.get(flag)
+        if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP:
+            continue
+        if len(heads.get(word, ())) == 1:
+            word, etype = next(iter(heads[word])), "organization"
+        key = _key(word)
+        if not key:
+            continue
+        cand = _proven_candidate(cands, occurrences, word, key, offset, si)
+        cand.votes[etype] += 3

@@ -1,0 +1,43 @@
+"""Every proper name of a chunk: the Latin-script names (names.py) and, in text with CJK characters,
+the Chinese ones (chinese.py), found outside boilerplate, with short forms merged into the one longer
+name they stand for. The nlp extractor types and describes these; the LLM extractor's gleaning gate
+(glean.py) compares its first pass against the bare list (``proper_names``), without loading the
+extractor.
+"""
+
+from __future__ import annotations
+
+from kbgraph.graph.extract.nlp.candidates import _Candidate, _link_short_names
+from kbgraph.graph.extract.nlp.chinese import _cjk_titles, chinese_names
+from kbgraph.graph.extract.nlp.names import latin_names
+from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _sentences, _without_boilerplate
+
+
+def find_names(text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate], list[tuple[int, int, str]],
+                                   set[str]]:
+    """The chunk's sentences, its name candidates by key, every (sentence, offset, key) occurrence,
+    and the keys of the candidates proven to be names."""
+    spans = _sentences(text)
+    starts = [s for s, _ in spans]
+    names_text = _without_boilerplate(text, spans)
+    cands: dict[str, _Candidate] = {}
+    # (sentence index, char offset, key) of every accepted-or-pending occurrence
+    occurrences: list[tuple[int, int, str]] = []
+    cjk = _CJK_CHAR.search(names_text) is not None
+    cjk_titles = _cjk_titles(names_text) if cjk else []
+    latin_names(names_text, spans, starts, cands, occurrences, cjk_titles)
+    if cjk:
+        chinese_names(names_text, spans, starts, cjk_titles, cands, occurrences)
+    occurrences = _link_short_names(cands, occurrences)
+    keep = {k for k, c in cands.items() if c.proven}
+    return spans, cands, occurrences, keep
+
+
+def proper_names(text: str) -> list[str]:
+    """The proper names the nlp extractor would list for ``text``, in order of first mention, without
+    typing, descriptions or relations: a cheap, model-free list of what the text names (the LLM
+    extractor checks its first pass against it before spending a gleaning round)."""
+    if not text.strip():
+        return []
+    _, cands, _, keep = find_names(text)
+    return [cands[k].name for k in sorted(keep, key=lambda k: (cands[k].first_pos, k))]

@@ -1,0 +1,283 @@
+"""Latin-script names: runs of capitalized words, with short connectors inside ("Bank of England",
+"Ghost of Christmas Past"), honorifics handled ("Mr. Fezziwig" -> "Fezziwig", person; "Mrs. Cratchit"
+keeps "Mrs." because in family-name-heavy text she is another person), possessives cut ("Scrooge's"
+-> "Scrooge"), acronyms (2-6 capitals). Capitalization at a sentence start or after an opening quote
+proves nothing, so leading stop words are cut and a single word seen capitalized only in such
+positions within the chunk is rejected unless a speech verb is next to it ("Marley said"). Runs of
+two or more all-caps words are headings and are skipped. Quoted titles ("Moonlit Orchard") are one
+name each. Each name collects votes for its type from cheap cues (words.py): honorifics, speech
+verbs and common given names (person); head words like Guild/Bank/University (organization),
+River/Street/Island or "town of X" (geo), War/Festival/Treaty or a holiday (event).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import Counter
+
+from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
+from kbgraph.graph.extract.nlp.sentences import _LATIN, _SPACES, _heading_lines
+from kbgraph.graph.extract.nlp.words import (
+    _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
+    _ORG_FIRST, _ORG_HEADS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR, _TITLES_DROP, _TITLES_KEEP,
+)
+
+MAX_NAME_WORDS = 6
+
+# a speaker at the start of a chat or script line: "AdamSmith: ...", "Li Hua: ...", "[10:02] Nora Lind: ..."
+_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?<?([A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2})>?:[ \t]")
+# a quoted title: "Moonlit Orchard", “Overwatch 3”, 'Keeper's Light'
+_QUOTED = re.compile(r"[\"“]([A-Z0-9][^\"“”\n]{1,60}?)[\"”]")
+# CamelCase handles and names ("LiHua", "JonasVale"), not Mc/Mac names ("McRae")
+_CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
+_TOKEN = re.compile(rf"[{_LATIN}]+(?:['’\-][{_LATIN}]+)*")  # "--" (a dash) splits words
+_WS_GAP = re.compile(r"^\s+$")
+_PLAIN_GAP = re.compile(r"^[\s,]+$")
+_TITLE_GAP = re.compile(r"^\.?\s+$")
+_CONTRACTION = re.compile(r"['’](t|ll|re|ve|d|m)$", re.I)
+_POSSESSIVE = re.compile(r"['’]s$", re.I)
+
+
+def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
+    """The name after the first "of" inside a name ("Bank of England" -> England), connectors
+    ("the") dropped; empty when there is none."""
+    for pos in range(1, len(run) - 1):
+        if toks[run[pos]][0] == "of":
+            tail = run[pos + 1:]
+            while tail and toks[tail[0]][0].lower() in _CONNECTORS:
+                tail = tail[1:]
+            return tail
+    return []
+
+
+def _quoted_titles(text: str) -> list[tuple[int, int]]:
+    """Spans of quoted titles: at most six words, no sentence punctuation, most words capitalized or
+    numbers ("Moonlit Orchard", "Overwatch 3"); quoted speech ("How now?", "Thanks a lot") is not one."""
+    found = []
+    for m in _QUOTED.finditer(text):
+        inner = m.group(1).strip()
+        words = inner.split()
+        if not words or len(words) > 6 or re.search(r"[.!?,;:]$|[!?;]", inner):
+            continue
+        if words[0].lower() in _STOP:
+            continue
+        content = [w for w in words if w.lower() not in _CONNECTORS and w.lower() not in ("a", "an", "and", "or")]
+        if not content or sum(w[0].isupper() or w[0].isdigit() for w in content) < max(1, len(content)):
+            continue
+        found.append((m.start(1), m.start(1) + len(m.group(1).rstrip())))
+    return found
+
+
+def _shouting(toks: list[tuple[str, int, int]], i: int) -> bool:
+    return 0 <= i < len(toks) and len(toks[i][0]) >= 2 and toks[i][0].isupper()
+
+
+def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
+                cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
+                skip: list[tuple[int, int]]) -> None:
+    """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
+    ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
+    are no names of their own."""
+    toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    if not toks:
+        return
+    speakers = {m.start(1) for m in _SPEAKER.finditer(text)}
+    titles = _quoted_titles(text)
+    for start, end in titles:
+        _take_title(text, start, end, starts, cands, occurrences)
+    sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
+    lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
+    initial = _initial_words(text, spans, toks, sent_of, lower_words)
+    runs = _capitalized_runs(text, toks, sent_of)
+
+    noninitial_caps: set[str] = set()
+    for run in runs:
+        for idx in run:
+            if not initial[idx] and _capital(toks[idx][0]):
+                noninitial_caps.add(_POSSESSIVE.sub("", toks[idx][0]))
+
+    for run in runs:
+        if any(start <= toks[run[0]][1] < end for start, end in titles + skip):
+            continue  # a word of a quoted title: the title is the name
+        _take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
+                  toks[run[0]][1] in speakers)
+        tail = _of_tail(toks, run)
+        if tail:  # "Chief Minister of Maharashtra", "History of Mississippi" mention Maharashtra, Mississippi
+            _take_run(text, toks, tail, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
+                      name_part=True)
+
+
+def _initial_words(text: str, spans: list[tuple[int, int]], toks: list[tuple[str, int, int]], sent_of: list[int],
+                   lower_words: set[str]) -> list[bool]:
+    """Per token, whether it stands where any word is capitalized: a sentence's first word, or the
+    first after an opening quote or a colon."""
+    initial = [False] * len(toks)
+    for i, (_tok, s, _e) in enumerate(toks):
+        si = sent_of[i]
+        if si < 0:
+            continue
+        if i == 0 or sent_of[i - 1] != si:
+            initial[i] = not re.search(rf"[{_LATIN}\u4e00-\u9fff]", text[spans[si][0]:s])
+            continue
+        gap = text[toks[i - 1][2]:s].rstrip("_*([ ")
+        initial[i] = gap.endswith(("\"", "“", "‘", ":")) or (gap.endswith("'") and gap[:-1][-1:].isspace())
+    # a title line names what follows ("Maharashtra\nThe politics of the state..."): its words are
+    # capitalized as names, not by their position, unless the text also writes them in lower case
+    for si in _heading_lines(text, spans):
+        for i in range(bisect.bisect_left(sent_of, si), bisect.bisect_right(sent_of, si)):
+            if toks[i][0].lower() not in lower_words:
+                initial[i] = False
+    return initial
+
+
+def _capital(tok: str) -> bool:
+    return tok[0].isupper() and not _CONTRACTION.search(tok)
+
+
+def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list[int]) -> list[list[int]]:
+    """The token indices of each run of capitalized words within a sentence, with connectors
+    ("of", "the") between capitalized words and honorifics' periods ("Mr. Fezziwig") inside."""
+    runs: list[list[int]] = []
+    i = 0
+    n = len(toks)
+    while i < n:
+        if not _capital(toks[i][0]):
+            i += 1
+            continue
+        run = [i]
+        j = i
+        while True:
+            if _POSSESSIVE.search(toks[j][0]):
+                break  # "Marley's Ghost": the possessive ends the name
+            k = j + 1
+            if k >= n or sent_of[k] != sent_of[j]:
+                break
+            gap = text[toks[j][2]:toks[k][1]]
+            title = toks[j][0].lower() in _TITLE_ABBR or (
+                len(toks[j][0]) == 1 and toks[j][0].isupper())
+            if not (_WS_GAP.match(gap) or (title and _TITLE_GAP.match(gap))):
+                break
+            if _capital(toks[k][0]):
+                run.append(k)
+                j = k
+                continue
+            # connectors ("of", "the") only inside a name: the next word must be capitalized again
+            m = k
+            while m < n and toks[m][0] in _CONNECTORS and sent_of[m] == sent_of[j] and m - k < 2 \
+                    and _WS_GAP.match(text[toks[m - 1][2]:toks[m][1]]):
+                m += 1
+            if m > k and m < n and _capital(toks[m][0]) and sent_of[m] == sent_of[j] \
+                    and _WS_GAP.match(text[toks[m - 1][2]:toks[m][1]]):
+                run.extend(range(k, m + 1))
+                j = m
+                continue
+            break
+        runs.append(run)
+        i = j + 1
+    return runs
+
+
+def _trimmed_run(toks: list[tuple[str, int, int]], run: list[int], initial: list[bool], lower_words: set[str],
+                 speaker: bool) -> tuple[list[str], list[int], int] | None:
+    """The words of a run that make the name and their token indices (roles, honorifics, leading and
+    trailing stop words cut), and the person votes the cut honorifics and a speaker's place give;
+    None when no name is left (a heading, a lone title, an all-caps heading word)."""
+    words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
+    idxs = list(run)
+    caps = [w for w in words if len(w) >= 2 and w.isupper()]
+    if len(caps) >= 2:
+        return None  # "MARLEY'S GHOST", "A CHRISTMAS CAROL": a heading
+    person = 3 if speaker else 0  # "AdamSmith: ..." at the start of a chat line
+    # a role in front: "CEO of Corvid Interactive" is Corvid Interactive (the connector goes below)
+    while len(idxs) > 1 and words[0].lower() in _ROLES:
+        words, idxs = words[1:], idxs[1:]
+    # honorifics
+    while idxs and words[0].lower() in _TITLES_DROP and len(idxs) > 1:
+        person += 3
+        words, idxs = words[1:], idxs[1:]
+    if words and words[0].lower() in _TITLES_KEEP:
+        person += 3 if len(words) > 1 else 0
+    # leading stop words, and words that are common words capitalized by their position
+    while words and (words[0].lower() in _STOP or words[0].lower() in _CONNECTORS
+                     or (initial[idxs[0]] and words[0].lower() in lower_words and len(words) > 1)):
+        words, idxs = words[1:], idxs[1:]
+    while words and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECTORS):
+        words, idxs = words[:-1], idxs[:-1]
+    if not words or len(words) > MAX_NAME_WORDS:
+        return None
+    if len(words) == 1:
+        w = words[0]
+        if len(w) < 2 or w.lower() in _TITLE_ABBR:
+            return None
+        if w.isupper() and (len(w) > 6 or _shouting(toks, run[0] - 1) or _shouting(toks, run[-1] + 1)):
+            return None  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
+    return words, idxs, person
+
+
+def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initial: list[bool],
+              sent_of: list[int], lower_words: set[str], noninitial_caps: set[str],
+              cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
+              speaker: bool = False, name_part: bool = False) -> None:
+    """The name a run of capitalized words makes, if any, added to ``cands`` and ``occurrences``."""
+    trimmed = _trimmed_run(toks, run, initial, lower_words, speaker)
+    if trimmed is None:
+        return
+    words, idxs, person = trimmed
+    first, last = idxs[0], idxs[-1]
+    end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
+    name = _SPACES.sub(" ", text[toks[first][1]:end])
+    if len(words) == 1 and _CAMEL.match(name):
+        name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)  # "LiHua" is Li Hua: one key for both spellings
+    key = _key(name)
+    if not key:
+        return
+    # a speech verb right next to the name, with no quote between: 'said Scrooge', 'Scrooge said'
+    prev_tok = toks[run[0] - 1] if run[0] > 0 else None
+    next_tok = toks[run[-1] + 1] if run[-1] + 1 < len(toks) else None
+    if (prev_tok and prev_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[prev_tok[2]:toks[run[0]][1]])) or (
+            next_tok and next_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[toks[run[-1]][2]:next_tok[1]])):
+        person += 2
+    proven = (len(words) > 1 or not initial[first] or words[0] in noninitial_caps or person > 0
+              or (words[0].isupper() and len(words[0]) >= 2))
+    cand = cands.get(key)
+    if cand is None:
+        cand = cands[key] = _Candidate(name=name, key=key, first_pos=toks[first][1])
+    cand.proven = cand.proven or proven
+    cand.name_part = cand.name_part or name_part
+    si = sent_of[first]
+    if not cand.sentences or cand.sentences[-1] != si:
+        cand.sentences.append(si)
+    occurrences.append((si, toks[first][1], key))
+    _vote(cand.votes, text, toks, run, words, person, prev_tok)
+
+
+def _vote(votes: Counter[str], text: str, toks: list[tuple[str, int, int]], run: list[int], words: list[str],
+          person: int, prev_tok: tuple[str, int, int] | None) -> None:
+    """Votes for a name's type from its words and the words around it (in a fixed order: ties of
+    ``most_common`` go to the type voted for first)."""
+    if person:
+        votes["person"] += person
+    low = [w.lower() for w in words]
+    head = low[0] if len(low) > 2 and low[1] == "of" else low[-1]  # "Bank of England": the head is "bank"
+    if head in _ORG_HEADS or head in _ORG_FIRST:
+        votes["organization"] += 3
+    if head in _GEO_HEADS or low[0] in _GEO_FIRST:
+        votes["geo"] += 3
+    if head in _EVENT_HEADS or head in _HOLIDAYS:
+        votes["event"] += 3
+    if any(w in _FIRST_NAMES for w in low):
+        votes["person"] += 2
+    before = [toks[j][0].lower() for j in range(max(0, run[0] - 2), run[0])]
+    # only a preposition right before the name governs it: in "In 790 Mira Castell founded" the
+    # tokens (words only) put "In" next to the name, but it belongs to the year
+    governs = bool(prev_tok) and _WS_GAP.match(text[prev_tok[2]:toks[run[0]][1]]) is not None
+    if len(before) == 2 and before[1] == "of" and before[0] in _GEO_NOUNS:
+        votes["geo"] += 3
+    elif before and before[-1] in _GEO_PREPS and governs:
+        votes["geo"] += 1
+    after = [toks[j][0].lower() for j in range(run[-1] + 1, min(len(toks), run[-1] + 3))]
+    if after[:1] in (["died"], ["married"]) or after == ["was", "born"]:  # only people are born and die
+        votes["person"] += 2
+    if len(words) == 1 and words[0].isupper():
+        votes["organization"] += 1

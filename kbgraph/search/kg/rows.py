@@ -1,0 +1,143 @@
+"""The kg mode's reads of graph rows: the fields each kind returns, the hybrid search over one kind,
+rows turned into entity/relation/report hits, and the entity, mention and chunk rows read by id.
+The ppr mode and global search read rows the same way."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from kbgraph.search.context import EntityHit, RelationHit, ReportHit, RetrievedChunk
+from kbgraph.store.base import (
+    Condition,
+    DocStore,
+    Hit,
+    SearchRequest,
+    TextQuery,
+    VectorQuery,
+    any_of,
+    eq,
+    vector_field,
+)
+from kbgraph.store.records import EntityMention, entity_id
+
+ENTITY_FIELDS = ["id", "kb_id", "entity_key_kwd", "name_kwd", "entity_type_kwd", "content_with_weight",
+                 "chunk_ids_kwd", "pagerank_flt", "community_ids_kwd", "mention_count_int"]
+RELATION_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "src_name_kwd", "tgt_name_kwd",
+                   "content_with_weight", "keywords_kwd", "weight_flt", "chunk_ids_kwd"]
+REPORT_FIELDS = ["id", "kb_id", "level_int", "community_kwd", "title_kwd", "content_with_weight",
+                 "findings_with_weight", "rating_flt", "entity_keys_kwd"]
+CHUNK_FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int", "available_int"]
+
+Node = tuple[str, str]  # (kb_id, key): keys are only unique within a knowledge base
+
+
+def _entity_hit(doc: dict, score: float, hops: int = 0) -> EntityHit:
+    return EntityHit(id=doc["id"], kb_id=doc.get("kb_id", ""), key=doc.get("entity_key_kwd", ""),
+                     name=doc.get("name_kwd", "") or doc.get("entity_key_kwd", ""),
+                     type=doc.get("entity_type_kwd", ""), description=doc.get("content_with_weight", ""),
+                     score=score, pagerank=float(doc.get("pagerank_flt", 0.0) or 0.0), hops=hops,
+                     chunk_ids=list(doc.get("chunk_ids_kwd") or []),
+                     community_ids=list(doc.get("community_ids_kwd") or []))
+
+
+def _relation_hit(doc: dict, score: float) -> RelationHit:
+    return RelationHit(id=doc["id"], kb_id=doc.get("kb_id", ""), src_key=doc.get("src_key_kwd", ""),
+                       tgt_key=doc.get("tgt_key_kwd", ""), src_name=doc.get("src_name_kwd", "") or doc.get("src_key_kwd", ""),
+                       tgt_name=doc.get("tgt_name_kwd", "") or doc.get("tgt_key_kwd", ""),
+                       description=doc.get("content_with_weight", ""), score=score,
+                       weight=float(doc.get("weight_flt", 0.0) or 0.0), keywords=list(doc.get("keywords_kwd") or []),
+                       chunk_ids=list(doc.get("chunk_ids_kwd") or []))
+
+
+def report_content(doc: dict) -> str:
+    parts = [doc.get("content_with_weight", "")]
+    for finding in doc.get("findings_with_weight") or []:
+        if isinstance(finding, dict):
+            parts.append(f"- {finding.get('summary', '')}: {finding.get('explanation', '')}".rstrip(": "))
+    return "\n".join(p for p in parts if p.strip())
+
+
+def _report_hit(doc: dict, score: float) -> ReportHit:
+    return ReportHit(id=doc["id"], kb_id=doc.get("kb_id", ""), level=int(doc.get("level_int", 0) or 0),
+                     community=doc.get("community_kwd", ""), title=doc.get("title_kwd", ""),
+                     content=report_content(doc), score=score, rating=float(doc.get("rating_flt", 0.0) or 0.0))
+
+
+def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
+                fields: dict[str, float], vector: np.ndarray | None, limit: int, vector_weight: float,
+                where: Sequence[Condition] = (), returned: Sequence[str] | None = None,
+                floor: float = 0.0) -> list[Hit]:
+    """Hybrid (or text-only / vector-only) search over one kind of graph row; ``floor`` is the
+    embedding model's similarity floor (VectorQuery)."""
+    if not tokens and vector is None:
+        return []
+    request = SearchRequest(
+        kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind), *where],
+        text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
+        vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
+        if vector is not None else None,
+        vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
+    return store.search(tenant, request).hits
+
+
+def relation_ends(doc: dict) -> tuple[Node, Node]:
+    kb = doc.get("kb_id", "")
+    return (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", ""))
+
+
+def _fetch_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node]) -> dict[Node, dict]:
+    ids = [entity_id(kb, key) for kb, key in nodes]
+    out: dict[Node, dict] = {}
+    for start in range(0, len(ids), 500):
+        for doc in store.get(tenant, list(kb_ids), ids[start:start + 500], fields=ENTITY_FIELDS):
+            out[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = doc
+    return out
+
+
+def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node]
+                    ) -> dict[Node, dict[str, float]]:
+    """Entity -> chunk id -> weight of its mention there (the nlp extractor's weight is the number
+    of the chunk's sentences naming it; an LLM's is its own strength), read from the mention rows."""
+    wanted = set(nodes)
+    out: dict[Node, dict[str, float]] = defaultdict(dict)
+    keys = sorted({key for _, key in wanted})
+    for start in range(0, len(keys), 200):
+        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", EntityMention.KIND),
+                                                      any_of("entity_key_kwd", keys[start:start + 200])],
+                              fields=["kb_id", "entity_key_kwd", "chunk_id_kwd", "weight_flt"]):
+            node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
+            if node in wanted:
+                cid = doc.get("chunk_id_kwd", "")
+                out[node][cid] = max(out[node].get(cid, 0.0), float(doc.get("weight_flt", 1.0) or 1.0))
+    return dict(out)
+
+
+def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[str, float],
+                 limit: int, source: str, known: Mapping[str, dict] | None = None) -> list[RetrievedChunk]:
+    """The ``limit`` best-scored chunks that still exist and are visible, best first.
+
+    ``known`` holds rows (CHUNK_FIELDS) the caller has already read, e.g. from a chunk search of the
+    same question; the others are read from the store."""
+    known = known or {}
+    ranked = sorted(scores, key=lambda cid: (-scores[cid], cid))
+    out: list[RetrievedChunk] = []
+    start = 0
+    # a chunk may have gone (document deleted since the graph was derived): read on until full
+    while len(out) < limit and start < len(ranked):
+        batch = ranked[start:start + limit - len(out)]
+        start += len(batch)
+        unread = [cid for cid in batch if cid not in known]
+        read = {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), unread, fields=CHUNK_FIELDS)} if unread else {}
+        for cid in batch:
+            doc = known.get(cid) or read.get(cid)
+            if doc is None or doc.get("available_int", 1) != 1:
+                continue
+            score = round(scores[cid], 6)
+            out.append(RetrievedChunk(chunk_id=doc["id"], kb_id=doc.get("kb_id", ""), doc_id=doc.get("doc_id", ""),
+                                      doc_name=doc.get("docnm_kwd", ""), content=doc.get("content_with_weight", ""),
+                                      position=int(doc.get("position_int", 0) or 0), score=score,
+                                      graph_score=score, sources=[source]))
+    return out

@@ -1,0 +1,149 @@
+"""Seed relevance r(e): the entities a question matches, by the whole question's search, by each
+analysed entity (its key and its own search: these are the question's anchors) and by the answer
+type, combined by probabilistic OR."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kbgraph.graph.keys import normalize_key
+from kbgraph.llm.base import Embedder
+from kbgraph.parse.tokenize import tokenize, tokenize_query
+from kbgraph.search.context import any_of_scores
+from kbgraph.search.graph_cache import LISTING_ENTRIES, GraphState, cached, graph_state
+from kbgraph.search.kg.params import KGParams
+from kbgraph.search.kg.rows import ENTITY_FIELDS, Node, kind_search
+from kbgraph.search.kg.scoring import name_match, ramp
+from kbgraph.search.query_analysis import QueryAnalysis
+from kbgraph.store.base import DocStore, Hit, SearchRequest, any_of, eq
+from kbgraph.store.records import Entity, entity_id
+
+
+@dataclass
+class Seeds:
+    scores: dict[Node, float]  # seed relevance r(e)
+    docs: dict[Node, dict]  # their rows
+    anchored: set[Node]  # matched by an analysed entity (by key or by its own search)
+    loose_factor: float = 1.0  # what question-only matches were scaled by (< 1 when anchors were found)
+
+    def anchor_weights(self, low: float, high: float) -> dict[Node, float]:
+        """Anchored entity -> how much it counts as one of the question's anchors (``ramp`` of its
+        score between ``low`` and ``high``), for those above ``low``."""
+        weights = {n: ramp(self.scores.get(n, 0.0), low, high) for n in self.anchored}
+        return {n: w for n, w in weights.items() if w > 0}
+
+
+def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: Sequence[str], limit: int,
+                   fields: Sequence[str], state: GraphState) -> list[Hit]:
+    """The ``limit`` entities of these types with the highest PageRank, best first.
+
+    The same few answer types ("organization", "person") come back question after question and
+    their listing walks the PageRank index, so it is kept until the graph changes (``graph_cache``).
+    """
+    def listing() -> list[Hit]:
+        return store.search(tenant, SearchRequest(
+            kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_type_kwd", types)],
+            order_by=[("pagerank_flt", "desc")], limit=limit, fields=list(fields), count_total=False)).hits
+
+    key = ("typed", tenant, tuple(sorted(kb_ids)), tuple(types), limit, tuple(fields))
+    # callers keep the rows they are handed: each gets its own copies
+    return [Hit(id=h.id, doc=dict(h.doc), score=h.score) for h in
+            cached(store, key, state, listing, LISTING_ENTRIES)]
+
+
+def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
+                  vector: np.ndarray | None, params: KGParams, embedder: Embedder | None = None,
+                  state: GraphState | None = None) -> Seeds:
+    """Seed relevance r(e) of entities matched by the question.
+
+    Each analysed entity is looked up by its key (exact, score 1) and searched on its own (its
+    tokens over names, its embedding over entity vectors; the best ``entity_matches`` hits score by
+    name overlap and vector similarity), so one entity of the question cannot be crowded out by
+    another. The whole question is searched as well, at ``question_weight``, because an analysis
+    can miss entities; generic words of the question that happen to be entity names ("country",
+    "charge") then stay weak seeds. ``state`` (read when not given) lets the answer-type listing
+    come from the cache.
+    """
+    docs: dict[Node, dict] = {}
+    parts: dict[Node, list[float]] = defaultdict(list)  # question-only (loose) evidence
+    anchor_parts: dict[Node, list[float]] = defaultdict(list)  # evidence from an analysed entity
+    anchored: set[Node] = set()
+
+    def note(doc: dict, score: float, anchor: bool = False) -> None:
+        node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
+        docs.setdefault(node, doc)
+        (anchor_parts if anchor else parts)[node].append(score)
+        if anchor:
+            anchored.add(node)
+
+    fields = [*ENTITY_FIELDS, "name_ltks"]
+    floor = embedder.similarity_floor if embedder is not None else 0.0
+    tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
+    for hit in kind_search(store, tenant, kb_ids, Entity.KIND, tokens,
+                           {"name_ltks": params.name_boost, "content_ltks": 1.0}, vector,
+                           params.search_top_n, params.vector_weight, returned=fields, floor=floor):
+        note(hit.doc, params.question_weight * hit.score)
+    for doc, score in _named_entity_hits(store, tenant, kb_ids, analysis, params, embedder, fields, floor):
+        note(doc, score, anchor=True)
+    if analysis.keywords:
+        for doc, score in _answer_type_hits(store, tenant, kb_ids, analysis, params, fields, state):
+            note(doc, score)
+    return _seeds(docs, parts, anchor_parts, anchored, params)
+
+
+def _named_entity_hits(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
+                       params: KGParams, embedder: Embedder | None, fields: list[str], floor: float
+                       ) -> Iterator[tuple[dict, float]]:
+    """(row, score) of the entities the analysed entities match: by key (``exact_score``), and the
+    best ``entity_matches`` of each one's own search, by name overlap and vector similarity."""
+    names = list(dict.fromkeys(n for n in analysis.entities if normalize_key(n)))
+    keys = list(dict.fromkeys(normalize_key(n) for n in names))
+    if keys:
+        ids = [entity_id(kb, key) for kb in kb_ids for key in keys]
+        for doc in store.get(tenant, list(kb_ids), ids, fields=fields):
+            yield doc, params.exact_score
+    if names and params.entity_matches > 0:
+        name_vectors = embedder.embed_query(names) if embedder is not None else [None] * len(names)
+        for name, name_vector in zip(names, name_vectors):
+            name_tokens = tokenize(name)
+            for hit in kind_search(store, tenant, kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,
+                                   params.entity_matches, params.vector_weight, returned=fields, floor=floor):
+                overlap = name_match(name_tokens, hit.doc.get("name_ltks", ""))
+                similarity = hit.vector_score if name_vector is not None else overlap
+                yield hit.doc, 0.5 * overlap + 0.5 * similarity
+
+
+def _answer_type_hits(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
+                      params: KGParams, fields: list[str], state: GraphState | None) -> Iterator[tuple[dict, float]]:
+    """(row, score) of the entities matching the answer type the analysis gave as keywords: by their
+    descriptions, and the types' entities of highest PageRank (``type_score``)."""
+    kw_tokens = tokenize_query(" ".join(analysis.keywords))
+    for hit in kind_search(store, tenant, kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None,
+                           params.search_top_n, 0.0, returned=fields):
+        yield hit.doc, params.type_score * hit.score
+    types = sorted({k.strip().lower() for k in analysis.keywords if k.strip()})
+    typed = typed_entities(store, tenant, kb_ids, types, params.search_top_n, fields,
+                           state if state is not None else graph_state(store, tenant, kb_ids))
+    top_rank = max((float(h.doc.get("pagerank_flt", 0.0) or 0.0) for h in typed), default=0.0)
+    for hit in typed:
+        rank = float(hit.doc.get("pagerank_flt", 0.0) or 0.0)
+        yield hit.doc, params.type_score * 0.5 * (1.0 + (rank / top_rank if top_rank > 0 else 0.0))
+
+
+def _seeds(docs: dict[Node, dict], parts: dict[Node, list[float]], anchor_parts: dict[Node, list[float]],
+           anchored: set[Node], params: KGParams) -> Seeds:
+    """The seeds from the evidence noted per entity: anchor evidence OR-ed with the loose evidence,
+    scaled down once anchors are found."""
+    anchor_scores = {node: any_of_scores(*values) for node, values in anchor_parts.items()}
+    # a question that names entities we found is about them: its other words matching entities
+    # elsewhere (a registry of other guilds, every "founder") is the lexical evidence naive search
+    # already has, so it counts for less than what is said about the named entities
+    found = max((ramp(v, params.anchor_low, params.anchor_high) for v in anchor_scores.values()), default=0.0)
+    loose = 1.0 - found * (1.0 - params.loose_weight)
+    scores = {node: any_of_scores(anchor_scores.get(node, 0.0), *(loose * v for v in parts.get(node, ())))
+              for node in set(parts) | set(anchor_parts)}
+    return Seeds(scores, docs, anchored, loose)

@@ -1,0 +1,148 @@
+"""The graph the ppr mode walks: a set of knowledge bases' entities and relations with their chunks
+added as nodes (every entity linked to the chunks that mention it), numbered for the walk.
+
+It is read from the store once per knowledge base set and graph version and cached in-process; a
+changed graph (new ``graph_meta`` version) rebuilds it on the next query. Beside the embedded store
+it is also written to disk (store/index_files.py), so a new process maps it instead of reading
+every row.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kbgraph.graph.ppr import SparseGraph
+from kbgraph.search.graph_cache import graph_state
+from kbgraph.store.base import DocStore, eq
+from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
+from kbgraph.store.records import Entity, Relation
+
+
+@dataclass
+class EntityGraph:
+    """The walkable graph of a set of knowledge bases at given graph versions."""
+
+    versions: tuple[tuple[str, int], ...]
+    graph: SparseGraph
+    chunk_nodes: np.ndarray  # node indices of the chunk nodes
+    chunk_ids: list[str]  # chunk id of each chunk node, same order
+    chunk_index: dict[str, int]  # chunk id -> position in chunk_nodes
+    mentions: dict[str, int]  # entity node -> number of chunks citing it
+    entity_nodes: np.ndarray  # node indices of the entity nodes
+    # worked out from the above on first use, never persisted: the chains' view, vector samples
+    derived: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """For store/index_files.py: a new process maps the graph instead of reading every row."""
+        arrays = {f"graph_{name}": array for name, array in self.graph.to_arrays().items()}
+        arrays.update(versions=strings_array([json.dumps(self.versions)]), chunk_nodes=self.chunk_nodes,
+                      chunk_ids=strings_array(self.chunk_ids), mention_nodes=strings_array(list(self.mentions)),
+                      mention_counts=np.fromiter(self.mentions.values(), dtype=np.int64, count=len(self.mentions)),
+                      entity_nodes=self.entity_nodes)
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> EntityGraph:
+        graph = SparseGraph.from_arrays({name[6:]: a for name, a in arrays.items() if name.startswith("graph_")})
+        chunk_ids = array_strings(arrays["chunk_ids"])
+        versions = tuple(tuple(v) for v in json.loads(array_strings(arrays["versions"])[0]))
+        return cls(versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
+                   chunk_index={c: i for i, c in enumerate(chunk_ids)},
+                   mentions=dict(zip(array_strings(arrays["mention_nodes"]), arrays["mention_counts"].tolist())),
+                   entity_nodes=np.asarray(arrays["entity_nodes"]))
+
+
+def entity_node(kb_id: str, key: str) -> str:
+    return f"e\x1f{kb_id}\x1f{key}"
+
+
+def chunk_node(chunk_id: str) -> str:
+    return f"c\x1f{chunk_id}"
+
+
+def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], versions: tuple[tuple[str, int], ...],
+                       chunk_link_weight: float = 1.0) -> EntityGraph:
+    nodes: list[str] = []
+    edges: list[tuple[str, str, float]] = []
+    mentions: dict[str, int] = {}
+    chunks: set[str] = set()
+    for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Entity.KIND)],
+                          fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd"]):
+        node = entity_node(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
+        nodes.append(node)
+        cited = list(doc.get("chunk_ids_kwd") or [])
+        mentions[node] = len(cited)
+        for cid in cited:
+            chunks.add(cid)
+            edges.append((node, chunk_node(cid), chunk_link_weight))
+    for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND)],
+                          fields=["kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]):
+        kb = doc.get("kb_id", "")
+        edges.append((entity_node(kb, doc.get("src_key_kwd", "")), entity_node(kb, doc.get("tgt_key_kwd", "")),
+                      float(doc.get("weight_flt", 0.0) or 0.0)))
+    graph = SparseGraph.from_edges(nodes, edges, hubs_first=True, dtype=np.float32)
+    chunk_ids = sorted(chunks)
+    chunk_nodes = np.fromiter((graph.index[chunk_node(c)] for c in chunk_ids), dtype=np.int64, count=len(chunk_ids))
+    # in name order, whatever the walk's numbering, so that equal masses rank by name
+    entity_nodes = np.array([graph.index[n] for n in sorted(graph.index) if n.startswith("e\x1f")], dtype=np.int64)
+    return EntityGraph(versions=versions, graph=graph, chunk_nodes=chunk_nodes, chunk_ids=chunk_ids,
+                       chunk_index={c: i for i, c in enumerate(chunk_ids)}, mentions=mentions,
+                       entity_nodes=entity_nodes)
+
+
+_cache: weakref.WeakKeyDictionary[DocStore, dict[tuple, EntityGraph]] = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def graph_versions(store: DocStore, tenant: str, kb_ids: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    return graph_state(store, tenant, kb_ids).versions
+
+
+def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link_weight: float = 1.0,
+                 versions: tuple[tuple[str, int], ...] | None = None) -> EntityGraph:
+    """The cached graph for these knowledge bases, rebuilt when any of their versions (read when not
+    given) moved."""
+    versions = versions if versions is not None else graph_versions(store, tenant, kb_ids)
+    key = (tenant, tuple(sorted(kb_ids)), chunk_link_weight)
+    with _cache_lock:
+        per_store = _cache.setdefault(store, {})
+        cached = per_store.get(key)
+    if cached is not None and cached.versions == versions:
+        return cached
+    built = _graph_from_disk(store, key, versions)
+    if built is None:
+        built = build_entity_graph(store, tenant, kb_ids, versions, chunk_link_weight)
+        _graph_to_disk(store, key, versions, built)
+    with _cache_lock:
+        per_store[key] = built
+    return built
+
+
+def _graph_from_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...]) -> EntityGraph | None:
+    files = store.index_files()
+    if files is None or not _persistable(versions):
+        return None
+    loaded = files.load(key, EntityGraph, sum(v for _, v in versions))
+    return loaded[1] if loaded is not None and loaded[1].versions == versions else None
+
+
+def _graph_to_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...], graph: EntityGraph) -> None:
+    files = store.index_files()
+    if files is not None and _persistable(versions) and graph.graph.size >= PERSIST_MIN_ROWS:
+        files.save(key, sum(v for _, v in versions), graph)
+
+
+def _persistable(versions: tuple[tuple[str, int], ...]) -> bool:
+    # a graph without a graph_meta row (version -1) can change without its version moving
+    return all(version > 0 for _, version in versions)
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
