@@ -37,7 +37,9 @@ from kbgraph.store.base import (
     missing,
     none_of,
 )
-from kbgraph.store.elastic import ElasticStore, build_filter, index_name, required_tokens
+from kbgraph.store.elastic import ElasticStore
+from kbgraph.store.elastic.indices import index_name
+from kbgraph.store.elastic.queries import build_filter, required_tokens
 
 MAPPINGS = json.loads((Path(__file__).resolve().parents[2] / "es_mappings" / "index.json").read_text())
 INDEX = "kbgraph_t1"
