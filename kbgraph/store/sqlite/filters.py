@@ -76,14 +76,7 @@ class Filters:
         compare = {"gte": ">=", "lte": "<=", "gt": ">", "lt": "<"}.get(op)
 
         if name in _COLUMNS:
-            col = _COLUMNS[name]
-            if op in ("eq", "in"):
-                return f"{col} IN (SELECT value FROM json_each(?))", [listed]
-            if op == "not_in":
-                return f"({col} IS NULL OR {col} NOT IN (SELECT value FROM json_each(?)))", [listed]
-            if op in ("exists", "missing"):
-                return f"{col} IS {'NOT ' if op == 'exists' else ''}NULL", []
-            return f"{col} {compare} ?", values
+            return self._column_condition(_COLUMNS[name], op, listed, values, compare)
 
         if _is_vec(name):
             if op not in ("exists", "missing"):
@@ -120,6 +113,18 @@ class Filters:
         if op in ("exists", "missing"):
             return f"{'NOT ' if op == 'missing' else ''}EXISTS ({each})", [_path(name)]
         return f"EXISTS ({each} AND j.value {compare} ?)", [_path(name), *values]
+
+    @staticmethod
+    def _column_condition(col: str, op: str, listed: str, values: list[Any], compare: str | None
+                          ) -> tuple[str, list[Any]]:
+        """A condition on a column of the documents table (id, kb, kind)."""
+        if op in ("eq", "in"):
+            return f"{col} IN (SELECT value FROM json_each(?))", [listed]
+        if op == "not_in":
+            return f"({col} IS NULL OR {col} NOT IN (SELECT value FROM json_each(?)))", [listed]
+        if op in ("exists", "missing"):
+            return f"{col} IS {'NOT ' if op == 'exists' else ''}NULL", []
+        return f"{col} {compare} ?", values
 
     @staticmethod
     def _body_kv_condition(name: str, op: str, listed: str, values: list[Any], compare: str | None
