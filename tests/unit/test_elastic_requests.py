@@ -615,6 +615,13 @@ def test_timed_out_requests_are_not_retried() -> None:
     store.close()
 
 
+def test_the_request_timeout_setting_is_the_clients() -> None:
+    store = ElasticStore.from_settings(Settings(store="elasticsearch", es_url="http://127.0.0.1:9",
+                                                es_request_timeout=7))
+    assert store._client._request_timeout == 7
+    store.close()
+
+
 # --- connection errors -----------------------------------------------------------------------
 
 def test_connection_refused_names_the_url() -> None:

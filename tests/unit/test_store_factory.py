@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from kbgraph.config import Settings, load_settings
-from kbgraph.store import StoreError, engines, open_store, register_engine
-from kbgraph.store import factory
+from kbgraph.store import StoreError, engines, factory, open_store, register_engine
 from kbgraph.store.base import SearchRequest, eq
 from kbgraph.store.sqlite import SQLiteStore
 

@@ -33,6 +33,8 @@ MGET_BATCH = 1000
 
 
 class ElasticStore(DocStore):
+    """See the package docstring. Requests go through ``self._cluster`` (cluster.py)."""
+
     engine = "elasticsearch"
 
     def __init__(self, client: Elasticsearch, url: str, *, index_prefix: str = "kbgraph_", shards: int = 1,
