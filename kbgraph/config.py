@@ -26,7 +26,7 @@ class ConfigError(ValueError):
 class Settings:
     # where the embedded store, metadata DB, caches and logs live
     data_dir: Path = Path(".kbgraph")
-    # document store engine: "sqlite" (embedded) or "elasticsearch"
+    # document store engine: "sqlite" (embedded), "elasticsearch" or another registered one (kbgraph.store.factory)
     store: str = "sqlite"
     # metadata database; empty means SQLite in data_dir/meta.db
     database_url: str = ""
@@ -236,8 +236,9 @@ EMBEDDER_VECTOR_WEIGHT: dict[str, float] = {"local": 0.7, "hash": 0.3, "openai":
 EMBEDDER_CHAIN_TEXT_SHARE: dict[str, float] = {"local": 0.5, "hash": 1.0, "openai": 1.0}
 
 
+# "store" is not among them: it names an engine registered in kbgraph.store.factory, which checks
+# the name when the store is opened (a third engine registers itself there)
 _CHOICES = {
-    "store": {"sqlite", "elasticsearch"},
     "embedding_provider": {"local", "openai", "hash"},
     "relation_vectors": {"auto", "chunks", "text"},
     "entity_vectors": {"auto", "chunk", "text"},

@@ -1,22 +1,9 @@
-"""Storage behind one interface: ``DocStore`` (base.py), built here from Settings."""
+"""Storage behind one interface: ``DocStore`` (base.py), opened from Settings by the engine the
+settings name (factory.py: engines registered by name; sqlite/ and elastic/ are built in)."""
 
 from __future__ import annotations
 
-from kbgraph.config import Settings
 from kbgraph.store.base import DocStore, StoreError, StoreUnavailable
+from kbgraph.store.factory import engines, open_store, register_engine
 
-
-def open_store(settings: Settings) -> DocStore:
-    """The document store the settings select. Engines are imported only when chosen."""
-    if settings.store == "sqlite":
-        from kbgraph.store.sqlite import SQLiteStore
-
-        return SQLiteStore(settings.sqlite_store_path, connections=settings.store_connections)
-    if settings.store == "elasticsearch":
-        from kbgraph.store.elastic import ElasticStore
-
-        return ElasticStore.from_settings(settings)
-    raise StoreError(f"unknown store engine {settings.store!r}")
-
-
-__all__ = ["DocStore", "StoreError", "StoreUnavailable", "open_store"]
+__all__ = ["DocStore", "StoreError", "StoreUnavailable", "engines", "open_store", "register_engine"]

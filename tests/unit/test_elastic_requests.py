@@ -37,7 +37,9 @@ from kbgraph.store.base import (
     missing,
     none_of,
 )
-from kbgraph.store.elastic import ElasticStore, build_filter, index_name, required_tokens
+from kbgraph.store.elastic import ElasticStore
+from kbgraph.store.elastic.indices import index_name
+from kbgraph.store.elastic.queries import build_filter, required_tokens
 
 MAPPINGS = json.loads((Path(__file__).resolve().parents[2] / "es_mappings" / "index.json").read_text())
 INDEX = "kbgraph_t1"
@@ -610,6 +612,13 @@ def test_empty_knowledge_base_scope_is_refused(store: ElasticStore) -> None:
 def test_timed_out_requests_are_not_retried() -> None:
     store = ElasticStore.from_settings(Settings(store="elasticsearch", es_url="http://127.0.0.1:9"))
     assert store._client.transport.retry_on_timeout is False
+    store.close()
+
+
+def test_the_request_timeout_setting_is_the_clients() -> None:
+    store = ElasticStore.from_settings(Settings(store="elasticsearch", es_url="http://127.0.0.1:9",
+                                                es_request_timeout=7))
+    assert store._client._request_timeout == 7
     store.close()
 
 

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from kbgraph.store import row_set
-from kbgraph.store.row_set import RowSet
+from kbgraph.store.sqlite import row_set
+from kbgraph.store.sqlite.row_set import RowSet
 
 
 @pytest.mark.parametrize("dense_span", [64, 0])  # 0: never a bitmap, binary search only

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbgraph.store import sqlite as sqlite_store
-from kbgraph.store import text_index, vector_index
 from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery, any_of, eq
-from kbgraph.store.row_set import RowSet
-from kbgraph.store.sqlite import SQLiteStore, _distinct, _json_array
+from kbgraph.store.sqlite import SQLiteStore, change_log, slice_cache, text_index, vector_index
+from kbgraph.store.sqlite.fields import _json_array
+from kbgraph.store.sqlite.row_set import RowSet
+from kbgraph.store.sqlite.term_search import _distinct
 
 WORDS = [f"w{i}" for i in range(40)]
 DIM = 8
@@ -87,8 +87,8 @@ def test_long_lived_reader_matches_a_fresh_store(tmp_path: Path, seed: int, monk
 
 
 def test_reader_rebuilds_when_the_change_log_was_trimmed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_store, "_LOG_KEEP", 5)
-    monkeypatch.setattr(sqlite_store, "_LOG_PRUNE_EVERY", 1)
+    monkeypatch.setattr(change_log, "_LOG_KEEP", 5)
+    monkeypatch.setattr(change_log, "_LOG_PRUNE_EVERY", 1)
     rng = random.Random(9)
     path = tmp_path / "store.db"
     writer, reader = SQLiteStore(path), SQLiteStore(path)
@@ -274,7 +274,7 @@ def test_json_arrays_for_sql_read_back_as_the_values() -> None:
 def test_snapshots_on_disk_answer_as_a_fresh_build(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     # a new process starts from the indexes an earlier one wrote to disk, and catches up on later
     # writes through the change log: it answers exactly as a store that builds everything anew
-    monkeypatch.setattr(sqlite_store, "PERSIST_MIN_ROWS", 1)
+    monkeypatch.setattr(slice_cache, "PERSIST_MIN_ROWS", 1)
     monkeypatch.setattr(vector_index, "IVF_MIN_ROWS", 30)  # k-means lists go to disk too
     monkeypatch.setattr(text_index, "_DELTA_FLOOR", 25)
     monkeypatch.setattr(vector_index, "_TAIL_FLOOR", 25)
@@ -321,7 +321,7 @@ def test_snapshots_on_disk_answer_as_a_fresh_build(tmp_path: Path, seed: int, mo
 
 
 def test_a_store_made_anew_never_reads_the_old_ones_snapshots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_store, "PERSIST_MIN_ROWS", 1)
+    monkeypatch.setattr(slice_cache, "PERSIST_MIN_ROWS", 1)
     path = tmp_path / "store.db"
     old, rng, requests = churned_store(path, 6, 150)
     answers(old, requests)  # snapshots written

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kbgraph.utils import parallel
-from kbgraph.store.row_set import RowSet
+from kbgraph.store.sqlite.row_set import RowSet
 from kbgraph.utils.top_k import largest
 
 IVF_MIN_ROWS = 20_000

@@ -1,0 +1,68 @@
+"""Hits as callers get them: text and kNN hits fused with ``base.fuse``, and sources shaped.
+
+Fusion, threshold, order and paging are done here in Python, exactly as the embedded store does;
+``vector_score`` is read back from the kNN ``_score`` (for ``cosine`` similarity ES scores
+``(1 + cosine) / 2``), so vectors never travel back for scoring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kbgraph.store.base import Doc, Hit, SearchRequest, fuse, rescale_cosine
+from kbgraph.store.elastic.indices import VECTOR_RE
+
+
+def cosine_from_knn_score(score: float | None) -> float:
+    """The cosine behind a kNN ``_score`` of a ``cosine`` dense_vector ((1 + cosine) / 2), clipped
+    to [0, 1] as the contract's vector_score is."""
+    if score is None:
+        return 0.0
+    return min(1.0, max(0.0, 2.0 * float(score) - 1.0))
+
+
+def fuse_hits(text_hits: Sequence[Mapping[str, Any]], vector_hits: Sequence[Mapping[str, Any]],
+              request: SearchRequest) -> list[Hit]:
+    """Scored candidates (raw ES hits with ``_id``, ``_score``, ``_source``) -> fused, thresholded,
+    ordered hits, before offset/limit. ``vector_hits`` are kNN hits (their ``_score`` carries the
+    cosine) for every candidate that has a vector. See the module docstring of kbgraph.store.base."""
+    has_text, has_vector = request.text is not None, request.vector is not None
+    best = max((float(h["_score"] or 0.0) for h in text_hits), default=0.0)
+    term: dict[str, float] = {}
+    sources: dict[str, Doc] = {}
+    for h in text_hits:
+        term[h["_id"]] = float(h["_score"] or 0.0) / best if best > 0 else 0.0
+        sources[h["_id"]] = dict(h.get("_source") or {})
+    similarity: dict[str, float] = {}
+    for h in vector_hits:
+        similarity[h["_id"]] = cosine_from_knn_score(h.get("_score"))
+        sources.setdefault(h["_id"], dict(h.get("_source") or {}))
+    hits: list[Hit] = []
+    for doc_id, source in sources.items():
+        term_score = term.get(doc_id, 0.0)
+        vector_score = rescale_cosine(similarity.get(doc_id, 0.0), request.vector.floor if request.vector else 0.0)
+        score = fuse(term_score, vector_score, request.vector_weight, has_text, has_vector)
+        if score < request.threshold:
+            continue
+        hits.append(Hit(id=doc_id, doc=source, score=score, term_score=term_score, vector_score=vector_score))
+    hits.sort(key=lambda hit: (-hit.score, hit.id))
+    return hits
+
+
+def shape_doc(source: Mapping[str, Any], doc_id: str, fields: Sequence[str] | None) -> Doc:
+    """What callers get: ``id`` plus the named fields, or every field but vectors."""
+    if fields is None:
+        doc = {k: v for k, v in source.items() if not VECTOR_RE.match(k)}
+    else:
+        doc = {k: source[k] for k in fields if k in source}
+    doc["id"] = source.get("id", doc_id)
+    return doc
+
+
+def source_doc(source: Mapping[str, Any], doc_id: str, fields: Sequence[str] | None) -> Doc:
+    """A stored document as get and scan hand it out: the named fields (every field when None;
+    vectors are left out of ``_source`` by the request then), plus ``id``."""
+    doc = dict(source) if fields is None else {k: source[k] for k in fields if k in source}
+    doc["id"] = source.get("id", doc_id)
+    return doc

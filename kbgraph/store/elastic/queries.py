@@ -1,0 +1,217 @@
+"""What the store asks Elasticsearch: filters, the text query, kNN, sorts, aggregations, and the
+keyword arguments of each search request (``*_search``).
+
+Pure functions (unit-tested in tests/unit/test_elastic_requests.py against what goes over the
+wire): the store picks the request, cluster.py sends it. Scores: a text query and a vector query
+are two separate requests, so the two scores never mix inside Elasticsearch (see the package
+docstring).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from kbgraph.store.base import Condition, SearchRequest, StoreError, TextQuery
+
+# index.max_result_window: from + size may not exceed it (ES "Paginate search results" page)
+MAX_RESULT_WINDOW = 10_000
+# kNN num_candidates may not exceed 10,000 (ES "k-nearest neighbor (kNN) search" page)
+MAX_NUM_CANDIDATES = 10_000
+# terms aggregations past search.max_buckets (65,536 by default) fail: ask for at most this many
+MAX_AGGREGATION_BUCKETS = 10_000
+# a point in time (scan) is kept open this long between two pages
+PIT_KEEP_ALIVE = "2m"
+
+
+def _condition_clause(cond: Condition) -> tuple[str, dict[str, Any] | None]:
+    """("filter" | "must_not", clause) for one condition; clause None means "always true"."""
+    if cond.field == "id":
+        if cond.op == "eq":
+            return "filter", {"ids": {"values": [cond.value]}}
+        if cond.op in ("in", "not_in"):
+            return ("filter" if cond.op == "in" else "must_not"), {"ids": {"values": list(cond.value)}}
+        if cond.op == "exists":
+            return "filter", None
+        if cond.op == "missing":
+            return "filter", {"match_none": {}}
+        raise StoreError(f"condition {cond.op!r} is not supported on the id pseudo-field")
+    if cond.op == "eq":
+        return "filter", {"term": {cond.field: cond.value}}
+    if cond.op == "in":
+        return "filter", {"terms": {cond.field: list(cond.value)}}
+    if cond.op == "not_in":
+        return "must_not", {"terms": {cond.field: list(cond.value)}}
+    if cond.op == "exists":
+        return "filter", {"exists": {"field": cond.field}}
+    if cond.op == "missing":
+        return "must_not", {"exists": {"field": cond.field}}
+    if cond.op in ("gte", "lte", "gt", "lt"):
+        return "filter", {"range": {cond.field: {cond.op: cond.value}}}
+    raise StoreError(f"unknown condition operator {cond.op!r}")
+
+
+def checked_kbs(kb_ids: Sequence[str]) -> list[str]:
+    """The knowledge bases an operation is scoped to; an empty scope is a caller's bug, never "all"."""
+    if isinstance(kb_ids, str) or not kb_ids:
+        raise ValueError("kb_ids must be a non-empty list of knowledge-base ids (never 'all KBs')")
+    return [str(k) for k in kb_ids]
+
+
+def checked_kb(kb_id: str) -> str:
+    if not isinstance(kb_id, str) or not kb_id:
+        raise ValueError("kb_id must be a non-empty string")
+    return kb_id
+
+
+def only_ids(where: Sequence[Condition]) -> list[str] | None:
+    """The ids named when every condition is ``id eq/in``, else None (then a scan must find them)."""
+    if not where:
+        return None
+    wanted: set[str] | None = None
+    for cond in where:
+        if cond.field != "id" or cond.op not in ("eq", "in"):
+            return None
+        values = {cond.value} if cond.op == "eq" else set(cond.value)
+        wanted = values if wanted is None else wanted & values
+    return sorted(str(v) for v in (wanted or set()))
+
+
+def build_filter(kb_ids: Sequence[str], where: Sequence[Condition] = ()) -> dict[str, Any]:
+    """A bool query (filter context, no scoring): the knowledge bases AND every condition."""
+    clauses: dict[str, list[dict[str, Any]]] = {"filter": [{"terms": {"kb_id": list(kb_ids)}}], "must_not": []}
+    for cond in where:
+        occur, clause = _condition_clause(cond)
+        if clause is not None:
+            clauses[occur].append(clause)
+    return {"bool": {key: value for key, value in clauses.items() if value}}
+
+
+def distinct_tokens(tokens: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(t for t in tokens if t and not t.isspace()))
+
+
+def required_tokens(fraction: float, count: int) -> int:
+    """How many distinct tokens a document must contain: floor(fraction * count), at least 1
+    (rounded down like an ES percentage minimum_should_match, and like the embedded store)."""
+    return max(1, math.floor(fraction * count + 1e-9)) if count else 0
+
+
+def build_text_query(filter_query: Mapping[str, Any], text: TextQuery) -> dict[str, Any] | None:
+    """BM25 over the token fields, scored as the sum of per-field boosted BM25.
+
+    Scoring clauses: one ``match`` per field in ``bool.should`` (should scores add up), with
+    ``minimum_should_match: 1`` on the outer bool because a bool with a ``filter`` clause would
+    otherwise default to 0 (ES "Boolean query" page). The contract's minimum_should_match is a
+    fraction of the distinct query tokens found in *any* of the fields; it is enforced exactly
+    as a filter: per token a bool.should of ``term`` queries over the fields, and a bool.should
+    over tokens with an integer ``minimum_should_match`` computed here.
+    """
+    tokens = distinct_tokens(text.tokens)
+    fields = [name for name in text.fields]
+    if not tokens or not fields:
+        return None
+    should = [{"match": {name: {"query": " ".join(tokens), "boost": float(text.fields[name])}}} for name in fields]
+    filters: list[dict[str, Any]] = [dict(filter_query)]
+    need = required_tokens(text.minimum_should_match, len(tokens))
+    if need > 1:
+        per_token = [{"bool": {"should": [{"term": {name: token}} for name in fields]}} for token in tokens]
+        filters.append({"bool": {"should": per_token, "minimum_should_match": need}})
+    return {"bool": {"filter": filters, "should": should, "minimum_should_match": 1}}
+
+
+def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any]) -> dict[str, Any]:
+    """Top-level ``knn`` search option (ES "k-nearest neighbor (kNN) search" page): the filter is
+    applied during the approximate search, so the k neighbours all satisfy it."""
+    k = max(1, min(k, MAX_NUM_CANDIDATES))
+    num_candidates = min(max(k * 2, 100), MAX_NUM_CANDIDATES)
+    return {"field": field_name, "query_vector": [float(x) for x in vector], "k": min(k, num_candidates),
+            "num_candidates": num_candidates, "filter": dict(filter_query)}
+
+
+def build_sort(order_by: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    sort: list[dict[str, Any]] = []
+    for name, direction in order_by:
+        if direction not in ("asc", "desc"):
+            raise StoreError(f"order for {name!r} must be 'asc' or 'desc', not {direction!r}")
+        sort.append({name: {"order": direction}})
+    sort.append({"id": {"order": "asc"}})  # _id is not sortable in 8.x: kbgraph keeps `id` as keyword
+    return sort
+
+
+def source_spec(fields: Sequence[str] | None) -> Any:
+    """The ``_source`` filter: named fields (plus ``id``), or everything but vectors."""
+    if fields is not None:
+        return list(dict.fromkeys(["id", *fields]))
+    return {"excludes": ["q_*_vec"]}
+
+
+def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
+    """Most frequent values first; ``size`` capped so the request stays under search.max_buckets."""
+    return {"terms": {"field": field_name, "size": max(1, min(size, MAX_AGGREGATION_BUCKETS)),
+                      "order": [{"_count": "desc"}, {"_key": "asc"}]}}
+
+
+def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: int,
+                source: Any) -> dict[str, Any] | None:
+    """The text half of a search (None when it has no token or field)."""
+    text_query = build_text_query(filter_query, text)
+    if text_query is None:
+        return None
+    # dfs_query_then_fetch: term statistics from all shards, so BM25 does not depend on
+    # which shard a document lives on (ES "Search API", search_type)
+    return {"query": text_query, "size": candidates, "source": source, "track_total_hits": False,
+            "search_type": "dfs_query_then_fetch"}
+
+
+def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any],
+               source: Any) -> dict[str, Any]:
+    """The vector half of a search: the ``k`` nearest neighbours passing the filter."""
+    knn = build_knn(field_name, vector, k, filter_query)
+    return {"knn": knn, "size": knn["k"], "source": source, "track_total_hits": False}
+
+
+def similarity_search(field_name: str, vector: Sequence[float], filter_query: Mapping[str, Any],
+                      ids: Sequence[str]) -> dict[str, Any]:
+    """A kNN request filtered to exactly ``ids`` (small enough for an exact search): the cosine
+    of each of them that has a vector, with no ``_source``."""
+    only = {"bool": {"filter": [dict(filter_query), {"ids": {"values": list(ids)}}]}}
+    knn = build_knn(field_name, vector, len(ids), only)
+    knn["num_candidates"] = max(knn["num_candidates"], knn["k"])
+    return {"knn": knn, "size": knn["k"], "source": False, "track_total_hits": False}
+
+
+def listing_search(filter_query: Mapping[str, Any], request: SearchRequest) -> dict[str, Any]:
+    """Neither text nor vector: a filtered page in field order, then id."""
+    return {"query": filter_query, "sort": build_sort(request.order_by), "from_": request.offset,
+            "size": request.limit, "source": source_spec(request.fields), "track_total_hits": request.count_total}
+
+
+def scan_search(pit_id: str, filter_query: Mapping[str, Any], size: int, source: Any,
+                search_after: list[Any] | None) -> dict[str, Any]:
+    """One page of a scan: point in time + search_after, sorted on ``id`` with ``_shard_doc`` as
+    the tiebreak."""
+    kwargs: dict[str, Any] = {"pit": {"id": pit_id, "keep_alive": PIT_KEEP_ALIVE}, "query": filter_query,
+                              "sort": [{"id": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}],
+                              "size": size, "source": source, "track_total_hits": False}
+    if search_after is not None:
+        kwargs["search_after"] = search_after
+    return kwargs
+
+
+def aggregation_search(filter_query: Mapping[str, Any], field_name: str, size: int) -> dict[str, Any]:
+    """The most frequent values of a field among the documents passing the filter."""
+    return {"size": 0, "query": filter_query, "aggs": {"values": terms_aggregation(field_name, size)},
+            "track_total_hits": False}
+
+
+def mget_request(ids: Sequence[str], fields: Sequence[str] | None) -> dict[str, Any]:
+    """A realtime multi-get of ``ids``: the named fields (plus ``id`` and ``kb_id``, which get
+    checks), or every field but vectors."""
+    kwargs: dict[str, Any] = {"ids": ids}
+    if fields is None:
+        kwargs["source_excludes"] = ["q_*_vec"]  # vectors only when named, as in search
+    else:
+        kwargs["source_includes"] = list(dict.fromkeys(["id", "kb_id", *fields]))
+    return kwargs
