@@ -260,7 +260,7 @@ _MAX_BATCH_TOKENS = 1024
 
 
 class LocalEmbedder:
-    """multilingual-e5-small, bundled (kbgraph/llm/local_model.py), on the CPU through onnxruntime.
+    """multilingual-e5-small, bundled (kbgraph/llm/e5/), on the CPU through onnxruntime.
 
     Texts searched over are embedded as "passage: ...", what is searched with as "query: ...", the
     way the model was trained. The model reads at most 512 pieces, <s> and </s> included. A longer
@@ -293,7 +293,7 @@ class LocalEmbedder:
 
     @property
     def encoder(self) -> Any:
-        from kbgraph.llm.local_model import shared_encoder
+        from kbgraph.llm.e5.encoder import shared_encoder
 
         return shared_encoder(self.cache_root, 1)  # one core a batch; several batches at once
 
