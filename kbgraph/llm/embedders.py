@@ -19,14 +19,11 @@ from typing import Any
 import numpy as np
 
 from kbgraph.llm.base import UsageLedger
-from kbgraph.llm.layers import (
-    RetryPolicy,
-    SqliteCache,
-    TransientLLMError,
-    call_with_retry,
-    count_tokens,
-    record_usage,
-)
+from kbgraph.llm.layers.accounting import record_usage
+from kbgraph.llm.layers.base import TransientLLMError
+from kbgraph.llm.layers.cache import SqliteCache
+from kbgraph.llm.layers.retry import RetryPolicy, call_with_retry
+from kbgraph.parse.chunker import count_tokens
 
 
 def _normalize(rows: np.ndarray) -> np.ndarray:
