@@ -27,8 +27,8 @@ import uuid
 
 import redis
 
-from kbgraph.llm.limits import Check
-from kbgraph.llm.layers import shared_semaphore
+from kbgraph.llm.layers.base import Check
+from kbgraph.llm.layers.slots import shared_semaphore
 
 log = logging.getLogger(__name__)
 

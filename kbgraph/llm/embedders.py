@@ -19,14 +19,11 @@ from typing import Any
 import numpy as np
 
 from kbgraph.llm.base import UsageLedger
-from kbgraph.llm.layers import (
-    RetryPolicy,
-    SqliteCache,
-    TransientLLMError,
-    call_with_retry,
-    count_tokens,
-    record_usage,
-)
+from kbgraph.llm.layers.accounting import record_usage
+from kbgraph.llm.layers.base import TransientLLMError
+from kbgraph.llm.layers.cache import SqliteCache
+from kbgraph.llm.layers.retry import RetryPolicy, call_with_retry
+from kbgraph.parse.token_count import count_tokens
 
 
 def _normalize(rows: np.ndarray) -> np.ndarray:
@@ -260,7 +257,7 @@ _MAX_BATCH_TOKENS = 1024
 
 
 class LocalEmbedder:
-    """multilingual-e5-small, bundled (kbgraph/llm/local_model.py), on the CPU through onnxruntime.
+    """multilingual-e5-small, bundled (kbgraph/llm/e5/), on the CPU through onnxruntime.
 
     Texts searched over are embedded as "passage: ...", what is searched with as "query: ...", the
     way the model was trained. The model reads at most 512 pieces, <s> and </s> included. A longer
@@ -293,7 +290,7 @@ class LocalEmbedder:
 
     @property
     def encoder(self) -> Any:
-        from kbgraph.llm.local_model import shared_encoder
+        from kbgraph.llm.e5.encoder import shared_encoder
 
         return shared_encoder(self.cache_root, 1)  # one core a batch; several batches at once
 

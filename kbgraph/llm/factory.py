@@ -7,15 +7,12 @@ from pathlib import Path
 from kbgraph.config import Settings
 from kbgraph.llm.base import ChatModel, Embedder, LLMNotConfigured, UsageLedger
 from kbgraph.llm.embedders import CachedEmbedder, HashEmbedder, LocalEmbedder, OpenAIEmbedder
-from kbgraph.llm.layers import (
-    AccountedChat,
-    BudgetedChat,
-    CachedChat,
-    ChatBase,
-    LimitedChat,
-    RetryingChat,
-    RetryPolicy,
-)
+from kbgraph.llm.layers.accounting import AccountedChat
+from kbgraph.llm.layers.base import ChatBase
+from kbgraph.llm.layers.budget import BudgetedChat
+from kbgraph.llm.layers.cache import CachedChat
+from kbgraph.llm.layers.retry import RetryingChat, RetryPolicy
+from kbgraph.llm.layers.slots import LimitedChat
 from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
 
 

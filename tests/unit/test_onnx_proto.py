@@ -1,4 +1,4 @@
-"""kbgraph's own ONNX writer (kbgraph/llm/onnx_proto.py), checked by the parser that matters:
+"""kbgraph's own ONNX writer (kbgraph/llm/e5/onnx_proto.py), checked by the parser that matters:
 onnxruntime loads what it writes and computes with it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from kbgraph.llm import onnx_proto as proto
+import kbgraph.llm.e5.onnx_proto as proto
 
 
 def session(model: bytes) -> ort.InferenceSession:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kbgraph.utils import user_cache
-from kbgraph.llm import local_model
+from kbgraph.llm.e5 import preparation
 from kbgraph.parse import token_table
 from kbgraph.parse.token_count import ENCODING_NAME
 
@@ -43,7 +43,7 @@ def fake_prepare(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         target.mkdir(parents=True, exist_ok=True)
         (target / "encoder.onnx").write_bytes(b"graph of " + weights_path.read_bytes()[:16])
 
-    monkeypatch.setattr(local_model, "prepare", prepare)
+    monkeypatch.setattr(preparation, "prepare", prepare)
     return calls
 
 
@@ -54,8 +54,8 @@ def test_installations_of_the_same_weights_share_one_prepared_folder(tmp_path: P
     first = _install(tmp_path / "venv-a", "e5-small-q4.bin", weights, age_days=3)
     second = _install(tmp_path / "venv-b", "e5-small-q4.bin", weights)  # same file, installed today
     root = tmp_path / "models"
-    folder = local_model.prepared_dir(first, root)
-    assert local_model.prepared_dir(second, root) == folder
+    folder = preparation.prepared_dir(first, root)
+    assert preparation.prepared_dir(second, root) == folder
     assert fake_prepare == [first], "the second installation prepared the model again"
     assert [p.name for p in root.iterdir() if not p.name.startswith(".")] == [folder.name]
 
@@ -64,11 +64,11 @@ def test_different_weights_or_format_get_their_own_folder(tmp_path: Path, fake_p
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     weights = bytearray(os.urandom(3 * 1024 * 1024))
     root = tmp_path / "models"
-    one = local_model.prepared_dir(_install(tmp_path / "a", "e5-small-q4.bin", bytes(weights)), root)
+    one = preparation.prepared_dir(_install(tmp_path / "a", "e5-small-q4.bin", bytes(weights)), root)
     weights[-1] ^= 0xFF  # e.g. the last tensor of a new release
-    two = local_model.prepared_dir(_install(tmp_path / "b", "e5-small-q4.bin", bytes(weights)), root)
-    monkeypatch.setattr(local_model, "_FORMAT", local_model._FORMAT + 1)
-    three = local_model.prepared_dir(_install(tmp_path / "c", "e5-small-q4.bin", bytes(weights)), root)
+    two = preparation.prepared_dir(_install(tmp_path / "b", "e5-small-q4.bin", bytes(weights)), root)
+    monkeypatch.setattr(preparation, "_FORMAT", preparation._FORMAT + 1)
+    three = preparation.prepared_dir(_install(tmp_path / "c", "e5-small-q4.bin", bytes(weights)), root)
     assert len({one, two, three}) == 3 and len(fake_prepare) == 3
 
 
@@ -76,17 +76,17 @@ def test_prepared_folders_unused_for_a_month_are_removed(tmp_path: Path, fake_pr
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "models"
     weights = _install(tmp_path / "venv", "e5-small-q4.bin", b"new weights" * 100)
-    current_format = local_model._FORMAT
-    monkeypatch.setattr(local_model, "_FORMAT", current_format - 1)
-    old = local_model.prepared_dir(weights, root)  # what an older kbgraph prepared...
+    current_format = preparation._FORMAT
+    monkeypatch.setattr(preparation, "_FORMAT", current_format - 1)
+    old = preparation.prepared_dir(weights, root)  # what an older kbgraph prepared...
     _age(old, 40)  # ...and last used 40 days ago
-    recent = local_model.prepared_dir(_install(tmp_path / "other", "e5-small-q4.bin", b"older release"), root)
+    recent = preparation.prepared_dir(_install(tmp_path / "other", "e5-small-q4.bin", b"older release"), root)
     _age(recent, 10)  # another installation's, used ten days ago: still in use
     unrelated = root / "another-model-0123456789abcdef"
     unrelated.mkdir()
     _age(unrelated, 400)
-    monkeypatch.setattr(local_model, "_FORMAT", current_format)
-    current = local_model.prepared_dir(weights, root)
+    monkeypatch.setattr(preparation, "_FORMAT", current_format)
+    current = preparation.prepared_dir(weights, root)
     assert not old.exists()
     assert recent.exists() and unrelated.exists() and current.exists()
     assert time.time() - current.stat().st_mtime < DAY
@@ -95,9 +95,9 @@ def test_prepared_folders_unused_for_a_month_are_removed(tmp_path: Path, fake_pr
 def test_using_a_folder_keeps_it(tmp_path: Path, fake_prepare: list[Path]) -> None:
     root = tmp_path / "models"
     weights = _install(tmp_path / "venv", "e5-small-q4.bin", b"weights" * 100)
-    folder = local_model.prepared_dir(weights, root)
+    folder = preparation.prepared_dir(weights, root)
     _age(folder, 40)
-    assert local_model.prepared_dir(weights, root) == folder  # opened again: used today
+    assert preparation.prepared_dir(weights, root) == folder  # opened again: used today
     assert time.time() - folder.stat().st_mtime < DAY
     assert user_cache.prune_unused(root, "e5-small-q4-", keep=root / "none") == []
 
@@ -127,10 +127,10 @@ def test_a_read_only_cache_entry_is_still_used(tmp_path: Path, fake_prepare: lis
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "models"
     weights = _install(tmp_path / "venv", "e5-small-q4.bin", b"weights" * 100)
-    folder = local_model.prepared_dir(weights, root)
+    folder = preparation.prepared_dir(weights, root)
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError("read-only")
 
     monkeypatch.setattr(user_cache.os, "utime", refuse)
-    assert local_model.prepared_dir(weights, root) == folder and len(fake_prepare) == 1
+    assert preparation.prepared_dir(weights, root) == folder and len(fake_prepare) == 1

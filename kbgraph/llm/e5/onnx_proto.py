@@ -1,7 +1,7 @@
 """Writing an ONNX model file without the ``onnx`` package.
 
 An ONNX file is one protobuf message (``ModelProto``). kbgraph writes exactly one graph, once per
-machine (kbgraph/llm/local_model.py), and needs only a handful of its fields, so it encodes them
+machine (kbgraph/llm/e5/graph.py), and needs only a handful of its fields, so it encodes them
 directly in protobuf's wire format instead of installing ``onnx`` (~28 MB with ml_dtypes) for it.
 Field numbers are those of onnx.proto (github.com/onnx/onnx/blob/main/onnx/onnx.proto); onnxruntime
 parses the result, which is what checks it.
