@@ -17,9 +17,12 @@ from kbgraph.graph.invariants import check_graph, stored_graph
 from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
-from kbgraph.pipeline import (
-    KBContext, delete_document, extract_document, load_graph_meta, merge_document, parse_document,
-)
+from kbgraph.index.chunks import parse_document
+from kbgraph.index.context import KBContext
+from kbgraph.index.delete import delete_document
+from kbgraph.index.extraction import extract_document
+from kbgraph.index.graph_meta import load_graph_meta
+from kbgraph.index.merge import merge_document
 from kbgraph.store.base import eq, missing
 from kbgraph.store import DocStore, open_store
 from conftest import store_overrides
