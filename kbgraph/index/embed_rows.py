@@ -72,15 +72,22 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
         done += len(batch)
         report_progress(ctx, progress, "embed", done, total)
     if chunkless:
-        changes = into or RowChanges(ctx)
-        for vectors in embed_ahead(ctx, [[entity_text(e) for e in chunkless]], cancel):
-            for entity, vector in zip(chunkless, vectors):
-                changes.add(entity.id, {ctx.vector_name: vector, "embedded_int": 1})
-        if into is None:
-            changes.write()
+        _embed_texts(ctx, chunkless, cancel, into)
     rows.unembedded.clear()
     ctx.store.refresh(ctx.tenant)
     return done
+
+
+def _embed_texts(ctx: KBContext, entities: list[Entity], cancel: CancelCheck, into: RowChanges | None) -> None:
+    """The vectors of these entities' texts (single-chunk entities whose chunk has no vector of this size)."""
+    from kbgraph.graph.derive import entity_text
+
+    changes = into or RowChanges(ctx)
+    for vectors in embed_ahead(ctx, [[entity_text(e) for e in entities]], cancel):
+        for entity, vector in zip(entities, vectors):
+            changes.add(entity.id, {ctx.vector_name: vector, "embedded_int": 1})
+    if into is None:
+        changes.write()
 
 
 def _single_chunk_vectors(ctx: KBContext, entities: list[Entity]) -> dict[str, np.ndarray]:

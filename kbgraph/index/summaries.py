@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from kbgraph.graph.derive import entity_description_inputs, load_aliases, relation_description_inputs
-from kbgraph.graph.describe import SummaryError
+from kbgraph.graph.describe import Describer, SummaryError
 from kbgraph.index.context import WRITE_ROWS, KBContext, check_cancel, report_progress
 from kbgraph.index.refresh_state import GraphRows
 from kbgraph.llm.base import CancelCheck
@@ -44,17 +45,7 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
     work: list[tuple[Entity | Relation, tuple[str, str, list[str]]]] = (
         [(e, entity_inputs[e.key]) for e in entities if e.key in entity_inputs]
         + [(r, relation_inputs[(r.src_key, r.tgt_key)]) for r in relations if (r.src_key, r.tgt_key) in relation_inputs])
-
-    def describe(item: tuple[Entity | Relation, tuple[str, str, list[str]]]) -> tuple[Entity | Relation, str | None]:
-        check_cancel(cancel)
-        row, (kind, name, fragments) = item
-        try:
-            return row, describer.summary(kind, name, fragments)
-        except SummaryError as exc:  # the row keeps its stand-in and stays pending: never garbage
-            for doc_id in row.doc_ids:
-                failures.setdefault(doc_id, str(exc))
-            return row, None
-
+    describe = functools.partial(_summary, describer, failures, cancel)
     waiting: list[dict] = []
     workers = max(1, min(ctx.settings.llm_concurrency, len(work))) if ctx.chat is not None else 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -64,13 +55,7 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
                 if on_row is not None:
                     on_row(row.id)
                 continue
-            row.description, row.summary_pending, row.vector = description, False, None
-            if isinstance(row, Entity):
-                row.derivation = None  # the description is no longer its first fragments
-                row.description_tokens = token_string(description)
-            else:
-                row.description_tokens = token_string(" ".join([row.src_name, row.tgt_name, description,
-                                                                *row.keywords]))
+            _set_summary(row, description)
             rows.unembedded.add(row.id)
             waiting.append(row.to_doc())
             if on_row is not None:
@@ -85,3 +70,25 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
     ctx.store.refresh(ctx.tenant)
     return len(work)
 
+
+def _summary(describer: Describer, failures: dict[str, str], cancel: CancelCheck,
+             item: tuple[Entity | Relation, tuple[str, str, list[str]]]) -> tuple[Entity | Relation, str | None]:
+    """A row and the summary of its fragments, or None when the model botched it twice."""
+    check_cancel(cancel)
+    row, (kind, name, fragments) = item
+    try:
+        return row, describer.summary(kind, name, fragments)
+    except SummaryError as exc:  # the row keeps its stand-in and stays pending: never garbage
+        for doc_id in row.doc_ids:
+            failures.setdefault(doc_id, str(exc))
+        return row, None
+
+
+def _set_summary(row: Entity | Relation, description: str) -> None:
+    row.description, row.summary_pending, row.vector = description, False, None
+    if isinstance(row, Entity):
+        row.derivation = None  # the description is no longer its first fragments
+        row.description_tokens = token_string(description)
+    else:
+        row.description_tokens = token_string(" ".join([row.src_name, row.tgt_name, description,
+                                                        *row.keywords]))
