@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta.schemas import GraphConfig

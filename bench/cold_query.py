@@ -50,7 +50,7 @@ def ask(env: dict[str, str], kb: str, question: str, mode: str | None) -> tuple[
 
 
 def entity_questions(data_dir: Path, kb: str, n: int) -> list[str]:
-    from kbgraph.app import Engine
+    from kbgraph.engine import Engine
     from kbgraph.config import load_settings
     from kbgraph.store.base import eq
     from kbgraph.store.records import Entity

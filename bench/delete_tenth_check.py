@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=10, help="delete every N-th document by name")
     a = ap.parse_args(argv)
 
-    from kbgraph.app import Engine
+    from kbgraph.engine import Engine
     from kbgraph.config import load_settings
     from kbgraph.graph.invariants import check_graph
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import load_settings
 from kbgraph.store.base import eq, vector_field
 

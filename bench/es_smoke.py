@@ -40,7 +40,7 @@ def main() -> int:
               "KBGRAPH_ES_URL=http://elastic:$ELASTIC_PASSWORD@localhost:9200 (or pass --embedded)", file=sys.stderr)
         return 2
 
-    from kbgraph.app import Engine
+    from kbgraph.engine import Engine
     from kbgraph.config import load_settings
     from kbgraph.graph.invariants import check_graph
     from kbgraph.meta.schemas import GraphConfig

@@ -22,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
 from kbgraph.meta.schemas import GraphConfig

@@ -39,7 +39,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import load_settings
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.search.chains import ChainParams

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     from importlib.metadata import version
 
     import kbgraph.llm.openai_chat  # noqa: F401  (imports the openai SDK, ~0.6 s)
-    from kbgraph.app import Engine
+    from kbgraph.engine import Engine
     from kbgraph.config import load_settings
     from kbgraph.meta.schemas import GraphConfig
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from kbgraph.config import load_settings
 from kbgraph.llm.factory import build_embedder
 from kbgraph.parse.readers import read_document
-from kbgraph.pipeline import KBContext, parse_document
+from kbgraph.index.chunks import parse_document
+from kbgraph.index.context import KBContext
 from kbgraph.store.sqlite import SQLiteStore
 
 DEFAULT_FILE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "christmas-carol" / "book.txt"

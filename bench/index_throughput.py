@@ -195,10 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     count = write_passages(args.corpus, folder, args.limit)
     data_dir = workdir / f"kb-{args.embedding}-{os.getpid()}"
 
-    from kbgraph.app import Engine
+    from kbgraph.engine import Engine
     from kbgraph.config import load_settings
     from kbgraph.meta.schemas import GraphConfig
-    from kbgraph.pipeline import Progress
+    from kbgraph.utils.progress import Progress
 
     settings = load_settings(data_dir=data_dir, embedding_provider=args.embedding)
     engine = Engine.open(settings)

@@ -26,7 +26,8 @@ from pathlib import Path
 from kbgraph.config import load_settings
 from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.pipeline import KBContext, merge_document
+from kbgraph.index.context import KBContext
+from kbgraph.index.merge import merge_document
 from kbgraph.store.records import EntityMention, RelationMention, chunk_id
 from kbgraph.store.sqlite import SQLiteStore
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta.schemas import DEFAULT_TENANT, GraphConfig
 from kbgraph.graph.derive.vectors import entity_text, relation_text

@@ -23,7 +23,7 @@ from kbgraph.utils.progress import Progress
 from kbgraph.store.base import StoreError
 
 if TYPE_CHECKING:
-    from kbgraph.indexing import RunEstimate
+    from kbgraph.index.estimate import RunEstimate
 
 MODES = ("naive", "kg", "ppr", "global", "mix")
 
@@ -75,7 +75,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 @contextmanager
 def _engine(ctx: click.Context) -> Iterator[Any]:
-    from kbgraph.app import Engine, KBGraphError
+    from kbgraph.engine import Engine, KBGraphError
     from kbgraph.llm.base import LLMError, LLMNotConfigured
 
     settings: Settings = ctx.obj["settings"]
@@ -541,7 +541,7 @@ def graph_export(ctx: click.Context, kb_name: str, fmt: str, output: Path | None
 @click.pass_context
 def graph_show(ctx: click.Context, entity: str, kb_name: str, as_json: bool) -> None:
     """An entity's description, sources and neighbours."""
-    from kbgraph.app import did_you_mean
+    from kbgraph.engine import did_you_mean
     from kbgraph.graph.inspect import entity_names, entity_view, find_entity
 
     with _engine(ctx) as engine:

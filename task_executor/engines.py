@@ -12,7 +12,7 @@ import threading
 
 import redis
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB

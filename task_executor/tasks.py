@@ -16,11 +16,12 @@ from typing import Any
 from celery import Task as CeleryTask
 from celery import shared_task
 
-from kbgraph import pipeline
-from kbgraph.app import Engine
-from kbgraph.llm.base import UsageLedger
+from kbgraph.engine import Engine
+from kbgraph.index.delete import delete_document
+from kbgraph.index.refresh import refresh_kb
+from kbgraph.llm.base import Cancelled, UsageLedger
 from kbgraph.meta import FINISHED, KnowledgeBase, MetaDB, NotFound
-from kbgraph.pipeline import Progress
+from kbgraph.utils.progress import Progress
 from task_executor.celery_app import KBCelery
 from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
 
@@ -113,7 +114,7 @@ def _discard_partial(engine: Engine, kb_id: str, doc_id: str) -> None:
     """A cancelled document keeps nothing: drop the chunks and mentions it got to write."""
     kb = engine.meta.get_kb(engine.tenant, kb_id)
     with engine.kb_lock(kb_id):
-        pipeline.delete_document(engine.context(kb), doc_id)
+        delete_document(engine.context(kb), doc_id)
     engine.meta.set_document_status(doc_id, "cancelled", progress=0.0, message="cancelled", chunk_count=0,
                                     token_count=0)
 
@@ -127,7 +128,7 @@ def _drop_orphan_rows(engine: Engine, tenant_id: str, kb_id: str, doc_id: str) -
     if engine.meta.find_document(kb_id, doc_id) is not None:
         return
     with engine.kb_lock(kb_id):
-        pipeline.delete_document(engine.context(kb), doc_id)
+        delete_document(engine.context(kb), doc_id)
 
 
 def _is_latest_run(meta: MetaDB, kb_id: str, doc_id: str, task_id: str) -> bool:
@@ -278,7 +279,7 @@ def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) 
         meta.update_task(task_id, status="running", progress=0.0, message="graph refresh", add_attempts=1)
         before = _llm_usage(engine.ledger)
         with engine.kb_lock(kb.id):
-            result = pipeline.refresh_kb(engine.context(kb), progress=TaskProgress(meta, task_id, REFRESH_SPANS))
+            result = refresh_kb(engine.context(kb), progress=TaskProgress(meta, task_id, REFRESH_SPANS))
         calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
         meta.update_task(task_id, status="done", add_llm_calls=max(calls, 0), add_prompt_tokens=max(prompt, 0),
                          add_completion_tokens=max(completion, 0),
@@ -329,7 +330,7 @@ def run_build_graph(app: KBCelery, tenant_id: str, kb_id: str, task_id: str) -> 
         meta.update_task(task_id, status="failed" if failed else "done", message=message,
                          error=message if failed else None, **usage)
         return {"status": "failed" if failed else "done", "documents": len(report.documents)}
-    except pipeline.Cancelled:
+    except Cancelled:
         meta.update_task(task_id, status="cancelled", message="cancelled")
         return {"status": "cancelled"}
     except NotFound as exc:

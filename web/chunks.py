@@ -1,5 +1,5 @@
 """A document's chunks: list, add, update, delete (RAGFLOW_API.md §6). The work is kbgraph's
-(``Engine.add_chunk`` and friends, kbgraph/chunk_edit.py); this layer checks the request, speaks
+(``Engine.add_chunk`` and friends, kbgraph/index/chunk_edit.py); this layer checks the request, speaks
 RAGFlow's messages, and schedules the graph refresh an edit that changed graph rows needs."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Response, request
 
-from kbgraph.chunk_edit import ChunkChange, ChunkRecord
+from kbgraph.index.chunk_edit import ChunkChange, ChunkRecord
 from kbgraph.meta import Document, KnowledgeBase, NotFound
 from task_executor.tasks import schedule_refresh
 from web.api import blueprint, dedupe, own_kb, tenant

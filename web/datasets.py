@@ -8,9 +8,11 @@ from typing import Any
 from flask import Response, request
 from pydantic import ValidationError
 
+from kbgraph.engine import KBGraphError
+from kbgraph.graph.view import sample_graph
 from kbgraph.meta import AlreadyExists, GraphConfig, KnowledgeBase, MetaError, NotFound, graph_config
-from kbgraph.store.base import any_of
-from kbgraph.store.records import CommunityReport, Entity, GraphMeta, Relation
+from kbgraph.store.base import StoreError
+from kbgraph.store.records import Entity, Relation, entity_id, relation_id
 from web.api import blueprint, own_kb, tenant
 from web.envelope import ARGUMENT_ERROR, AUTHENTICATION_ERROR, DATA_ERROR, PERMISSION_ERROR, ApiError, json_body, ok
 from web.rows import dataset_row
@@ -20,8 +22,6 @@ from web.schemas import (
 )
 from web.services import Services, services
 
-GRAPH_KINDS = ["entity_mention", "relation_mention", Entity.KIND, Relation.KIND, CommunityReport.KIND,
-               GraphMeta.KIND, "resolution_decision"]
 MAX_NODES, MAX_EDGES = 256, 128
 
 
@@ -237,7 +237,7 @@ def delete_datasets() -> Response:
         try:
             engine.delete_kb(own[dataset_id].name)  # its tasks go with it: running ones see that and stop
             shutil.rmtree(svc.upload_dir(dataset_id), ignore_errors=True)
-        except Exception as exc:  # keep deleting the others, report this one
+        except (KBGraphError, MetaError, StoreError) as exc:  # keep deleting the others, report this one
             errors.append(f"Delete dataset error for {dataset_id}: {exc}")
     if errors:
         return ok({"success_count": len(ids) - len(errors), "errors": errors})
@@ -254,16 +254,16 @@ def _kg_kb(dataset_id: str) -> KnowledgeBase:
 def knowledge_graph(dataset_id: str) -> Response:
     kb = _kg_kb(dataset_id)
     store = services().pool.base.store
-    entities = [Entity.from_doc(d) for d in store.scan(tenant(), [kb.id], [any_of("knowledge_graph_kwd", [Entity.KIND])])]
-    if not entities:
+    # the graph view's sample: the top entities by PageRank and the heaviest relations among them;
+    # then their rows, for what RAGFlow's answer carries besides (descriptions, documents)
+    sample = sample_graph(store, tenant(), kb.id, limit=MAX_NODES, facets=False)
+    if not sample.nodes:
         return ok({"graph": {}, "mind_map": {}})
-    entities.sort(key=lambda e: (-e.pagerank, -e.mention_count, e.key))
-    kept = {e.key: e for e in entities[:MAX_NODES]}
-    edges = []
-    for doc in store.scan(tenant(), [kb.id], [any_of("knowledge_graph_kwd", [Relation.KIND])]):
-        r = Relation.from_doc(doc)
-        if r.src_key != r.tgt_key and r.src_key in kept and r.tgt_key in kept:
-            edges.append(r)
+    entities = [Entity.from_doc(d) for d in store.get(tenant(), [kb.id], [entity_id(kb.id, n.key) for n in sample.nodes])]
+    entities.sort(key=lambda e: (-e.pagerank, -e.mention_count, e.key))  # one order among equal PageRanks
+    kept = {e.key: e for e in entities}
+    ids = [relation_id(kb.id, e.source, e.target) for e in sample.edges if e.source in kept and e.target in kept]
+    edges = [Relation.from_doc(d) for d in store.get(tenant(), [kb.id], ids[:MAX_EDGES])] if ids else []
     edges.sort(key=lambda r: (-r.weight, r.id))
     doc_ids = sorted({d for e in kept.values() for d in e.doc_ids})
     nodes = [{"id": e.name, "entity_name": e.name, "entity_type": e.type, "description": e.description,
@@ -271,7 +271,7 @@ def knowledge_graph(dataset_id: str) -> Response:
               "communities": list(e.community_ids)} for e in kept.values()]
     links = [{"source": kept[r.src_key].name, "target": kept[r.tgt_key].name, "src_id": kept[r.src_key].name,
               "tgt_id": kept[r.tgt_key].name, "description": r.description, "keywords": list(r.keywords),
-              "weight": r.weight, "source_id": list(r.doc_ids)} for r in edges[:MAX_EDGES]]
+              "weight": r.weight, "source_id": list(r.doc_ids)} for r in edges]
     graph = {"directed": False, "multigraph": False, "graph": {"source_id": doc_ids}, "nodes": nodes, "edges": links}
     return ok({"graph": graph, "mind_map": {}})
 
@@ -279,14 +279,12 @@ def knowledge_graph(dataset_id: str) -> Response:
 @blueprint.delete("/datasets/<dataset_id>/knowledge_graph")
 def delete_knowledge_graph(dataset_id: str) -> Response:
     kb = _kg_kb(dataset_id)
-    svc = services()
-    engine = svc.engine(tenant())
-    with engine.kb_lock(kb.id):
-        engine.store.delete(tenant(), [kb.id], [any_of("knowledge_graph_kwd", GRAPH_KINDS)])
-        engine.store.refresh(tenant())
-        for doc in svc.meta.list_documents(kb.id, limit=None):
-            if doc.extracted or doc.graph_version:
-                svc.meta.set_document_graph_state(doc.id, extracted=False, graph_version=0)
+    # the engine's drop: every graph row goes, the graph version moves on (so no cache keyed by it
+    # serves the old graph), the documents wait to be extracted again and the rebuild mark goes
+    try:
+        services().engine(tenant()).clear_graph_for_rebuild(kb.name)
+    except KBGraphError as exc:  # deleted meanwhile, or its embedding model cannot run here
+        raise ApiError(DATA_ERROR, str(exc)) from None
     return ok(True)
 
 
@@ -295,21 +293,16 @@ def run_graphrag(dataset_id: str) -> Response:
     from task_executor.submit import enqueue_graph
 
     svc = services()
-    try:
-        kb = svc.meta.get_kb(tenant(), dataset_id)
-    except Exception:
-        raise ApiError(DATA_ERROR, "Invalid Dataset ID") from None
+    kb = own_kb(dataset_id, "Invalid Dataset ID")
     previous = kb.extra.get("graphrag_task_id")
     if previous:
         try:
             task = svc.meta.get_task(kb.id, previous)
-            if task.status in ("pending", "running"):
-                raise ApiError(DATA_ERROR, f"Task {task.id} in progress with status {task.progress}. "
-                               "A Graph Task is already running.")
-        except ApiError:
-            raise
-        except Exception:  # the old task row is gone: start afresh
-            pass
+        except NotFound:  # the old task row is gone: start afresh
+            task = None
+        if task is not None and task.status in ("pending", "running"):
+            raise ApiError(DATA_ERROR, f"Task {task.id} in progress with status {task.progress}. "
+                           "A Graph Task is already running.")
     if not svc.meta.count_documents(kb.id):
         raise ApiError(DATA_ERROR, f"No documents in Dataset {dataset_id}")
     if not kb.graph.enabled:
@@ -331,5 +324,5 @@ def trace_graphrag(dataset_id: str) -> Response:
         return ok({})
     try:
         return ok(task_row(svc.meta.get_task(kb.id, task_id)))
-    except Exception:
+    except NotFound:  # the task row is gone (its dataset's tasks were cleared)
         return ok({})

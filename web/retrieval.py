@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Response
 
-from kbgraph.app import KBGraphError
+from kbgraph.engine import KBGraphError
 from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 from kbgraph.search.chunks import ChunkHit, ChunkQuery, retrieve_chunks
 from kbgraph.search.context import RetrievedChunk, render_context

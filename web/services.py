@@ -9,7 +9,7 @@ from typing import IO
 
 from flask import current_app
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.chat.models import ModelCatalog
 from kbgraph.config import Settings
 from kbgraph.meta import Document, KnowledgeBase, MetaDB

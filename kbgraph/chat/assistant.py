@@ -14,23 +14,43 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kbgraph.chat.dialog import AssistantConfig, ChatEvent, Dialog, Turn
 from kbgraph.chat.models import model_id
-from kbgraph.llm.base import CancelCheck
+from kbgraph.config import Settings
+from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
+from kbgraph.meta import MetaDB
 from kbgraph.meta.schemas import Assistant, ChatSession, KnowledgeBase, NotFound
 from kbgraph.search.context import RetrievedChunk
 from kbgraph.search.retrieve import RetrievalResult
-
-if TYPE_CHECKING:
-    from kbgraph.app import Engine
+from kbgraph.store.base import DocStore
 
 # RAGFlow's prompt_config keys kbgraph reads
 USE_KG = "use_kg"
 EMPTY_RESPONSE = "empty_response"
 SYSTEM = "system"
 QUOTE = "quote"
+
+
+class AssistantEngine(Protocol):
+    """What an assistant needs of the engine that runs it (kbgraph.engine.Engine is one): the chat
+    layer sits below the engine, so it names only this."""
+
+    settings: Settings
+    meta: MetaDB
+    store: DocStore
+    tenant: str
+
+    def context(self, kb: KnowledgeBase) -> object:
+        """The knowledge base's indexing context; raises when its embedding model cannot run here."""
+        ...
+
+    def chat_for(self, kb: KnowledgeBase | None, model: str = "") -> ChatModel | None:
+        ...
+
+    def embedder_for(self, kb: KnowledgeBase) -> Embedder:
+        ...
 
 
 def uses_graph(assistant: Assistant, kbs: Sequence[KnowledgeBase]) -> bool:
@@ -75,7 +95,7 @@ def history_of(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
     return turns
 
 
-def _knowledge_bases(engine: "Engine", assistant: Assistant, extra_kb_ids: Sequence[str]) -> list[KnowledgeBase]:
+def _knowledge_bases(engine: AssistantEngine, assistant: Assistant, extra_kb_ids: Sequence[str]) -> list[KnowledgeBase]:
     kbs = []
     for kb_id in dict.fromkeys([*assistant.kb_ids, *extra_kb_ids]):
         try:
@@ -96,7 +116,7 @@ def system_prompt(assistant: Assistant, variables: Mapping[str, str]) -> str:
     return text
 
 
-def assistant_dialog(engine: "Engine", assistant: Assistant, history: Sequence[Turn] = (), *,
+def assistant_dialog(engine: AssistantEngine, assistant: Assistant, history: Sequence[Turn] = (), *,
                      extra_kb_ids: Sequence[str] = (), variables: Mapping[str, str] | None = None) -> Dialog:
     """The assistant bound to its knowledge bases (raises LLMNotConfigured without a chat model).
     ``variables`` fill the prompt's declared parameters other than ``knowledge``."""
@@ -153,7 +173,7 @@ class Conversation:
     """One question put to an assistant within a session (or, without one, a one-off exchange over
     ``history``). ``ask`` streams the dialog's events; the answer is stored when it is done."""
 
-    engine: "Engine"
+    engine: AssistantEngine
     assistant: Assistant
     session: ChatSession | None = None
     history: list[Turn] = field(default_factory=list)

@@ -1,6 +1,8 @@
 """The graph invariant: after any sequence of document adds and deletes, the derived graph equals a
 rebuild from the remaining mentions, and equals the graph of a KB that only ever saw the remaining
-documents. Real parts throughout: the SQLite store, the chunker, the nlp extractor, the hash embedder.
+documents, and so do the products of the refresh after each change (PageRank, communities, reports).
+Real parts throughout: the SQLite store (Elasticsearch when KBGRAPH_ES_URL is set), the chunker, the
+nlp extractor, the hash embedder.
 """
 
 from __future__ import annotations
@@ -17,12 +19,17 @@ from kbgraph.graph.invariants import check_graph, stored_graph
 from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
-from kbgraph.pipeline import (
-    KBContext, delete_document, extract_document, load_graph_meta, merge_document, parse_document,
-)
+from kbgraph.index.chunks import parse_document
+from kbgraph.index.context import KBContext
+from kbgraph.index.delete import delete_document
+from kbgraph.index.extraction import extract_document
+from kbgraph.index.graph_meta import load_graph_meta
+from kbgraph.index.merge import merge_document
+from kbgraph.index.refresh import refresh_kb
 from kbgraph.store.base import eq, missing
 from kbgraph.store import DocStore, open_store
 from conftest import store_overrides
+from support.graph_phases import assert_same_phases, phase_products
 
 PEOPLE = ["Mira Castell", "Tobias Wren", "Ada Quill", "Hector Vane", "Lena Marsh"]
 PLACES = ["Varrow", "Glass Tower", "Kestrel Bay", "Ashgrove"]
@@ -48,7 +55,7 @@ DOCS = {f"doc{n}": _document(n) for n in range(6)}
 def _context(store: DocStore, tenant: str, kb_id: str, tmp: Path) -> KBContext:
     settings = load_settings(data_dir=tmp, embedding_provider="hash", embedding_dim=32, summary_max_tokens=60)
     return KBContext(store=store, tenant=tenant, kb_id=kb_id, settings=settings, embedder=HashEmbedder(dim=32),
-                     graph=GraphConfig(enabled=True, method="nlp"), chunk_tokens=48, chunk_overlap=8)
+                     graph=GraphConfig(enabled=True, method="nlp", community=True), chunk_tokens=48, chunk_overlap=8)
 
 
 def _add(ctx: KBContext, name: str) -> None:
@@ -95,12 +102,15 @@ def test_adds_and_deletes_equal_a_rebuild(store: DocStore, tmp_path: Path, ops: 
         meta = load_graph_meta(ctx)  # counts are kept by difference on every merge and delete
         assert meta.entity_count == store.count(tenant, [kb_id], [eq("knowledge_graph_kwd", "entity")])
         assert meta.relation_count == store.count(tenant, [kb_id], [eq("knowledge_graph_kwd", "relation")])
+        refresh_kb(ctx)  # the phases after each change, as an indexing run or a deletion refreshes them
 
     fresh = _context(store, f"{tenant}fresh", kb_id, tmp_path)
     store.ensure_index(fresh.tenant)
     for name in sorted(present):
         _add(fresh, name)
+    refresh_kb(fresh)
     assert _comparable(ctx) == _comparable(fresh)
+    assert_same_phases(phase_products(store, tenant, kb_id), phase_products(store, fresh.tenant, kb_id))
     store.drop_index(tenant)
     store.drop_index(fresh.tenant)
 

@@ -20,9 +20,12 @@ from kbgraph.llm.base import UsageLedger
 from kbgraph.llm.embedders import HashEmbedder, _words
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse.readers import ParsedDocument
-from kbgraph.pipeline import (
-    KBContext, _graph_rows, embed_pending, extract_document, merge_document, parse_document,
-)
+from kbgraph.index.chunks import parse_document
+from kbgraph.index.context import KBContext
+from kbgraph.index.embed_rows import embed_pending
+from kbgraph.index.extraction import extract_document
+from kbgraph.index.merge import merge_document
+from kbgraph.index.refresh_state import _graph_rows
 from kbgraph.store import DocStore, open_store
 from kbgraph.store.base import eq, vector_field
 from kbgraph.store.records import Relation

@@ -230,7 +230,7 @@ def test_a_put_together_report_is_written_again_when_the_order_it_tells_its_memb
     # a deletion elsewhere moves PageRank: the community's rows stay the same, but a put-together
     # report lists its members most central first, so its title and summary change with the order
     from kbgraph.graph.reports import extractive_order
-    from kbgraph.pipeline import _report_input_hash
+    from kbgraph.index.reports import _report_input_hash
 
     community = COMMUNITY
     before = [entity(e.key, e.name, e.type, e.description, e.pagerank, e.mention_count)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph import indexing, pipeline
+from kbgraph.index import merge as index_merge, run as index_run
 from kbgraph.graph.derive import recompute as derive
 from kbgraph.graph.invariants import check_graph
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.parse import chunker, text_stream
 
@@ -42,16 +42,16 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
         engine.index_paths("kb", [path])
         whole = _rows(engine, "kb")
         with monkeypatch.context() as small:
-            small.setattr(indexing, "_LARGE_CHARS", 20_000)
-            small.setattr(indexing, "_PAGE_CHUNKS", 16)
-            small.setattr(indexing, "_CHUNKS_WAITING", 8)
+            small.setattr(index_run, "_LARGE_CHARS", 20_000)
+            small.setattr(index_run, "_PAGE_CHUNKS", 16)
+            small.setattr(index_run, "_CHUNKS_WAITING", 8)
             small.setattr(text_stream, "_BLOCK_BYTES", 7_000)
             small.setattr(chunker, "WINDOW_CHARS", 12_000)
-            small.setattr(indexing, "_PROGRESS_EVERY", 0.0)  # every event, however fast
+            small.setattr(index_run, "_PROGRESS_EVERY", 0.0)  # every event, however fast
             # its merge derives rows from their mentions a few at a time, without holding the document's
-            small.setattr(pipeline, "_ADDED_MENTIONS", 10)
+            small.setattr(index_merge, "_ADDED_MENTIONS", 10)
             small.setattr(derive, "_DERIVE_ROWS", 7)
-            small.setattr(pipeline, "_DERIVE_MENTIONS", 40)
+            small.setattr(index_merge, "_DERIVE_MENTIONS", 40)
             loaded: list[int] = []
             real_mentions = derive._entity_mentions
 
@@ -61,7 +61,7 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
                 return found
 
             small.setattr(derive, "_entity_mentions", counted)
-            small.setattr(indexing, "read_bytes", lambda *a, **k: pytest.fail("read whole"))
+            small.setattr(index_run, "read_bytes", lambda *a, **k: pytest.fail("read whole"))
             events = []
             engine.index_paths("kb", [path], progress=events.append, force=True)
         streamed = _rows(engine, "kb")
@@ -93,7 +93,7 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
 def test_the_estimate_follows_the_embedder_and_the_graph(settings) -> None:
     from dataclasses import replace
 
-    from kbgraph.indexing import estimate_run
+    from kbgraph.index.estimate import estimate_run
 
     with Engine.open(settings) as engine:
         engine.create_kb("nlp", graph=GraphConfig(enabled=True, method="nlp"))

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.llm.base import LLMNotConfigured
 from kbgraph.meta.schemas import GraphConfig

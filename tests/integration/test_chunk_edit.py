@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.store.base import any_of, eq

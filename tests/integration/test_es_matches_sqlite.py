@@ -23,7 +23,7 @@ from support.graph_model import GraphModel
 from support.scripted_llm import ScriptedLLM
 
 from conftest import ES_TEST_REFRESH_INTERVAL, require_service
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
 from kbgraph.graph.invariants import stored_graph

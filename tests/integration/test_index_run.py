@@ -1,4 +1,4 @@
-"""An indexing run of many documents (kbgraph/indexing.py) with a model over real HTTP (scripted):
+"""An indexing run of many documents (kbgraph/index/run.py) with a model over real HTTP (scripted):
 documents extracted at once within the limits, summaries left to the refresh and equal to a rebuild
 after deletions, per-minute budgets and a 429's Retry-After shared by every call."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.graph.invariants import check_graph
@@ -244,7 +244,7 @@ def test_the_summaries_go_ahead_of_the_reports_that_do_not_wait_for_them(setting
 
 def test_a_long_document_s_first_model_calls_go_out_while_it_is_still_being_chunked(settings, scripted_llm, tmp_path,
                                                                                    monkeypatch):
-    from kbgraph import pipeline
+    from kbgraph.index import run as index_run
 
     model = GraphModel()
     first_call = threading.Event()
@@ -253,7 +253,7 @@ def test_a_long_document_s_first_model_calls_go_out_while_it_is_still_being_chun
         first_call.set()
         return model(request)
 
-    cut = pipeline.iter_document_chunks
+    cut = index_run.iter_document_chunks
 
     def slow_chunker(ctx, doc_id, parsed):
         for number, chunk in enumerate(cut(ctx, doc_id, parsed)):
@@ -261,7 +261,7 @@ def test_a_long_document_s_first_model_calls_go_out_while_it_is_still_being_chun
             if number == 0:  # the rest of the document is cut once the first chunk's call is out
                 first_call.wait(timeout=10)
 
-    monkeypatch.setattr(pipeline, "iter_document_chunks", slow_chunker)
+    monkeypatch.setattr(index_run, "iter_document_chunks", slow_chunker)
     scripted_llm.responder = answer
     folder = tmp_path / "corpus"
     folder.mkdir()

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.graph.inspect import find_entity
 from kbgraph.graph.invariants import check_graph
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.pipeline import record_decisions
+from kbgraph.index.resolution import record_decisions
 from kbgraph.store.base import eq
 from kbgraph.store.records import ResolutionDecision
 from support.graph_model import GraphModel

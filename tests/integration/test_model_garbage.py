@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.graph.describe import usable_summary

@@ -11,13 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta.schemas import GraphConfig
 
 # the modules of indexing (parsers, extraction, merging), and packages the query path does without
-NOT_ON_THE_QUERY_PATH = ("kbgraph.pipeline", "kbgraph.indexing", "kbgraph.graph.describe", "scipy",
+NOT_ON_THE_QUERY_PATH = ("kbgraph.index", "kbgraph.graph.describe", "scipy",
                          "sqlalchemy.dialects.postgresql")
 
 # runs `kbgraph query` once per mode in one new process, then prints the modules it loaded

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kbgraph.app import Engine, KBGraphError
+from kbgraph.engine import Engine, KBGraphError
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.reembed import ROW_KINDS
+from kbgraph.index.reembed import ROW_KINDS
 from kbgraph.store.base import eq, missing, vector_field
 
 QUESTION = "Who founded the Lumen Cartographers Guild?"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.meta import GraphConfig
 from kbgraph.store.base import eq

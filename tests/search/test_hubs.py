@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import load_settings
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.search.retrieve import retrieve

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
 from kbgraph.meta.schemas import GraphConfig

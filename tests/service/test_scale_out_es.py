@@ -23,7 +23,7 @@ import requests
 import sqlalchemy
 
 from conftest import ES_TEST_REFRESH_INTERVAL, POSTGRES_URL, REDIS_URL, require_service
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.graph.invariants import stored_graph

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from conftest import REDIS_URL, scratch_redis_prefix
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import GraphConfig

@@ -8,7 +8,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from hypothesis import strategies as st
 
-from kbgraph.pipeline import KBContext, _graph_rows, delete_document, embed_pending
+from kbgraph.index.context import KBContext
+from kbgraph.index.delete import delete_document
+from kbgraph.index.embed_rows import embed_pending
+from kbgraph.index.refresh_state import _graph_rows
 
 # an edit keeps a document's sentences and changes the rest of its chunk: the rows' texts stay,
 # their chunks' vectors do not

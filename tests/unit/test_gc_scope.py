@@ -7,7 +7,12 @@ import threading
 
 import pytest
 
-from kbgraph import pipeline
+from kbgraph.index.chunks import parse_document
+from kbgraph.index.context import KBContext
+from kbgraph.index.delete import delete_document
+from kbgraph.index.extraction import extract_document
+from kbgraph.index.merge import merge_document
+from kbgraph.index.refresh import refresh_kb
 from kbgraph.utils.gc_scope import YOUNG_THRESHOLD, bulk_gc
 
 
@@ -133,15 +138,15 @@ def test_every_indexing_step_works_inside_the_scope(tmp_path):
     text = ("Mira Castell travelled to Varrow with the Lumen Guild. Tobias Wren met Mira Castell in Varrow. "
             "The Lumen Guild hired Tobias Wren.")
     steps = {
-        "parse": lambda ctx: pipeline.parse_document(ctx, "d1", ParsedDocument("d1.txt", text, [], "text/plain")),
-        "extract": lambda ctx: pipeline.extract_document(ctx, "d1"),
-        "merge": lambda ctx: pipeline.merge_document(ctx, "d1"),
-        "refresh": lambda ctx: pipeline.refresh_kb(ctx),
-        "delete": lambda ctx: pipeline.delete_document(ctx, "d1"),
+        "parse": lambda ctx: parse_document(ctx, "d1", ParsedDocument("d1.txt", text, [], "text/plain")),
+        "extract": lambda ctx: extract_document(ctx, "d1"),
+        "merge": lambda ctx: merge_document(ctx, "d1"),
+        "refresh": lambda ctx: refresh_kb(ctx),
+        "delete": lambda ctx: delete_document(ctx, "d1"),
     }
     for name, step in steps.items():
         seen: list[int] = []
-        ctx = pipeline.KBContext(store=_ThresholdSpy(store, seen), tenant="t", kb_id="kb", settings=settings,
+        ctx = KBContext(store=_ThresholdSpy(store, seen), tenant="t", kb_id="kb", settings=settings,
                                  embedder=HashEmbedder(dim=16), graph=GraphConfig(enabled=True, method="nlp"),
                                  chunk_tokens=64, chunk_overlap=8)
         step(ctx)

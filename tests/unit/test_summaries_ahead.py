@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kbgraph.summaries_ahead import _Candidate, name_words
+from kbgraph.index.summaries_ahead import _Candidate, name_words
 
 ITEM = ("entity", "x", ("a",))
 

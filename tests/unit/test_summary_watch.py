@@ -1,5 +1,5 @@
 """The refresh's bookkeeping between the summary pass and the reports waiting for it
-(kbgraph.pipeline._SummaryWatch, _SummariesFirst): a report goes as soon as its own rows are
+(kbgraph.index.schedule._SummaryWatch, _SummariesFirst): a report goes as soon as its own rows are
 summarized, and the reports get the model's calls back one by one as the summaries come in."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from kbgraph.pipeline import _SummariesFirst, _SummaryWatch
+from kbgraph.index.schedule import _SummariesFirst, _SummaryWatch
 
 
 def test_a_waiting_report_starts_once_its_own_rows_are_summarized_not_after_the_whole_pass() -> None:

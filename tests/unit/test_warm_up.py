@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kbgraph.app import Engine
+from kbgraph.engine import Engine
 from kbgraph.parse import token_count as chunker
 
 

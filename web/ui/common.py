@@ -13,7 +13,7 @@ from flask import Blueprint, Response, g, jsonify, redirect, render_template, re
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
-from kbgraph.app import Engine, KBGraphError
+from kbgraph.engine import Engine, KBGraphError
 from kbgraph.config import Settings
 from kbgraph.meta import KnowledgeBase, MetaError, NotFound, User
 from web.services import services

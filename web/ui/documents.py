@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, url_for
 
-from kbgraph import chunk_edit
+from kbgraph.index import chunk_edit
 from kbgraph.meta import Document, KnowledgeBase, Task
 from kbgraph.store.records import GraphMeta, graph_meta_id
 from task_executor.submit import cancel_documents, enqueue_documents

@@ -13,8 +13,10 @@ graph build over documents parsed while the graph was off (Engine.build_graph, t
 build_graph task): their chunks are stored already, so they go straight to extraction.
 
 Memory stays bounded: at most ``index_documents_in_flight`` documents are between reading and
-recording, a large document is chunked and stored in batches (kbgraph.pipeline.parse_document),
+recording, a large document is chunked and stored in batches (kbgraph.index.chunks.parse_document),
 and its mentions are written as they come instead of being held until its merge.
+
+The merge of the extracted documents and the recording of their outcomes are in run_merge.py.
 """
 
 from __future__ import annotations
@@ -25,140 +27,33 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import BinaryIO
 
-from kbgraph import pipeline
 from kbgraph.graph.extract.base import Extractor
+from kbgraph.index.chunks import document_chunk_pages, document_chunks, iter_document_chunks, parse_document, store_chunks
+from kbgraph.index.context import WRITE_ROWS, KBContext, report_progress
+from kbgraph.index.documents import DocOutcome, DocumentInput, InFlight
+from kbgraph.index.extraction import build_document_extractor, extract_chunk
+from kbgraph.index.merge import replace_mentions
+from kbgraph.index.run_merge import MergeAndRecord
+from kbgraph.index.summaries_ahead import SummariesAhead, can_ask_ahead
 from kbgraph.llm.base import CancelCheck, Cancelled
 from kbgraph.meta import DocumentStatus, MetaDB
-from kbgraph.meta.schemas import Document, KnowledgeBase, NotFound as MetaNotFound
+from kbgraph.meta.schemas import Document, KnowledgeBase
 from kbgraph.parse.readers import ParseError, ParsedDocument, read_bytes
 from kbgraph.parse.text_stream import stream_text
-from kbgraph.pipeline import KBContext, Progress, ProgressFn, never, no_progress
 from kbgraph.store.records import Chunk
-from kbgraph.summaries_ahead import SummariesAhead, can_ask_ahead
+from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress
 
 # a document with more text than this is chunked, embedded and stored on its own, in batches
 _LARGE_CHARS = 1_000_000
 # a parse batch holds at most this much text
 _BATCH_CHARS = 4_000_000
-# documents merged in one transaction at most
-_MERGE_DOCUMENTS = 512
 # seconds between two progress events of the same phase (the last one always goes out)
 _PROGRESS_EVERY = 0.2
 # a large document's chunks are read back for extraction this many at a time, and at most
 # _CHUNKS_WAITING of them are submitted and not yet extracted
 _PAGE_CHUNKS = 1024
 _CHUNKS_WAITING = 2048
-
-
-@dataclass
-class RunEstimate:
-    """What an indexing run will roughly cost, before it starts (for a warning on long work)."""
-
-    documents: int
-    bytes: int
-    chunks: int
-    llm_calls: int
-    seconds: float
-
-
-# rough figures for the estimate, measured on one core (bench/README.md, "A 50 MB text file" and
-# "1,890 MuSiQue files"): a token is ~4 bytes of text; offline work (parsing, nlp extraction, merges,
-# the store) takes ~15 us per token and ~7 ms per document with a graph, ~3 us per token without;
-# the local embedder ~0.4 ms of one of its threads per token it embeds (chunks overlap: a little
-# more than the text's; 0.28-0.36 ms measured, rounded up so the warning errs long) and, with a
-# graph, ~0.15 s per document for the entities' vectors when they embed their text (~0.05 s when
-# single-chunk entities embed their name only, ``entity_vectors``) and ~0.28 s for the relations'
-# when they embed their text (``relation_vectors``; from their chunks: nothing);
-# a hosted model answers in ~2 s
-_BYTES_PER_TOKEN = 4
-_GRAPH_SECONDS_PER_TOKEN = 15e-6
-_GRAPH_SECONDS_PER_DOCUMENT = 0.007
-_PARSE_SECONDS_PER_TOKEN = 3e-6
-_LOCAL_EMBED_SECONDS_PER_TOKEN = 0.4e-3
-_LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT = 0.15
-_LOCAL_ENTITY_FROM_CHUNK_SECONDS_PER_DOCUMENT = 0.05
-_LOCAL_RELATION_EMBED_SECONDS_PER_DOCUMENT = 0.28
-_MODEL_SECONDS_PER_CALL = 2.0
-
-
-def estimate_run(ctx: KBContext, sizes: Iterable[int]) -> RunEstimate:
-    """Chunks, LLM calls and seconds a run over files of these sizes will take, roughly: chunk
-    count from the bytes; the offline work and the local embedder's from the tokens and documents;
-    two calls per chunk with gleaning, one report call per ~4 chunks, at a hosted model's ~2 s per
-    call with ``llm_concurrency`` in flight."""
-    files = list(sizes)
-    sizes = [size for size in files if size]
-    total = sum(sizes)
-    tokens = total / _BYTES_PER_TOKEN
-    step = max(1, ctx.chunk_tokens - ctx.chunk_overlap)
-    chunks = sum(max(1, -(-size // _BYTES_PER_TOKEN) // step + 1) for size in sizes)
-    graph = ctx.graph.enabled
-    if graph:
-        seconds = tokens * _GRAPH_SECONDS_PER_TOKEN + len(sizes) * _GRAPH_SECONDS_PER_DOCUMENT
-    else:
-        seconds = tokens * _PARSE_SECONDS_PER_TOKEN
-    if ctx.settings.embedding_provider == "local":
-        embedded = tokens * ctx.chunk_tokens / step
-        per_document = (
-            _LOCAL_ENTITY_FROM_CHUNK_SECONDS_PER_DOCUMENT if ctx.settings.entity_vectors_from_chunk
-            else _LOCAL_ENTITY_EMBED_SECONDS_PER_DOCUMENT) + (
-            0.0 if ctx.settings.relation_vectors_from_chunks else _LOCAL_RELATION_EMBED_SECONDS_PER_DOCUMENT)
-        rows = len(sizes) * per_document if graph else 0.0
-        seconds += (embedded * _LOCAL_EMBED_SECONDS_PER_TOKEN + rows) / ctx.settings.local_embedding_threads
-    calls = 0
-    if graph and ctx.graph.method != "nlp":
-        per_chunk = 1 + (ctx.graph.max_gleanings if ctx.chunk_tokens >= ctx.settings.glean_min_tokens else 0)
-        calls = chunks * per_chunk + chunks // 4
-        seconds += calls * _MODEL_SECONDS_PER_CALL / max(1, ctx.settings.llm_concurrency)
-    return RunEstimate(len(files), total, chunks, calls, seconds)
-
-
-@dataclass
-class DocumentInput:
-    """One registered document to index; ``read`` gives its bytes, or None when it is over the
-    size limit (recorded as its failure), and is called only when the run gets to it."""
-
-    doc: Document
-    read: Callable[[], bytes | None]
-    size: int
-    # its chunks are in the store already (a graph build): extract and merge, nothing else; its
-    # status stays as it is, only its ``extracted`` mark is set once it is in the graph
-    stored: bool = False
-    # the file's bytes as a binary file, for a long plain-text file read while it is chunked
-    # (kbgraph.parse.text_stream); None: ``read`` is the only way
-    open: Callable[[], BinaryIO] | None = None
-
-    @classmethod
-    def parsed(cls, doc: Document) -> "DocumentInput":
-        return cls(doc, lambda: None, doc.size, stored=True)
-
-
-@dataclass
-class DocOutcome:
-    name: str
-    status: str  # "indexed" | "skipped" | "failed" | "cancelled"
-    doc_id: str = ""
-    chunks: int = 0
-    message: str = ""
-
-
-@dataclass
-class _InFlight:
-    doc: Document
-    chunks: int = 0
-    tokens: int = 0
-    remaining: int = 0
-    mentions: list[dict] = field(default_factory=list)
-    stored_mentions: bool = False  # some were written already (a large document)
-    has_slot: bool = False
-    chunk_rows: list[Chunk] = field(default_factory=list)  # chunked, not stored yet
-    extraction: pipeline.ExtractResult = field(default_factory=pipeline.ExtractResult)
-    failure: str = ""
-    graph_only: bool = False  # a parsed document brought into the graph (DocumentInput.stored)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class _Throttle:
@@ -176,7 +71,7 @@ class _Throttle:
         self.progress(event)
 
 
-class IndexRun:
+class IndexRun(MergeAndRecord):
     """Index documents of one knowledge base; ``run`` returns one outcome per input, in order."""
 
     def __init__(self, ctx: KBContext, meta: MetaDB, kb: KnowledgeBase, kb_lock: Callable[[str], AbstractContextManager],
@@ -194,7 +89,7 @@ class IndexRun:
         self.graph = kb.graph.enabled
         self._outcomes: dict[str, DocOutcome] = {}
         self._slots = threading.BoundedSemaphore(self.settings.index_documents_in_flight)
-        self._merge_queue: queue.Queue[_InFlight | None] = queue.Queue()
+        self._merge_queue: queue.Queue[InFlight | None] = queue.Queue()
         self._cancelled = threading.Event()
         self._lock = threading.Lock()
         self._total = 0
@@ -213,7 +108,7 @@ class IndexRun:
         self._total = total
         order: list[str] = []
         if self.graph:
-            self._extractor = pipeline.build_document_extractor(self.ctx)
+            self._extractor = build_document_extractor(self.ctx)
             if can_ask_ahead(self.ctx):
                 self._ahead = SummariesAhead(self.ctx, self._calls_in_flight())
         merger = threading.Thread(target=self._merge_loop, name="kbgraph-merge", daemon=True)
@@ -224,12 +119,12 @@ class IndexRun:
         workers = 1 if self.kb.graph.method == "nlp" or not self.graph else 2 * self._calls_in_flight()
         try:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kbgraph-extract") as pool:
-                batch: list[tuple[_InFlight, ParsedDocument]] = []
+                batch: list[tuple[InFlight, ParsedDocument]] = []
                 chars = 0
                 for item in inputs:
                     order.append(item.doc.id)
                     if self._stopped():
-                        self._finish(_InFlight(item.doc), "cancelled")
+                        self._finish(InFlight(item.doc), "cancelled")
                         continue
                     if not self._slots.acquire(blocking=False):
                         self._parse_batch(batch, pool)  # what waits here holds slots: send it on first
@@ -238,7 +133,7 @@ class IndexRun:
                     with self._lock:
                         self._in_flight += 1
                     self._report_documents()
-                    flight = _InFlight(item.doc, has_slot=True)
+                    flight = InFlight(item.doc, has_slot=True)
                     if item.stored:
                         self._extract_stored(flight, pool)
                         continue
@@ -283,7 +178,7 @@ class IndexRun:
 
     # -- parse --------------------------------------------------------------------------------
 
-    def _read(self, flight: _InFlight, item: DocumentInput) -> ParsedDocument | None:
+    def _read(self, flight: InFlight, item: DocumentInput) -> ParsedDocument | None:
         try:
             if item.open is not None and item.size > _LARGE_CHARS:
                 # a long plain-text file is read while it is chunked, never whole
@@ -303,14 +198,14 @@ class IndexRun:
             self._finish(flight, "failed", message="could not be read", error=flight.failure)
         return None
 
-    def _parse_batch(self, batch: list[tuple[_InFlight, ParsedDocument]], pool: ThreadPoolExecutor) -> None:
+    def _parse_batch(self, batch: list[tuple[InFlight, ParsedDocument]], pool: ThreadPoolExecutor) -> None:
         """Chunk the batch's documents, set their extraction going, then embed and store their
         chunks meanwhile (extraction needs only their text)."""
         if not batch:
             return
         self._mark_running([flight for flight, _ in batch])
         try:
-            pipeline.store_chunks(self.ctx, [f.doc.id for f, _ in batch], [f.chunk_rows for f, _ in batch],
+            store_chunks(self.ctx, [f.doc.id for f, _ in batch], [f.chunk_rows for f, _ in batch],
                                   cancel=self._stopped)
         except Cancelled:
             self._cancelled.set()
@@ -323,19 +218,19 @@ class IndexRun:
         with self._lock:
             self._parsed += len(batch)
         if self.document_progress is None:
-            pipeline._report(self.ctx, self.progress, "parse", self._parsed, self._total, "documents")
+            report_progress(self.ctx, self.progress, "parse", self._parsed, self._total, "documents")
         for flight, _ in batch:
             if self.document_progress is not None:  # a run of one document: in its chunks
-                pipeline._report(self.ctx, self._doc_progress, "parse", flight.chunks, flight.chunks, flight.doc.name)
+                report_progress(self.ctx, self._doc_progress, "parse", flight.chunks, flight.chunks, flight.doc.name)
             flight.chunk_rows = []
             self._step_done(flight)  # the stored chunks were the flight's last step but its extraction
 
-    def _start_extraction(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
+    def _start_extraction(self, flight: InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
         """Chunk the document, each chunk going to extraction as soon as it is cut: a book's first
         model calls go out while the rest of it is still being chunked (a 1 MB text takes ~0.7 s)."""
         # two steps besides the chunks' extractions: the chunking itself, and storing the chunks
         flight.remaining = 2
-        for chunk in pipeline.iter_document_chunks(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed):
+        for chunk in iter_document_chunks(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed):
             flight.chunk_rows.append(chunk)
             if self.graph:
                 with flight.lock:
@@ -347,10 +242,10 @@ class IndexRun:
         flight.extraction.chunks = flight.chunks if self.graph else 0
         self._step_done(flight)  # the chunking
 
-    def _parse_large(self, flight: _InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
+    def _parse_large(self, flight: InFlight, parsed: ParsedDocument, pool: ThreadPoolExecutor) -> None:
         self._mark_running([flight])
         try:
-            result = pipeline.parse_document(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed,
+            result = parse_document(self.chunking(self.ctx, flight.doc), flight.doc.id, parsed,
                                              progress=self._doc_progress,
                                              cancel=self._stopped)
             del parsed  # the chunks are stored: the text is not needed any more
@@ -366,7 +261,7 @@ class IndexRun:
             return
         self._extract_pages(flight, pool)
 
-    def _extract_pages(self, flight: _InFlight, pool: ThreadPoolExecutor) -> None:
+    def _extract_pages(self, flight: InFlight, pool: ThreadPoolExecutor) -> None:
         """A large document's stored chunks to extraction, read back a page at a time, with at most
         _CHUNKS_WAITING of them submitted and not yet extracted: its chunks are never all in memory."""
         flight.remaining = flight.chunks
@@ -376,7 +271,7 @@ class IndexRun:
         room = threading.BoundedSemaphore(_CHUNKS_WAITING)
         sent = 0
         try:
-            for page in pipeline.document_chunk_pages(self.ctx, flight.doc.id, flight.chunks, _PAGE_CHUNKS):
+            for page in document_chunk_pages(self.ctx, flight.doc.id, flight.chunks, _PAGE_CHUNKS):
                 for chunk in page:
                     while not room.acquire(timeout=0.1):
                         if self._stopped():
@@ -393,17 +288,17 @@ class IndexRun:
                 if last:
                     self._merge_queue.put(flight)
 
-    def _extract_stored(self, flight: _InFlight, pool: ThreadPoolExecutor) -> None:
+    def _extract_stored(self, flight: InFlight, pool: ThreadPoolExecutor) -> None:
         flight.graph_only = True
         flight.chunks, flight.tokens = flight.doc.chunk_count, flight.doc.token_count
         try:
-            chunks = pipeline.document_chunks(self.ctx, flight.doc.id)
+            chunks = document_chunks(self.ctx, flight.doc.id)
         except Exception as exc:
             self._finish(flight, "failed", message="its chunks could not be read", error=f"{type(exc).__name__}: {exc}")
             return
         self._extract(flight, chunks, pool)
 
-    def _mark_running(self, flights: list[_InFlight]) -> None:
+    def _mark_running(self, flights: list[InFlight]) -> None:
         self._record([DocumentStatus(f.doc.id, "running", progress=0.0, message="indexing")
                                          for f in flights])
 
@@ -414,7 +309,7 @@ class IndexRun:
 
     # -- extract ------------------------------------------------------------------------------
 
-    def _extract(self, flight: _InFlight, chunks: list[Chunk], pool: ThreadPoolExecutor, *,
+    def _extract(self, flight: InFlight, chunks: list[Chunk], pool: ThreadPoolExecutor, *,
                  storing: bool = False) -> None:
         """Set the document's extraction going; it goes on to the merge once every chunk is
         extracted (and, ``storing``, once its chunks are stored: see _step_done)."""
@@ -429,31 +324,31 @@ class IndexRun:
         for chunk in chunks:
             self._submit_chunk(pool, flight, chunk)
 
-    def _step_done(self, flight: _InFlight) -> None:
+    def _step_done(self, flight: InFlight) -> None:
         with flight.lock:
             flight.remaining -= 1
             last = flight.remaining == 0
         if last:
             self._merge_queue.put(flight)
 
-    def _submit_chunk(self, pool: ThreadPoolExecutor, flight: _InFlight, chunk: Chunk,
+    def _submit_chunk(self, pool: ThreadPoolExecutor, flight: InFlight, chunk: Chunk,
                       room: threading.BoundedSemaphore | None = None) -> None:
         if self._ahead is not None:
             self._ahead.chunk_submitted(chunk)
         pool.submit(self._extract_chunk, flight, chunk, room)
 
-    def _extract_chunk(self, flight: _InFlight, chunk: Chunk, room: threading.BoundedSemaphore | None = None) -> None:
+    def _extract_chunk(self, flight: InFlight, chunk: Chunk, room: threading.BoundedSemaphore | None = None) -> None:
         try:
             self._extract_one(flight, chunk)
         finally:
             if room is not None:
                 room.release()
 
-    def _extract_one(self, flight: _InFlight, chunk: Chunk) -> None:
+    def _extract_one(self, flight: InFlight, chunk: Chunk) -> None:
         extraction, error = None, ""
         try:
             if not self._stopped() and not flight.failure:
-                extraction, error = pipeline.extract_chunk(self.ctx, self._extractor, chunk, self._stopped)
+                extraction, error = extract_chunk(self.ctx, self._extractor, chunk, self._stopped)
         except Cancelled:
             self._cancelled.set()
         except Exception as exc:  # a fault of this document's, not of the run
@@ -471,157 +366,21 @@ class IndexRun:
             elif error:
                 result.failed_chunks.append(chunk.id)
                 result.errors.append(error)
-            if len(flight.mentions) >= pipeline._WRITE_ROWS and not self._cancelled.is_set():
+            if len(flight.mentions) >= WRITE_ROWS and not self._cancelled.is_set():
                 self._store_mentions(flight)  # a large document: not all of its mentions in memory
         if self._ahead is not None:
             self._ahead.chunk_done(chunk, entities, relations)
         with self._lock:
             self._chunks_done += 1
             done, submitted = self._chunks_done, self._chunks_submitted
-        pipeline._report(self.ctx, self._doc_progress, "extract", done, submitted)
+        report_progress(self.ctx, self._doc_progress, "extract", done, submitted)
         self._step_done(flight)
 
-    def _store_mentions(self, flight: _InFlight) -> None:
+    def _store_mentions(self, flight: InFlight) -> None:
         rows, flight.mentions = flight.mentions, []
         if not flight.stored_mentions:
             with self.ctx.store.batch():
-                pipeline.replace_mentions(self.ctx, [flight.doc.id], rows)
+                replace_mentions(self.ctx, [flight.doc.id], rows)
             flight.stored_mentions = True
         else:
             self.ctx.store.upsert(self.ctx.tenant, self.ctx.kb_id, rows, refresh=False)
-
-    # -- merge and record ---------------------------------------------------------------------
-
-    def _merge_loop(self) -> None:
-        ended = False
-        while not ended:
-            first = self._merge_queue.get()
-            if first is None:
-                return
-            flights = [first]
-            while len(flights) < _MERGE_DOCUMENTS:
-                try:
-                    item = self._merge_queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    ended = True
-                    break
-                flights.append(item)
-            try:
-                self._merge(flights)
-            except Exception as exc:  # the merge's transaction failed as a whole: so do its documents
-                for flight in flights:
-                    if flight.doc.id not in self._outcomes:
-                        self._finish(flight, "failed", message="indexing failed",
-                                     error=f"{type(exc).__name__}: {exc}")
-
-    def _merge(self, flights: list[_InFlight]) -> None:
-        if self._stopped():
-            for flight in flights:
-                self._finish(flight, "cancelled")
-            return
-        failed = [f for f in flights if f.failure]
-        for flight in failed:
-            self._finish(flight, "failed", message="indexing failed", error=flight.failure)
-        good = [f for f in flights if not f.failure]
-        summary = ""
-        if self.graph and good:
-            # documents whose mentions were partly stored already replaced their old ones then
-            fresh = [f for f in good if not f.stored_mentions]
-            # a large document's merge takes minutes: say it is under way, with its size
-            mentions = sum(f.extraction.entity_mentions + f.extraction.relation_mentions for f in good)
-            pipeline._report(self.ctx, self._doc_progress, "merge", 0, len(good),
-                             f"{mentions} mentions of {len(good)} document(s)")
-            with self.kb_lock(self.kb.id):  # merges of one KB never interleave
-                for flight in good:
-                    if flight.stored_mentions and flight.mentions:
-                        self.ctx.store.upsert(self.ctx.tenant, self.ctx.kb_id, flight.mentions, refresh=False)
-                if fresh:
-                    with self.ctx.store.batch():
-                        pipeline.replace_mentions(self.ctx, [f.doc.id for f in fresh],
-                                                  [row for f in fresh for row in f.mentions])
-                for flight in good:
-                    flight.mentions = []
-                def rows_derived(done: int, total: int) -> None:
-                    pipeline._report(self.ctx, self._doc_progress, "merge", done, total,
-                                     f"rows of {mentions} mentions")
-
-                merged = pipeline.merge_documents(self.ctx, [f.doc.id for f in good], progress=rows_derived)
-            pipeline._report(self.ctx, self._doc_progress, "merge", len(good), len(good),
-                             f"{merged.entities_written} entities updated")
-            summary = f"{merged.entities_written} entities updated" + (
-                f" with {len(good) - 1} other document(s)" if len(good) > 1 else "")
-        updates: list[DocumentStatus] = []
-        for flight in good:
-            if flight.graph_only:
-                self._graph_recorded(flight, summary)
-                continue
-            message = f"{flight.chunks} chunks"
-            extracted = True if self.graph else None
-            if self.graph:
-                ex = flight.extraction
-                message += (f"; {ex.entity_mentions} entity and {ex.relation_mentions} relation mentions; {summary}")
-                if ex.failed_chunks:
-                    updates.append(self._partial(flight, message))
-                    continue
-            updates.append(DocumentStatus(flight.doc.id, "done", message=message, chunk_count=flight.chunks,
-                                          token_count=flight.tokens, extracted=extracted))
-            self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
-        self._record(updates)
-        self._recorded_some(good)
-
-    def _graph_recorded(self, flight: _InFlight, summary: str) -> None:
-        """A parsed document brought into the graph: marked extracted unless some of its chunks
-        failed (then the next build extracts it again, only those chunks costing model calls)."""
-        ex = flight.extraction
-        message = f"{ex.entity_mentions} entity and {ex.relation_mentions} relation mentions; {summary}"
-        if ex.failed_chunks:
-            error = f"graph extraction failed for {len(ex.failed_chunks)} of {flight.chunks} chunk(s): {ex.errors[0]}"
-            self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "failed", flight.doc.id, flight.chunks,
-                                                       f"{message}; {error}")
-            return
-        try:
-            self.meta.set_document_graph_state(flight.doc.id, extracted=True)
-        except MetaNotFound:
-            self.vanished.add(flight.doc.id)
-        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
-
-    def _partial(self, flight: _InFlight, message: str) -> DocumentStatus:
-        """A document whose graph extraction failed for some chunks: searchable, but not done. It
-        ends "failed" with the count, so it is indexed again on the next run, where only those
-        chunks cost model calls (the others' answers parsed, so they come from the cache)."""
-        ex = flight.extraction
-        error = (f"partial: graph extraction failed for {len(ex.failed_chunks)} of {flight.chunks} chunk(s) "
-                 f"({ex.errors[0]}); the other chunks are indexed; parse the document again to retry "
-                 f"only the failed ones")
-        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "failed", flight.doc.id, flight.chunks, error)
-        return DocumentStatus(flight.doc.id, "failed", message=f"{message}; {error}", error=error,
-                              chunk_count=flight.chunks, token_count=flight.tokens)
-
-    def _finish(self, flight: _InFlight, status: str, *, message: str = "", error: str | None = None) -> None:
-        """Record one document that ends without a merge (failed, cancelled)."""
-        message = message or status
-        if not flight.graph_only:  # a parsed document keeps its status when its graph fails
-            self._record([DocumentStatus(flight.doc.id, status, message=message, error=error)])
-        self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, status, flight.doc.id, 0, error or message)
-        self._recorded_some([flight])
-
-    def _record(self, updates: list[DocumentStatus]) -> None:
-        written = self.meta.set_document_statuses(updates)
-        self.vanished |= {u.doc_id for u in updates} - written
-
-    def _recorded_some(self, flights: list[_InFlight]) -> None:
-        holding = [f for f in flights if f.has_slot]
-        with self._lock:
-            self._recorded += len(flights)
-            self._in_flight -= len(holding)
-        for flight in holding:
-            flight.has_slot = False
-            self._slots.release()
-        self._report_documents()
-
-    def _report_documents(self) -> None:
-        with self._lock:
-            done, in_flight = self._recorded, self._in_flight
-        self.progress(Progress("documents", done, self._total, f"{in_flight} in flight" if in_flight else ""))

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 
-from kbgraph import pipeline
 from kbgraph.graph.derive.recompute import DeriveResult
+from kbgraph.index.context import KBContext
+from kbgraph.index.extraction import extract_chunks
+from kbgraph.index.merge import replace_chunk_mentions
 from kbgraph.parse.token_count import count_tokens
 from kbgraph.parse.tokenize import token_string, tokenize_query
-from kbgraph.pipeline import KBContext
 from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
 from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, TextQuery, any_of, eq, missing, none_of
 from kbgraph.store.records import Chunk
@@ -169,9 +170,9 @@ GraphLock = Callable[[], AbstractContextManager]
 def _graph_change(ctx: KBContext, chunk_ids: Sequence[str], new: Sequence[Chunk], lock: GraphLock) -> DeriveResult:
     if not ctx.graph.enabled:
         return DeriveResult()
-    mentions = pipeline.extract_chunks(ctx, new)  # may call an LLM: outside the knowledge base's lock
+    mentions = extract_chunks(ctx, new)  # may call an LLM: outside the knowledge base's lock
     with lock():
-        return pipeline.replace_chunk_mentions(ctx, chunk_ids, mentions)
+        return replace_chunk_mentions(ctx, chunk_ids, mentions)
 
 
 def add_chunk(ctx: KBContext, doc_id: str, doc_name: str, content: str, *,

@@ -3,7 +3,7 @@
 With a hosted model most of a run is spent waiting for answers, ``llm_concurrency`` at a time. Once
 every chunk has been handed to extraction, fewer chunks remain than calls may be in flight, and the
 free calls would idle until the last chunk's gleaning is in, then the merge, then the summary pass
-(kbgraph.pipeline.summarize_pending) asking for every description over the budget at once.
+(kbgraph.index.summaries.summarize_pending) asking for every description over the budget at once.
 
 This asks for those summaries in the free calls instead, for the entities and relations no
 unfinished chunk can still add to: none of the words of their names (3 letters or more) occurs in
@@ -29,7 +29,7 @@ from kbgraph.graph.derive.entities import display_name, entity_summary_input
 from kbgraph.graph.derive.mentions import stored_entity_mentions, stored_relation_mentions
 from kbgraph.graph.derive.relations import relation_summary_input
 from kbgraph.graph.describe import Describer
-from kbgraph.pipeline import KBContext
+from kbgraph.index.context import KBContext
 from kbgraph.store.records import Chunk, EntityMention, RelationMention
 
 # words this short, and these, occur in nearly any text: they say nothing about a name

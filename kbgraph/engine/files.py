@@ -1,0 +1,232 @@
+"""Files indexed into a knowledge base: folders walked, files registered (their digests say which
+changed), and the documents run through one indexing run (kbgraph.index.run), then the graph
+refreshed once; one document's bytes for a worker's task; the cost of a run estimated beforehand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from kbgraph.engine.core import EngineCore
+from kbgraph.engine.errors import KBGraphError
+from kbgraph.llm.base import CancelCheck, UsageLedger
+from kbgraph.meta import MAX_CHUNK_TOKENS, DocumentFile, NotFound
+from kbgraph.meta.schemas import Document, KnowledgeBase
+from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
+from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress
+
+if TYPE_CHECKING:
+    # the indexing pipeline is imported by the methods that index: a query never loads it
+    from kbgraph.index.context import KBContext
+    from kbgraph.index.documents import DocOutcome, DocumentInput
+    from kbgraph.index.estimate import RunEstimate
+    from kbgraph.index.refresh_state import RefreshResult
+
+
+def _reader(path: Path, readable: bool, within_limit: bool) -> Callable[[], bytes | None]:
+    """A file's bytes when the run gets to it: b"" for a type kbgraph cannot read (it then fails with
+    that reason), None over the size limit."""
+    def read() -> bytes | None:
+        if not within_limit:
+            return None
+        return path.read_bytes() if readable else b""
+
+    return read
+
+
+def _binary_opener(path: Path) -> Callable[[], BinaryIO]:
+    return lambda: path.open("rb")
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class IndexReport:
+    documents: list[DocOutcome] = field(default_factory=list)
+    refresh: RefreshResult | None = None
+    ledger: UsageLedger = field(default_factory=UsageLedger)
+
+    def count(self, status: str) -> int:
+        return sum(1 for d in self.documents if d.status == status)
+
+
+class Indexing(EngineCore):
+    """The indexing part of ``Engine``."""
+
+    def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = no_progress,
+                    cancel: CancelCheck = never, force: bool = False, refresh: bool = True) -> IndexReport:
+        """Index files and folders into a KB; unchanged files are skipped unless ``force``.
+
+        The documents go through one IndexRun (kbgraph.index.run): many of them parsed, extracted
+        and merged at once. Then the graph's KB phases are refreshed once, with their own progress.
+        """
+        from kbgraph.index.documents import DocOutcome, DocumentInput
+        from kbgraph.index.refresh import refresh_kb
+        from kbgraph.index.run import IndexRun
+
+        kb = self.kb(kb_name)
+        report = IndexReport(ledger=self.ledger)
+        files = self._named_files(paths)
+        settled: dict[str, DocOutcome] = {}  # files with nothing to run: unchanged, or unreadable
+        names: list[str] = []
+
+        def inputs() -> Iterator[DocumentInput]:
+            batch = max(1, self.settings.index_batch_documents)
+            for start in range(0, len(files), batch):
+                for (name, _), item in zip(files[start:start + batch],
+                                           self._register_files(kb, files[start:start + batch], force)):
+                    names.append(name)
+                    if isinstance(item, DocOutcome):
+                        settled[name] = item
+                    else:
+                        yield item
+
+        progress(Progress("documents", 0, len(files)))
+        # summaries wait for the refresh's summary pass only when a refresh follows the run
+        ctx = self.context(kb) if refresh else replace(self.context(kb), defer_summaries=False)
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, progress=progress, cancel=cancel,
+                       chunking=self._document_chunking)
+        indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
+        report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
+        progress(Progress("documents", len(files), len(files)))
+        if refresh and kb.graph.enabled and report.count("indexed"):
+            with self.kb_lock(kb.id):
+                report.refresh = refresh_kb(self.context(kb), progress=progress, cancel=cancel)
+            self._fail_unsummarized(report)
+        return report
+
+    def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
+        """What indexing these files would roughly cost (chunks, LLM calls, seconds), from the sizes of
+        those not indexed yet with the same size."""
+        from kbgraph.index.estimate import estimate_run
+
+        kb = self.kb(kb_name)
+        # a file indexed already with the same size is most likely unchanged (the run compares digests)
+        indexed = {d.name: d.size for d in self.meta.list_documents(kb.id, limit=None) if d.status == "done"}
+        sizes = []
+        for name, path in self._named_files(paths):
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if indexed.get(name) != size:
+                sizes.append(size)
+        return estimate_run(self.context(kb), sizes)
+
+    def _fail_unsummarized(self, report: IndexReport) -> None:
+        """Documents of this run whose descriptions the model could not summarize end failed (the
+        descriptions keep their stand-ins), so that the next run indexes them again."""
+        failures = report.refresh.summary_failures if report.refresh is not None else {}
+        for number, outcome in enumerate(report.documents):
+            error = failures.get(outcome.doc_id)
+            if outcome.status == "indexed" and error:
+                self.meta.set_document_status(outcome.doc_id, "failed", message=f"{outcome.message}; {error}",
+                                              error=error)
+                report.documents[number] = dataclasses.replace(outcome, status="failed", message=error)
+
+    @staticmethod
+    def _named_files(paths: Sequence[Path]) -> list[tuple[str, Path]]:
+        named: list[tuple[str, Path]] = []
+        for given in paths:
+            given = Path(given)
+            if not given.exists():
+                raise KBGraphError(f"{given} does not exist")
+            if given.is_dir():
+                # every file, supported or not: one kbgraph cannot read fails with its reason
+                # instead of vanishing from the report
+                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given], supported_only=False)]
+            else:
+                named.append((given.name, given))
+        return named
+
+    def _register_files(self, kb: KnowledgeBase, files: Sequence[tuple[str, Path]],
+                        force: bool) -> list[DocumentInput | DocOutcome]:
+        """The files' document rows, registered or updated in one transaction; an outcome for each
+        file with nothing to run (unchanged, or unreadable)."""
+        from kbgraph.index.documents import DocOutcome, DocumentInput
+
+        limit = self.settings.max_file_bytes
+        out: list[DocumentInput | DocOutcome | None] = [None] * len(files)
+        found: list[tuple[int, DocumentFile, bool]] = []
+        for number, (name, path) in enumerate(files):
+            # an unreadable file is registered unread, to fail with its reason (type, size,
+            # permissions, a dangling link)
+            try:
+                size = path.stat().st_size
+                readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
+                digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
+            except OSError as exc:
+                doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
+                reason = f"{name}: cannot read the file ({exc.strerror or exc})"
+                self.meta.set_document_status(doc.id, "failed", message="could not be read", error=reason)
+                out[number] = DocOutcome(name, "failed", doc.id, 0, reason)
+                continue
+            found.append((number, DocumentFile(name, str(path.resolve()), size, digest), readable))
+        registered = self.meta.upsert_documents(kb.id, [f for _, f, _ in found])
+        for (number, file, readable), (doc, changed) in zip(found, registered):
+            if not changed and not force:
+                out[number] = DocOutcome(file.name, "skipped", doc.id, doc.chunk_count, "unchanged")
+            else:
+                within = readable and file.size <= limit
+                out[number] = DocumentInput(doc, _reader(Path(file.location), readable, file.size <= limit), file.size,
+                                            open=_binary_opener(Path(file.location)) if within else None)
+        return [o for o in out if o is not None]
+
+    def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
+        """A progress callback that also records the document's progress (at most twice a second)."""
+        spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
+        last = {"at": 0.0, "phase": ""}
+
+        def report(event: Progress) -> None:
+            outer(event)
+            if event.phase not in spans or not event.total:
+                return
+            now = time.monotonic()
+            if event.phase == last["phase"] and now - last["at"] < 0.5 and event.done < event.total:
+                return
+            low, high = spans[event.phase]
+            last.update(at=now, phase=event.phase)
+            self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
+                                          message=f"{event.phase} {event.done}/{event.total}"
+                                          + (f", {event.llm_calls} LLM calls, {event.tokens} tokens"
+                                             if event.llm_calls else ""))
+
+        return report
+
+    def index_bytes(self, kb: KnowledgeBase, doc: Document, data: bytes | None, size: int, *,
+                    progress: ProgressFn = no_progress, cancel: CancelCheck = never) -> DocOutcome:
+        """Run the pipeline for one registered document; failures are recorded on the document."""
+        from kbgraph.index.documents import DocumentInput
+        from kbgraph.index.run import IndexRun
+
+        ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
+                       chunking=self._document_chunking)
+        opener = (lambda: io.BytesIO(data)) if data is not None else None
+        outcomes = run.run([DocumentInput(doc, lambda: data, size, open=opener)], total=1)
+        if doc.id in run.vanished:
+            raise NotFound(f"document {doc.id!r} was deleted while it was indexed")
+        return outcomes[0]
+
+    @staticmethod
+    def _document_chunking(ctx: KBContext, doc: Document) -> KBContext:
+        """A document's own chunk size (its ``parser_config.chunk_token_num``, set through the REST API)
+        over the knowledge base's."""
+        own = (doc.extra.get("parser_config") or {}).get("chunk_token_num")
+        if isinstance(own, bool) or not isinstance(own, int) or not 1 <= own <= MAX_CHUNK_TOKENS \
+                or own == ctx.chunk_tokens:
+            return ctx
+        return dataclasses.replace(ctx, chunk_tokens=own, chunk_overlap=min(ctx.chunk_overlap, own // 8))

@@ -1,0 +1,50 @@
+"""Knowledge bases created, moved to another embedding model, and deleted."""
+
+from __future__ import annotations
+
+from kbgraph.engine.core import EngineCore
+from kbgraph.engine.errors import KBGraphError
+from kbgraph.engine.graph import check_graph_llm
+from kbgraph.meta.schemas import GraphConfig, KnowledgeBase
+from kbgraph.utils.progress import Progress, ProgressFn, no_progress
+
+
+class KnowledgeBases(EngineCore):
+    """The knowledge-base part of ``Engine`` (finding one by name is the core's: kbgraph/engine/core.py)."""
+
+    def create_kb(self, name: str, *, graph: GraphConfig | None = None, description: str = "",
+                  chunk_tokens: int | None = None, chunk_overlap: int | None = None,
+                  llm: dict[str, str] | None = None) -> KnowledgeBase:
+        """Create a knowledge base. ``llm`` overrides the chat settings for it (llm_model, llm_base_url,
+        llm_api_key, llm_temperature...), e.g. a cheaper model for extraction."""
+        graph = graph or GraphConfig()
+        llm = {k: v for k, v in (llm or {}).items() if v not in (None, "")}
+        unknown = sorted(k for k in llm if not k.startswith("llm_") or not hasattr(self.settings, k))
+        if unknown:
+            raise KBGraphError(f"unknown LLM setting(s) for a knowledge base: {', '.join(unknown)}")
+        check_graph_llm(self.settings, graph, llm)
+        return self.meta.create_kb(
+            self.tenant, name, description=description, embedding_model=self.embedder.model_name,
+            chunk_tokens=chunk_tokens or self.settings.chunk_tokens,
+            chunk_overlap=chunk_overlap if chunk_overlap is not None else self.settings.chunk_overlap, graph=graph,
+            extra={"llm": llm} if llm else None)
+
+    def reembed_kb(self, name: str, *, progress: ProgressFn = no_progress) -> int:
+        """Move a knowledge base to the configured embedding model: every vector is recomputed from
+        the text it was made of (nothing is re-parsed or re-extracted). Returns the rows changed."""
+        from kbgraph.index.reembed import reembed_rows
+
+        kb = self.kb(name)
+        embedder = self.embedder
+        with self.kb_lock(kb.id):
+            changed = reembed_rows(self.store, self.tenant, kb.id, embedder,
+                                   lambda phase, done, total: progress(Progress(f"reembed {phase}", done, total)),
+                                   relations_from_chunks=self.settings.relation_vectors_from_chunks,
+                                   entities_from_chunk=self.settings.entity_vectors_from_chunk)
+            self.meta.update_kb(self.tenant, kb.id, embedding_model=embedder.model_name)
+        return changed
+
+    def delete_kb(self, name: str) -> None:
+        kb = self.kb(name)
+        self.store.delete(self.tenant, [kb.id])
+        self.meta.delete_kb(self.tenant, kb.id)

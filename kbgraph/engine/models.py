@@ -1,0 +1,71 @@
+"""Model selection: the engine's embedder (or the one a knowledge base was indexed with, which it
+keeps until it is re-embedded) and its chat models (the configured one, with a knowledge base's own
+LLM settings or an assistant's model on top), each built on first use and kept."""
+
+from __future__ import annotations
+
+from kbgraph.config import Settings
+from kbgraph.engine.errors import KBGraphError
+from kbgraph.llm.base import ChatModel, Embedder, UsageLedger
+from kbgraph.llm.limits import CallLimits
+from kbgraph.meta.schemas import KnowledgeBase
+
+
+class ModelSelection:
+    """The models part of ``Engine`` (kbgraph/engine/engine.py sets the attributes declared here)."""
+
+    settings: Settings
+    ledger: UsageLedger
+    # the chat model's concurrency limits and budgets (see Engine.__init__)
+    limits: CallLimits
+    _embedder: Embedder | None
+    _kb_embedders: dict[str, Embedder]
+    _chats: dict[tuple[tuple[tuple[str, str], ...], str], ChatModel | None]
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from kbgraph.llm.factory import build_embedder
+
+            self._embedder = build_embedder(self.settings, ledger=self.ledger)
+        return self._embedder
+
+    def embedder_for(self, kb: KnowledgeBase) -> Embedder:
+        """The model a knowledge base was indexed with: it keeps its model when the configured one
+        changes, until ``reembed_kb`` moves it to the configured one."""
+        model = kb.embedding_model
+        if not model or model == self.embedder.model_name:
+            return self.embedder
+        if model not in self._kb_embedders:
+            from kbgraph.llm.base import LLMNotConfigured
+            from kbgraph.llm.factory import build_embedder_for
+
+            try:
+                self._kb_embedders[model] = build_embedder_for(self.settings, model, ledger=self.ledger)
+            except LLMNotConfigured as exc:
+                raise KBGraphError(
+                    f"knowledge base {kb.name!r} was indexed with embedding model {model!r}, which cannot run "
+                    f"here ({exc}); re-embed it with the configured model {self.embedder.model_name!r}: "
+                    f"`kbgraph kb reembed {kb.name}`") from None
+        return self._kb_embedders[model]
+
+    @property
+    def chat(self) -> ChatModel | None:
+        """The configured chat model (None without an LLM)."""
+        return self.chat_for(None)
+
+    def chat_for(self, kb: KnowledgeBase | None, model: str = "") -> ChatModel | None:
+        """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top;
+        ``model`` names another model of the same endpoint (a chat assistant's own choice)."""
+        wanted = dict(kb.extra.get("llm") or {}) if kb is not None else {}
+        if model and self.settings.llm_configured and model != wanted.get("llm_model", self.settings.llm_model):
+            wanted["llm_model"] = model
+        overrides = tuple(sorted(wanted.items()))
+        key = (overrides, kb.id if kb is not None else "")
+        if key not in self._chats:
+            from kbgraph.llm.factory import build_chat
+
+            # a knowledge base's chat has its own concurrency limit inside the process-wide one
+            self._chats[key] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger, kb_id=key[1],
+                                          limits=self.limits)
+        return self._chats[key]

@@ -1,0 +1,80 @@
+"""What the refresh phases share: every graph row read once (``GraphRows``), the field changes they
+gather for those rows (``RowChanges``, one patch per row), and the result they fill (``RefreshResult``).
+
+Kept apart from the phases so that each phase's module depends on this one, not on the others.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from kbgraph.index.context import KBContext
+from kbgraph.store.base import eq
+from kbgraph.store.records import Entity, Relation
+
+
+@dataclass
+class RefreshResult:
+    version: int
+    pagerank_updated: int = 0
+    communities: int = 0
+    reports_generated: int = 0
+    reports_reused: int = 0
+    reports_removed: int = 0
+    report_fallbacks: int = 0
+    embedded: int = 0
+    summarized: int = 0
+    # document id -> why a description it contributes to could not be summarized (left pending)
+    summary_failures: dict[str, str] = field(default_factory=dict)
+    resolution_asked: int = 0
+    resolution_merged: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GraphRows:
+    """Every entity and relation row of a KB, read once per refresh phase that needs them all."""
+
+    entities: list[Entity]
+    relations: list[Relation]
+    # rows whose text changed since their last vector (``embedded_int`` 0)
+    unembedded: set[str] = field(default_factory=set)
+    # rows whose description waits for the summary pass (``summary_pending_int`` 1)
+    pending: set[str] = field(default_factory=set)
+
+
+def _graph_rows(ctx: KBContext) -> GraphRows:
+    rows = GraphRows([], [])
+    for kind, into in ((Entity, rows.entities), (Relation, rows.relations)):
+        for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND)]):
+            into.append(kind.from_doc(doc))
+            if not doc.get("embedded_int"):
+                rows.unembedded.add(doc["id"])
+            if doc.get("summary_pending_int"):
+                rows.pending.add(doc["id"])
+    return rows
+
+
+class RowChanges:
+    """Field changes to existing rows, gathered across refresh phases and written as one patch per
+    row: an entity's new vector, PageRank and communities cost one rewrite of its row, not three.
+    Written when ``limit`` rows are waiting (bounding memory on a large refresh) and by ``write``."""
+
+    def __init__(self, ctx: KBContext, limit: int = 4096) -> None:
+        self.ctx = ctx
+        self.limit = limit
+        self.rows: dict[str, dict] = {}
+        self._lock = threading.RLock()  # the embedding pass may add from its own thread
+
+    def add(self, row_id: str, fields: dict) -> None:
+        with self._lock:
+            self.rows.setdefault(row_id, {}).update(fields)
+            if len(self.rows) >= self.limit:
+                self.write()
+
+    def write(self) -> None:
+        with self._lock:
+            if self.rows:
+                self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, self.rows, refresh=False)
+                self.rows = {}
