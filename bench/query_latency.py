@@ -51,39 +51,6 @@ _WORDS = ("guild harbor treaty council archive river tower fleet market scholar 
           "rebellion order ledger canal forge mill temple court").split()
 
 
-class WordVectors:
-    """Hash-embedder vectors built from cached per-word vectors.
-
-    HashEmbedder sums one fixed feature vector per word (the word and its trigrams) and then
-    normalizes, so summing cached per-word vectors gives the same vectors at a fraction of the cost
-    for a few hundred thousand texts over a small vocabulary."""
-
-    def __init__(self, dim: int) -> None:
-        self.embedder = HashEmbedder(dim)
-        self.cache: dict[str, np.ndarray] = {}
-
-    def _word(self, word: str) -> np.ndarray:
-        vec = self.cache.get(word)
-        if vec is None:
-            import hashlib
-
-            vec = np.zeros(self.embedder.dim, dtype=np.float32)
-            for feat, weight in self.embedder._features(word):
-                h = int.from_bytes(hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest(), "little")
-                vec[h % self.embedder.dim] += weight if (h >> 63) & 1 else -weight
-            self.cache[word] = vec
-        return vec
-
-    def embed(self, text: str) -> list[float]:
-        from kbgraph.llm.embedders import _WORD
-
-        total = np.zeros(self.embedder.dim, dtype=np.float32)
-        for word in _WORD.findall(text.lower()):
-            total += self._word(word)
-        norm = float(np.linalg.norm(total))
-        return (total / norm if norm else total).tolist()
-
-
 def entity_names(n: int, rng: random.Random) -> list[str]:
     names: set[str] = set()
     out: list[str] = []
@@ -120,7 +87,8 @@ def preferential_edges(n: int, m: int, links: int, rng: random.Random) -> list[t
 
 def build(store: SQLiteStore, kb: str, n_entities: int, n_relations: int, n_chunks: int, seed: int) -> dict:
     rng = random.Random(seed)
-    vectors = WordVectors(DIM)
+    # the hash embedder the queries use, a batch at a time (it keeps each word's features once)
+    embedder = HashEmbedder(DIM)
     started = time.perf_counter()
     names = entity_names(n_entities, rng)
     keys = [n.lower() for n in names]
@@ -142,7 +110,11 @@ def build(store: SQLiteStore, kb: str, n_entities: int, n_relations: int, n_chun
         chunks.append(Chunk(id=cid, kb_id=kb, doc_id="doc-synthetic", doc_name="synthetic.txt", content=text,
                             content_tokens=token_string(text), title_tokens="synthetic", position=pos,
                             start=0, end=len(text), token_count=len(text) // 4, page=0,
-                            vector=vectors.embed(text), created=0.0))
+                            vector=None, created=0.0))
+    for start in range(0, n_chunks, 5000):
+        batch = chunks[start:start + 5000]
+        for chunk, vector in zip(batch, embedder.embed([c.content for c in batch])):
+            chunk.vector = vector.tolist()
     degree = [0] * n_entities
     for a, b in edges:
         degree[a] += 1
@@ -156,7 +128,6 @@ def build(store: SQLiteStore, kb: str, n_entities: int, n_relations: int, n_chun
                    name_tokens=token_string(names[i]), description_tokens=token_string(desc), aliases=[],
                    doc_ids=["doc-synthetic"], chunk_ids=sorted(cited)[:50], mention_count=len(cited),
                    pagerank=round(float(ranks.get(keys[i], 0.0)), 9), community_ids=[])
-        e.vector = vectors.embed(entity_text(e))
         return e
 
     def relation(a: int, b: int) -> Relation:
@@ -167,8 +138,12 @@ def build(store: SQLiteStore, kb: str, n_entities: int, n_relations: int, n_chun
                      description=desc, description_tokens=token_string(" ".join([names[a], names[b], desc, word])),
                      keywords=[word], weight=float(1 + rng.randrange(5)), doc_ids=["doc-synthetic"],
                      chunk_ids=cited, mention_count=1)
-        r.vector = vectors.embed(relation_text(r))
         return r
+
+    def embedded(rows: list, text_of) -> list[dict]:
+        for row, vector in zip(rows, embedder.embed([text_of(row) for row in rows])):
+            row.vector = vector.tolist()
+        return [row.to_doc() for row in rows]
 
     def write(docs: list[dict]) -> None:
         store.upsert(TENANT, kb, docs, refresh=False)
@@ -176,10 +151,10 @@ def build(store: SQLiteStore, kb: str, n_entities: int, n_relations: int, n_chun
     for start in range(0, n_chunks, 5000):
         write([c.to_doc() for c in chunks[start:start + 5000]])
     for start in range(0, n_entities, 5000):
-        write([entity(i).to_doc() for i in range(start, min(n_entities, start + 5000))])
+        write(embedded([entity(i) for i in range(start, min(n_entities, start + 5000))], entity_text))
         print(f"[build] entities {min(n_entities, start + 5000)}/{n_entities}", file=sys.stderr)
     for start in range(0, len(edges), 10000):
-        write([relation(a, b).to_doc() for a, b in edges[start:start + 10000]])
+        write(embedded([relation(a, b) for a, b in edges[start:start + 10000]], relation_text))
         print(f"[build] relations {min(len(edges), start + 10000)}/{len(edges)}", file=sys.stderr)
     meta = GraphMeta(kb_id=kb, version=1, entity_count=n_entities, relation_count=len(edges))
     meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = 1, "done"

@@ -1,0 +1,26 @@
+"""The benchmark scripts still run: each on a small input, as a user would start it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_query_latency_builds_a_small_graph_and_times_every_mode(tmp_path: Path):
+    figures = tmp_path / "figures.json"
+    answer = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "query_latency.py"), "--data-dir", str(tmp_path / "kb"),
+         "--entities", "600", "--relations", "1800", "--chunks", "200", "--queries", "12", "--warmup", "3",
+         "--json", str(figures)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    result = json.loads(figures.read_text())
+    assert result["kb"]["entities"] == 600 and result["kb"]["relations"] == 1800
+    for mode in ("kg", "ppr"):
+        assert result[mode]["queries"] == 12
+        assert result[mode]["empty_results"] < 12  # the questions name entities the graph holds
+        assert 0 < result[mode]["p50_ms"] <= result[mode]["p99_ms"]
