@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kbgraph.cli.main import main
+from kbgraph.cli.root import main
 from kbgraph.config import Settings, settings_table
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kbgraph.cli.main import main, open_engine
+from kbgraph.cli.root import main, open_engine
 from kbgraph.cli.output import echo_table, format_size
 
 

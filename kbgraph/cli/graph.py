@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from kbgraph.cli.main import exit_after, fail, main, open_engine
+from kbgraph.cli.root import exit_after, fail, main, open_engine
 from kbgraph.cli.output import ProgressBars, echo_graph_report, refresh_summary
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from kbgraph.cli.main import fail, main, open_engine
+from kbgraph.cli.root import fail, main, open_engine
 from kbgraph.cli.output import ProgressBars, failure_line, warn_if_long
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kbgraph.cli.main import exit_after, fail, main, open_engine
+from kbgraph.cli.root import exit_after, fail, main, open_engine
 from kbgraph.cli.output import ProgressBars, echo_graph_report, refresh_summary
 from kbgraph.config import Settings
 from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig

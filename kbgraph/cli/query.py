@@ -9,7 +9,7 @@ from typing import Iterator
 
 import click
 
-from kbgraph.cli.main import main, open_engine
+from kbgraph.cli.root import main, open_engine
 from kbgraph.cli.output import print_chunks
 
 MODES = ("naive", "kg", "ppr", "global", "mix")
