@@ -109,7 +109,7 @@ class Settings:
     # chunks of fewer tokens get no gleaning round (a short text is listed whole in one pass)
     glean_min_tokens: int = 256
     # "missed": glean a chunk only when its first pass left out at least glean_missed_names of the
-    # proper names the offline detector finds in it; "always": every chunk (kbgraph/graph/glean.py)
+    # proper names the offline detector finds in it; "always": every chunk (kbgraph/graph/extract/glean.py)
     glean_policy: str = "missed"
     glean_missed_names: int = 2
     summary_max_tokens: int = 500
@@ -119,7 +119,7 @@ class Settings:
     # sends up to 32k); 4k had cost 11 group calls more than nano-graphrag's whole summary count
     summary_prompt_tokens: int = 12000
     # ask for summaries in the model calls an indexing run's last chunks leave free, for the entities
-    # and relations those chunks cannot add to (kbgraph/summaries_ahead.py; needs the LLM cache)
+    # and relations those chunks cannot add to (kbgraph/index/summaries_ahead.py; needs the LLM cache)
     summarize_ahead: bool = True
     max_cluster_size: int = 10
     # communities with fewer entities get a report put together from their rows, not an LLM call

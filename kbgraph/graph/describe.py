@@ -16,7 +16,7 @@ text is gone from the graph), the same one a rebuild would ask for.
 
 Merges do not wait for summaries: with ``deferred`` a description over the budget is written as its
 first fragments (what a describer without a model writes) and marked pending; the knowledge base's
-summary pass (kbgraph.pipeline.summarize_pending) later replaces it with the summary of every
+summary pass (kbgraph.index.summaries.summarize_pending) later replaces it with the summary of every
 fragment, once per entity per batch of documents however many of them touched it.
 """
 

@@ -82,7 +82,7 @@ CancelCheck = Callable[[], bool]
 class ChatModel(Protocol):
     model_name: str
     # whether an answer is kept and a repeated request answered from it (and not asked twice at
-    # once): only then is asking ahead of need (kbgraph.summaries_ahead) free of extra calls
+    # once): only then is asking ahead of need (kbgraph.index.summaries_ahead) free of extra calls
     remembers_answers: bool
 
     def chat(self, messages: Sequence[Message], *, phase: str = "chat", prompt_version: str = "",

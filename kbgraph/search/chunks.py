@@ -16,7 +16,7 @@ from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.store.base import Condition, DocStore, SearchRequest, TextQuery, VectorQuery, any_of, eq, missing, vector_field
 
-# important keywords and questions exist on chunks added or edited by hand (kbgraph/chunk_edit.py)
+# important keywords and questions exist on chunks added or edited by hand (kbgraph/index/chunk_edit.py)
 CHUNK_TEXT_FIELDS = {"content_ltks": 1.0, "title_tks": 0.5, "important_tks": 1.0, "question_tks": 1.0}
 CHUNK_FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int", "page_num_int",
                 "start_int", "end_int"]

@@ -231,10 +231,10 @@ class Entity:
     community_ids: list[str] = field(default_factory=list)
     vector: Vector | None = None
     # what a later merge needs to extend this row with a new document's mentions without reading
-    # the older ones again (kbgraph.graph.derive.extend_entity); None when it cannot
+    # the older ones again (kbgraph.graph.derive.entities.extended_facts); None when it cannot
     derivation: dict[str, Any] | None = None
     # the description is a stand-in (its first fragments) until the KB's summary pass replaces it
-    # with the LLM summary of all of them (kbgraph.pipeline.summarize_pending)
+    # with the LLM summary of all of them (kbgraph.index.summaries.summarize_pending)
     summary_pending: bool = False
     # the vector is made from its one chunk's vector and its name's (``embedded_int`` 2), not its
     # text's: every re-derivation of the row makes it again (settings.entity_vectors)
@@ -252,7 +252,7 @@ class Entity:
             "aliases_kwd": list(self.aliases), "doc_ids_kwd": list(self.doc_ids),
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count,
             "pagerank_flt": self.pagerank, "community_ids_kwd": list(self.community_ids), "available_int": 0,
-            # 0 until the KB's embedding pass gives the row a vector (kbgraph.pipeline.embed_pending)
+            # 0 until the KB's embedding pass gives the row a vector (kbgraph.index.embed_rows.embed_pending)
             "embedded_int": (2 if self.vector_from_chunks else 1) if self.vector is not None else 0,
         }
         if self.derivation is not None:
@@ -405,7 +405,7 @@ class GraphMeta:
     # phase name -> graph version it was computed at (-1: never)
     phase_versions: dict[str, int] = field(default_factory=dict)
     phase_status: dict[str, str] = field(default_factory=dict)
-    # the format of the KB's stored mentions (MENTION_FORMAT once kbgraph.graph.derive.upgrade_mentions
+    # the format of the KB's stored mentions (MENTION_FORMAT once kbgraph.graph.derive.mentions.upgrade_mentions
     # has run); 1: written before relation mentions named their relation row
     mention_format: int = 1
 

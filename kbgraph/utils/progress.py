@@ -1,6 +1,6 @@
 """Progress events and cancellation of long runs (indexing, graph refreshes, re-embedding).
 
-Kept apart from kbgraph.pipeline so that what only reports progress (the CLI, the engine's query
+Kept apart from kbgraph.index so that what only reports progress (the CLI, the engine's query
 path) does not import the indexing pipeline."""
 
 from __future__ import annotations

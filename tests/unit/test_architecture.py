@@ -102,3 +102,10 @@ def test_the_cycle_finder_finds_a_cycle():
     planted.add_import(importer="a.two", imported="a.three")
     planted.add_import(importer="a.three", imported="a.one")
     assert _cycles(planted) == [["a.one", "a.three", "a.two"]]
+
+
+def test_docs_architecture_names_every_module_of_the_library():
+    doc = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    unnamed = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "kbgraph").rglob("*.py"))
+               if path.name not in ("__init__.py", "__main__.py") and path.name not in doc]
+    assert unnamed == []
