@@ -54,9 +54,8 @@ class EnginePool:
             found = self._engines.get(tenant)
             if found is None:
                 self.meta.ensure_tenant(tenant)
-                self.base.store.ensure_index(tenant)
                 # the embedder is the costly part (a loaded model): every tenant shares the first one
-                found = Engine(self.settings, self.base.meta, self.base.store, tenant, self.kb_lock,
+                found = Engine(self.settings, self.base.meta, self.base.store_handle, tenant, self.kb_lock,
                                embedder=self.base.embedder, limits=self.limits)
                 self._engines[tenant] = found
             return found

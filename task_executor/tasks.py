@@ -18,9 +18,10 @@ from celery import shared_task
 
 from kbgraph.engine import Engine
 from kbgraph.index.delete import delete_document
-from kbgraph.index.refresh import refresh_kb
+from kbgraph.index.repair import changing_rows, refresh_recorded, repair_mark
 from kbgraph.llm.base import Cancelled, UsageLedger
 from kbgraph.meta import FINISHED, KnowledgeBase, MetaDB, NotFound
+from kbgraph.store.base import StoreUnavailable
 from kbgraph.utils.progress import Progress
 from task_executor.celery_app import KBCelery
 from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
@@ -113,7 +114,7 @@ def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None
 def _discard_partial(engine: Engine, kb_id: str, doc_id: str) -> None:
     """A cancelled document keeps nothing: drop the chunks and mentions it got to write."""
     kb = engine.meta.get_kb(engine.tenant, kb_id)
-    with engine.kb_lock(kb_id):
+    with engine.kb_lock(kb_id), changing_rows(engine.meta, kb, "a cancelled document's removal"):
         delete_document(engine.context(kb), doc_id)
     engine.meta.set_document_status(doc_id, "cancelled", progress=0.0, message="cancelled", chunk_count=0,
                                     token_count=0)
@@ -127,7 +128,7 @@ def _drop_orphan_rows(engine: Engine, tenant_id: str, kb_id: str, doc_id: str) -
         return  # the whole knowledge base went, rows and all
     if engine.meta.find_document(kb_id, doc_id) is not None:
         return
-    with engine.kb_lock(kb_id):
+    with engine.kb_lock(kb_id), changing_rows(engine.meta, kb, "a deleted document's removal"):
         delete_document(engine.context(kb), doc_id)
 
 
@@ -174,6 +175,8 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
             return {"status": "cancelled"}
         meta.update_task(task_id, status="running", progress=0.0, message="Task has been received.", add_attempts=1)
         kb = meta.get_kb(tenant_id, kb_id)
+        if kb.graph.enabled and repair_mark(kb) is not None:  # phases an earlier failure left unfinished
+            schedule_refresh(app, tenant_id, kb_id)
         doc = meta.get_document(kb_id, doc_id)
         try:
             data = _read_upload(engine, doc.location, doc.size)
@@ -231,17 +234,25 @@ def index_document(self: CeleryTask, tenant_id: str, kb_id: str, doc_id: str, ta
     return run_once(app, kb_id, task_id, lambda: run_index(app, tenant_id, kb_id, doc_id, task_id))
 
 
-def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str) -> bool:
+def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str, *, delay: float | None = None) -> bool:
     """Queue one refresh of the KB's graph phases unless one is already waiting; True if queued.
+    ``delay``: seconds before it runs (default: the app's refresh delay).
 
     The pending key expires on its own, so a lost refresh task cannot block later ones for long.
     """
+    countdown = app.refresh_delay if delay is None else delay
     key = refresh_pending_key(app.settings.redis_prefix, kb_id)
-    if not app.redis.set(key, "1", nx=True, ex=max(60, int(app.refresh_delay * 10))):
+    if not app.redis.set(key, "1", nx=True, ex=max(60, int(app.refresh_delay * 10), int(countdown * 2))):
         return False
     # through the given app's registry: the current app of this thread may be another one
-    app.tasks["kbgraph.refresh_graph"].apply_async((tenant_id, kb_id), countdown=app.refresh_delay)
+    app.tasks["kbgraph.refresh_graph"].apply_async((tenant_id, kb_id), countdown=countdown)
     return True
+
+
+def store_retry_delay(app: KBCelery) -> float:
+    """Seconds before a refresh the store failed tries again: six beats (30 s by default), so a store
+    that is down for long costs a failed attempt per knowledge base and half minute, nothing more."""
+    return max(app.refresh_delay, 6 * app.settings.task_heartbeat)
 
 
 # the documents page shows the last refresh; a few more say how the recent ones went
@@ -279,7 +290,9 @@ def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) 
         meta.update_task(task_id, status="running", progress=0.0, message="graph refresh", add_attempts=1)
         before = _llm_usage(engine.ledger)
         with engine.kb_lock(kb.id):
-            result = refresh_kb(engine.context(kb), progress=TaskProgress(meta, task_id, REFRESH_SPANS))
+            kb = meta.get_kb(kb.tenant_id, kb.id)  # its settings and repair mark as they are now
+            result = refresh_recorded(engine.context(kb), meta, kb,
+                                      progress=TaskProgress(meta, task_id, REFRESH_SPANS))
         calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
         meta.update_task(task_id, status="done", add_llm_calls=max(calls, 0), add_prompt_tokens=max(prompt, 0),
                          add_completion_tokens=max(completion, 0),
@@ -289,6 +302,16 @@ def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) 
         with contextlib.suppress(NotFound):
             meta.update_task(task_id, status="cancelled", message=str(exc))
         return {"status": "skipped", "reason": str(exc)}
+    except StoreUnavailable as exc:  # the mark stays (kbgraph/index/repair.py); try again when it may answer
+        delay = store_retry_delay(app)
+        error = f"{exc}. This refresh is tried again in {delay:g} s"
+        with contextlib.suppress(Exception):
+            meta.update_task(task_id, status="failed", message="failed: the document store is unavailable",
+                             error=error)
+        log.warning("graph refresh of knowledge base %s failed: %s", kb.id, error)
+        with contextlib.suppress(Exception):
+            schedule_refresh(app, kb.tenant_id, kb.id, delay=delay)
+        return {"status": "failed", "error": error, "task_id": task_id}
     except Exception as exc:
         with contextlib.suppress(Exception):
             meta.update_task(task_id, status="failed", message="failed", error=f"{type(exc).__name__}: {exc}")
