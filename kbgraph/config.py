@@ -152,6 +152,11 @@ class Settings:
     web_workers: int = 2
     web_threads: int = 8
     web_timeout: float = 120.0
+    # gunicorn's access log: "-" (standard output, the default), a file path, or "" for none
+    web_access_log: str = "-"
+    # a worker's Prometheus metrics (tasks, model calls and tokens, embedder throughput) served at
+    # http://<host>:<port>/metrics by its main process; 0: not served
+    worker_metrics_port: int = 0
     # limits at the web server's door (max_file_bytes bounds each uploaded file)
     max_request_bytes: int = 128_000_000
     max_question_chars: int = 8192

@@ -25,6 +25,7 @@ from kbgraph.store.base import StoreUnavailable
 from kbgraph.utils.progress import Progress
 from task_executor.celery_app import KBCelery
 from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
+from task_executor.metrics import task_ended
 
 log = logging.getLogger(__name__)
 
@@ -148,19 +149,27 @@ def _already_finished(meta: MetaDB, kb_id: str, task_id: str) -> bool:
         return False  # the run itself finds out and stops quietly
 
 
-def run_once(app: KBCelery, kb_id: str, task_id: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def run_once(app: KBCelery, kb_id: str, task_id: str, run: Callable[[], dict[str, Any]],
+             kind: str = "task") -> dict[str, Any]:
     """``run()`` unless this task already ended or runs in a live worker: a message may arrive twice
-    (the broker's redelivery after a kill, a sweep's re-queue), the work must not happen twice."""
+    (the broker's redelivery after a kill, a sweep's re-queue), the work must not happen twice.
+    What ran is counted in the worker's metrics (``kind``: index, refresh, graphrag)."""
     meta = app.engines().meta
     if _already_finished(meta, kb_id, task_id):
         return {"status": "skipped", "reason": "the task has finished already"}
+    started, status = time.monotonic(), "error"
     try:
         with _claim(app, task_id):
             if _already_finished(meta, kb_id, task_id):  # ended between the check and the claim
                 return {"status": "skipped", "reason": "the task has finished already"}
-            return run()
+            result = run()
+            status = str(result.get("status", "done"))
+            return result
     except ClaimedElsewhere:
+        status = "duplicate"
         return {"status": "skipped", "reason": "another worker runs the task"}
+    finally:
+        task_ended(kind, status, time.monotonic() - started)
 
 
 def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
@@ -231,7 +240,7 @@ def _refresh_after_failure(app: KBCelery, tenant_id: str, kb: KnowledgeBase) -> 
 def index_document(self: CeleryTask, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
     """Parse, embed and (graph on) extract and merge one uploaded document."""
     app = _app(self)
-    return run_once(app, kb_id, task_id, lambda: run_index(app, tenant_id, kb_id, doc_id, task_id))
+    return run_once(app, kb_id, task_id, lambda: run_index(app, tenant_id, kb_id, doc_id, task_id), "index")
 
 
 def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str, *, delay: float | None = None) -> bool:
@@ -280,7 +289,7 @@ def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str | N
     # cleared before the work, so a document finishing during it schedules another refresh; and
     # after the row exists, so "no key, no unfinished refresh row" means the graph is refreshed
     app.redis.delete(pending)
-    return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id))
+    return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id), "refresh")
 
 
 def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) -> dict[str, Any]:
@@ -325,7 +334,7 @@ def build_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str) -> d
     """Bring every parsed document of a KB into its graph (extract + merge), then refresh the KB
     phases: what RAGFlow's run_graphrag does, for documents parsed while the graph was off."""
     app = _app(self)
-    return run_once(app, kb_id, task_id, lambda: run_build_graph(app, tenant_id, kb_id, task_id))
+    return run_once(app, kb_id, task_id, lambda: run_build_graph(app, tenant_id, kb_id, task_id), "graphrag")
 
 
 def run_build_graph(app: KBCelery, tenant_id: str, kb_id: str, task_id: str) -> dict[str, Any]:
