@@ -14,10 +14,10 @@ therefore imports prometheus_client only inside its functions.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -64,9 +64,21 @@ def process_dead(pid: int) -> None:
         mp.mark_process_dead(pid)
 
 
-@functools.cache
+_MADE: list[SimpleNamespace] = []
+_MAKING = threading.Lock()
+
+
 def metrics() -> SimpleNamespace:
-    """This process's metric objects, made once (after the multiprocess choice)."""
+    """This process's metric objects, made once (after the multiprocess choice) by whichever
+    thread asks first (a metric registered twice is an error)."""
+    if not _MADE:
+        with _MAKING:
+            if not _MADE:
+                _MADE.append(_make_metrics())
+    return _MADE[0]
+
+
+def _make_metrics() -> SimpleNamespace:
     from prometheus_client import Counter, Histogram
 
     return SimpleNamespace(

@@ -154,9 +154,12 @@ def _answered(response: Response) -> Response:
     if started is not None and request.path != "/metrics":
         # the route's pattern, not the path: one series per route, whatever the ids in it
         route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        m = metrics()
-        m.requests.labels(request.method, route, str(response.status_code)).inc()
-        m.latency.labels(request.method, route).observe(time.perf_counter() - started)
+        try:
+            m = metrics()
+            m.requests.labels(request.method, route, str(response.status_code)).inc()
+            m.latency.labels(request.method, route).observe(time.perf_counter() - started)
+        except Exception:  # a metric lost, never an answer
+            log.exception("request metrics failed")
     return response
 
 
