@@ -207,3 +207,94 @@ def test_outage_between_a_merges_rows_and_its_version(node: DrillNode, drill_set
     again = _kbgraph(drill_settings, "index", str(corpus), str(later), "--kb", "drill")
     assert again.returncode == 0, again.stderr
     _assert_equals_clean_build(drill_settings, "drill")
+
+
+@pytest.fixture
+def service_drill(drill_settings: Settings) -> Iterator[Settings]:
+    from conftest import REDIS_URL, scratch_redis_prefix
+
+    with scratch_redis_prefix() as prefix:
+        yield drill_settings.replace(redis_url=REDIS_URL, redis_prefix=prefix, task_heartbeat=1,
+                                     graph_refresh_delay=0.5)
+
+
+def _node_pid(node: DrillNode) -> int:
+    return int((ES_NODE.parent / "build" / f"run-{node.port}" / "node.pid").read_text())
+
+
+def test_service_answers_store_unavailable_quickly_when_down_or_hung(node: DrillNode, service_drill: Settings,
+                                                                     tmp_path: Path) -> None:
+    import signal
+    import time
+
+    from web import create_app
+
+    corpus = _corpus(tmp_path)
+    with Engine.open(service_drill) as engine:
+        kb = engine.create_kb("drill")
+        engine.index_paths("drill", [corpus])
+        key = engine.meta.create_api_key("default")[1]
+    app = create_app(service_drill)
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {key}"}
+    ask = {"question": "Who founded the guild?", "dataset_ids": [kb.id]}
+    try:
+        assert client.post("/api/v1/retrieval", headers=auth, json=ask).get_json()["code"] == 0
+        node.stop()  # refused connections: a clear answer at once
+        started = time.monotonic()
+        body = client.post("/api/v1/retrieval", headers=auth, json=ask).get_json()
+        assert body["code"] == 105 and body["message"].startswith("The document store is unavailable"), body
+        assert time.monotonic() - started < 5
+        assert "9240" not in body["message"] and "kbgraph_" not in body["message"]
+        listed = client.get(f"/api/v1/datasets/{kb.id}/documents", headers=auth).get_json()
+        assert listed["code"] == 0 and listed["data"]["total"] > 0  # metadata only: still answers
+        ready = client.get("/ready")
+        assert ready.status_code == 503 and "store" in ready.get_json()["missing"]
+
+        node.start()
+        for _ in range(40):  # the client gives a node it saw fail a few seconds' rest
+            if client.post("/api/v1/retrieval", headers=auth, json=ask).get_json()["code"] == 0:
+                break
+            time.sleep(0.5)
+        pid = _node_pid(node)
+        os.kill(pid, signal.SIGSTOP)  # hung: connections open, nothing answers
+        try:
+            started = time.monotonic()
+            body = client.post("/api/v1/retrieval", headers=auth, json=ask).get_json()
+            waited = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert body["code"] == 105 and "unavailable" in body["message"], body
+        assert waited < service_drill.es_query_timeout + 5, waited  # es_query_timeout, not es_request_timeout
+    finally:
+        app.extensions["kbgraph"].close()
+
+
+def test_a_service_start_finishes_what_an_outage_left(node: DrillNode, service_drill: Settings,
+                                                      tmp_path: Path) -> None:
+    import time
+
+    import redis
+
+    from support.processes import Worker
+    from task_executor.tasks import refresh_pending_key
+    from web import create_app
+
+    corpus = _corpus(tmp_path)
+    with Engine.open(service_drill) as engine:
+        kb = engine.create_kb("drill", graph=GraphConfig(enabled=True, method="nlp", community=True))
+        with pytest.raises(StoreUnavailable):
+            engine.index_paths("drill", [corpus], progress=_stop_at(node, "communities"))
+    node.start()
+    app = create_app(service_drill)  # the web server's start queues the refresh (no worker yet)
+    app.extensions["kbgraph"].close()
+    client = redis.Redis.from_url(service_drill.redis_url)
+    assert client.exists(refresh_pending_key(service_drill.redis_prefix, kb.id))
+    client.delete(refresh_pending_key(service_drill.redis_prefix, kb.id))  # the worker's start queues it too
+    with Worker(service_drill, tmp_path / "worker.log", concurrency=1) as worker:
+        deadline = time.monotonic() + 120
+        with Engine.open(service_drill) as engine:
+            while REPAIR_MARK in engine.kb("drill").extra and time.monotonic() < deadline:
+                time.sleep(0.5)
+        assert time.monotonic() < deadline, worker.output()
+    _assert_equals_clean_build(service_drill, "drill")
