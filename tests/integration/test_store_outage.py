@@ -277,6 +277,7 @@ def test_a_service_start_finishes_what_an_outage_left(node: DrillNode, service_d
     import redis
 
     from support.processes import Worker
+    from task_executor.celery_app import QUEUE
     from task_executor.tasks import refresh_pending_key
     from web import create_app
 
@@ -289,10 +290,12 @@ def test_a_service_start_finishes_what_an_outage_left(node: DrillNode, service_d
     app = create_app(service_drill)  # the web server's start queues the refresh (no worker yet)
     app.extensions["kbgraph"].close()
     client = redis.Redis.from_url(service_drill.redis_url)
-    assert client.exists(refresh_pending_key(service_drill.redis_prefix, kb.id))
-    client.delete(refresh_pending_key(service_drill.redis_prefix, kb.id))  # the worker's start queues it too
+    queue = service_drill.redis_prefix + QUEUE
+    assert client.exists(refresh_pending_key(service_drill.redis_prefix, kb.id)) and client.llen(queue) == 1
+    # dropped again: the worker's own start must queue it
+    client.delete(refresh_pending_key(service_drill.redis_prefix, kb.id), queue)
     with Worker(service_drill, tmp_path / "worker.log", concurrency=1) as worker:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 60
         with Engine.open(service_drill) as engine:
             while REPAIR_MARK in engine.kb("drill").extra and time.monotonic() < deadline:
                 time.sleep(0.5)
