@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -44,7 +45,10 @@ class Settings:
     es_shards: int = 1
     es_replicas: int = 0
     es_refresh_interval: str = "1s"
+    # seconds per Elasticsearch request: writes and index management, and searches and reads
+    # (shorter: a question asked while the cluster hangs gets its "store unavailable" answer sooner)
     es_request_timeout: float = 30.0
+    es_query_timeout: float = 10.0
     es_bulk_bytes: int = 5_000_000
 
     # embeddings: "local" (bundled multilingual-e5-small), "openai" (any compatible endpoint) or "hash"
@@ -148,6 +152,11 @@ class Settings:
     web_workers: int = 2
     web_threads: int = 8
     web_timeout: float = 120.0
+    # gunicorn's access log: "-" (standard output, the default), a file path, or "" for none
+    web_access_log: str = "-"
+    # a worker's Prometheus metrics (tasks, model calls and tokens, embedder throughput) served at
+    # http://<host>:<port>/metrics by its main process; 0: not served
+    worker_metrics_port: int = 0
     # limits at the web server's door (max_file_bytes bounds each uploaded file)
     max_request_bytes: int = 128_000_000
     max_question_chars: int = 8192
@@ -293,6 +302,64 @@ def _validate(settings: Settings) -> None:
             raise ConfigError(f"setting {name!r} must be positive, not {getattr(settings, name)}")
     if settings.chunk_overlap >= settings.chunk_tokens:
         raise ConfigError("setting 'chunk_overlap' must be smaller than 'chunk_tokens'")
+    _validate_service(settings)
+    _validate_elasticsearch(settings)
+
+
+def _validate_service(settings: Settings) -> None:
+    for name in ("llm_timeout", "web_timeout", "es_request_timeout", "es_query_timeout"):
+        if not getattr(settings, name) > 0:
+            raise ConfigError(f"setting {name!r} must be positive, not {getattr(settings, name)}")
+    for name in ("max_file_bytes", "max_request_bytes", "chunk_tokens", "embedding_dim", "es_bulk_bytes",
+                 "es_shards", "max_question_chars", "max_list_items", "max_page_size"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
+    for name in ("es_replicas", "graph_refresh_delay"):
+        if getattr(settings, name) < 0:
+            raise ConfigError(f"setting {name!r} must be 0 or more, not {getattr(settings, name)}")
+
+
+# Elasticsearch's time units (its refresh_interval takes them; "-1" switches refreshing off)
+_ES_TIME = re.compile(r"^(\d+(?:\.\d+)?)(nanos|micros|ms|s|m|h|d)$")
+_ES_UNIT_SECONDS = {"nanos": 1e-9, "micros": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def es_interval_seconds(value: str) -> float | None:
+    """An Elasticsearch time value in seconds; None when it is not one (or not positive)."""
+    found = _ES_TIME.match(value.strip())
+    if not found:
+        return None
+    seconds = float(found.group(1)) * _ES_UNIT_SECONDS[found.group(2)]
+    return seconds if seconds > 0 else None
+
+
+def _validate_elasticsearch(settings: Settings) -> None:
+    if settings.store != "elasticsearch":
+        return
+    if not settings.es_url.strip():
+        raise ConfigError("setting 'store' is 'elasticsearch' but 'es_url' is empty: set KBGRAPH_ES_URL, "
+                          "e.g. http://elastic:PASSWORD@localhost:9200")
+    for url in settings.es_url.split(","):
+        if not url.strip().lower().startswith(("http://", "https://")):
+            raise ConfigError(f"setting 'es_url': {url.strip()!r} must start with http:// or https://")
+    if settings.web_timeout <= settings.es_query_timeout:
+        # gunicorn restarts a worker whose request runs past web_timeout: a search waiting on a hung
+        # store would be killed with its worker instead of answering "store unavailable"
+        raise ConfigError(f"setting 'web_timeout' ({settings.web_timeout:g} s) must be longer than "
+                          f"'es_query_timeout' ({settings.es_query_timeout:g} s): a request waiting on a hung "
+                          "store would lose its worker before it could answer")
+    interval = es_interval_seconds(settings.es_refresh_interval)
+    if interval is None:
+        # writes that must be visible at once wait for the next scheduled refresh (refresh=wait_for):
+        # with refreshing off ("-1") or an interval the cluster cannot read, every such write waits
+        # until es_request_timeout and fails as if the cluster could not be reached
+        raise ConfigError(f"setting 'es_refresh_interval' is {settings.es_refresh_interval!r}; it must be a positive "
+                          "Elasticsearch time such as '1s' or '500ms': kbgraph's writes wait for the next scheduled "
+                          "refresh, so with refreshing off ('-1') every one of them would time out")
+    if interval >= settings.es_request_timeout:
+        raise ConfigError(f"setting 'es_refresh_interval' ({settings.es_refresh_interval}) must be shorter than "
+                          f"'es_request_timeout' ({settings.es_request_timeout:g} s): kbgraph's writes wait for the "
+                          "next scheduled refresh, and would time out before it")
 
 
 def _toml_values(path: Path | None) -> dict[str, Any]:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -65,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             create_app(settings).run(host=args.host, port=args.port, debug=args.debug, threaded=True)
         else:
+            from task_executor.metrics import use_multiprocess_dir
+
+            # the gunicorn workers' metrics, added up at each scrape; before prometheus_client loads
+            use_multiprocess_dir(settings.data_dir.resolve() / "metrics" / f"web-{os.getpid()}")
             from web.server import serve
 
             serve(settings, args.host, args.port)

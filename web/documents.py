@@ -10,6 +10,7 @@ from flask import Response, request, send_file
 
 from kbgraph.meta import Document, KnowledgeBase, NotFound
 from task_executor.submit import cancel_documents, enqueue_documents, run_in_progress
+from task_executor.heartbeat import no_worker_running
 from task_executor.tasks import schedule_refresh
 from web.api import blueprint, dedupe, id_list, own_kb, tenant
 from web.envelope import ARGUMENT_ERROR, DATA_ERROR, EXCEPTION_ERROR, SERVER_ERROR, ApiError, json_body, ok
@@ -95,7 +96,9 @@ def list_documents(dataset_id: str) -> Response:
     docs = docs[(page - 1) * page_size:page * page_size]
     since, until = _int("create_time_from", 0), _int("create_time_to", 0)
     docs = [d for d in docs if (not since or d.created >= since) and (not until or d.created <= until)]
-    return ok({"total": total, "docs": [document_row(d, kb) for d in docs]})
+    waiting = any(d.status in ("pending", "running") for d in docs)
+    no_worker = waiting and no_worker_running(svc.pool.redis, svc.settings)
+    return ok({"total": total, "docs": [document_row(d, kb, no_worker=no_worker) for d in docs]})
 
 
 @blueprint.get("/datasets/<dataset_id>/documents/<document_id>")

@@ -15,6 +15,7 @@ from kbgraph.config import Settings
 from kbgraph.meta import Document, KnowledgeBase, MetaDB
 from task_executor.celery_app import KBCelery
 from task_executor.engines import EnginePool
+from task_executor.repair import schedule_at_start
 from task_executor.submit import celery_for
 from web.uploads import clean_upload_debris, store_upload
 
@@ -36,6 +37,8 @@ class Services:
         opened = cls(settings, EnginePool(settings), celery or celery_for(settings))
         # files of uploads a crash cut short; one silent for a request's whole time limit is dead
         clean_upload_debris(settings.data_dir / "uploads", opened.meta, older_than=settings.web_timeout)
+        # graph phases a failure left unfinished are refreshed by the workers (kbgraph/index/repair.py)
+        schedule_at_start(opened.celery, opened.meta)
         return opened
 
     @property

@@ -69,8 +69,12 @@ def connect(settings: Settings) -> Elasticsearch:
 class Cluster:
     """Requests to one Elasticsearch cluster, each checked; see the module docstring."""
 
-    def __init__(self, client: Elasticsearch, url: str) -> None:
+    def __init__(self, client: Elasticsearch, url: str, *, query_timeout: float | None = None) -> None:
         self.client = client
+        # searches and reads wait at most query_timeout (es_query_timeout), shorter than the client's
+        # own es_request_timeout that writes keep: a hung cluster answers a question "unavailable"
+        # in seconds (the client's options() shares its connections)
+        self.reads = client.options(request_timeout=query_timeout) if query_timeout else client
         self.url = redact_url(url)
         self._version: tuple[int, int] | None = None
 
@@ -123,7 +127,7 @@ class Cluster:
     def search(self, what: str, index: str, **kwargs: Any) -> Any | None:
         """A search whose answer is complete: a timed-out or partly failed search raises instead of
         passing off some shards' hits as the whole answer."""
-        answer = self._read(what, index, self.client.search, index=index, **kwargs)
+        answer = self._read(what, index, self.reads.search, index=index, **kwargs)
         if answer is not None:
             self._check_complete(what, index, answer)
         return answer
@@ -135,13 +139,13 @@ class Cluster:
         return answer
 
     def count(self, index: str, query: dict[str, Any]) -> Any | None:
-        answer = self._read("count", index, self.client.count, index=index, query=query)
+        answer = self._read("count", index, self.reads.count, index=index, query=query)
         if answer is not None:
             self._check_complete("count", index, answer)
         return answer
 
     def mget(self, index: str, **kwargs: Any) -> Any | None:
-        return self._read("mget", index, self.client.mget, index=index, **kwargs)
+        return self._read("mget", index, self.reads.mget, index=index, **kwargs)
 
     def open_point_in_time(self, index: str, keep_alive: str) -> Any | None:
         return self._read("opening a point in time", index, self.client.open_point_in_time, index=index,
@@ -181,7 +185,7 @@ class Cluster:
     def version(self) -> tuple[int, int]:
         """The cluster's (major, minor) version, asked once."""
         if self._version is None:
-            answer = self._call("reading the cluster version", "/", self.client.info)
+            answer = self._call("reading the cluster version", "/", self.reads.info)
             number = str(answer["version"]["number"])
             major, minor = (re.findall(r"\d+", number) + ["0", "0"])[:2]
             self._version = (int(major), int(minor))
@@ -191,7 +195,7 @@ class Cluster:
         self._call("putting the index template", name, self.client.indices.put_index_template, name=name, **kwargs)
 
     def index_exists(self, index: str) -> bool:
-        return bool(self._call("checking the index", index, self.client.indices.exists, index=index))
+        return bool(self._call("checking the index", index, self.reads.indices.exists, index=index))
 
     def create_index(self, index: str, settings: dict[str, Any], mappings: dict[str, Any]) -> None:
         """Create the index; one a concurrent creator made meanwhile is as good."""
@@ -216,7 +220,7 @@ class Cluster:
 
     def field_mapped(self, index: str, name: str) -> bool:
         """Whether the index maps the field (False when the index does not exist)."""
-        answer = self._read("reading the mapping", index, self.client.indices.get_field_mapping,
+        answer = self._read("reading the mapping", index, self.reads.indices.get_field_mapping,
                             index=index, fields=name)
         return bool(answer) and any(name in (entry.get("mappings") or {}) for entry in answer.body.values())
 

@@ -39,8 +39,9 @@ class ElasticStore(DocStore):
 
     def __init__(self, client: Elasticsearch, url: str, *, index_prefix: str = "kbgraph_", shards: int = 1,
                  replicas: int = 0, refresh_interval: str = "1s", bulk_bytes: int = 5_000_000,
-                 bulk_chunk_docs: int = 500, bulk_retries: int = 3, bulk_backoff: float = 1.0) -> None:
-        self._cluster = Cluster(client, url)
+                 bulk_chunk_docs: int = 500, bulk_retries: int = 3, bulk_backoff: float = 1.0,
+                 query_timeout: float | None = None) -> None:
+        self._cluster = Cluster(client, url, query_timeout=query_timeout)
         self._prefix = index_prefix
         self._template = load_index_body()
         self._body = index_body(self._template, shards, replicas, refresh_interval)
@@ -57,7 +58,8 @@ class ElasticStore(DocStore):
         # the request timeout (es_request_timeout) is the client's, set by connect()
         return cls(connect(settings), settings.es_url, index_prefix=settings.es_index_prefix,
                    shards=settings.es_shards, replicas=settings.es_replicas,
-                   refresh_interval=settings.es_refresh_interval, bulk_bytes=settings.es_bulk_bytes)
+                   refresh_interval=settings.es_refresh_interval, bulk_bytes=settings.es_bulk_bytes,
+                   query_timeout=settings.es_query_timeout)
 
     @property
     def _client(self) -> Elasticsearch:
