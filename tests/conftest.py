@@ -63,6 +63,30 @@ def scratch_redis_prefix() -> Iterator[str]:
         client.close()
 
 
+@contextmanager
+def scratch_postgres_database() -> Iterator[str]:
+    """The URL of a brand-new database on the test PostgreSQL (unreachable: skip, or fail in CI),
+    dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    name = f"kbgraph_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        require_service("PostgreSQL", str(exc).splitlines()[0])
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
 def s3_overrides(**changes: object) -> dict[str, object]:
     """Settings of an S3 blob store on the test server, under a fresh key prefix of the test bucket
     (unreachable: skip, or fail in CI). Tests delete what they put under their prefix."""

@@ -51,7 +51,9 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaDB]:
     try:
         yield meta
     finally:
-        m.Base.metadata.drop_all(meta.engine)  # the next test starts from empty tables
+        m.Base.metadata.drop_all(meta.engine)  # the next test starts from empty tables...
+        with meta.engine.begin() as conn:  # ...made again by the migrations
+            conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
         meta.close()
 
 
