@@ -12,6 +12,7 @@ import threading
 
 import redis
 
+from kbgraph.blob import BlobStore, open_blob_store
 from kbgraph.engine import Engine
 from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
@@ -40,6 +41,8 @@ class EnginePool:
         # behind stall every worker's model calls for minutes)
         self.limits = call_limits(self.redis, settings)
         self.base = Engine.open(settings, kb_lock=self.kb_lock, limits=self.limits)
+        # where uploaded files are kept (a folder, or S3 shared by every host); nothing is contacted yet
+        self.blobs: BlobStore = open_blob_store(settings)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
         # a local model loads now, at process start, so no request or task waits for it
@@ -64,4 +67,5 @@ class EnginePool:
     def close(self) -> None:
         self.limits.close()
         self.base.close()  # the other engines share its connections
+        self.blobs.close()
         self.redis.close()

@@ -10,17 +10,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from celery import Task as CeleryTask
 from celery import shared_task
 
+from kbgraph.blob import BlobError, BlobStore, document_key
 from kbgraph.engine import Engine
 from kbgraph.index.delete import delete_document
 from kbgraph.index.refresh import refresh_kb
 from kbgraph.llm.base import Cancelled, UsageLedger
-from kbgraph.meta import FINISHED, KnowledgeBase, MetaDB, NotFound
+from kbgraph.meta import FINISHED, Document, KnowledgeBase, MetaDB, NotFound
 from kbgraph.utils.progress import Progress
 from task_executor.celery_app import KBCelery
 from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
@@ -92,11 +92,12 @@ def _llm_usage(ledger: UsageLedger) -> tuple[int, int, int]:
     return (sum(u.calls for u in chat), sum(u.prompt_tokens for u in chat), sum(u.completion_tokens for u in chat))
 
 
-def _read_upload(engine: Engine, location: str, size: int) -> bytes | None:
-    # None tells index_bytes the file is over the size limit, which it records as the failure
-    if size > engine.settings.max_file_bytes:
+def _read_upload(engine: Engine, blobs: BlobStore, doc: Document) -> bytes | None:
+    """The uploaded file's bytes, from the blob store the web server put them in (on another host,
+    maybe). None tells index_bytes the file is over the size limit, which it records as the failure."""
+    if doc.size > engine.settings.max_file_bytes:
         return None
-    return Path(location).read_bytes()
+    return blobs.read(document_key(doc.kb_id, doc.id))
 
 
 def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None:
@@ -176,8 +177,8 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
         kb = meta.get_kb(tenant_id, kb_id)
         doc = meta.get_document(kb_id, doc_id)
         try:
-            data = _read_upload(engine, doc.location, doc.size)
-        except OSError as exc:
+            data = _read_upload(engine, app.engines().blobs, doc)
+        except (OSError, BlobError) as exc:
             error = f"the stored upload cannot be read: {exc}"
             _record_failure(meta, task_id, doc_id, error)
             return {"status": "failed", "error": error}

@@ -11,6 +11,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from kbgraph.config import Settings
+from kbgraph.meta import upgrade_database
 
 
 def gunicorn_options(settings: Settings, bind: str) -> dict[str, Any]:
@@ -49,4 +50,7 @@ class KBGraphServer(BaseApplication):  # type: ignore[misc]  (gunicorn is untype
 
 def serve(settings: Settings, host: str, port: int) -> None:
     """Run until stopped (SIGTERM or SIGINT: workers finish their requests first)."""
+    # the schema once, here in the master before any worker forks: workers find it ready (racing
+    # workers each creating it made 2 of 3 first starts on a new PostgreSQL database fail)
+    upgrade_database(settings.meta_url)
     KBGraphServer(settings, f"{host}:{port}").run()

@@ -158,5 +158,17 @@ def history(url: str = "") -> str:
     return output.getvalue()
 
 
+def write_revision(url: str, message: str) -> Path:
+    """Write the next revision (``versions/r<NNNN>_<message>.py``): what autogenerate finds between
+    the models and the database at ``url``, which must be at ``HEAD``. A person reads it before it
+    is committed, and moves ``HEAD`` to it."""
+    from alembic import command
+
+    config = alembic_config(url=url)
+    config.set_main_option("file_template", "r%%(rev)s_%%(slug)s")
+    script = command.revision(config, message=message, autogenerate=True, rev_id=f"{int(HEAD) + 1:04d}")
+    return Path(script.path)  # type: ignore[union-attr]
+
+
 __all__ = ["HEAD", "INITIAL", "LOCK_ID", "WRITE_LOCK", "alembic_config", "current_revision", "history",
-           "upgrade_schema"]
+           "upgrade_schema", "write_revision"]
