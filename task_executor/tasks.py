@@ -15,7 +15,7 @@ from typing import Any
 from celery import Task as CeleryTask
 from celery import shared_task
 
-from kbgraph.blob import BlobError, BlobStore, document_key
+from kbgraph.blob import BlobError, BlobStore, document_file
 from kbgraph.engine import Engine
 from kbgraph.index.delete import delete_document
 from kbgraph.index.refresh import refresh_kb
@@ -93,11 +93,11 @@ def _llm_usage(ledger: UsageLedger) -> tuple[int, int, int]:
 
 
 def _read_upload(engine: Engine, blobs: BlobStore, doc: Document) -> bytes | None:
-    """The uploaded file's bytes, from the blob store the web server put them in (on another host,
-    maybe). None tells index_bytes the file is over the size limit, which it records as the failure."""
+    """The document's file, from the blob store the web server put it in (on another host, maybe).
+    None tells index_bytes the file is over the size limit, which it records as the failure."""
     if doc.size > engine.settings.max_file_bytes:
         return None
-    return blobs.read(document_key(doc.kb_id, doc.id))
+    return document_file(blobs, doc.kb_id, doc.id, doc.location).read()
 
 
 def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None:

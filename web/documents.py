@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Response, request, send_file
 
-from kbgraph.blob import BlobError, BlobNotFound, document_key
+from kbgraph.blob import BlobError, BlobNotFound, document_file
 from kbgraph.meta import Document, KnowledgeBase, NotFound
 from task_executor.submit import cancel_documents, enqueue_documents, run_in_progress
 from task_executor.tasks import schedule_refresh
@@ -109,11 +109,11 @@ def download_document(dataset_id: str, document_id: str) -> Response:
         doc = svc.meta.get_document(kb.id, document_id)
     except NotFound:
         raise ApiError(DATA_ERROR, f"The dataset not own the document {document_id}.") from None
-    key = document_key(kb.id, doc.id)
     try:
-        if svc.blobs.size(key) == 0:
+        file = document_file(svc.blobs, kb.id, doc.id, doc.location)
+        if file.size == 0:
             raise ApiError(DATA_ERROR, "This file is empty.")
-        stream = svc.blobs.open(key)
+        stream = file.open()
     except BlobNotFound:
         raise ApiError(DATA_ERROR, "This file is empty.") from None
     except BlobError as exc:

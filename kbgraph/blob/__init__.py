@@ -10,7 +10,8 @@ from kbgraph.blob.base import (
     document_key,
     kb_prefix,
 )
+from kbgraph.blob.documents import DocumentFile, document_file
 from kbgraph.blob.factory import open_blob_store
 
-__all__ = ["BlobError", "BlobInfo", "BlobNotFound", "BlobStore", "BlobUnavailable", "document_key", "kb_prefix",
-           "open_blob_store"]
+__all__ = ["BlobError", "BlobInfo", "BlobNotFound", "BlobStore", "BlobUnavailable", "DocumentFile", "document_file",
+           "document_key", "kb_prefix", "open_blob_store"]

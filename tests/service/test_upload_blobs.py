@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import s3_overrides
-from kbgraph.blob import BlobStore, document_key, kb_prefix, open_blob_store
+from kbgraph.blob import BlobNotFound, BlobStore, document_file, document_key, kb_prefix, open_blob_store
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import Document, KnowledgeBase, MetaDB, NotFound
 from web.uploads import UploadTooLarge, clean_upload_debris, store_upload
@@ -81,3 +81,17 @@ def test_the_debris_sweep_removes_what_crashed_uploads_left_and_nothing_else(
     assert sorted(clean_upload_debris(blobs, meta, older_than=0)) == sorted(orphans)
     assert [i.key for i in blobs.list()] == [document_key(kb.id, kept.id)]
     assert blobs.read(document_key(kb.id, kept.id)) == b"Varrow kept its harbor open.\n"
+
+
+def test_a_document_file_is_its_upload_or_the_file_it_was_registered_from(
+        settings: Settings, meta: MetaDB, blobs: BlobStore, kb: KnowledgeBase, tmp_path: Path) -> None:
+    uploaded = _upload(settings, meta, blobs, kb, "up.txt", b"uploaded bytes")
+    found = document_file(blobs, kb.id, uploaded.id, uploaded.location)
+    assert (found.size, found.read()) == (14, b"uploaded bytes")
+    source = tmp_path / "on disk.txt"  # what `kbgraph index` registers: the file where it is
+    source.write_bytes(b"registered from a path")
+    registered, _ = meta.upsert_document(kb.id, "on disk.txt", str(source), source.stat().st_size)
+    assert document_file(blobs, kb.id, registered.id, registered.location).read() == b"registered from a path"
+    for location in ("", "relative/on disk.txt", str(tmp_path / "gone.txt"), "s3://kbgraph/x/y"):
+        with pytest.raises(BlobNotFound):
+            document_file(blobs, kb.id, registered.id, location)
