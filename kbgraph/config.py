@@ -33,6 +33,24 @@ class Settings:
     database_url: str = ""
     # SQLite connections each process keeps open at most to the embedded store (threads wait for one)
     store_connections: int = 8
+    # where uploaded files are kept (kbgraph.blob): "local" (a folder, blob_dir) or "s3" (a bucket of
+    # any S3-compatible server, which web servers and workers on other machines share)
+    blob_store: str = "local"
+    # the local blob store's folder; unset = data_dir/uploads
+    blob_dir: Path | None = None
+
+    # the S3 blob store: endpoint (empty = AWS), bucket, region, credentials (empty = boto3's own
+    # lookup: AWS_* variables, ~/.aws, an instance role) and a key prefix inside the bucket
+    s3_endpoint_url: str = ""
+    s3_bucket: str = "kbgraph"
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+    s3_prefix: str = ""
+    # a missing bucket is created on first use (true) or refused with an error naming it (false)
+    s3_create_bucket: bool = True
+    # "path" (http://host/bucket/key: what S3-compatible servers answer), "virtual" (bucket.host) or "auto"
+    s3_addressing_style: str = "path"
 
     # Elasticsearch
     es_url: str = ""
@@ -170,6 +188,10 @@ class Settings:
         return self.data_dir / "store.db"
 
     @property
+    def blob_path(self) -> Path:
+        return self.blob_dir or self.data_dir / "uploads"
+
+    @property
     def meta_url(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'meta.db').resolve()}"
 
@@ -253,7 +275,15 @@ _CHOICES = {
     "entity_vectors": {"auto", "chunk", "text"},
     "glean_policy": {"missed", "always"},
     "report_scope": {"largest", "all"},
+    "blob_store": {"local", "s3"},
+    "s3_addressing_style": {"auto", "path", "virtual"},
 }
+
+# S3's bucket names (and those of the servers that copy it): 3-63 lower-case letters, digits, dots and
+# hyphens, starting and ending with a letter or digit
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# a key prefix inside the bucket: key segments (kbgraph.blob.base), each ending with "/"
+_S3_PREFIX = re.compile(r"([A-Za-z0-9_-][A-Za-z0-9._-]*/)*")
 
 
 def _coerce(name: str, kind: Any, raw: Any) -> Any:
@@ -304,6 +334,7 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("setting 'chunk_overlap' must be smaller than 'chunk_tokens'")
     _validate_service(settings)
     _validate_elasticsearch(settings)
+    _validate_s3(settings)
 
 
 def _validate_service(settings: Settings) -> None:
@@ -360,6 +391,17 @@ def _validate_elasticsearch(settings: Settings) -> None:
         raise ConfigError(f"setting 'es_refresh_interval' ({settings.es_refresh_interval}) must be shorter than "
                           f"'es_request_timeout' ({settings.es_request_timeout:g} s): kbgraph's writes wait for the "
                           "next scheduled refresh, and would time out before it")
+
+
+def _validate_s3(settings: Settings) -> None:
+    if settings.blob_store != "s3":
+        return
+    if not _BUCKET.fullmatch(settings.s3_bucket):
+        raise ConfigError(f"setting 's3_bucket' is {settings.s3_bucket!r}: a bucket name is 3 to 63 lower-case "
+                          "letters, digits, dots and hyphens, starting and ending with a letter or digit")
+    if not _S3_PREFIX.fullmatch(settings.s3_prefix):
+        raise ConfigError(f"setting 's3_prefix' is {settings.s3_prefix!r}: use segments of letters, digits, "
+                          "'.', '_' and '-', each followed by '/' (e.g. 'kbgraph/'), or leave it empty")
 
 
 def _toml_values(path: Path | None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import threading
 
 import redis
 
+from kbgraph.blob import BlobStore, open_blob_store
 from kbgraph.engine import Engine
 from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
@@ -45,6 +46,8 @@ class EnginePool:
         # texts and seconds (the engine builds its embedder on first use; this is that first use)
         count_model_usage()
         self.base._embedder = MeteredEmbedder(self.base.embedder)
+        # where uploaded files are kept (a folder, or S3 shared by every host); nothing is contacted yet
+        self.blobs: BlobStore = open_blob_store(settings)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
         # a local model loads now, at process start, so no request or task waits for it
@@ -68,4 +71,5 @@ class EnginePool:
     def close(self) -> None:
         self.limits.close()
         self.base.close()  # the other engines share its connections
+        self.blobs.close()
         self.redis.close()

@@ -10,17 +10,17 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from celery import Task as CeleryTask
 from celery import shared_task
 
+from kbgraph.blob import BlobError, BlobStore, document_file
 from kbgraph.engine import Engine
 from kbgraph.index.delete import delete_document
 from kbgraph.index.repair import changing_rows, refresh_recorded, repair_mark
 from kbgraph.llm.base import Cancelled, UsageLedger
-from kbgraph.meta import FINISHED, KnowledgeBase, MetaDB, NotFound
+from kbgraph.meta import FINISHED, Document, KnowledgeBase, MetaDB, NotFound
 from kbgraph.store.base import StoreUnavailable
 from kbgraph.utils.progress import Progress
 from task_executor.celery_app import KBCelery
@@ -94,11 +94,12 @@ def _llm_usage(ledger: UsageLedger) -> tuple[int, int, int]:
     return (sum(u.calls for u in chat), sum(u.prompt_tokens for u in chat), sum(u.completion_tokens for u in chat))
 
 
-def _read_upload(engine: Engine, location: str, size: int) -> bytes | None:
-    # None tells index_bytes the file is over the size limit, which it records as the failure
-    if size > engine.settings.max_file_bytes:
+def _read_upload(engine: Engine, blobs: BlobStore, doc: Document) -> bytes | None:
+    """The document's file, from the blob store the web server put it in (on another host, maybe).
+    None tells index_bytes the file is over the size limit, which it records as the failure."""
+    if doc.size > engine.settings.max_file_bytes:
         return None
-    return Path(location).read_bytes()
+    return document_file(blobs, doc.kb_id, doc.id, doc.location).read()
 
 
 def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None:
@@ -188,8 +189,8 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
             schedule_refresh(app, tenant_id, kb_id)
         doc = meta.get_document(kb_id, doc_id)
         try:
-            data = _read_upload(engine, doc.location, doc.size)
-        except OSError as exc:
+            data = _read_upload(engine, app.engines().blobs, doc)
+        except (OSError, BlobError) as exc:
             error = f"the stored upload cannot be read: {exc}"
             _record_failure(meta, task_id, doc_id, error)
             return {"status": "failed", "error": error}

@@ -21,6 +21,14 @@ pytest_plugins = ["support.fixtures"]
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 POSTGRES_URL = os.environ.get("KBGRAPH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+# the S3 server tests/s3_server/s3-server.sh starts (.ci/run exports these; its defaults otherwise)
+S3_URL = os.environ.get("KBGRAPH_TEST_S3_URL", "http://127.0.0.1:8333")
+S3_KEY = os.environ.get("KBGRAPH_TEST_S3_KEY", "kbgraph-test")
+S3_SECRET = os.environ.get("KBGRAPH_TEST_S3_SECRET", "kbgraph-test-secret")
+# an identity that may read, write and list but not create buckets
+S3_LIMITED_KEY = os.environ.get("KBGRAPH_TEST_S3_LIMITED_KEY", "kbgraph-limited")
+S3_LIMITED_SECRET = os.environ.get("KBGRAPH_TEST_S3_LIMITED_SECRET", "kbgraph-limited-secret")
+S3_TEST_BUCKET = "kbgraph-test"
 
 
 # writes with refresh wait for the next scheduled refresh (refresh="wait_for"): tests keep it short
@@ -53,6 +61,46 @@ def scratch_redis_prefix() -> Iterator[str]:
         for key in client.scan_iter(match=f"{prefix}*"):
             client.delete(key)
         client.close()
+
+
+@contextmanager
+def scratch_postgres_database() -> Iterator[str]:
+    """The URL of a brand-new database on the test PostgreSQL (unreachable: skip, or fail in CI),
+    dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    name = f"kbgraph_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        require_service("PostgreSQL", str(exc).splitlines()[0])
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def s3_overrides(**changes: object) -> dict[str, object]:
+    """Settings of an S3 blob store on the test server, under a fresh key prefix of the test bucket
+    (unreachable: skip, or fail in CI). Tests delete what they put under their prefix."""
+    from kbgraph.blob import BlobUnavailable, open_blob_store
+
+    overrides: dict[str, object] = {
+        "blob_store": "s3", "s3_endpoint_url": S3_URL, "s3_bucket": S3_TEST_BUCKET, "s3_access_key_id": S3_KEY,
+        "s3_secret_access_key": S3_SECRET, "s3_prefix": f"test-{uuid.uuid4().hex[:12]}/", **changes}
+    with open_blob_store(load_settings(**overrides)) as probe:
+        try:
+            probe.check()
+        except BlobUnavailable as exc:
+            require_service("S3", str(exc))
+    return overrides
 
 
 def store_overrides() -> dict[str, str]:

@@ -11,7 +11,6 @@ these routes answer anyone.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -53,18 +52,9 @@ def _store(svc: Services) -> str:
     return "ok"
 
 
-def blob_store_check(svc: Services) -> str:
-    """LEAD: wire the blob store's own probe here (kbgraph/blob, being added beside this change):
-    call it and return "ok", or let it raise. Until then uploads live in ``data_dir/uploads``, the
-    local folder that is today's blob store, and the check is that the folder can be written."""
-    probe = getattr(getattr(svc, "blobs", None), "probe", None)
-    if callable(probe):
-        probe()
-        return "ok"
-    folder = svc.settings.data_dir / "uploads"
-    folder.mkdir(parents=True, exist_ok=True)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(f"{folder} is not writable")
+def _blob_store(svc: Services) -> str:
+    # the store's own probe: the folder writable, or the S3 bucket reachable with these credentials
+    svc.blobs.check()
     return "ok"
 
 
@@ -76,7 +66,7 @@ def _workers(svc: Services) -> str:
     return f"ok: {len(seen)} worker(s) seen within {window:g} s"
 
 
-READY_CHECKS: dict[str, Check] = {"meta": _meta, "redis": _redis, "store": _store, "blob_store": blob_store_check,
+READY_CHECKS: dict[str, Check] = {"meta": _meta, "redis": _redis, "store": _store, "blob_store": _blob_store,
                                   "workers": _workers}
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 
 from kbgraph.config import Settings
+from kbgraph.meta import upgrade_database
 from task_executor.metrics import process_dead
 
 log = logging.getLogger("web")
@@ -102,4 +103,7 @@ class KBGraphServer(BaseApplication):  # type: ignore[misc]  (gunicorn is untype
 def serve(settings: Settings, host: str, port: int) -> None:
     """Run until stopped (SIGTERM or SIGINT: workers finish their requests first)."""
     _raise_descriptor_limit()
+    # the schema once, here in the master before any worker forks: workers find it ready (racing
+    # workers each creating it made 2 of 3 first starts on a new PostgreSQL database fail)
+    upgrade_database(settings.meta_url)
     KBGraphServer(settings, f"{host}:{port}").run()

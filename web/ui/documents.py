@@ -13,6 +13,7 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, url_for
 
+from kbgraph.blob import BlobError
 from kbgraph.index import chunk_edit
 from kbgraph.meta import Document, KnowledgeBase, Task
 from kbgraph.store.base import StoreError
@@ -120,6 +121,8 @@ def upload(kb_id: str) -> dict[str, Any]:
             uploaded.append(svc.store_upload(kb, name, f.stream, kind))
         except UploadTooLarge as exc:
             refused.append(str(exc))
+        except BlobError as exc:  # the blob store is down or refuses: say which and what to set
+            refused.append(f"{name}: the file could not be stored: {exc}")
     if request.form.get("parse", "on") == "on" and uploaded:
         enqueue_documents(svc.settings, tenant(), kb.id, [d.id for d in uploaded], meta=svc.meta, app=svc.celery)
     return {"uploaded": [d.name for d in uploaded], "refused": refused}
