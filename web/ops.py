@@ -19,6 +19,7 @@ import redis
 import sqlalchemy.exc
 from flask import Blueprint, Flask, Response, g, jsonify, request
 
+from kbgraph.blob import BlobUnavailable
 from kbgraph.store.base import StoreError
 from task_executor.celery_app import QUEUE
 from task_executor.heartbeat import worker_window, workers_seen
@@ -32,7 +33,7 @@ blueprint = Blueprint("ops", __name__)
 
 Check = Callable[[Services], str]
 # failures that mean "cannot be reached" rather than "answered wrongly"
-UNAVAILABLE = (StoreError, ConnectionError, OSError, redis.RedisError, sqlalchemy.exc.OperationalError)
+UNAVAILABLE = (StoreError, BlobUnavailable, ConnectionError, OSError, redis.RedisError, sqlalchemy.exc.OperationalError)
 
 
 def _meta(svc: Services) -> str:

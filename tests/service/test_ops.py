@@ -4,6 +4,7 @@ a task's claim kept alive while it runs, and 400 clients against a server limite
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import socket
 import threading
@@ -96,6 +97,28 @@ def test_ready_names_each_missing_dependency(ops_settings: Settings) -> None:
         assert status == 503 and body["missing"] == ["workers"], body
     finally:
         svc.close()
+
+
+def test_ready_names_a_stopped_s3_server(ops_settings: Settings) -> None:
+    from conftest import s3_overrides
+    from web import create_app
+
+    running = s3_overrides()  # the test S3 server answers (or the test skips, or fails in CI)
+    stopped = {**running, "s3_endpoint_url": f"http://127.0.0.1:{free_port()}"}  # nothing listens there
+    for overrides, expected in ((running, "ok"), (stopped, "missing")):
+        settings = dataclasses.replace(ops_settings, **overrides)
+        app = create_app(settings)
+        svc = app.extensions["kbgraph"]
+        try:
+            WorkerHeartbeat(svc.celery).beat()
+            status, body = _ready(app.test_client())
+            if expected == "ok":
+                assert status == 200 and body["checks"]["blob_store"] == "ok", body
+            else:
+                assert status == 503 and body["missing"] == ["blob_store"], body
+                assert body["checks"]["blob_store"].startswith("unavailable"), body
+        finally:
+            svc.close()
 
 
 def test_a_waiting_document_says_no_worker_is_running(ops_settings: Settings) -> None:
