@@ -1,5 +1,6 @@
-"""What only a live Elasticsearch node shows: the test node is a real 8.x, and an index that a write
-auto-creates (racing a drop) gets kbgraph's mapping from the index template, not dynamic defaults."""
+"""What only a live Elasticsearch node shows: the test node is a real 8.x; a write that races a
+drop of its tenant creates nothing (writes require the tenant's alias) and the next write creates the
+tenant's index with kbgraph's mapping; an index made by kbgraph before aliases is adopted."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from conftest import ES_TEST_REFRESH_INTERVAL, require_service
 from kbgraph.config import load_settings
-from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery
+from kbgraph.store.base import SearchRequest, StoreError, TextQuery, VectorQuery
 from kbgraph.store.elastic import ElasticStore
 
 
@@ -34,16 +35,22 @@ def test_the_node_is_elasticsearch_8(stores: tuple[ElasticStore, ElasticStore]) 
     assert info["version"]["number"].startswith("8.") and info["tagline"] == "You Know, for Search"
 
 
-def test_an_auto_created_index_gets_the_kbgraph_mapping(stores: tuple[ElasticStore, ElasticStore]) -> None:
+def test_a_write_racing_a_drop_creates_nothing_and_the_next_recreates(
+        stores: tuple[ElasticStore, ElasticStore]) -> None:
     writer, dropper = stores
     tenant = f"race-{uuid.uuid4().hex[:8]}"
     writer.upsert(tenant, "kb", [{"id": "first", "content_ltks": "alpha", "q_4_vec": [1, 0, 0, 0]}])
     dropper.drop_index(tenant)  # another process drops it; the writer still believes it exists
     try:
-        writer.upsert(tenant, "kb", [{"id": "a", "content_ltks": "dock-9 harbour", "tag_kwd": "x",
-                                      "q_4_vec": [0, 1, 0, 0], "note": {"free": "form"}}])
-        index = writer.index_for(tenant)
-        mapping = writer._client.indices.get_mapping(index=index)[index]["mappings"]["properties"]
+        late = [{"id": "a", "content_ltks": "dock-9 harbour", "tag_kwd": "x", "q_4_vec": [0, 1, 0, 0],
+                 "note": {"free": "form"}}]
+        with pytest.raises(StoreError, match="not an alias"):
+            writer.upsert(tenant, "kb", late)
+        assert not dropper.index_exists(tenant)  # no index made with dynamic defaults
+        writer.upsert(tenant, "kb", late)  # the writer forgot the index: this write creates it
+        index = writer.tenants.current(tenant)
+        assert index is not None and index.endswith(".1")
+        mapping = writer._client.indices.get_mapping(index=writer.index_for(tenant))[index]["mappings"]["properties"]
         assert mapping["content_ltks"] == {"type": "text", "analyzer": "whitespace", "similarity": "BM25"}
         assert mapping["tag_kwd"]["type"] == "keyword" and mapping["q_4_vec"]["type"] == "dense_vector"
         assert mapping["note"] == {"type": "object", "enabled": False}  # no dynamic field explosion

@@ -1,0 +1,379 @@
+"""Growing a tenant's index: moving it to a new index (more shards or replicas) while it is in use,
+and changing the replicas of existing indices. The `kbgraph store` commands call these.
+
+A move copies the tenant's index behind its alias (the source) into the next generation (the
+target) with a point-in-time-free walk per shard in sequence-number order, and PIT-free bulk
+writes, since the published Elasticsearch artifacts have no reindex module. Reads never stop: they
+go to the source until the alias switches, atomically, to the target. Writes go on during the
+copy and none is lost:
+
+1. the target is created without replicas (a bulk copy then writes each row once) and every row of
+   the source is copied; before each round the source's per-shard global checkpoints are noted;
+2. rounds copy again what changed since the last noted checkpoints (a row written gets a higher
+   sequence number on its shard), until a round finds little (MOVE_QUIET_ROWS) or MOVE_ROUNDS ran;
+3. the target gets its replicas and the move waits until they are all active;
+4. the source is write-blocked (the add-block API waits for writes in flight to finish): a write
+   that arrives now is held by the writer and sent again once the block lifts (cluster.py), so it
+   is delayed by seconds, never refused or lost. The last changes are copied; rows deleted from the
+   source meanwhile (a delete leaves no row to find by sequence number) are found by comparing both
+   indices' ids when their counts differ, and deleted from the target; the counts must then agree;
+5. one alias update points the alias at the target and deletes the source, and the held writes go
+   to the target.
+
+The block lasts as long as the last round (the changes since the round before, plus an id walk
+when rows were deleted): the rounds of step 2 keep it short. A move that fails lifts the block and
+deletes its target; one that was killed leaves both, and the next move refuses to start until
+``clean=True`` (``--clean``) deletes the unfinished target and lifts the block.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kbgraph.store.base import StoreError
+from kbgraph.store.elastic.indices import ALIAS_SUFFIX, TenantNames, prefix_pattern
+from kbgraph.store.elastic.queries import MAX_RESULT_WINDOW
+
+if TYPE_CHECKING:
+    from kbgraph.store.elastic.store import ElasticStore
+
+# rows per page of a copy walk (rows carry their vectors: 1,000 rows of 1,024 floats ~ 10 MB)
+COPY_PAGE = 1000
+# the unblocked rounds stop once a round copied at most this many rows, or after MOVE_ROUNDS
+MOVE_QUIET_ROWS = 1000
+MOVE_ROUNDS = 5
+# how long a move waits for the target's replicas to start (their data is copied from the primaries)
+REPLICAS_WAIT = "30m"
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class MoveReport:
+    tenant: str
+    alias: str
+    source: str
+    target: str
+    shards: int
+    replicas: int
+    rows: int = 0  # rows in the target when the alias switched
+    copied: int = 0  # rows written to the target, counting rows copied again after a change
+    deleted: int = 0  # rows deleted from the target because the source deleted them during the copy
+    rounds: int = 0
+    blocked_seconds: float = 0.0
+
+
+@dataclass
+class IndexState:
+    index: str
+    aliases: list[str]
+    health: str
+    shards: int
+    replicas: int
+    rows: int
+    write_blocked: bool
+    tenant_alias: str | None = field(default=None)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+class _Mover:
+    """One move (see the module docstring); the store gives the cluster, the names and the sizes."""
+
+    def __init__(self, store: "ElasticStore", say: Say) -> None:
+        self.store, self.cluster, self.say = store, store._cluster, say
+
+    def settings_of(self, index: str) -> dict[str, Any]:
+        answer = self.cluster.call("reading the settings", index, self.cluster.client.indices.get_settings,
+                                   index=index, flat_settings=True)
+        return dict(next(iter(answer.body.values()))["settings"])
+
+    def put_settings(self, index: str, settings: dict[str, Any]) -> None:
+        self.cluster.call("changing the settings", index, self.cluster.client.indices.put_settings, index=index,
+                          settings=settings)
+
+    def checkpoints(self, index: str) -> dict[int, int]:
+        """Per shard, the global checkpoint: every write with a sequence number up to it is on
+        every copy of the shard (the lowest any copy reports)."""
+        answer = self.cluster.call("reading the shard checkpoints", index, self.cluster.client.indices.stats,
+                                   index=index, level="shards", metric="docs")
+        marks: dict[int, int] = {}
+        for shard, copies in next(iter(answer.body["indices"].values()))["shards"].items():
+            values = [int(c["seq_no"]["global_checkpoint"]) for c in copies if c.get("seq_no")]
+            marks[int(shard)] = min(values) if values else -1
+        return marks
+
+    def changed_rows(self, index: str, shard: int, after_seq_no: int) -> Iterator[dict[str, Any]]:
+        """Rows of one shard whose last write came after ``after_seq_no``, in sequence-number order
+        (a row written again during the walk moves ahead and is met again: the copy keeps its last)."""
+        after: list[Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {"query": {"range": {"_seq_no": {"gt": after_seq_no}}},
+                                      "sort": [{"_seq_no": "asc"}], "size": COPY_PAGE, "preference": f"_shards:{shard}",
+                                      "track_total_hits": False}
+            if after is not None:
+                kwargs["search_after"] = after
+            answer = self.cluster.search("reading rows to copy", index, **kwargs)
+            hits = [] if answer is None else answer["hits"]["hits"]
+            yield from hits
+            if len(hits) < COPY_PAGE:
+                return
+            after = hits[-1]["sort"]
+
+    def write(self, what: str, target: str, actions: list[dict[str, Any]]) -> int:
+        store = self.store
+        results = self.cluster.bulk(what, target, actions, False, chunk_docs=store._bulk_chunk_docs,
+                                    max_bytes=store._bulk_bytes, retries=store._bulk_retries,
+                                    backoff=store._bulk_backoff, require_alias=False)
+        failed = [(doc_id, info) for ok, doc_id, info in results if not ok and info.get("status") != 404]
+        if failed:
+            doc_id, info = failed[0]
+            raise StoreError(f"{what} into {target!r} failed for {len(failed)} rows, e.g. {doc_id}: {info.get('error')}")
+        return len(actions)
+
+    def copy_changes(self, source: str, target: str, marks: dict[int, int] | None, shards: int) -> int:
+        """Copy every row written after ``marks`` (None: every row) from source to target."""
+        copied = 0
+        for shard in range(shards):
+            batch: list[dict[str, Any]] = []
+            for hit in self.changed_rows(source, shard, -1 if marks is None else marks.get(shard, -1)):
+                batch.append({"_op_type": "index", "_index": target, "_id": hit["_id"], "_source": hit["_source"]})
+                if len(batch) >= COPY_PAGE:
+                    copied += self.write("copying rows", target, batch)
+                    batch = []
+            if batch:
+                copied += self.write("copying rows", target, batch)
+        return copied
+
+    def ids(self, index: str) -> Iterator[str]:
+        """Every row id of the index, in order (read as sort values, without the rows)."""
+        after: list[Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {"query": {"match_all": {}}, "sort": [{"id": "asc"}], "size": MAX_RESULT_WINDOW,
+                                      "source": False, "track_total_hits": False}
+            if after is not None:
+                kwargs["search_after"] = after
+            answer = self.cluster.search("reading row ids", index, **kwargs)
+            hits = [] if answer is None else answer["hits"]["hits"]
+            for hit in hits:
+                yield hit["_id"]
+            if len(hits) < MAX_RESULT_WINDOW:
+                return
+            after = hits[-1]["sort"]
+
+    def remove_extras(self, source: str, target: str) -> int:
+        """Delete from the target the rows the source no longer has (both walked in id order)."""
+        kept = self.ids(source)
+        extras: list[str] = []
+        next_kept = next(kept, None)
+        for row in self.ids(target):
+            while next_kept is not None and next_kept < row:
+                next_kept = next(kept, None)
+            if row != next_kept:
+                extras.append(row)
+        for start in range(0, len(extras), COPY_PAGE):
+            self.write("deleting rows", target, [{"_op_type": "delete", "_index": target, "_id": row}
+                                                 for row in extras[start:start + COPY_PAGE]])
+        return len(extras)
+
+    def rows(self, index: str) -> int:
+        self.cluster.refresh(index)
+        answer = self.cluster.count(index, {"match_all": {}})
+        return 0 if answer is None else int(answer["count"])
+
+    def write_block(self, index: str, on: bool) -> None:
+        if on:
+            self.cluster.call("blocking writes", index, self.cluster.client.indices.add_block, index=index,
+                              block="write")
+        else:
+            self.put_settings(index, {"index.blocks.write": None})
+
+
+def _prepare(mover: _Mover, tenant_id: str, names: TenantNames, clean: bool) -> tuple[str, int]:
+    """The source index and the next generation number; leftovers of a killed move cleaned or refused."""
+    indices = mover.store.tenants.indices(tenant_id)
+    source = mover.store.tenants.current(tenant_id)
+    if source is None:
+        raise StoreError(f"tenant {tenant_id!r} has no index behind {names.alias!r}: nothing to move")
+    leftovers = sorted(index for index in indices if index != source)
+    blocked = str(mover.settings_of(source).get("index.blocks.write", "false")).lower() == "true"
+    if (leftovers or blocked) and not clean:
+        raise StoreError(
+            f"a move of tenant {tenant_id!r} is running or was interrupted: "
+            + (f"{', '.join(leftovers)} exist(s) beside {source!r}" if leftovers else "")
+            + (" and " if leftovers and blocked else "") + (f"{source!r} is write-blocked" if blocked else "")
+            + ". If no move of this tenant runs now, run it again with --clean (deletes the unfinished index, "
+              "lifts the block)")
+    if leftovers:
+        mover.say(f"deleting what an interrupted move left: {', '.join(leftovers)}")
+        mover.cluster.delete_indices(leftovers)
+    if blocked:
+        mover.say(f"lifting the write block an interrupted move left on {source}")
+        mover.write_block(source, False)
+    generations = [names.generation_of(index) or 0 for index in indices]
+    return source, max(generations, default=0) + 1
+
+
+def move_tenant(store: "ElasticStore", tenant_id: str, *, shards: int | None = None, replicas: int | None = None,
+                clean: bool = False, say: Say = _quiet) -> MoveReport:
+    """Move the tenant to a new index with ``shards`` / ``replicas`` (default: the current ones)."""
+    mover = _Mover(store, say)
+    store.ensure_index(tenant_id)  # adopts an index an older kbgraph made
+    names = store.tenants.names(tenant_id)
+    source, generation = _prepare(mover, tenant_id, names, clean)
+    current = mover.settings_of(source)
+    report = MoveReport(tenant_id, names.alias, source, names.generation(generation),
+                        shards or int(current["index.number_of_shards"]),
+                        int(current["index.number_of_replicas"]) if replicas is None else replicas)
+    if report.shards < 1 or report.replicas < 0:
+        raise StoreError(f"shards must be >= 1 and replicas >= 0, not {report.shards} and {report.replicas}")
+    _check_room(store, report.replicas)
+    _create_target(mover, source, current, report)
+    try:
+        marks = _copy_rounds(mover, report, int(current["index.number_of_shards"]))
+        _switch(mover, report, marks, int(current["index.number_of_shards"]))
+    except BaseException:
+        if store.tenants.current(tenant_id) != report.target:  # never delete what the alias points at
+            mover.cluster.delete_indices([report.target])
+        raise
+    mover.say(f"{report.alias} -> {report.target}: {report.rows} rows; writes were held for "
+              f"{report.blocked_seconds:.1f} s")
+    return report
+
+
+def _check_room(store: "ElasticStore", replicas: int) -> None:
+    nodes = int(store._cluster.health().get("number_of_data_nodes", 0))
+    if nodes < replicas + 1:
+        raise StoreError(f"{replicas} replica(s) need {replicas + 1} data nodes (each copy of a shard on its own); "
+                         f"the cluster at {store._cluster.url} has {nodes}")
+
+
+def _create_target(mover: _Mover, source: str, current: dict[str, Any], report: MoveReport) -> None:
+    mapping = mover.cluster.call("reading the mapping", source, mover.cluster.client.indices.get_mapping, index=source)
+    mappings = copy.deepcopy(next(iter(mapping.body.values()))["mappings"])
+    body = copy.deepcopy(mover.store._definition())
+    index_settings = body["settings"]["index"]
+    index_settings.update(number_of_shards=report.shards, number_of_replicas=0)
+    refresh = current.get("index.refresh_interval")
+    if refresh:
+        index_settings["refresh_interval"] = refresh
+    if not mover.cluster.create_index(report.target, body["settings"], mappings):
+        raise StoreError(f"{report.target!r} already exists: another move of tenant {report.tenant!r} started just now")
+    mover.say(f"moving {report.alias}: {source} -> {report.target} ({report.shards} shards, "
+              f"{report.replicas} replicas)")
+
+
+def _copy_rounds(mover: _Mover, report: MoveReport, source_shards: int) -> dict[int, int]:
+    """Steps 1-3 of the module docstring; returns the checkpoints the last round copied up to."""
+    marks: dict[int, int] | None = None
+    for _ in range(MOVE_ROUNDS):
+        noted = mover.checkpoints(report.source)
+        mover.cluster.refresh(report.source)
+        copied = mover.copy_changes(report.source, report.target, marks, source_shards)
+        report.copied += copied
+        report.rounds += 1
+        mover.say(f"round {report.rounds}: {copied} rows copied")
+        marks = noted
+        if copied <= MOVE_QUIET_ROWS:
+            break
+    if report.replicas:
+        mover.put_settings(report.target, {"index.number_of_replicas": report.replicas})
+        mover.say(f"waiting for the {report.replicas} replica(s) of {report.target}")
+        mover.store.tenants.wait_for_copies(report.target, report.replicas + 1, timeout=REPLICAS_WAIT)
+        noted = mover.checkpoints(report.source)
+        mover.cluster.refresh(report.source)
+        report.copied += mover.copy_changes(report.source, report.target, marks, source_shards)
+        report.rounds += 1
+        marks = noted
+    assert marks is not None
+    return marks
+
+
+def _switch(mover: _Mover, report: MoveReport, marks: dict[int, int], source_shards: int) -> None:
+    """Steps 4-5: block, last changes, deletions, counts, one alias update."""
+    source, target = report.source, report.target
+    started = time.monotonic()
+    mover.write_block(source, True)
+    try:
+        mover.cluster.refresh(source)
+        _copy_new_fields(mover, source, target)
+        report.copied += mover.copy_changes(source, target, marks, source_shards)
+        report.rounds += 1
+        have, want = mover.rows(target), mover.rows(source)
+        if have != want:
+            report.deleted = mover.remove_extras(source, target)
+            have = mover.rows(target)
+        if have != want:
+            raise StoreError(f"the copy of {source!r} in {target!r} holds {have} rows, the source {want}: nothing "
+                             f"was switched")
+        report.rows = have
+        mover.cluster.update_aliases("switching the alias", report.alias,
+                                     [{"add": {"index": target, "alias": report.alias}},
+                                      {"remove_index": {"index": source}}])
+    except BaseException:
+        if mover.cluster.index_exists(source):
+            mover.write_block(source, False)
+        raise
+    report.blocked_seconds = time.monotonic() - started
+
+
+def _copy_new_fields(mover: _Mover, source: str, target: str) -> None:
+    """Fields mapped on the source during the copy (a new vector size) mapped on the target too."""
+    answer = mover.cluster.call("reading the mapping", source, mover.cluster.client.indices.get_mapping, index=source)
+    properties = next(iter(answer.body.values()))["mappings"].get("properties") or {}
+    mover.cluster.call("copying the mapping", target, mover.cluster.client.indices.put_mapping, index=target,
+                       properties=properties)
+
+
+def set_replicas(store: "ElasticStore", replicas: int, tenant_ids: list[str] | None = None, *,
+                 wait: bool = True, say: Say = _quiet) -> list[str]:
+    """Set the replicas of the tenants' indices (None: every tenant index under the store's
+    prefix); with ``wait``, until every copy is active. Returns the indices changed."""
+    if replicas < 0:
+        raise StoreError(f"replicas must be >= 0, not {replicas}")
+    _check_room(store, replicas)
+    if tenant_ids is None:
+        indices = sorted(state.index for state in index_states(store) if state.tenant_alias)
+    else:
+        indices = [index for tenant in tenant_ids for index in [store.tenants.current(tenant)] if index]
+        missing = [tenant for tenant in tenant_ids if store.tenants.current(tenant) is None]
+        if missing:
+            raise StoreError(f"no index for tenant(s) {', '.join(missing)}")
+    mover = _Mover(store, say)
+    for index in indices:
+        mover.put_settings(index, {"index.number_of_replicas": replicas})
+        say(f"{index}: {replicas} replica(s)")
+    if wait:
+        for index in indices:
+            store.tenants.wait_for_copies(index, replicas + 1, timeout=REPLICAS_WAIT)
+    return indices
+
+
+def index_states(store: "ElasticStore") -> list[IndexState]:
+    """Every index under the store's prefix: health, shards, replicas, rows, aliases."""
+    cluster = store._cluster
+    pattern = prefix_pattern(store._prefix)
+    behind = cluster.indices_behind(pattern)
+    if not behind:
+        return []
+    rows = cluster.call("listing indices", pattern, cluster.client.cat.indices, index=pattern, format="json",
+                        expand_wildcards="open,closed")
+    settings = cluster.call("reading the settings", pattern, cluster.client.indices.get_settings, index=pattern,
+                            flat_settings=True, expand_wildcards="open,closed")
+    states = []
+    for row in rows.body:
+        name = row["index"]
+        flat = settings.body.get(name, {}).get("settings", {})
+        aliases = behind.get(name, [])
+        states.append(IndexState(
+            index=name, aliases=aliases, health=str(row.get("health")), shards=int(row.get("pri") or 0),
+            replicas=int(row.get("rep") or 0), rows=int(row.get("docs.count") or 0),
+            write_blocked=str(flat.get("index.blocks.write", "false")).lower() == "true",
+            tenant_alias=next((a for a in aliases if a.endswith(ALIAS_SUFFIX)), None)))
+    return sorted(states, key=lambda s: s.index)
