@@ -14,6 +14,8 @@ from conftest import ES_TEST_REFRESH_INTERVAL, require_service
 from kbgraph.config import load_settings
 from kbgraph.store.base import SearchRequest, StoreError, TextQuery, VectorQuery
 from kbgraph.store.elastic import ElasticStore
+from kbgraph.store.elastic.indices import legacy_template_name, prefix_pattern
+from support.es_tidy import es_prefix
 
 
 @pytest.fixture
@@ -23,7 +25,7 @@ def stores() -> Iterator[tuple[ElasticStore, ElasticStore]]:
     if not url:
         require_service("Elasticsearch", "KBGRAPH_ES_URL not set (bash tests/es_node/es-node.sh start)")
     settings = load_settings(store="elasticsearch", es_url=url, es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
-                             es_index_prefix=f"kbgnode_{uuid.uuid4().hex[:8]}_")  # no other template matches
+                             es_index_prefix=es_prefix(url))
     pair = (ElasticStore.from_settings(settings), ElasticStore.from_settings(settings))
     yield pair
     for store in pair:
@@ -61,3 +63,36 @@ def test_a_write_racing_a_drop_creates_nothing_and_the_next_recreates(
         assert near.hits[0].id == "a" and near.hits[0].vector_score == pytest.approx(1.0, abs=1e-6)
     finally:
         writer.drop_index(tenant)
+
+
+def test_an_index_made_before_aliases_is_adopted_and_dropped_with_its_template(
+        stores: tuple[ElasticStore, ElasticStore]) -> None:
+    """A deployment made by an older kbgraph: one index per tenant under the plain name, no alias,
+    and the prefix's index template. The first open points the tenant's alias at that index; reads
+    and writes then go there, from every process; dropping the tenant deletes it, and with the
+    prefix's last index, the template."""
+    store, other = stores
+    tenant = f"old-{uuid.uuid4().hex[:8]}"
+    names = store.tenants.names(tenant)
+    body = store._definition()
+    client = store._client
+    template = legacy_template_name(store._prefix)
+    client.indices.put_index_template(name=template, index_patterns=[prefix_pattern(store._prefix)], priority=200,
+                                      template={"settings": body["settings"], "mappings": body["mappings"]})
+    client.indices.create(index=names.legacy, settings=body["settings"], mappings=body["mappings"])
+    old_rows = [{"id": f"d{i}", "kb_id": "kb", "content_ltks": f"harbour row{i}", "q_4_vec": [1, i, 0, 0]}
+                for i in range(1, 6)]
+    client.bulk(operations=[line for row in old_rows for line in ({"index": {"_index": names.legacy, "_id": row["id"]}},
+                                                                  row)], refresh=True)
+    store.ensure_index(tenant)  # what Engine.open does first
+    assert store.tenants.current(tenant) == names.legacy
+    assert client.indices.get_alias(name=names.alias).body == {names.legacy: {"aliases": {names.alias: {}}}}
+    assert store.count(tenant, ["kb"]) == 5
+    found = other.search(tenant, SearchRequest(kb_ids=["kb"], text=TextQuery(["harbour"], {"content_ltks": 1})))
+    assert found.total == 5  # another process reads through the alias without adopting again
+    store.upsert(tenant, "kb", [{"id": "new", "content_ltks": "harbour"}])
+    assert client.get(index=names.legacy, id="new")["found"]  # writes land in the adopted index
+    assert other.get(tenant, ["kb"], ["new", "d1"])[0]["id"] == "new"
+    store.drop_index(tenant)
+    assert not client.indices.exists(index=names.legacy)
+    assert not client.indices.exists_index_template(name=template)

@@ -65,6 +65,8 @@ class MoveReport:
     deleted: int = 0  # rows deleted from the target because the source deleted them during the copy
     rounds: int = 0
     blocked_seconds: float = 0.0
+    blocked_from: float = 0.0  # time.monotonic() when writes were blocked, and when the block ended
+    blocked_until: float = 0.0
 
 
 @dataclass
@@ -298,7 +300,7 @@ def _copy_rounds(mover: _Mover, report: MoveReport, source_shards: int) -> dict[
 def _switch(mover: _Mover, report: MoveReport, marks: dict[int, int], source_shards: int) -> None:
     """Steps 4-5: block, last changes, deletions, counts, one alias update."""
     source, target = report.source, report.target
-    started = time.monotonic()
+    report.blocked_from = time.monotonic()
     mover.write_block(source, True)
     try:
         mover.cluster.refresh(source)
@@ -320,7 +322,8 @@ def _switch(mover: _Mover, report: MoveReport, marks: dict[int, int], source_sha
         if mover.cluster.index_exists(source):
             mover.write_block(source, False)
         raise
-    report.blocked_seconds = time.monotonic() - started
+    report.blocked_until = time.monotonic()
+    report.blocked_seconds = report.blocked_until - report.blocked_from
 
 
 def _copy_new_fields(mover: _Mover, source: str, target: str) -> None:
