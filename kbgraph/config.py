@@ -33,7 +33,8 @@ class Settings:
     # SQLite connections each process keeps open at most to the embedded store (threads wait for one)
     store_connections: int = 8
 
-    # Elasticsearch
+    # Elasticsearch: es_url is one URL, or the nodes of one cluster comma-separated (the client spreads
+    # requests over them and goes on without a node that stops answering)
     es_url: str = ""
     es_api_key: str = ""
     es_user: str = ""
@@ -41,6 +42,7 @@ class Settings:
     es_ca_certs: str = ""
     es_verify_certs: bool = True
     es_index_prefix: str = "kbgraph_"
+    # shards and replicas of new tenant indices (`kbgraph store move-tenant` / `replicas` change existing ones)
     es_shards: int = 1
     es_replicas: int = 0
     es_refresh_interval: str = "1s"

@@ -30,26 +30,21 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kbgraph.store.base import StoreError
+from kbgraph.store.elastic.copier import IndexCopier, Say
 from kbgraph.store.elastic.indices import ALIAS_SUFFIX, TenantNames, prefix_pattern
-from kbgraph.store.elastic.queries import MAX_RESULT_WINDOW
 
 if TYPE_CHECKING:
     from kbgraph.store.elastic.store import ElasticStore
 
-# rows per page of a copy walk (rows carry their vectors: 1,000 rows of 1,024 floats ~ 10 MB)
-COPY_PAGE = 1000
 # the unblocked rounds stop once a round copied at most this many rows, or after MOVE_ROUNDS
 MOVE_QUIET_ROWS = 1000
 MOVE_ROUNDS = 5
 # how long a move waits for the target's replicas to start (their data is copied from the primaries)
 REPLICAS_WAIT = "30m"
-
-Say = Callable[[str], None]
 
 
 @dataclass
@@ -85,119 +80,7 @@ def _quiet(_: str) -> None:
     pass
 
 
-class _Mover:
-    """One move (see the module docstring); the store gives the cluster, the names and the sizes."""
-
-    def __init__(self, store: "ElasticStore", say: Say) -> None:
-        self.store, self.cluster, self.say = store, store._cluster, say
-
-    def settings_of(self, index: str) -> dict[str, Any]:
-        answer = self.cluster.call("reading the settings", index, self.cluster.client.indices.get_settings,
-                                   index=index, flat_settings=True)
-        return dict(next(iter(answer.body.values()))["settings"])
-
-    def put_settings(self, index: str, settings: dict[str, Any]) -> None:
-        self.cluster.call("changing the settings", index, self.cluster.client.indices.put_settings, index=index,
-                          settings=settings)
-
-    def checkpoints(self, index: str) -> dict[int, int]:
-        """Per shard, the global checkpoint: every write with a sequence number up to it is on
-        every copy of the shard (the lowest any copy reports)."""
-        answer = self.cluster.call("reading the shard checkpoints", index, self.cluster.client.indices.stats,
-                                   index=index, level="shards", metric="docs")
-        marks: dict[int, int] = {}
-        for shard, copies in next(iter(answer.body["indices"].values()))["shards"].items():
-            values = [int(c["seq_no"]["global_checkpoint"]) for c in copies if c.get("seq_no")]
-            marks[int(shard)] = min(values) if values else -1
-        return marks
-
-    def changed_rows(self, index: str, shard: int, after_seq_no: int) -> Iterator[dict[str, Any]]:
-        """Rows of one shard whose last write came after ``after_seq_no``, in sequence-number order
-        (a row written again during the walk moves ahead and is met again: the copy keeps its last)."""
-        after: list[Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {"query": {"range": {"_seq_no": {"gt": after_seq_no}}},
-                                      "sort": [{"_seq_no": "asc"}], "size": COPY_PAGE, "preference": f"_shards:{shard}",
-                                      "track_total_hits": False}
-            if after is not None:
-                kwargs["search_after"] = after
-            answer = self.cluster.search("reading rows to copy", index, **kwargs)
-            hits = [] if answer is None else answer["hits"]["hits"]
-            yield from hits
-            if len(hits) < COPY_PAGE:
-                return
-            after = hits[-1]["sort"]
-
-    def write(self, what: str, target: str, actions: list[dict[str, Any]]) -> int:
-        store = self.store
-        results = self.cluster.bulk(what, target, actions, False, chunk_docs=store._bulk_chunk_docs,
-                                    max_bytes=store._bulk_bytes, retries=store._bulk_retries,
-                                    backoff=store._bulk_backoff, require_alias=False)
-        failed = [(doc_id, info) for ok, doc_id, info in results if not ok and info.get("status") != 404]
-        if failed:
-            doc_id, info = failed[0]
-            raise StoreError(f"{what} into {target!r} failed for {len(failed)} rows, e.g. {doc_id}: {info.get('error')}")
-        return len(actions)
-
-    def copy_changes(self, source: str, target: str, marks: dict[int, int] | None, shards: int) -> int:
-        """Copy every row written after ``marks`` (None: every row) from source to target."""
-        copied = 0
-        for shard in range(shards):
-            batch: list[dict[str, Any]] = []
-            for hit in self.changed_rows(source, shard, -1 if marks is None else marks.get(shard, -1)):
-                batch.append({"_op_type": "index", "_index": target, "_id": hit["_id"], "_source": hit["_source"]})
-                if len(batch) >= COPY_PAGE:
-                    copied += self.write("copying rows", target, batch)
-                    batch = []
-            if batch:
-                copied += self.write("copying rows", target, batch)
-        return copied
-
-    def ids(self, index: str) -> Iterator[str]:
-        """Every row id of the index, in order (read as sort values, without the rows)."""
-        after: list[Any] | None = None
-        while True:
-            kwargs: dict[str, Any] = {"query": {"match_all": {}}, "sort": [{"id": "asc"}], "size": MAX_RESULT_WINDOW,
-                                      "source": False, "track_total_hits": False}
-            if after is not None:
-                kwargs["search_after"] = after
-            answer = self.cluster.search("reading row ids", index, **kwargs)
-            hits = [] if answer is None else answer["hits"]["hits"]
-            for hit in hits:
-                yield hit["_id"]
-            if len(hits) < MAX_RESULT_WINDOW:
-                return
-            after = hits[-1]["sort"]
-
-    def remove_extras(self, source: str, target: str) -> int:
-        """Delete from the target the rows the source no longer has (both walked in id order)."""
-        kept = self.ids(source)
-        extras: list[str] = []
-        next_kept = next(kept, None)
-        for row in self.ids(target):
-            while next_kept is not None and next_kept < row:
-                next_kept = next(kept, None)
-            if row != next_kept:
-                extras.append(row)
-        for start in range(0, len(extras), COPY_PAGE):
-            self.write("deleting rows", target, [{"_op_type": "delete", "_index": target, "_id": row}
-                                                 for row in extras[start:start + COPY_PAGE]])
-        return len(extras)
-
-    def rows(self, index: str) -> int:
-        self.cluster.refresh(index)
-        answer = self.cluster.count(index, {"match_all": {}})
-        return 0 if answer is None else int(answer["count"])
-
-    def write_block(self, index: str, on: bool) -> None:
-        if on:
-            self.cluster.call("blocking writes", index, self.cluster.client.indices.add_block, index=index,
-                              block="write")
-        else:
-            self.put_settings(index, {"index.blocks.write": None})
-
-
-def _prepare(mover: _Mover, tenant_id: str, names: TenantNames, clean: bool) -> tuple[str, int]:
+def _prepare(mover: IndexCopier, tenant_id: str, names: TenantNames, clean: bool) -> tuple[str, int]:
     """The source index and the next generation number; leftovers of a killed move cleaned or refused."""
     indices = mover.store.tenants.indices(tenant_id)
     source = mover.store.tenants.current(tenant_id)
@@ -225,7 +108,7 @@ def _prepare(mover: _Mover, tenant_id: str, names: TenantNames, clean: bool) -> 
 def move_tenant(store: "ElasticStore", tenant_id: str, *, shards: int | None = None, replicas: int | None = None,
                 clean: bool = False, say: Say = _quiet) -> MoveReport:
     """Move the tenant to a new index with ``shards`` / ``replicas`` (default: the current ones)."""
-    mover = _Mover(store, say)
+    mover = IndexCopier(store, say)
     store.ensure_index(tenant_id)  # adopts an index an older kbgraph made
     names = store.tenants.names(tenant_id)
     source, generation = _prepare(mover, tenant_id, names, clean)
@@ -256,7 +139,7 @@ def _check_room(store: "ElasticStore", replicas: int) -> None:
                          f"the cluster at {store._cluster.url} has {nodes}")
 
 
-def _create_target(mover: _Mover, source: str, current: dict[str, Any], report: MoveReport) -> None:
+def _create_target(mover: IndexCopier, source: str, current: dict[str, Any], report: MoveReport) -> None:
     mapping = mover.cluster.call("reading the mapping", source, mover.cluster.client.indices.get_mapping, index=source)
     mappings = copy.deepcopy(next(iter(mapping.body.values()))["mappings"])
     body = copy.deepcopy(mover.store._definition())
@@ -271,7 +154,7 @@ def _create_target(mover: _Mover, source: str, current: dict[str, Any], report: 
               f"{report.replicas} replicas)")
 
 
-def _copy_rounds(mover: _Mover, report: MoveReport, source_shards: int) -> dict[int, int]:
+def _copy_rounds(mover: IndexCopier, report: MoveReport, source_shards: int) -> dict[int, int]:
     """Steps 1-3 of the module docstring; returns the checkpoints the last round copied up to."""
     marks: dict[int, int] | None = None
     for _ in range(MOVE_ROUNDS):
@@ -293,11 +176,14 @@ def _copy_rounds(mover: _Mover, report: MoveReport, source_shards: int) -> dict[
         report.copied += mover.copy_changes(report.source, report.target, marks, source_shards)
         report.rounds += 1
         marks = noted
+    # rows deleted so far, before the block: under it only those deleted since remain to be found
+    # (a row written again after this has a sequence number past ``marks``: the last round copies it)
+    report.deleted += mover.remove_extras(report.source, report.target)
     assert marks is not None
     return marks
 
 
-def _switch(mover: _Mover, report: MoveReport, marks: dict[int, int], source_shards: int) -> None:
+def _switch(mover: IndexCopier, report: MoveReport, marks: dict[int, int], source_shards: int) -> None:
     """Steps 4-5: block, last changes, deletions, counts, one alias update."""
     source, target = report.source, report.target
     report.blocked_from = time.monotonic()
@@ -309,7 +195,7 @@ def _switch(mover: _Mover, report: MoveReport, marks: dict[int, int], source_sha
         report.rounds += 1
         have, want = mover.rows(target), mover.rows(source)
         if have != want:
-            report.deleted = mover.remove_extras(source, target)
+            report.deleted += mover.remove_extras(source, target)
             have = mover.rows(target)
         if have != want:
             raise StoreError(f"the copy of {source!r} in {target!r} holds {have} rows, the source {want}: nothing "
@@ -326,7 +212,7 @@ def _switch(mover: _Mover, report: MoveReport, marks: dict[int, int], source_sha
     report.blocked_seconds = report.blocked_until - report.blocked_from
 
 
-def _copy_new_fields(mover: _Mover, source: str, target: str) -> None:
+def _copy_new_fields(mover: IndexCopier, source: str, target: str) -> None:
     """Fields mapped on the source during the copy (a new vector size) mapped on the target too."""
     answer = mover.cluster.call("reading the mapping", source, mover.cluster.client.indices.get_mapping, index=source)
     properties = next(iter(answer.body.values()))["mappings"].get("properties") or {}
@@ -348,7 +234,7 @@ def set_replicas(store: "ElasticStore", replicas: int, tenant_ids: list[str] | N
         missing = [tenant for tenant in tenant_ids if store.tenants.current(tenant) is None]
         if missing:
             raise StoreError(f"no index for tenant(s) {', '.join(missing)}")
-    mover = _Mover(store, say)
+    mover = IndexCopier(store, say)
     for index in indices:
         mover.put_settings(index, {"index.number_of_replicas": replicas})
         say(f"{index}: {replicas} replica(s)")
