@@ -651,6 +651,43 @@ def test_scan_uses_pit_search_after_and_closes(es: FakeElasticsearch, store: Ela
     assert (close.method, close.path, close.body) == ("DELETE", "/_pit", {"id": "pit-2"})  # Close point in time API
 
 
+LOST_SHARD = {"shard": 1, "index": INDEX, "node": None,
+              "reason": {"type": "no_shard_available_action_exception", "reason": None}}
+
+
+def lost(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer of a search one of whose shard copies was on a node that just died."""
+    return {**answer, "_shards": {"total": 2, "successful": 1, "skipped": 0, "failed": 1, "failures": [LOST_SHARD]}}
+
+
+def test_a_scan_whose_point_in_time_lost_a_node_goes_on_in_a_new_one(es: FakeElasticsearch,
+                                                                     store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-1"}))
+    page = hits(("a", None, {"id": "a", "kb_id": "kb1"}), ("b", None, {"id": "b", "kb_id": "kb1"}))
+    for h, sort in zip(page["hits"]["hits"], (["a", 0], ["b", 1])):
+        h["sort"] = sort
+    es.script("POST", "/_search", (200, page))
+    es.script("POST", "/_search", (200, lost(hits())))  # the node holding the PIT's shard 1 died
+    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-2"}))
+    es.script("POST", "/_search", (200, {**hits(("c", None, {"id": "c", "kb_id": "kb1"})), "pit_id": "pit-2"}))
+    assert [d["id"] for d in store.scan("t1", ["kb1"], batch_size=2)] == ["a", "b", "c"]
+    searches = es.sent("POST", "/_search")
+    assert [s.body["pit"]["id"] for s in searches] == ["pit-1", "pit-1", "pit-2"]
+    # the new point in time numbers its rows anew: the page goes on after the last id, whatever its tiebreak
+    assert searches[2].body["search_after"] == ["b", 2**63 - 1]
+    assert [(r.method, r.path) for r in es.sent(path="/_pit")] == [("DELETE", "/_pit"), ("DELETE", "/_pit")]
+
+
+def test_a_search_that_lost_shards_to_a_node_is_asked_again(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_count", (200, lost({"count": 1})))
+    es.script("POST", f"/{INDEX}/_count", (429, {"error": {"type": "circuit_breaking_exception",
+                                                           "reason": "[parent] Data too large"}, "status": 429}))
+    es.script("POST", f"/{INDEX}/_count", (200, {"count": 7, "_shards": {"total": 2, "successful": 2, "failed": 0}}))
+    assert store.count("t1", ["kb1"]) == 7
+    # the client sends a 429 again at once (max_retries): kbgraph waits, then asks again
+    assert len(es.sent("POST", f"/{INDEX}/_count")) >= 3
+
+
 def test_count_and_terms_aggregation(es: FakeElasticsearch, store: ElasticStore) -> None:
     es.script("POST", f"/{INDEX}/_count", (200, {"count": 12, "_shards": {"total": 1}}))
     es.script("POST", f"/{INDEX}/_search", (200, {**hits(), "aggregations": {"values": {

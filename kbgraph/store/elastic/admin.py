@@ -171,16 +171,15 @@ def _copy_rounds(mover: IndexCopier, report: MoveReport, source_shards: int) -> 
         mover.put_settings(report.target, {"index.number_of_replicas": report.replicas})
         mover.say(f"waiting for the {report.replicas} replica(s) of {report.target}")
         mover.store.tenants.wait_for_copies(report.target, report.replicas + 1, timeout=REPLICAS_WAIT)
-        noted = mover.checkpoints(report.source)
-        mover.cluster.refresh(report.source)
-        report.copied += mover.copy_changes(report.source, report.target, marks, source_shards)
-        report.rounds += 1
-        marks = noted
     # rows deleted so far, before the block: under it only those deleted since remain to be found
-    # (a row written again after this has a sequence number past ``marks``: the last round copies it)
+    # (a row written again after this has a sequence number past ``marks``: a later round copies it)
     report.deleted += mover.remove_extras(report.source, report.target)
-    assert marks is not None
-    return marks
+    # and what changed meanwhile, so that the blocked round is as short as can be
+    noted = mover.checkpoints(report.source)
+    mover.cluster.refresh(report.source)
+    report.copied += mover.copy_changes(report.source, report.target, marks, source_shards)
+    report.rounds += 1
+    return noted
 
 
 def _switch(mover: IndexCopier, report: MoveReport, marks: dict[int, int], source_shards: int) -> None:

@@ -177,14 +177,16 @@ class Cluster:
     def _complete(self, what: str, index: str, send: Callable[[], Any], *, missing_ok: bool,
                   on_loss: Callable[[], None] | None = None) -> Any | None:
         """``send()``'s complete answer. Shards lost with a node are asked again once the cluster
-        has had time to promote their replicas (NODE_LOSS_WAITS); ``on_loss`` prepares the next try."""
+        has had time to promote their replicas (NODE_LOSS_WAITS); ``on_loss`` prepares the next try.
+        A 429 (a node out of heap for now: its circuit breaker, or its search queue full) waits as
+        long: the client sent it again at once, to no avail."""
         for wait in (*NODE_LOSS_WAITS, None):
             try:
                 answer = send()
             except ApiError as exc:
                 if missing_ok and isinstance(exc, NotFoundError) and self._gone(index, exc):
                     return None
-                if wait is None or not _node_lost(exc):
+                if wait is None or not (_node_lost(exc) or exc.meta.status == 429):
                     self._fail(what, index, exc)
             except TransportError as exc:
                 self._fail(what, index, exc)
