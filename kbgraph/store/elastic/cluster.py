@@ -141,26 +141,34 @@ class Cluster:
         raise StoreError(f"{where}: {what} on index {index!r} failed: {exc}") from exc
 
     def call(self, what: str, target: str, fn: Callable[..., Any], /, **kwargs: Any) -> Any:
-        """``fn(**kwargs)``, its failure a StoreError naming ``what`` and ``target``."""
-        try:
-            return fn(**kwargs)
-        except (ApiError, TransportError) as exc:
-            self._fail(what, target, exc)
+        """``fn(**kwargs)``, its failure a StoreError naming ``what`` and ``target``; a 429 (a node
+        out of heap for now) is waited out as in ``_complete``."""
+        return self._sent(what, target, fn, kwargs, missing_ok=False)
 
     _call = call
 
     def read(self, what: str, target: str, fn: Callable[..., Any], /, **kwargs: Any) -> Any | None:
         """Like call, but a missing index answers None (nothing stored yet) instead of failing."""
-        try:
-            return fn(**kwargs)
-        except NotFoundError as exc:
-            if self._gone(target, exc):
-                return None
-            self._fail(what, target, exc)
-        except (ApiError, TransportError) as exc:
-            self._fail(what, target, exc)
+        return self._sent(what, target, fn, kwargs, missing_ok=True)
 
     _read = read
+
+    def _sent(self, what: str, target: str, fn: Callable[..., Any], kwargs: dict[str, Any], *,
+              missing_ok: bool) -> Any | None:
+        for wait in (*NODE_LOSS_WAITS, None):
+            try:
+                return fn(**kwargs)
+            except NotFoundError as exc:
+                if missing_ok and self._gone(target, exc):
+                    return None
+                self._fail(what, target, exc)
+            except ApiError as exc:
+                if wait is None or exc.meta.status != 429:
+                    self._fail(what, target, exc)
+            except TransportError as exc:
+                self._fail(what, target, exc)
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # the last try returns or fails
 
     def _check_complete(self, what: str, index: str, answer: Any) -> None:
         shards = answer.get("_shards") or {}
