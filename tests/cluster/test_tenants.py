@@ -166,6 +166,9 @@ def test_the_move_and_replicas_commands(cluster: EsCluster, tmp_path: Path) -> N
                               text=True, timeout=300)
 
     names = store.tenants.names(tenant)
+    unknown = kbgraph("move-tenant", "--tenant", "nobody")
+    assert unknown.returncode == 1 and "'nobody' has no index" in unknown.stderr
+    assert not store.index_exists("nobody")
     moved = kbgraph("move-tenant", "--shards", "3", "--replicas", "2")
     assert moved.returncode == 0, moved.stderr
     assert "moved: 500 rows" in moved.stdout
@@ -194,7 +197,7 @@ def test_more_replicas_than_data_nodes_are_refused(cluster: EsCluster) -> None:
     with pytest.raises(StoreError, match="3 data node.*KBGRAPH_ES_REPLICAS to 2"):
         store.ensure_index("crowded")
     assert not store.index_exists("crowded")
-    with pytest.raises(StoreError, match="3 replica.*4 data nodes"):
+    with pytest.raises(StoreError, match="3 replica.*4 data nodes.*has 3"):
         set_replicas(store, 3)
     store.close()
 

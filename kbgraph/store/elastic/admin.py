@@ -109,6 +109,8 @@ def move_tenant(store: "ElasticStore", tenant_id: str, *, shards: int | None = N
                 clean: bool = False, say: Say = _quiet) -> MoveReport:
     """Move the tenant to a new index with ``shards`` / ``replicas`` (default: the current ones)."""
     mover = IndexCopier(store, say)
+    if not store.index_exists(tenant_id):
+        raise StoreError(f"tenant {tenant_id!r} has no index under the prefix {store._prefix!r}: nothing to move")
     store.ensure_index(tenant_id)  # adopts an index an older kbgraph made
     names = store.tenants.names(tenant_id)
     source, generation = _prepare(mover, tenant_id, names, clean)
@@ -118,7 +120,7 @@ def move_tenant(store: "ElasticStore", tenant_id: str, *, shards: int | None = N
                         int(current["index.number_of_replicas"]) if replicas is None else replicas)
     if report.shards < 1 or report.replicas < 0:
         raise StoreError(f"shards must be >= 1 and replicas >= 0, not {report.shards} and {report.replicas}")
-    _check_room(store, report.replicas)
+    store.tenants.check_room(report.replicas, f"cannot move tenant {tenant_id!r}", "--replicas")
     _create_target(mover, source, current, report)
     try:
         marks = _copy_rounds(mover, report, int(current["index.number_of_shards"]))
@@ -130,13 +132,6 @@ def move_tenant(store: "ElasticStore", tenant_id: str, *, shards: int | None = N
     mover.say(f"{report.alias} -> {report.target}: {report.rows} rows; writes were held for "
               f"{report.blocked_seconds:.1f} s")
     return report
-
-
-def _check_room(store: "ElasticStore", replicas: int) -> None:
-    nodes = int(store._cluster.health().get("number_of_data_nodes", 0))
-    if nodes < replicas + 1:
-        raise StoreError(f"{replicas} replica(s) need {replicas + 1} data nodes (each copy of a shard on its own); "
-                         f"the cluster at {store._cluster.url} has {nodes}")
 
 
 def _create_target(mover: IndexCopier, source: str, current: dict[str, Any], report: MoveReport) -> None:
@@ -225,7 +220,7 @@ def set_replicas(store: "ElasticStore", replicas: int, tenant_ids: list[str] | N
     prefix); with ``wait``, until every copy is active. Returns the indices changed."""
     if replicas < 0:
         raise StoreError(f"replicas must be >= 0, not {replicas}")
-    _check_room(store, replicas)
+    store.tenants.check_room(replicas, "cannot set the replicas", "the replicas")
     if tenant_ids is None:
         indices = sorted(state.index for state in index_states(store) if state.tenant_alias)
     else:

@@ -1,7 +1,8 @@
-"""``ElasticStore``: the DocStore contract on Elasticsearch, one index per tenant.
+"""``ElasticStore``: the DocStore contract on Elasticsearch, one index per tenant behind its alias.
 
 It decides which requests an operation needs and reads their answers; queries.py builds them,
-cluster.py sends them, indices.py names the indices and defines their mappings, bulk.py prepares
+cluster.py sends them, indices.py names the indices and defines their mappings, tenants.py sets a
+tenant's alias and index up, listing.py walks listings past the result window, bulk.py prepares
 writes, hits.py fuses and shapes search hits.
 """
 
@@ -18,7 +19,6 @@ from kbgraph.store.elastic.bulk import (
     _describe_failures, bulk_delete_actions, bulk_index_actions, bulk_update_actions, clean_values, prepare_doc,
 )
 from kbgraph.store.elastic.cluster import Cluster, connect
-from kbgraph.store.elastic.tenants import TenantIndices
 from kbgraph.store.elastic.hits import fuse_hits, shape_doc, source_doc
 from kbgraph.store.elastic.indices import (
     VECTOR_RE, definition_for, index_body, load_index_body, vector_fields, vector_mapping,
@@ -29,6 +29,7 @@ from kbgraph.store.elastic.queries import (
     checked_kbs, knn_search, listing_search, mget_request, only_ids, scan_search, similarity_search, source_spec,
     text_search,
 )
+from kbgraph.store.elastic.tenants import TenantIndices
 
 MGET_BATCH = 1000
 

@@ -77,7 +77,7 @@ class TenantIndices:
         index_settings = body["settings"]["index"]
         copies = int(index_settings.get("number_of_replicas", 0)) + 1
         if copies > 1:
-            self._check_room(names.generation(1), copies)
+            self.check_room(copies - 1, f"cannot create {names.generation(1)!r}", "KBGRAPH_ES_REPLICAS")
         first = names.generation(1)
         created = self._cluster.create_index(first, body["settings"], body["mappings"], aliases={names.alias: {}})
         if not created and not self._cluster.alias_exists(names.alias):
@@ -86,13 +86,14 @@ class TenantIndices:
         if copies > 1:
             self.wait_for_copies(first, copies)
 
-    def _check_room(self, index: str, copies: int) -> None:
+    def check_room(self, replicas: int, doing: str, setting: str) -> None:
+        """Refuse ``replicas`` the cluster cannot place: each copy of a shard needs a data node of its own."""
         nodes = int(self._cluster.health().get("number_of_data_nodes", 0))
-        if nodes < copies:
+        if nodes < replicas + 1:
             raise StoreError(
-                f"cannot create {index!r} with {copies - 1} replica(s): the cluster at {self._cluster.url} has "
-                f"{nodes} data node(s), and each copy of a shard needs its own; lower KBGRAPH_ES_REPLICAS to "
-                f"{max(0, nodes - 1)} or add nodes")
+                f"{doing} with {replicas} replica(s): that needs {replicas + 1} data nodes (each copy of a shard "
+                f"on a node of its own), and the cluster at {self._cluster.url} has {nodes} data node(s); lower "
+                f"{setting} to {max(0, nodes - 1)} or add nodes")
 
     def wait_for_copies(self, index: str, copies: int, timeout: str = COPIES_WAIT) -> None:
         """Until every copy of every shard of ``index`` is active (green), or say which are not."""
