@@ -38,7 +38,7 @@ from kbgraph.store.base import (
     none_of,
 )
 from kbgraph.store.elastic import ElasticStore
-from kbgraph.store.elastic.indices import index_name
+from kbgraph.store.elastic.indices import index_name, tenant_names
 from kbgraph.store.elastic.queries import build_filter, required_tokens
 
 MAPPINGS = json.loads((Path(__file__).resolve().parents[2] / "es_mappings" / "index.json").read_text())
@@ -188,6 +188,19 @@ def test_index_names_follow_es_rules() -> None:
     assert index_name("kbgraph_", "A") != index_name("kbgraph_", "a")
     assert index_name("_X_", "t") == "x_t"  # cannot start with _ - + (Create index API: index name rules)
     assert len(index_name("p", "x" * 400).encode()) <= 255
+
+
+def test_tenant_names_keep_tenants_apart_and_fit_the_length_limit() -> None:
+    names = tenant_names("kbgraph_", "t1")
+    assert (names.legacy, names.alias, names.generation(3)) == ("kbgraph_t1", "kbgraph_t1.current", "kbgraph_t1.3")
+    assert [names.generation_of(i) for i in ("kbgraph_t1", "kbgraph_t1.2", "kbgraph_t10.2", "kbgraph_t1.x")] == [
+        0, 2, None, None]
+    # a tenant's names never start like another tenant's: sanitized names hold no dot
+    assert not tenant_names("kbgraph_", "t1.2").legacy.startswith("kbgraph_t1.")
+    long = tenant_names("p_", "x" * 400)
+    for name in (long.legacy, long.alias, long.generation(999_999)):
+        assert len(name.encode()) <= 255
+    assert long.generation_of(long.generation(7)) == 7 and long.alias != tenant_names("p_", "x" * 399).alias
 
 
 def test_filter_covers_every_operator() -> None:
