@@ -52,7 +52,8 @@ class Settings:
     # "path" (http://host/bucket/key: what S3-compatible servers answer), "virtual" (bucket.host) or "auto"
     s3_addressing_style: str = "path"
 
-    # Elasticsearch
+    # Elasticsearch: es_url is one URL, or the nodes of one cluster comma-separated (the client spreads
+    # requests over them and goes on without a node that stops answering)
     es_url: str = ""
     es_api_key: str = ""
     es_user: str = ""
@@ -60,6 +61,7 @@ class Settings:
     es_ca_certs: str = ""
     es_verify_certs: bool = True
     es_index_prefix: str = "kbgraph_"
+    # shards and replicas of new tenant indices (`kbgraph store move-tenant` / `replicas` change existing ones)
     es_shards: int = 1
     es_replicas: int = 0
     es_refresh_interval: str = "1s"

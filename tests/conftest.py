@@ -16,8 +16,14 @@ import pytest
 
 from kbgraph.config import Settings, load_settings
 
-# the scripted OpenAI-compatible server fixture (tests/ is on sys.path: it has no __init__.py)
-pytest_plugins = ["support.fixtures"]
+# the plugins below are imported by pytest_plugins; imported here first, their asserts would not be rewritten
+pytest.register_assert_rewrite("support.es_tidy", "support.es_cluster")
+from support.es_cluster import EsCluster  # noqa: E402
+from support.es_tidy import es_prefix  # noqa: E402
+
+# the scripted OpenAI-compatible server fixture (tests/ is on sys.path: it has no __init__.py); test
+# indices dropped by whoever made them, checked at the end (es_tidy); the 3-node cluster (es_cluster)
+pytest_plugins = ["support.fixtures", "support.es_tidy", "support.es_cluster"]
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 POSTGRES_URL = os.environ.get("KBGRAPH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -105,13 +111,21 @@ def s3_overrides(**changes: object) -> dict[str, object]:
 
 def store_overrides() -> dict[str, str]:
     """The document store tests run on: embedded SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
-    (each test session then uses its own index prefix, so it never touches other indexes; writes that
-    must be visible wait for the next scheduled refresh, so a short interval keeps the tests quick)."""
+    (each caller then gets its own index prefix, so it never touches other indexes, and its indices
+    are dropped when the fixture or test that asked is done: support/es_tidy.py; writes that must be
+    visible wait for the next scheduled refresh, so a short interval keeps the tests quick)."""
     url = os.environ.get("KBGRAPH_ES_URL")
     if not url:
         return {"store": "sqlite"}
-    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": f"kbgraph_test_{uuid.uuid4().hex[:8]}_",
+    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": es_prefix(url),
             "es_refresh_interval": ES_TEST_REFRESH_INTERVAL}
+
+
+def cluster_overrides(cluster: EsCluster, **extra: object) -> dict[str, object]:
+    """The store on the 3-node cluster (support/es_cluster.py): every node's URL, one replica of
+    two shards, a fresh prefix dropped after whoever asked."""
+    return {"store": "elasticsearch", "es_url": cluster.url, "es_index_prefix": es_prefix(cluster.url),
+            "es_refresh_interval": ES_TEST_REFRESH_INTERVAL, "es_replicas": 1, "es_shards": 2, **extra}
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
-"""``ElasticStore``: the DocStore contract on Elasticsearch, one index per tenant.
+"""``ElasticStore``: the DocStore contract on Elasticsearch, one index per tenant behind its alias.
 
 It decides which requests an operation needs and reads their answers; queries.py builds them,
-cluster.py sends them, indices.py names the indices and defines their mappings, bulk.py prepares
+cluster.py sends them, indices.py names the indices and defines their mappings, tenants.py sets a
+tenant's alias and index up, listing.py walks listings past the result window, bulk.py prepares
 writes, hits.py fuses and shapes search hits.
 """
 
@@ -20,14 +21,15 @@ from kbgraph.store.elastic.bulk import (
 from kbgraph.store.elastic.cluster import Cluster, connect
 from kbgraph.store.elastic.hits import fuse_hits, shape_doc, source_doc
 from kbgraph.store.elastic.indices import (
-    VECTOR_RE, definition_for, index_body, index_name, load_index_body, template_pattern, vector_fields,
-    vector_mapping,
+    VECTOR_RE, definition_for, index_body, load_index_body, vector_fields, vector_mapping,
 )
+from kbgraph.store.elastic.listing import deep_listing
 from kbgraph.store.elastic.queries import (
     MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, PIT_KEEP_ALIVE, aggregation_search, build_filter, checked_kb,
     checked_kbs, knn_search, listing_search, mget_request, only_ids, scan_search, similarity_search, source_spec,
     text_search,
 )
+from kbgraph.store.elastic.tenants import TenantIndices
 
 MGET_BATCH = 1000
 
@@ -49,9 +51,9 @@ class ElasticStore(DocStore):
         self._bulk_chunk_docs = bulk_chunk_docs
         self._bulk_retries = bulk_retries
         self._bulk_backoff = bulk_backoff
-        self._ready: set[str] = set()  # indices known to exist with our mapping
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
-        self._template_put = False
+        self.tenants = TenantIndices(self._cluster, index_prefix, self._definition)
+        self._cluster.forget = self._forget
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ElasticStore":
@@ -69,42 +71,29 @@ class ElasticStore(DocStore):
     # -- indices -----------------------------------------------------------------------------
 
     def index_for(self, tenant_id: str) -> str:
-        return index_name(self._prefix, tenant_id)
+        """The tenant's alias: every read and write goes there (tenants.py, admin.py)."""
+        return self.tenants.alias(tenant_id)
 
     def _definition(self) -> dict[str, Any]:
         """The index definition for this cluster (see indices.definition_for)."""
         return definition_for(self._body, self._cluster.version())
 
-    def _put_template(self) -> None:
-        """An index template for every index under our prefix, so an index auto-created by a write
-        that races a drop (bulk creates a missing index) gets kbgraph's mapping, never dynamic
-        defaults. More specific (longer) prefixes win where patterns overlap."""
-        if self._template_put:
-            return
-        pattern = template_pattern(self._prefix)
-        self._cluster.put_index_template(
-            index_name(self._prefix, "template"), index_patterns=[pattern], priority=100 + len(pattern),
-            template={"settings": self._definition()["settings"], "mappings": self._body["mappings"]},
-            meta={"managed_by": "kbgraph"})
-        self._template_put = True
+    def _forget(self, alias: str) -> None:
+        """The cluster says the alias is gone (dropped by another process): what this store knew of
+        it is forgotten, and the next write creates the tenant's index again."""
+        self.tenants.forget(alias)
+        self._vectors.pop(alias, None)
 
     def ensure_index(self, tenant_id: str) -> None:
-        index = self.index_for(tenant_id)
-        if index in self._ready:
-            return
-        self._put_template()
-        if not self._cluster.index_exists(index):
-            self._cluster.create_index(index, self._definition()["settings"], self._body["mappings"])
-        self._ready.add(index)
+        """The tenant's alias and index exist (created, or an older kbgraph's index adopted: tenants.py)."""
+        self.tenants.ensure(tenant_id)
 
     def drop_index(self, tenant_id: str) -> None:
-        index = self.index_for(tenant_id)
-        self._ready.discard(index)
-        self._vectors.pop(index, None)
-        self._cluster.delete_index(index)
+        self._vectors.pop(self.index_for(tenant_id), None)
+        self.tenants.drop(tenant_id)
 
     def index_exists(self, tenant_id: str) -> bool:
-        return self._cluster.index_exists(self.index_for(tenant_id))
+        return self.tenants.exists(tenant_id)
 
     def refresh(self, tenant_id: str) -> None:
         self._cluster.refresh(self.index_for(tenant_id))
@@ -287,10 +276,12 @@ class ElasticStore(DocStore):
         return found
 
     def _list(self, index: str, query: dict[str, Any], request: SearchRequest) -> SearchResult:
-        """Neither text nor vector: a filtered listing in field order, then id."""
+        """Neither text nor vector: a filtered listing in field order, then id (past the result
+        window: a walk in a point in time, listing.py)."""
+        if request.offset < 0 or request.limit < 0:
+            raise StoreError("offset and limit must be >= 0")
         if request.offset + request.limit > MAX_RESULT_WINDOW:
-            raise StoreError(f"offset+limit={request.offset + request.limit} is past Elasticsearch's result window "
-                             f"of {MAX_RESULT_WINDOW}; use DocStore.scan() to read everything")
+            return deep_listing(self._cluster, index, query, request)
         answer = self._cluster.search("search", index, **listing_search(query, request))
         if answer is None:
             return SearchResult()
