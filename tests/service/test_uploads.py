@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from conftest import REDIS_URL, scratch_redis_prefix
+from kbgraph.blob.base import document_key
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaDB
 from support.processes import WebServer
@@ -179,20 +180,22 @@ class _WatchedUpload(io.RawIOBase):
 def test_an_upload_is_never_seen_partly_written(web_settings: Settings, key: str) -> None:
     """Every file a reader finds under a final name (a document's id) is complete, while an upload
     is being written and after one failed midway: the bytes in flight live only under a temporary name."""
+    from kbgraph.blob.factory import open_blob_store
     from web.uploads import store_upload
 
     total = 150_000
+    blobs = open_blob_store(web_settings)
     with MetaDB.open(web_settings.meta_url) as meta:
         kb = meta.create_kb("up", f"atomic {uuid.uuid4().hex[:6]}")
-        folder = web_settings.data_dir / "uploads" / kb.id
+        folder = Path(blobs.location(document_key(kb.id, "x"))).parent
         whole = _WatchedUpload(folder, total)
-        doc = store_upload(web_settings, meta, kb, folder, "whole.txt", io.BufferedReader(whole), "doc")
+        doc = store_upload(web_settings, meta, blobs, kb, "whole.txt", io.BufferedReader(whole), "doc")
         assert all(size == total for _, size in whole.seen), whole.seen  # never a part of it
         assert (folder / doc.id).stat().st_size == total
 
         cut = _WatchedUpload(folder, total, fail_at=total // 2)
         with pytest.raises(ConnectionResetError):
-            store_upload(web_settings, meta, kb, folder, "cut.txt", io.BufferedReader(cut), "doc")
+            store_upload(web_settings, meta, blobs, kb, "cut.txt", io.BufferedReader(cut), "doc")
         assert all(size == total for _, size in cut.seen), cut.seen
         finals = {p.name: p.stat().st_size for p in folder.iterdir() if not p.name.startswith(".upload-")}
         assert finals == {doc.id: total}  # the failed upload left nothing under a final name
