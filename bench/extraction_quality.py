@@ -1,10 +1,12 @@
 """Entity extraction quality of the offline ``nlp`` extractor against hand-checked mentions.
 
-    python bench/extraction_quality.py [GOLD ...] [--json] [--errors N] [--entity-types a,b,c]
+    python bench/extraction_quality.py [GOLD ...] [--split dev|heldout] [--json] [--errors N] [--entity-types a,b,c]
 
 GOLD is a .jsonl file or a folder of them (default: bench/data/extraction-gold/). One line per
 text: ``{doc_id, lang, kind, source, text, entities: [{surface, type, start, end, canonical}]}``
-(see that folder's README.md for the type set and the marking rules). Every text is given to the
+(see that folder's README.md for the type set and the marking rules). Every text carries ``split``:
+``dev`` (the texts whose errors are read while the extractor is worked on) or ``heldout`` (only its
+figures are read: ``--split heldout --errors 0``); ``--split`` scores one part. Every text is given to the
 extractor alone, as one chunk, exactly as written (``build_extractor("nlp", ...)``). Figures per
 language and per (language, kind), over the texts' distinct names (a name counted once per text):
 
@@ -178,7 +180,7 @@ def _fmt(x: float | None) -> str:
 
 
 def print_table(result: dict[str, Any], errors: int) -> None:
-    print(f"nlp extractor, entity types {','.join(result['entity_types'])}"
+    print(f"nlp extractor, entity types {','.join(result['entity_types'])}{result.get('split_note', '')}"
           f"{'' if result['mention_map'] else ' (mention map unavailable: entity-list fallback)'}")
     print(f"targets: precision >= {TARGETS['precision']}, recall >= {TARGETS['recall']} per language\n")
     print("| group | texts | gold names | extracted | precision | recall | type agreement | alias linking (in-text / cross-text) |")
@@ -214,12 +216,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entity-types", default=None,
                     help="the knowledge base's entity types, comma-separated (default: the kb default)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N texts of each file set")
+    ap.add_argument("--split", choices=("dev", "heldout"), default=None,
+                    help="score only the development or the held-out texts (default: all)")
     args = ap.parse_args(argv)
     rows = load_gold(args.gold)
+    if args.split:
+        rows = [r for r in rows if r.get("split", "dev") == args.split]
     if args.limit:
         rows = rows[: args.limit]
     types = [t.strip() for t in args.entity_types.split(",")] if args.entity_types else None
     result = evaluate(rows, types)
+    if args.split:
+        result["split_note"] = f", {args.split} texts only"
     if args.json:
         if not args.docs:
             result = {k: v for k, v in result.items() if k != "docs"}

@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
+from kbgraph.graph.extract.nlp.chinese_tokens import mended, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
@@ -32,7 +33,7 @@ _CJK_ORG_SUFFIXES = frozenset("""
 # before them is a description ("工业机器人", "中国汽车市场"), not a firm
 _CJK_INDUSTRY_SUFFIXES = frozenset("""
 科技 技术 电子 能源 汽车 机器人 生物 医药 药业 制药 传媒 智能 医疗 教育 游戏 音乐 旅游 快递 物流 食品
-钢铁 家居 光电 半导体 电池 纺织 航天 航空 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
+钢铁 家居 光电 半导体 电池 纺织 航天 航空 卫星 宇航 卫星通信 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
 网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
 微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
 """.split()) | _CJK_ORG_SUFFIXES
@@ -101,6 +102,10 @@ def _jieba_frequencies() -> dict[str, int]:
     return jieba.dt.FREQ
 
 
+def _frequency(word: str) -> int:
+    return _jieba_frequencies().get(word, 0)
+
+
 def _cjk_word(word: str) -> bool:
     return all(_CJK_CHAR.match(ch) for ch in word)
 
@@ -166,7 +171,8 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
         _take_title(text, start, end, starts, cands, occurrences)
     # (sentence, offset in the text, word, tag) outside the titles
     words: list[tuple[int, int, str, str]] = []
-    # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7") stands for the firm
+    # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7"), or a club's after its city
+    # ("建业" of "河南建业"), stands for it
     heads: dict[str, set[str]] = defaultdict(set)
     for si, (s, e) in enumerate(spans):
         cuts = [s] + [x for t in titles if s <= t[0] < e for x in t] + [e]
@@ -175,16 +181,23 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
             if not _CJK_CHAR.search(piece):
                 continue
             pos = 0
-            for word, flag in _whole_orgs(_whole_names([(p.word, p.flag) for p in posseg.cut(piece)]), heads):
+            pairs = _whole_orgs(_whole_names(plain([(p.word, p.flag) for p in posseg.cut(piece)])), heads)
+            for word, flag in mended(pairs, _frequency, _CJK_RARE, heads):
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
+    tags = posseg.dt.word_tag_tab
+    for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
+        if flag == "nt" and len(word) >= 4:
+            for cut in (2, 3):
+                if tags.get(word[:cut]) == "ns" and len(word) - cut >= 2 and word[cut:] not in _CJK_STOP:
+                    heads[word[cut:]].add(word)
     for si, offset, word, flag in words:
         etype = _CJK_TAGS.get(flag)
+        if len(heads.get(word, ())) == 1 and word not in heads[word]:
+            word, etype = next(iter(heads[word])), "organization"
         if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP:
             continue
-        if len(heads.get(word, ())) == 1:
-            word, etype = next(iter(heads[word])), "organization"
         key = _key(word)
         if not key:
             continue
