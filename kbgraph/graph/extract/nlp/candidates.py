@@ -127,8 +127,9 @@ def _chinese_short_forms(key: str, cand: "_Candidate", cands: dict[str, "_Candid
                          longer: dict[str, set[str]]) -> None:
     top = cand.votes.most_common(1)[0][0] if cand.votes else ""
     for dot in "·•‧・":
-        if dot in key:
+        if dot in key:  # "罗迪奇" or "亚历山大" of "亚历山大·罗迪奇"
             longer[key.rsplit(dot, 1)[1]].add(key)
+            longer[key.split(dot, 1)[0]].add(key)
     if len(key) < 3 or top == "geo":
         return
     for cut in range(2, len(key) - 1):

@@ -31,11 +31,11 @@ _CJK_WORD = re.compile(r"^[\u4e00-\u9fff]+$")
 # conjunctions and prepositions that jieba's guessing glues to a name after them ("由金晨", "和朗峰")
 FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
 _GLUED_CHARS = FUNCTION_CHARS | {"原"}  # "原广三" (the former ...)
+# a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
+# in "在中国效力" is a verb it tags as a noun
+_COINED_NOUN = 300
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
 _CLUB_SUFFIXES = ("队", "俱乐部", "足球俱乐部", "足球队")
-# what a designation names (a satellite, a rocket, a ship): "鑫诺二号" + "通信卫星" is one name
-_KIND_AFTER_SERIAL = frozenset("通信卫星 直播卫星 气象卫星 导航卫星 广播卫星 资源卫星 遥感卫星".split())
-_KIND_FIRST = frozenset("通信 直播 气象 导航 广播 资源 遥感".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
 # "茂名" + "站", "广茂" + "铁路", "广三" + "线"
 _INFRA_SUFFIXES = frozenset("""
@@ -104,19 +104,11 @@ def _regnal(pairs: list[Pair]) -> list[Pair]:
 
 
 def _designations(pairs: list[Pair]) -> list[Pair]:
-    """"中星" + "九号" -> "中星九号"; "长征三号" + "乙" -> "长征三号乙" (nz): a name and its serial,
-    and the kind of thing after it ("鑫诺二号" + "通信卫星")."""
+    """"中星" + "九号" -> "中星九号"; "长征三号" + "乙" -> "长征三号乙" (nz): a name and its serial
+    (not the kind of thing after it: a question says 鑫诺二号 where its article says 鑫诺二号通信卫星,
+    and one key must serve both)."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if out and out[-1][1] == "nz" and re.search(rf"[{_NUMERALS}]号[甲乙丙丁]?$", out[-1][0]):
-            if word in _KIND_AFTER_SERIAL:
-                out.append((out.pop()[0] + word, "nz"))
-                continue
-            if word == "卫星" and len(out) >= 2 and out[-1][0] in _KIND_FIRST \
-                    and re.search(rf"[{_NUMERALS}]号[甲乙丙丁]?$", out[-2][0]):
-                kind = out.pop()[0]
-                out.append((out.pop()[0] + kind + word, "nz"))
-                continue
         if re.match(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号[甲乙丙丁]?$", word):
             out.append((word, "nz"))  # "长征三号甲", whatever jieba tagged it
             continue
@@ -147,8 +139,9 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             i += 2
             continue
         if flag == "ns" and nxt and nxt[0] in _INFRA_SUFFIXES or (
-                flag in ("j", "nz") and 2 <= len(word) <= 3 and nxt and nxt[0] in _INFRA_SUFFIXES
-                and nxt[0] not in ("港", "线")):
+                nxt and nxt[0] in _INFRA_SUFFIXES and nxt[0] not in ("港", "线") and _CJK_WORD.match(word)
+                and 2 <= len(word) <= 4 and word not in ORDINARY
+                and (flag in _NAME_TAGS or flag == "j" or freq(word) < _COINED_NOUN)):
             name, end = word + nxt[0], i + 2
             while end < len(pairs) and pairs[end][0] in _INFRA_SUFFIXES:
                 name, end = name + pairs[end][0], end + 1
@@ -180,7 +173,9 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
         return False
     if word[0] in FUNCTION_CHARS and flag in _PERSON_TAGS:
         return False
-    return flag in ("nr", "nrt", "nz", "nt", "j") or (flag in ("n", "nrfg", "x") and freq(word) < rare)
+    if flag in ("nr", "nrt", "nz", "nt", "j"):
+        return freq(word) < rare  # "谢菲联", "健力宝"; not a language or a people ("加拿大" + "中文")
+    return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
 
 
 def _unglued(pairs: list[Pair]) -> list[Pair]:
