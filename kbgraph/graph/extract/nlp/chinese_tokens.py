@@ -35,6 +35,9 @@ _GLUED_CHARS = FUNCTION_CHARS | {"原"}  # "原广三" (the former ...)
 # in "在中国效力" is a verb it tags as a noun
 _COINED_NOUN = 300
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
+# characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
+# cannot be one (no surname first) and ends so is a place
+_PLACE_ENDINGS = frozenset("城庄村镇县区市省州山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
 _CLUB_SUFFIXES = ("队", "俱乐部", "足球俱乐部", "足球队")
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
 # "茂名" + "站", "广茂" + "铁路", "广三" + "线"
@@ -109,6 +112,13 @@ def _designations(pairs: list[Pair]) -> list[Pair]:
     and one key must serve both)."""
     out: list[Pair] = []
     for word, flag in pairs:
+        if word == "线" and out and out[-1][1] == "nz" and out[-1][0].endswith("号"):
+            out.append((out.pop()[0] + word, "ns"))  # "北京地铁十九号" + "线": a line, not a vehicle
+            continue
+        if word == "号" and out and 2 <= len(out[-1][0]) <= 3 and _CJK_WORD.match(out[-1][0]) \
+                and out[-1][1] in _NAME_TAGS and out[-1][0] not in ORDINARY:
+            out.append((out.pop()[0] + word, "nt"))  # "福顺" + "号": a shop's old-style name
+            continue
         if re.match(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号[甲乙丙丁]?$", word):
             out.append((word, "nz"))  # "长征三号甲", whatever jieba tagged it
             continue
@@ -203,7 +213,9 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     pairs = _clubs(_designations(_regnal(_dotted(_unglued(plain(pairs))))), freq, rare, tails)
     out: list[Pair] = []
     for word, flag in pairs:
-        if flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
+        if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
+            flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
+        elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
             flag = "n"
         out.append((word, flag))
     return out
