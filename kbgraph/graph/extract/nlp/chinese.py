@@ -28,6 +28,7 @@ _CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt
 # words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
 _CJK_ORG_SUFFIXES = frozenset("""
 公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室
+俱乐部 委员会 理事会 联合会 改善会 基金 中学 高中 小学
 """.split())
 # ...after a rare head only (a firm's coined name, "澄江机器人", "青禾科技"): a common word or a big place
 # before them is a description ("工业机器人", "中国汽车市场"), not a firm
@@ -89,11 +90,19 @@ def _cjk_titles(text: str) -> list[tuple[int, int]]:
         group = next(g for g in range(1, 6) if m.group(g) is not None)
         inner = m.group(group)
         title = inner.strip()
-        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
+        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title) \
+                or not _nominal(title):
             continue
         start = m.start(group) + len(inner) - len(inner.lstrip())
         found.append((start, start + len(title)))
     return found
+
+
+def _nominal(title: str) -> bool:
+    """Whether a quoted phrase can be a title: it holds a noun, a name or a Latin word; quoted words
+    of judgement ("非常合理", "很好") are speech."""
+    return any(p.flag[:1] in ("n", "j", "i", "l") or p.flag == "eng" or p.flag == "x" and p.word.strip()
+               for p in _jieba_posseg().cut(title))
 
 
 @lru_cache(maxsize=1)

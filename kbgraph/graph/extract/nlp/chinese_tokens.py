@@ -24,6 +24,8 @@ _DOTS = frozenset("·•‧・")
 _PERSON_TAGS = frozenset("nr nrfg nrt".split())
 _NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
 _NUMERALS = "一二三四五六七八九十"
+# tags of words that are no part of a name after it (verbs, prepositions, particles...)
+_VERBAL = frozenset("v vd vn p c u uj ul uz ud ug uv d r f m q x".split())
 _REGNAL = re.compile(rf"[{_NUMERALS}]{{1,3}}世$")
 _SERIAL = re.compile(rf"^[{_NUMERALS}]{{1,3}}号$")
 _SERIAL_END = re.compile(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号$")
@@ -59,17 +61,28 @@ def person_like(word: str) -> bool:
         return True
     if word[0] in SURNAMES and 2 <= len(word) <= 3:
         return True
-    return _transliterated(word) or (len(word) == 4 and (word[0] in SURNAMES or word[0] in TRANSLITERATION))
+    return _transliterated(word)
 
 
 def _dotted(pairs: list[Pair]) -> list[Pair]:
-    """"凯尔" "·" "内斯" -> "凯尔·内斯" (nr)."""
+    """"凯尔" "·" "内斯" -> "凯尔·内斯" (nr); "杰西卡" "·" "拉" "布罗卡" -> "杰西卡·拉布罗卡" (jieba cut the
+    part after the dot again); "唐纳德" "特朗普" -> "唐纳德特朗普" (a transliterated given name and
+    surname written without the dot)."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if out and len(out) >= 2 and out[-1][0] in _DOTS and _name_part(out[-2]) and _name_part((word, flag)):
+        after_dot = _name_part((word, flag)) or all(ch in TRANSLITERATION for ch in word)  # "拉" (v) in 杰西卡·拉布罗卡
+        if out and len(out) >= 2 and out[-1][0] in _DOTS and _name_part(out[-2]) and after_dot:
             dot = out.pop()[0]
             prev = out.pop()[0]
             out.append((prev + dot + word, "nr"))
+            continue
+        if out and _transliterated(word) and flag not in _VERBAL and out[-1][1] == "nr" \
+                and any(d in out[-1][0] for d in _DOTS) and len(out[-1][0].rsplit("·", 1)[-1]) + len(word) <= 6:
+            out.append((out.pop()[0] + word, "nr"))  # the rest of the part after the dot
+            continue
+        if out and _transliterated(word) and _transliterated(out[-1][0]) and len(word) >= 2 \
+                and len(out[-1][0]) >= 2 and {flag, out[-1][1]} & _PERSON_TAGS and flag not in _VERBAL:
+            out.append((out.pop()[0] + word, "nr"))
             continue
         out.append((word, flag))
     return out

@@ -45,7 +45,7 @@ bst cest cet edt est gmt hkt ist jst mdt mst pdt pst utc
 am pm ad bc bce ce
 ppp pppoe pppoa l2tp ipsec voip sip snmp ldap nat vnc rdp smb cifs ntp imap pop3 mime uri url
 wav wave riff mp3 mp4 jpg jpeg png gif tif tiff bmp avi mov mkv ogg flac aac zip rar tar gz tgz exe dll txt
-rtf xls xlsx ppt pptx docx odt tex ps eps svg
+rtf xls xlsx ppt pptx docx odt tex ps eps svg wi-fi
 """.split()) - {"uk", "usa", "gnu"}
 
 # adjectives of nationality, language, people or faith: "French", "Frankish", "Catholic" are no
@@ -89,6 +89,11 @@ def ordinary_word(word: str) -> bool:
     if low in _FIRST_NAMES:
         return False
     return low in _STOP or low in _INTERJECTIONS or low in _common_words()
+
+
+def interjection(word: str) -> bool:
+    """An interjection or chat abbreviation ("Lol", "Im", "Brb"), wherever it stands."""
+    return word.lower().replace("’", "'") in _INTERJECTIONS and word.lower() not in _FIRST_NAMES
 
 
 def generic_acronym(word: str) -> bool:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
-from kbgraph.graph.extract.nlp.lexicon import generic_acronym, nationality_word, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word
 from kbgraph.graph.extract.nlp.sentences import _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
@@ -92,7 +93,7 @@ def _shouting(toks: list[tuple[str, int, int]], i: int, text: str = "") -> bool:
 
 def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
                 cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
-                skip: list[tuple[int, int]]) -> None:
+                skip: list[tuple[int, int]], phrase_starts: Sequence[int] = ()) -> None:
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
     are no names of their own."""
@@ -107,7 +108,11 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
     lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
     initial = _initial_words(text, spans, toks, sent_of, lower_words)
-    runs = _capitalized_runs(text, toks, sent_of)
+    phrase_first = _phrase_firsts(text, toks, phrase_starts)
+    for i in phrase_first | _line_firsts(text, toks):
+        initial[i] = True
+    runs = [run for run in _capitalized_runs(text, toks, sent_of)
+            if not (run[0] in phrase_first and _ordinary_phrase(toks, run))]
 
     noninitial_caps: set[str] = set()
     for run in runs:
@@ -150,6 +155,35 @@ def _initial_words(text: str, spans: list[tuple[int, int]], toks: list[tuple[str
             if toks[i][0].lower() not in lower_words and not ordinary_word(toks[i][0]):
                 initial[i] = False
     return initial
+
+
+def _phrase_firsts(text: str, toks: list[tuple[str, int, int]], phrase_starts: Sequence[int]) -> set[int]:
+    """The tokens that open an utterance after its speaker or a field's value."""
+    firsts: set[int] = set()
+    begins = [s for _, s, _ in toks]
+    for pos in sorted(set(phrase_starts)):
+        i = bisect.bisect_left(begins, pos)
+        if i < len(toks) and not text[pos:toks[i][1]].strip(" \t*-_\"'“‘(["):
+            firsts.add(i)
+    return firsts
+
+
+def _line_firsts(text: str, toks: list[tuple[str, int, int]]) -> set[int]:
+    """The tokens that open a line: capitalized by their place as often as not (a chat line, a list
+    item), whatever the sentence splitter made of the lines around them."""
+    firsts: set[int] = set()
+    for i, (_tok, start, _end) in enumerate(toks):
+        line_start = text.rfind("\n", 0, start) + 1
+        if not re.search(rf"[{_LATIN}\u4e00-\u9fff]", text[line_start:start]):
+            firsts.add(i)
+    return firsts
+
+
+def _ordinary_phrase(toks: list[tuple[str, int, int]], run: list[int]) -> bool:
+    """A run of ordinary words at an utterance's or a value's start ("Mother Board", "Sounds Good",
+    "Health Care", "Aerospace & Defense"): a phrase, not a name."""
+    words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
+    return len(words) >= 2 and all(ordinary_word(w) or w.lower() in _CONNECTORS for w in words)
 
 
 def _capital(tok: str) -> bool:
@@ -256,7 +290,8 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     capitalized by their place ("Following BSkyB's", "Burnt the ISO"), generic abbreviations at an
     edge ("Windows CD", "ILUG IRC channel")."""
     generic = False
-    while words and (words[0].lower() in _STOP or words[0].lower() in _CONNECTORS
+    while words and ((words[0].lower() in _STOP and not _initial_letter(words, idxs))
+                     or words[0].lower() in _CONNECTORS
                      or (len(words) > 1 and initial[idxs[0]] and _lead_word(words[0], words[1], lower_words))
                      or (len(words) > 1 and _edge_acronym(words[0]))):
         generic = generic or _edge_acronym(words[0])
@@ -272,6 +307,12 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     return words, idxs
 
 
+def _initial_letter(words: list[str], idxs: list[int]) -> bool:
+    """"A. O. Smith": a capital letter run into the name by its period is an initial, not "a"."""
+    return len(words) > 1 and len(words[0]) == 1 and words[0].isupper() and len(words[1]) <= 2 \
+        and words[1][:1].isupper()
+
+
 def _edge_acronym(word: str) -> bool:
     """A generic abbreviation at a name's edge is no part of it ("Windows CD", "ILUG IRC channel"),
     unless it is one that brands carry ("Pick TV", "Kiss FM")."""
@@ -281,22 +322,20 @@ def _edge_acronym(word: str) -> bool:
 def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: list[int]) -> bool:
     """Whether a name of one word, token ``i``, can be a name at all."""
     w = _POSSESSIVE.sub("", toks[i][0])
-    if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w):
-        return False  # "CD", "GMT"; "French", "Carolingian-based": no entity of their own
+    if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
+        return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
     if w.isupper() and w.isalpha() and (len(w) > 6 or _shouting(toks, run[0] - 1, text)
                                         or _shouting(toks, run[-1] + 1, text)):
         return False  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
     return True
 
 
-def _handle(name: str) -> bool:
+def _handle(name: str, seen: set[str]) -> bool:
     """A CamelCase word that is a handle made of names ("JonasVale", "LiHua"), not a name written
-    so ("SoCal", "PayPal", "SmartList", "OnStream"): a known given name first, or parts of three
-    letters or more that are not all ordinary words."""
+    so ("SoCal", "PayPal", "AbbVie", "SaskTel"): a known given name first, or a first part the chunk
+    also writes as a word of its own ("Theo" beside "TheoMarsh"); ``seen``: the chunk's words."""
     parts = re.findall(r"[A-Z][a-z]+", name)
-    if parts[0].lower() in _FIRST_NAMES:
-        return True
-    return all(len(p) >= 3 for p in parts) and not all(ordinary_word(p) for p in parts)
+    return parts[0].lower() in _FIRST_NAMES or (parts[0] in seen and len(parts[0]) >= 3)
 
 
 def _lead_word(word: str, following: str, lower_words: set[str]) -> bool:
@@ -326,7 +365,7 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
         after = _VERSION_AFTER.match(text, end) or _LEGAL_FORM_AFTER.match(text, end)
         end = after.end(1) if after else end
     name = _SPACES.sub(" ", text[toks[first][1]:end])
-    if len(words) == 1 and _CAMEL.match(name) and _handle(name):
+    if len(words) == 1 and _CAMEL.match(name) and _handle(name, {t for t, _, _ in toks if t[:1].isupper()}):
         name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)  # "LiHua" is Li Hua: one key for both spellings
     key = _key(name)
     if not key:

@@ -33,6 +33,11 @@ _REVERSED_WROTE = re.compile(r"\b([A-Z][a-zA-Z'’\-]+), ([A-Z][a-zA-Z'’\-]+)(
 _RECORD_FIELD = re.compile(r"(?:^|;[ \t]*|[ \t]\|[ \t]*)([^;:|\n]{1,40}?)[ \t]*:[ \t]")
 # an IRC or chat log line: "[02:24] <nick> text", "<nick> text", "* nick does something"
 _IRC_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:<[@+%&~]?([^\s<>]{2,30})>|\*[ \t]+([^\s*]{2,30})[ \t])")
+# IRC join, part and nick-change lines: "=== fge [~insomniac@fge.user]  has left #ubuntu",
+# "=== tim241_ is now known as tim241"
+_IRC_EVENT = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:===|\*\*\*|-->|<--|-!-)[ \t]*([^\s\[\]]{2,30})"
+                        r"(?:[ \t]+is now known as[ \t]+([^\s]{2,30}))?")
+_IRC_EVENT_TAIL = re.compile(r"\[~?[^\]\s]*@[^\]\s]*\]|\bhas (?:joined|left|quit)\b[^\n]*")
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -42,6 +47,10 @@ class Structure:
 
     blank: list[tuple[int, int]] = field(default_factory=list)
     people: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # where an utterance (after a speaker) or a field's value starts: a word there is capitalized by
+    # its place, and a phrase of ordinary words there ("Mother Board", "Health Care") names nothing
+    utterances: list[int] = field(default_factory=list)
+    values: list[int] = field(default_factory=list)
 
     def blanked(self, text: str) -> str:
         if not self.blank:
@@ -116,6 +125,7 @@ def _records(text: str, out: Structure) -> None:
         for f in fields:
             start = line.start() + f.start(1)
             out.blank.append((start, line.start() + f.end(1)))
+            out.values.append(line.start() + f.end())
             labels.add(f.group(1).strip().lower())
     for m in re.finditer(r"(?m)^[ \t]*(Sheet)[ \t]*:", text):
         out.blank.append((m.start(1), m.end(1)))
@@ -132,21 +142,35 @@ def _ordinary_labels(text: str, out: Structure) -> None:
         words = m.group(1).split()
         if words and len(words) <= 4 and all(ordinary_word(w) for w in words):
             out.blank.append((m.start(1), m.end(1)))
+            out.values.append(m.end())
+        elif words and len(words) <= 3:
+            out.utterances.append(m.end())  # "Jennifer Moore: Sounds Good"
 
 
 def _irc_speakers(text: str, out: Structure) -> None:
-    """The nicks of an IRC log ("[02:24] <pnunn> ..."), whatever their case, and every other place
-    the chunk writes them as a word ("pnunn, no they don't")."""
+    """The nicks of an IRC log ("[02:24] <pnunn> ...", "=== fge [...] has left", "=== tim241 is now
+    known as Tim241"), whatever their case, and every other place the chunk writes them as a word
+    ("pnunn, no they don't"); where each utterance starts."""
     nicks: set[str] = set()
     for m in _IRC_SPEAKER.finditer(text):
         g = 1 if m.group(1) else 2
-        nick = m.group(g).strip("_-`|")
-        if len(nick) >= 2 and re.search(r"[A-Za-z]", nick) and not ordinary_word(nick):
+        nick = m.group(g)
+        if _nick(nick):
             nicks.add(nick)
         out.blank.append((m.start(g) - (1 if g == 1 else 0), m.end(g) + (1 if g == 1 else 0)))
+        out.utterances.append(m.end())
+    for m in _IRC_EVENT.finditer(text):
+        nicks.update(n for n in (m.group(1), m.group(2)) if n and _nick(n))
+    for m in _IRC_EVENT_TAIL.finditer(text):
+        out.blank.append(m.span())  # "has joined #ubuntu", "[~user@host]": no names of people
     for nick in sorted(nicks, key=len, reverse=True):
-        for m in re.finditer(rf"(?<![\w\-]){re.escape(nick)}(?![\w\-])", text):
+        for m in re.finditer(rf"(?<![\w\-@.~]){re.escape(nick)}(?![\w\-@]|\.\w)", text):
             out._person(nick, m.start(), m.end())
+
+
+def _nick(nick: str) -> bool:
+    """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
+    return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
 
 
 def read_structure(text: str) -> Structure:
