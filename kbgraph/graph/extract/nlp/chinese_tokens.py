@@ -53,8 +53,8 @@ def _transliterated(word: str) -> bool:
 
 def person_like(word: str) -> bool:
     """Whether a word jieba tags as a person can be a person's name."""
-    if any(d in word for d in _DOTS):
-        return True
+    if any(d in word for d in _DOTS) or (_REGNAL.search(word) and len(word) >= 3):
+        return True  # "凯尔·内斯", "路易九世"
     if word in ORDINARY or not _CJK_WORD.match(word):
         return False
     if word[:2] in COMPOUND_SURNAMES and 3 <= len(word) <= 4:

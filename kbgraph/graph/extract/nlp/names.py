@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
 from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word
@@ -93,7 +93,8 @@ def _shouting(toks: list[tuple[str, int, int]], i: int, text: str = "") -> bool:
 
 def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
                 cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
-                skip: list[tuple[int, int]], phrase_starts: Sequence[int] = ()) -> None:
+                skip: list[tuple[int, int]], phrase_starts: Sequence[int] = (),
+                named_values: Mapping[int, str] | None = None) -> None:
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
     are no names of their own."""
@@ -111,8 +112,9 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     phrase_first = _phrase_firsts(text, toks, phrase_starts)
     for i in phrase_first | _line_firsts(text, toks):
         initial[i] = True
+    named = _named_tokens(text, toks, named_values or {})
     runs = [run for run in _capitalized_runs(text, toks, sent_of)
-            if not (run[0] in phrase_first and _ordinary_phrase(toks, run))]
+            if run[0] in named or not (run[0] in phrase_first and _ordinary_phrase(toks, run))]
 
     noninitial_caps: set[str] = set()
     for run in runs:
@@ -123,6 +125,9 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     for run in runs:
         if any(start <= toks[run[0]][1] < end for start, end in titles + skip):
             continue  # a word of a quoted title: the title is the name
+        if run[0] in named:  # "Name: Acme Robotics": the label says it is a name, whatever its words
+            _take_named_value(text, toks, run, named[run[0]], sent_of, cands, occurrences)
+            continue
         _take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                   toks[run[0]][1] in speakers)
         tail = _of_tail(toks, run)
@@ -166,6 +171,37 @@ def _phrase_firsts(text: str, toks: list[tuple[str, int, int]], phrase_starts: S
         if i < len(toks) and not text[pos:toks[i][1]].strip(" \t*-_\"'“‘(["):
             firsts.add(i)
     return firsts
+
+
+def _named_tokens(text: str, toks: list[tuple[str, int, int]], named_values: Mapping[int, str]) -> dict[int, str]:
+    """Token index -> kind of name, for the first token of each value a label says is a name."""
+    begins = [s for _, s, _ in toks]
+    out: dict[int, str] = {}
+    for pos, kind in named_values.items():
+        i = bisect.bisect_left(begins, pos)
+        if i < len(toks) and not text[pos:toks[i][1]].strip(" \t\"'“‘(["):
+            out[i] = kind
+    return out
+
+
+def _take_named_value(text: str, toks: list[tuple[str, int, int]], run: list[int], kind: str,
+                      sent_of: list[int], cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+    """A field value its label says is a name ("Name: Acme Robotics", "City: Reading"): that name."""
+    end = toks[run[-1]][2]
+    after = _LEGAL_FORM_AFTER.match(text, end)
+    name = _SPACES.sub(" ", text[toks[run[0]][1]:after.end(1) if after else end])
+    key = _key(name)
+    if not key:
+        return
+    cand = cands.get(key)
+    if cand is None:
+        cand = cands[key] = _Candidate(name=name, key=key, first_pos=toks[run[0]][1])
+    cand.proven = True
+    si = sent_of[run[0]]
+    if not cand.sentences or cand.sentences[-1] != si:
+        cand.sentences.append(si)
+    occurrences.append((si, toks[run[0]][1], key))
+    cand.votes[kind] += 3
 
 
 def _line_firsts(text: str, toks: list[tuple[str, int, int]]) -> set[int]:

@@ -38,6 +38,12 @@ _IRC_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:<[@+%&~]?(
 _IRC_EVENT = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:===|\*\*\*|-->|<--|-!-)[ \t]*([^\s\[\]]{2,30})"
                         r"(?:[ \t]+is now known as[ \t]+([^\s]{2,30}))?")
 _IRC_EVENT_TAIL = re.compile(r"\[~?[^\]\s]*@[^\]\s]*\]|\bhas (?:joined|left|quit)\b[^\n]*")
+# the last word of a field label that says its value is a name, and of what
+_NAME_LABELS = {**dict.fromkeys("name person employee contact owner author manager customer speaker member "
+                                "founder ceo".split(), "person"),
+                **dict.fromkeys("company client vendor supplier brand firm organization organisation security "
+                                "employer publisher manufacturer".split(), "organization"),
+                **dict.fromkeys("city country town place location headquarters venue state province".split(), "geo")}
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -51,6 +57,9 @@ class Structure:
     # its place, and a phrase of ordinary words there ("Mother Board", "Health Care") names nothing
     utterances: list[int] = field(default_factory=list)
     values: list[int] = field(default_factory=list)
+    # where the value of a field whose label says it holds a name starts ("Name:", "Company:",
+    # "City:"), with the kind of name: a name there is one even in ordinary words ("Acme Robotics")
+    named_values: dict[int, str] = field(default_factory=dict)
 
     def blanked(self, text: str) -> str:
         if not self.blank:
@@ -127,6 +136,9 @@ def _records(text: str, out: Structure) -> None:
             out.blank.append((start, line.start() + f.end(1)))
             out.values.append(line.start() + f.end())
             labels.add(f.group(1).strip().lower())
+            kind = _NAME_LABELS.get(f.group(1).strip().lower().split()[-1]) if f.group(1).split() else None
+            if kind:
+                out.named_values[line.start() + f.end()] = kind
     for m in re.finditer(r"(?m)^[ \t]*(Sheet)[ \t]*:", text):
         out.blank.append((m.start(1), m.end(1)))
     if labels:
