@@ -24,7 +24,8 @@ from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
                           "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
                           "覃武戴莫孔向汤欧阳司马上官诸葛")
-_CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept"}
+_CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept",
+             "nev": "event"}
 # words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
 _CJK_ORG_SUFFIXES = frozenset("""
 公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室
@@ -39,6 +40,8 @@ _CJK_INDUSTRY_SUFFIXES = frozenset("""
 网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
 微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
 """.split()) | _CJK_ORG_SUFFIXES
+# a country's or city's name before these is a company ("英国航空", "中国移动"), however common the name
+_CJK_NATIONAL_SUFFIXES = frozenset("航空 石油 石化 电信 移动 联通 邮政 铁路 海运 航运".split())
 # 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
 _CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
 _CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
@@ -157,8 +160,9 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
         # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
         described = i > 0 and (pairs[i - 1][1][:1] in ("m", "q") or pairs[i - 1][0] in _CJK_MAKING_VERBS) \
             and flag not in _CJK_NAME_TAGS and not strong
-        if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
-                                                                             strong):
+        national = flag == "ns" and end == i + width + 1 and pairs[i + width][0] in _CJK_NATIONAL_SUFFIXES
+        if end > i + width and (flag != "nt" or strong) and not described \
+                and (national or _org_head(head, "nr" if width == 2 else flag, strong)):
             org = head + "".join(p[0] for p in pairs[i + width:end])
             if glued:
                 out.append((word[0], "c"))

@@ -40,7 +40,10 @@ _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有�
 # characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
 # cannot be one (no surname first) and ends so is a place
 _PLACE_ENDINGS = frozenset("城庄村镇县区市省州山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
-_CLUB_SUFFIXES = ("队", "俱乐部", "足球俱乐部", "足球队")
+# a club's name may go on with these ("成都谢菲联" + "足球俱乐部"); "队" after it is a description
+_CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
+# a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
+_EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
 # "茂名" + "站", "广茂" + "铁路", "广三" + "线"
 _INFRA_SUFFIXES = frozenset("""
@@ -201,6 +204,18 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
 
 
+def _events(pairs: list[Pair]) -> list[Pair]:
+    """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if word in _EVENT_SUFFIXES and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
+                and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL:
+            out.append((out.pop()[0] + word, "nev"))
+            continue
+        out.append((word, flag))
+    return out
+
+
 def _unglued(pairs: list[Pair]) -> list[Pair]:
     """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
     into the name after it (a person's must then start with a surname)."""
@@ -223,7 +238,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _clubs(_designations(_regnal(_dotted(_unglued(plain(pairs))))), freq, rare, tails)
+    pairs = _events(_clubs(_designations(_regnal(_dotted(_unglued(plain(pairs))))), freq, rare, tails))
     out: list[Pair] = []
     for word, flag in pairs:
         if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
