@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from collections import Counter
 
 from kbgraph.graph.derive.aliases import (
-    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, name_links, stored_name_links,
+    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, name_links, stored_merges, with_name_links,
 )
 from kbgraph.graph.extract.nlp.types import FALLBACK_TYPE, kind_types
 from kbgraph.graph.derive.mentions import pairs_touching
@@ -72,11 +72,10 @@ def refresh_resolution(ctx: KBContext, entities: list[Entity], result: RefreshRe
 def refresh_name_links(ctx: KBContext) -> DeriveResult:
     """Recompute the knowledge base's name links from its mentions; store the ones that changed and
     re-derive the entities whose groups they change. Nothing is written when they are the same."""
+    merges, have = stored_merges(ctx.store, ctx.tenant, ctx.kb_id)
     want = _wanted_name_links(ctx)
-    have = stored_name_links(ctx.store, ctx.tenant, ctx.kb_id)
     if want == have:
         return DeriveResult()
-    before = load_aliases(ctx.store, ctx.tenant, ctx.kb_id)
     gone = sorted(k for k in have if want.get(k) != have[k])
     if gone:
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", NAME_LINK_KIND),
@@ -84,8 +83,10 @@ def refresh_name_links(ctx: KBContext) -> DeriveResult:
     new = [name_link_doc(ctx.kb_id, k, f) for k, f in sorted(want.items()) if have.get(k) != f]
     if new:
         ctx.store.upsert(ctx.tenant, ctx.kb_id, new, refresh=False)
-    ctx.store.refresh(ctx.tenant)
-    return _regroup(ctx, before, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
+    change = _regroup(ctx, AliasMap(with_name_links(merges, have)), AliasMap(with_name_links(merges, want)))
+    if not change.changed:
+        ctx.store.refresh(ctx.tenant)  # the links themselves, for the next merge to read
+    return change
 
 
 def _wanted_name_links(ctx: KBContext) -> dict[str, str]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from kbgraph.store.base import DocStore, eq
+from kbgraph.store.base import DocStore, any_of
 from kbgraph.store.records import ResolutionDecision, stable_id
 
 
@@ -53,12 +53,23 @@ _NAME_DOTS = "·•‧・"
 
 
 def load_aliases(store: DocStore, tenant: str, kb_id: str) -> AliasMap:
+    merges, links = stored_merges(store, tenant, kb_id)
+    return AliasMap(with_name_links(merges, links))
+
+
+def stored_merges(store: DocStore, tenant: str, kb_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Resolution's merges (alias -> canonical key) and the stored name links, read in one scan."""
     from kbgraph.graph.resolution import Decision, plan_merges
 
-    decisions = [ResolutionDecision.from_doc(d) for d in
-                 store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", ResolutionDecision.KIND)])]
-    canonical = plan_merges(Decision(d.key_a, d.key_b, d.same) for d in decisions)
-    return AliasMap(with_name_links(canonical, stored_name_links(store, tenant, kb_id)))
+    decisions: list[Decision] = []
+    links: dict[str, str] = {}
+    for d in store.scan(tenant, [kb_id], [any_of("knowledge_graph_kwd", [ResolutionDecision.KIND, NAME_LINK_KIND])]):
+        if d["knowledge_graph_kwd"] == NAME_LINK_KIND:
+            links[d["key_a_kwd"]] = d["key_b_kwd"]
+        else:
+            decision = ResolutionDecision.from_doc(d)
+            decisions.append(Decision(decision.key_a, decision.key_b, decision.same))
+    return plan_merges(decisions), links
 
 
 def with_name_links(canonical: Mapping[str, str], links: Mapping[str, str]) -> dict[str, str]:
@@ -71,11 +82,6 @@ def with_name_links(canonical: Mapping[str, str], links: Mapping[str, str]) -> d
         if short not in grouped and target != short:
             out[short] = target
     return out
-
-
-def stored_name_links(store: DocStore, tenant: str, kb_id: str) -> dict[str, str]:
-    return {d["key_a_kwd"]: d["key_b_kwd"] for d in
-            store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", NAME_LINK_KIND)], fields=["key_a_kwd", "key_b_kwd"])}
 
 
 def name_link_doc(kb_id: str, short: str, full: str) -> dict:
