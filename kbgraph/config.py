@@ -259,7 +259,7 @@ ENTITY_TYPES_HELP = (
     "company, org; people, character); names of no such kind (products, works) go to a catch-all type if "
     "one is configured (category, concept, other, misc, thing), and a name that no configured type takes "
     f"gets the type '{NLP_FALLBACK_TYPE}'. A type the nlp method has no cue for (ghost, say) stays empty; "
-    "change the types, then rebuild the graph (kbgraph graph build --rebuild) to retype what is indexed."
+    "change the types, then rebuild the graph (kbgraph graph refresh --rebuild) to retype what is indexed."
 )
 
 
