@@ -31,7 +31,7 @@ def find_names(text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate],
     _structure_people(structure, starts, cands, occurrences)
     cjk = _CJK_CHAR.search(names_text) is not None
     cjk_titles = _cjk_titles(names_text) if cjk else []
-    latin_names(names_text, spans, starts, cands, occurrences, cjk_titles, structure.utterances + structure.values,
+    latin_names(names_text, spans, starts, cands, occurrences, cjk_titles, structure.utterances, structure.values,
                 structure.named_values)
     if cjk:
         chinese_names(names_text, spans, starts, cjk_titles, cands, occurrences)

@@ -93,7 +93,7 @@ def _shouting(toks: list[tuple[str, int, int]], i: int, text: str = "") -> bool:
 
 def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
                 cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
-                skip: list[tuple[int, int]], phrase_starts: Sequence[int] = (),
+                skip: list[tuple[int, int]], utterances: Sequence[int] = (), values: Sequence[int] = (),
                 named_values: Mapping[int, str] | None = None) -> None:
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
@@ -109,12 +109,12 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
     lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
     initial = _initial_words(text, spans, toks, sent_of, lower_words)
-    phrase_first = _phrase_firsts(text, toks, phrase_starts)
-    for i in phrase_first | _line_firsts(text, toks):
+    value_first = _phrase_firsts(text, toks, values)
+    for i in value_first | _phrase_firsts(text, toks, utterances) | _line_firsts(text, toks):
         initial[i] = True
     named = _named_tokens(text, toks, named_values or {})
     runs = [run for run in _capitalized_runs(text, toks, sent_of)
-            if run[0] in named or not (run[0] in phrase_first and _ordinary_phrase(toks, run))]
+            if run[0] in named or not (run[0] in value_first and _ordinary_phrase(toks, run))]
 
     noninitial_caps: set[str] = set()
     for run in runs:
@@ -216,8 +216,8 @@ def _line_firsts(text: str, toks: list[tuple[str, int, int]]) -> set[int]:
 
 
 def _ordinary_phrase(toks: list[tuple[str, int, int]], run: list[int]) -> bool:
-    """A run of ordinary words at an utterance's or a value's start ("Mother Board", "Sounds Good",
-    "Health Care", "Aerospace & Defense"): a phrase, not a name."""
+    """A run of ordinary words at a field value's start ("Health Care", "Aerospace & Defense"): a
+    category, not a name."""
     words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
     return len(words) >= 2 and all(ordinary_word(w) or w.lower() in _CONNECTORS for w in words)
 
@@ -369,7 +369,8 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
 def _handle(name: str, seen: set[str]) -> bool:
     """A CamelCase word that is a handle made of names ("JonasVale", "LiHua"), not a name written
     so ("SoCal", "PayPal", "AbbVie", "SaskTel"): a known given name first, or a first part the chunk
-    also writes as a word of its own ("Theo" beside "TheoMarsh"); ``seen``: the chunk's words."""
+    also writes as a word of its own ("Theo" beside "TheoMarsh"); ``seen``: the chunk's words. A
+    handle at a chat line's start ("TheoMarsh: ...") is a speaker's, split whatever its parts."""
     parts = re.findall(r"[A-Z][a-z]+", name)
     return parts[0].lower() in _FIRST_NAMES or (parts[0] in seen and len(parts[0]) >= 3)
 
@@ -401,7 +402,7 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
         after = _VERSION_AFTER.match(text, end) or _LEGAL_FORM_AFTER.match(text, end)
         end = after.end(1) if after else end
     name = _SPACES.sub(" ", text[toks[first][1]:end])
-    if len(words) == 1 and _CAMEL.match(name) and _handle(name, {t for t, _, _ in toks if t[:1].isupper()}):
+    if len(words) == 1 and _CAMEL.match(name) and (speaker or _handle(name, {t for t, _, _ in toks if t[:1].isupper()})):
         name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)  # "LiHua" is Li Hua: one key for both spellings
     key = _key(name)
     if not key:

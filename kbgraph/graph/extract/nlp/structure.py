@@ -54,7 +54,8 @@ class Structure:
     blank: list[tuple[int, int]] = field(default_factory=list)
     people: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     # where an utterance (after a speaker) or a field's value starts: a word there is capitalized by
-    # its place, and a phrase of ordinary words there ("Mother Board", "Health Care") names nothing
+    # its place; a phrase of ordinary words at a value's start ("Health Care") names nothing, at an
+    # utterance's it may ("Studio Meridian sent their floor plan")
     utterances: list[int] = field(default_factory=list)
     values: list[int] = field(default_factory=list)
     # where the value of a field whose label says it holds a name starts ("Name:", "Company:",
