@@ -15,7 +15,7 @@ from kbgraph.graph.derive.aliases import (
 )
 from kbgraph.graph.extract.nlp.types import FALLBACK_TYPE, kind_types
 from kbgraph.graph.derive.mentions import pairs_touching
-from kbgraph.graph.derive.recompute import DeriveResult, recompute
+from kbgraph.graph.derive.recompute import MENTION_BUDGET, DeriveResult, recompute
 from kbgraph.index.context import KBContext
 from kbgraph.index.graph_meta import bump_version, ensure_mention_format
 from kbgraph.index.refresh_state import RefreshResult
@@ -41,7 +41,7 @@ def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("tgt_key_kwd", sorted(keys))],
         fields=["src_key_kwd", "tgt_key_kwd"])}
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.merge_describer(), None,
-                       after, ctx.vector_name)
+                       after, ctx.vector_name, mention_budget=MENTION_BUDGET)
     bump_version(ctx, change)
     return change
 
