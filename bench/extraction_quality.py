@@ -1,10 +1,12 @@
 """Entity extraction quality of the offline ``nlp`` extractor against hand-checked mentions.
 
-    python bench/extraction_quality.py [GOLD ...] [--json] [--errors N] [--entity-types a,b,c]
+    python bench/extraction_quality.py [GOLD ...] [--split dev|heldout] [--json] [--errors N] [--entity-types a,b,c]
 
 GOLD is a .jsonl file or a folder of them (default: bench/data/extraction-gold/). One line per
 text: ``{doc_id, lang, kind, source, text, entities: [{surface, type, start, end, canonical}]}``
-(see that folder's README.md for the type set and the marking rules). Every text is given to the
+(see that folder's README.md for the type set and the marking rules). Every text carries ``split``:
+``dev`` (the texts whose errors are read while the extractor is worked on) or ``heldout`` (only its
+figures are read: ``--split heldout --errors 0``); ``--split`` scores one part. Every text is given to the
 extractor alone, as one chunk, exactly as written (``build_extractor("nlp", ...)``). Figures per
 language and per (language, kind), over the texts' distinct names (a name counted once per text):
 
@@ -20,7 +22,10 @@ language and per (language, kind), over the texts' distinct names (a name counte
   short form, an abbreviation), the share the extractor maps to the canonical name's key. ``in-text``
   counts the aliases whose canonical name is written in the same text, ``cross-text`` those whose
   canonical name appears only in other texts of the set (a per-chunk extractor cannot link those;
-  a knowledge-base-level linker can be measured by passing ``resolve`` to ``evaluate``).
+  a knowledge-base-level linker can be measured by passing ``resolve`` to ``evaluate``). With
+  ``--kb-links`` each (language, kind) group is read as one knowledge base and its name links
+  (``kbgraph.graph.derive.aliases.name_links``: a first name or short form only one full name of
+  the knowledge base can stand for, what the refresh links) resolve the extracted keys.
 
 Which key a mention is read as comes from the nlp extractor's own name finder
 (``kbgraph.graph.extract.nlp.detect.find_names``: every occurrence's offset and key, after short
@@ -139,6 +144,28 @@ def evaluate(rows: list[dict[str, Any]], entity_types: list[str] | None = None,
             "groups": {name: _score(docs) for name, docs in sorted(groups.items())}, "docs": per_doc}
 
 
+def kb_name_links(rows: list[dict[str, Any]], entity_types: list[str] | None = None
+                  ) -> Callable[[str, dict[str, Any]], str]:
+    """A resolver that maps each extracted key through the name links of its (language, kind) group,
+    read as one knowledge base of the group's texts."""
+    from kbgraph.graph.derive.aliases import name_links
+    from kbgraph.graph.extract.nlp.types import kind_types
+
+    types = entity_types or list(DEFAULT_ENTITY_TYPES)
+    person = kind_types(types)["person"]
+    extractor = build_extractor("nlp", None, entity_types=types)
+    people: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    mentions: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for row in rows:
+        group = (row["lang"], row["kind"])
+        for e in extractor.extract(row["text"]).entities:
+            mentions[group][_key(e.name)] += 1
+            if e.type == person:
+                people[group][_key(e.name)] += 1
+    links = {group: name_links(people[group], mentions[group]) for group in mentions}
+    return lambda key, row: links.get((row["lang"], row["kind"]), {}).get(key, key)
+
+
 def _ratio(a: int, b: int) -> float | None:
     return round(a / b, 4) if b else None
 
@@ -178,7 +205,7 @@ def _fmt(x: float | None) -> str:
 
 
 def print_table(result: dict[str, Any], errors: int) -> None:
-    print(f"nlp extractor, entity types {','.join(result['entity_types'])}"
+    print(f"nlp extractor, entity types {','.join(result['entity_types'])}{result.get('split_note', '')}"
           f"{'' if result['mention_map'] else ' (mention map unavailable: entity-list fallback)'}")
     print(f"targets: precision >= {TARGETS['precision']}, recall >= {TARGETS['recall']} per language\n")
     print("| group | texts | gold names | extracted | precision | recall | type agreement | alias linking (in-text / cross-text) |")
@@ -214,12 +241,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--entity-types", default=None,
                     help="the knowledge base's entity types, comma-separated (default: the kb default)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N texts of each file set")
+    ap.add_argument("--kb-links", action="store_true",
+                    help="resolve keys through the name links of each (language, kind) group read as one KB")
+    ap.add_argument("--split", choices=("dev", "heldout"), default=None,
+                    help="score only the development or the held-out texts (default: all)")
     args = ap.parse_args(argv)
     rows = load_gold(args.gold)
+    if args.split:
+        rows = [r for r in rows if r.get("split", "dev") == args.split]
     if args.limit:
         rows = rows[: args.limit]
     types = [t.strip() for t in args.entity_types.split(",")] if args.entity_types else None
-    result = evaluate(rows, types)
+    result = evaluate(rows, types, kb_name_links(rows, types) if args.kb_links else None)
+    if args.kb_links:
+        result["split_note"] = ", keys resolved through each group's name links"
+    if args.split:
+        result["split_note"] = result.get("split_note", "") + f", {args.split} texts only"
     if args.json:
         if not args.docs:
             result = {k: v for k, v in result.items() if k != "docs"}

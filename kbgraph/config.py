@@ -271,6 +271,22 @@ EMBEDDER_CHAIN_TEXT_SHARE: dict[str, float] = {"local": 0.5, "hash": 1.0, "opena
 
 # "store" is not among them: it names an engine registered in kbgraph.store.factory, which checks
 # the name when the store is opened (a third engine registers itself there)
+# What a knowledge base's entity types (``kb create/set --entity-types``, the settings page) do for
+# the LLM-free ``nlp`` extraction method; the type its names get when no configured type fits them
+# (kbgraph.graph.extract.nlp.types applies it).
+NLP_FALLBACK_TYPE = "other"
+ENTITY_TYPES_HELP = (
+    "Entity types (per knowledge base: kbgraph kb create/set --entity-types, or the knowledge base's "
+    "settings page). With an LLM method (general, light) the model is asked for these types. With the nlp "
+    "method, which has no model, the extractor recognises people, organizations, places and events and "
+    "gives each the first configured type that names that kind or a synonym of it (place, location, city; "
+    "company, org; people, character); names of no such kind (products, works) go to a catch-all type if "
+    "one is configured (category, concept, other, misc, thing), and a name that no configured type takes "
+    f"gets the type '{NLP_FALLBACK_TYPE}'. A type the nlp method has no cue for (ghost, say) stays empty; "
+    "change the types, then rebuild the graph (kbgraph graph refresh --rebuild) to retype what is indexed."
+)
+
+
 _CHOICES = {
     "embedding_provider": {"local", "openai", "hash"},
     "relation_vectors": {"auto", "chunks", "text"},
@@ -450,4 +466,4 @@ def settings_table() -> list[tuple[str, str, Any]]:
     return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
 
 
-__all__ = ["EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ConfigError", "Settings", "load_settings", "settings_table"]
+__all__ = ["EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ENTITY_TYPES_HELP", "NLP_FALLBACK_TYPE", "ConfigError", "Settings", "load_settings", "settings_table"]
