@@ -286,17 +286,20 @@ def _wait_settled(meta: MetaDB, settings: Settings, kb_id: str, workers: list[Wo
 
 # -- what the drill checks ----------------------------------------------------------------------------
 
-def _ready(web: WebServer, operator: Settings) -> dict[str, Any]:
-    """/ready once both worker hosts beat: every check named and passing."""
+def _ready(web: WebServer, operator: Settings, hosts: set[str]) -> dict[str, Any]:
+    """/ready once exactly ``hosts`` beat (a killed host drops out three beats after its last)."""
     client = redis.Redis.from_url(operator.redis_url)
     try:
-        _wait(lambda: {m.split(":")[0] for m in workers_seen(client, operator)} == set(WORKERS), 60,
-              lambda: f"both worker hosts' beats (seen: {workers_seen(client, operator)})")
+        _wait(lambda: {m.split(":")[0] for m in workers_seen(client, operator)} == hosts, 60,
+              lambda: f"the beats of {sorted(hosts)} only (seen: {workers_seen(client, operator)})")
     finally:
         client.close()
     answer = requests.get(web.url + "/ready", timeout=30)
     assert answer.status_code == 200, answer.text
-    return answer.json()
+    checks = answer.json()["checks"]
+    assert set(checks) == {"meta", "redis", "store", "blob_store", "workers"}, checks
+    assert checks["workers"].startswith(f"ok: {len(hosts)} worker(s)"), checks
+    return checks
 
 
 def _wait_for_the_kill(web: WebServer, key: str, ds: str, trap: KillTrap, workers: list[Worker]) -> None:
@@ -353,8 +356,7 @@ def test_three_hosts_share_only_their_services(web: WebServer, workers: dict[str
                                                shared: dict[str, Any], models: dict[str, HostModel], logs: Path,
                                                operator: Settings, meta: MetaDB, store: DocStore,
                                                blobs: BlobStore, key: str, trap: KillTrap) -> None:
-    ready = _ready(web, operator)
-    assert set(ready["checks"]) == {"meta", "redis", "store", "blob_store", "workers"}, ready
+    _ready(web, operator, set(WORKERS))  # each worker host beats under its own hostname
 
     crashed, crashed_names = _upload(web, key, f"crashed {uuid.uuid4().hex[:6]}")
     assert sorted(i.key for i in blobs.list("")) == sorted(document_key(crashed, d) for d in crashed_names)
@@ -362,12 +364,14 @@ def test_three_hosts_share_only_their_services(web: WebServer, workers: dict[str
     _parse(web, key, crashed, crashed_names)
     _wait_for_the_kill(web, key, crashed, trap, list(workers.values()))
     unfinished = _killed_mid_task(meta, crashed)
-    victim = workers[trap.victim or ""]
-    survivor = next(w for name, w in workers.items() if name != trap.victim)
+    killed = trap.victim
+    assert killed is not None
+    victim, survivor = workers[killed], next(w for name, w in workers.items() if name != killed)
     assert not victim.alive() and survivor.alive()
 
     _parsed(web, key, crashed, [survivor], 180)
     _wait_settled(meta, operator, crashed, [survivor])
+    _ready(web, operator, set(WORKERS) - {killed})
     tasks = {t.id: t for t in meta.list_tasks(crashed, kind="index")}
     assert all(t.status == "done" for t in tasks.values())
     # the killed host's task was started again once, by the survivor; every other task ran once (the
@@ -383,7 +387,7 @@ def test_three_hosts_share_only_their_services(web: WebServer, workers: dict[str
     _answers_a_question(web, key, crashed)
 
     # the killed host comes back with its own folder; a fresh knowledge base of the same files is the reference
-    workers[trap.victim or ""] = victim = _worker(group, trap.victim or "", shared, models, logs).start()
+    workers[killed] = victim = _worker(group, killed, shared, models, logs).start()
     clean, clean_names = _upload(web, key, f"clean {uuid.uuid4().hex[:6]}")
     _parse(web, key, clean, clean_names)
     _parsed(web, key, clean, [victim, survivor], 180)
