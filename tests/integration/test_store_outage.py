@@ -370,3 +370,29 @@ def test_a_refresh_the_store_failed_on_a_worker_is_tried_again(node: DrillNode, 
         node.start()
         _wait_for_repair(service_drill, "drill", worker, 90)
     _assert_equals_clean_build(service_drill, "drill")
+
+
+def test_pages_say_the_store_is_unavailable_and_list_documents_without_it(node: DrillNode, service_drill: Settings,
+                                                                         tmp_path: Path) -> None:
+    """A signed-in user's pages while the node is down: what reads the store answers 503 with the
+    store's message (never an internal error), the documents list (metadata only) still answers."""
+    from web import create_app
+    from ui.test_accounts import create_kb, sign_up
+
+    app = create_app(service_drill)
+    client = app.test_client()
+    try:
+        sign_up(client, "outage@example.com")
+        kb_id = create_kb(client, "outage")
+        assert client.get(f"/ui/api/kbs/{kb_id}/graph").status_code == 200
+        node.stop()
+        graph = client.get(f"/ui/api/kbs/{kb_id}/graph")
+        text = graph.get_data(as_text=True)
+        assert graph.status_code == 503 and "store is unavailable" in text, text
+        assert "Traceback" not in text and "9240" not in text
+        listed = client.get(f"/ui/api/kbs/{kb_id}/documents")
+        assert listed.status_code == 200, listed.get_data(as_text=True)
+        assert client.get(f"/kbs/{kb_id}").status_code == 200
+    finally:
+        node.start()
+        app.extensions["kbgraph"].close()
