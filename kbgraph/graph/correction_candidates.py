@@ -14,8 +14,8 @@ _CANDIDATES = 50
 
 
 def similar_entities(store: DocStore, tenant: str, kb_id: str, entity: Entity, limit: int = 8) -> list[Entity]:
-    """Up to ``limit`` other entities, the likeliest same first: one name containing the other's
-    words, then by spelling likeness, then by mentions."""
+    """Up to ``limit`` other entities, the likeliest same first: names containing this one's words
+    (or contained in it) by mentions, then the others by spelling likeness."""
     tokens = tokenize_query(entity.name)
     if not tokens:
         return []
@@ -29,6 +29,7 @@ def similar_entities(store: DocStore, tenant: str, kb_id: str, entity: Entity, l
         theirs = set(other.key.split())
         nested = bool(words) and (words <= theirs or theirs <= words)
         likeness = difflib.SequenceMatcher(None, entity.key, other.key).ratio()
-        return (not nested, -round(likeness, 3), -other.mention_count, other.key)
+        # among names holding this one's words, the most mentioned is likeliest the full name
+        return (not nested, -other.mention_count if nested else 0, -round(likeness, 3), other.key)
 
     return sorted(others, key=rank)[:limit]
