@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from kbgraph.index.context import KBContext
 
 
+class CorrectionConflict(KBGraphError):
+    """A correction that would fold two entities together, refused until confirmed (``force``)."""
+
+
 @dataclass(frozen=True)
 class CorrectionOutcome:
     """A correction made (or undone) and how many rows it changed."""
@@ -71,7 +75,7 @@ class GraphCorrections(EngineCore):
             raise KBGraphError(f"{name!r} is no usable entity name")
         other = self._existing(ctx, aliases, target)
         if other is not None and other.key != row.key and not force:
-            raise KBGraphError(f"an entity named {other.name!r} exists already: renaming {row.name!r} to {name!r} "
+            raise CorrectionConflict(f"an entity named {other.name!r} exists already: renaming {row.name!r} to {name!r} "
                                "merges the two; confirm with force (--force)")
         return self._key_correction(kb, "rename", {"key": row.key, "name": name}, who)
 
@@ -105,14 +109,14 @@ class GraphCorrections(EngineCore):
         other = self._existing(ctx, aliases, target)
         if other is not None and other.key not in rows:
             if not force:
-                raise KBGraphError(f"an entity named {other.name!r} exists already and is not among those merged; "
+                raise CorrectionConflict(f"an entity named {other.name!r} exists already and is not among those merged; "
                                    "confirm with force (--force) to merge it too")
             rows[other.key] = other
         if len(set(rows) | {target}) < 2:
             raise KBGraphError("a merge needs at least two entities")
         types = sorted({r.type for r in rows.values() if r.type.lower() not in UNTYPED})
         if len(types) > 1 and not force:
-            raise KBGraphError(f"the entities have different types ({', '.join(types)}); confirm with force (--force) "
+            raise CorrectionConflict(f"the entities have different types ({', '.join(types)}); confirm with force (--force) "
                                "to merge them anyway")
         params = {"keys": sorted(rows), "into": target, "name": name}
         return self._key_correction(kb, "merge", params, who)
@@ -140,7 +144,7 @@ class GraphCorrections(EngineCore):
                 raise KBGraphError(f"the entity split off needs a name other than {row.name!r}")
             other = self._existing(ctx, aliases, target)
             if other is not None and not force:
-                raise KBGraphError(f"an entity named {other.name!r} exists already: the part split off would join "
+                raise CorrectionConflict(f"an entity named {other.name!r} exists already: the part split off would join "
                                    "it; confirm with force (--force)")
             params["name"] = name
         return self._key_correction(kb, "split", params, who)
@@ -169,7 +173,7 @@ class GraphCorrections(EngineCore):
             raise KBGraphError(f"{name!r} is no usable entity name")
         other = self._existing(ctx, aliases, normalize_key(name))
         if other is not None and not force:
-            raise KBGraphError(f"an entity named {other.name!r} exists already; change it with `graph set`, or "
+            raise CorrectionConflict(f"an entity named {other.name!r} exists already; change it with `graph set`, or "
                                "confirm with force (--force) to add this as a curated mention of it")
         entity = CuratedEntity(name, type.strip() or "unknown", description.strip())
         params = {"name": entity.name, "type": entity.type, "description": entity.description}
