@@ -11,11 +11,12 @@ from typing import Any
 
 from flask import Response, request
 
-from kbgraph.engine import Engine, KBGraphError
+from kbgraph.engine import KBGraphError
 from kbgraph.engine.corrections import CorrectionConflict, CorrectionOutcome, correction_dict
 from kbgraph.graph.curated import FORMATS, CuratedFormatError, parse_curated
 from kbgraph.meta import KnowledgeBase
 from web.api import blueprint, own_kb, tenant
+from web.correction_ops import CorrectionRequestError, correction_call
 from web.envelope import ARGUMENT_ERROR, AUTHENTICATION_ERROR, DATA_ERROR, ApiError, json_body, ok
 from web.services import services
 
@@ -32,24 +33,6 @@ def _who(body: dict[str, Any]) -> str:
     return f"{who} (api:{tenant()})" if isinstance(who, str) and who.strip() else f"api:{tenant()}"
 
 
-def _text(body: dict[str, Any], key: str, *, required: bool = True) -> str | None:
-    value = body.get(key)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise ApiError(ARGUMENT_ERROR, f"`{key}` is required and must be a non-empty string")
-    return value
-
-
-def _names(body: dict[str, Any], key: str, *, required: bool = True) -> list[str]:
-    value = body.get(key)
-    if value is None and not required:
-        return []
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v.strip() for v in value):
-        raise ApiError(ARGUMENT_ERROR, f"`{key}` must be a non-empty list of strings")
-    return value
-
-
 def _run(call: Callable[[], CorrectionOutcome]) -> Response:
     try:
         return ok(call().to_dict())
@@ -58,37 +41,6 @@ def _run(call: Callable[[], CorrectionOutcome]) -> Response:
                        with_data=True) from None
     except KBGraphError as exc:
         raise ApiError(DATA_ERROR, str(exc)) from None
-
-
-def _operation(engine: Engine, kb: str, op: str, body: dict[str, Any]) -> Callable[[], CorrectionOutcome]:
-    force, who = bool(body.get("force")), _who(body)
-    calls: dict[str, Callable[[], CorrectionOutcome]] = {
-        "rename": lambda: engine.rename_entity(kb, _text(body, "entity"), _text(body, "name"), force=force, who=who),
-        "set": lambda: engine.set_entity(kb, _text(body, "entity"), type=_text(body, "type", required=False),
-                                         description=_text(body, "description", required=False), who=who),
-        "merge": lambda: engine.merge_entities(kb, _names(body, "entities"), _text(body, "into", required=False),
-                                               force=force, who=who),
-        "split": lambda: engine.split_entity(kb, _text(body, "entity"), names=_names(body, "names", required=False),
-                                             docs=_names(body, "documents", required=False),
-                                             new_name=_text(body, "name", required=False), force=force, who=who),
-        "delete_entity": lambda: engine.delete_entity(kb, _text(body, "entity"), who=who),
-        "delete_relation": lambda: engine.delete_relation(kb, _text(body, "source"), _text(body, "target"), who=who),
-        "add_entity": lambda: engine.add_entity(kb, _text(body, "name"), _text(body, "type", required=False) or "unknown",
-                                                _text(body, "description", required=False) or "", force=force, who=who),
-        "add_relation": lambda: engine.add_relation(kb, _text(body, "source"), _text(body, "target"),
-                                                    _text(body, "description", required=False) or "",
-                                                    _names(body, "keywords", required=False), _weight(body), who=who),
-    }
-    if op not in calls:
-        raise ApiError(ARGUMENT_ERROR, f"`op` must be one of {', '.join(calls)} (not {op!r})")
-    return calls[op]
-
-
-def _weight(body: dict[str, Any]) -> float:
-    value = body.get("weight", 1.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ApiError(ARGUMENT_ERROR, "`weight` must be a number")
-    return float(value)
 
 
 @blueprint.get("/datasets/<dataset_id>/knowledge_graph/corrections")
@@ -105,11 +57,11 @@ def list_corrections(dataset_id: str) -> Response:
 def make_correction(dataset_id: str) -> Response:
     kb = _kb(dataset_id)
     body = json_body()
-    op = body.get("op")
-    if not isinstance(op, str):
-        raise ApiError(ARGUMENT_ERROR, "`op` is required: rename, set, merge, split, delete_entity, delete_relation, "
-                       "add_entity or add_relation")
-    return _run(_operation(services().engine(tenant()), kb.name, op, body))
+    try:
+        call = correction_call(services().engine(tenant()), kb.name, body, _who(body))
+    except CorrectionRequestError as exc:
+        raise ApiError(ARGUMENT_ERROR, str(exc)) from None
+    return _run(call)
 
 
 @blueprint.post("/datasets/<dataset_id>/knowledge_graph/corrections/undo")

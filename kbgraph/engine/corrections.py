@@ -43,11 +43,12 @@ class CorrectionOutcome:
     correction: Correction
     entities_changed: int = 0
     relations_changed: int = 0
+    key: str | None = None  # the entity the correction leaves (renamed, merged, set, added), if one
 
     def to_dict(self) -> dict[str, Any]:
         c = self.correction
         return {**correction_dict(c), "entities_changed": self.entities_changed,
-                "relations_changed": self.relations_changed}
+                "relations_changed": self.relations_changed, "entity_key": self.key}
 
 
 def correction_dict(c: Correction) -> dict[str, Any]:
@@ -77,7 +78,10 @@ class GraphCorrections(EngineCore):
         if other is not None and other.key != row.key and not force:
             raise CorrectionConflict(f"an entity named {other.name!r} exists already: renaming {row.name!r} to {name!r} "
                                "merges the two; confirm with force (--force)")
-        return self._key_correction(kb, "rename", {"key": row.key, "name": name}, who)
+        if other is not None and other.key not in (row.key, target):  # the name merged into another entity
+            params = {"keys": sorted({row.key, other.key}), "into": other.key, "name": name}
+            return self._key_correction(kb, "merge", params, who, other.key)
+        return self._key_correction(kb, "rename", {"key": row.key, "name": name}, who, target)
 
     def set_entity(self, kb_name: str, entity: str, *, type: str | None = None, description: str | None = None,
                    who: str = "") -> CorrectionOutcome:
@@ -93,7 +97,7 @@ class GraphCorrections(EngineCore):
             params["description"] = description.strip()
         if len(params) == 1:
             raise KBGraphError("nothing to set: give a type or a description")
-        return self._key_correction(kb, "set", params, who)
+        return self._key_correction(kb, "set", params, who, row.key)
 
     def merge_entities(self, kb_name: str, entities: Sequence[str], into: str | None = None, *,
                        force: bool = False, who: str = "") -> CorrectionOutcome:
@@ -119,7 +123,7 @@ class GraphCorrections(EngineCore):
             raise CorrectionConflict(f"the entities have different types ({', '.join(types)}); confirm with force (--force) "
                                "to merge them anyway")
         params = {"keys": sorted(rows), "into": target, "name": name}
-        return self._key_correction(kb, "merge", params, who)
+        return self._key_correction(kb, "merge", params, who, target)
 
     def split_entity(self, kb_name: str, entity: str, *, names: Sequence[str] = (), docs: Sequence[str] = (),
                      new_name: str | None = None, force: bool = False, who: str = "") -> CorrectionOutcome:
@@ -147,7 +151,7 @@ class GraphCorrections(EngineCore):
                 raise CorrectionConflict(f"an entity named {other.name!r} exists already: the part split off would join "
                                    "it; confirm with force (--force)")
             params["name"] = name
-        return self._key_correction(kb, "split", params, who)
+        return self._key_correction(kb, "split", params, who, row.key)
 
     def delete_entity(self, kb_name: str, entity: str, *, who: str = "") -> CorrectionOutcome:
         kb = self._graph_kb(kb_name)
@@ -177,7 +181,8 @@ class GraphCorrections(EngineCore):
                                "confirm with force (--force) to add this as a curated mention of it")
         entity = CuratedEntity(name, type.strip() or "unknown", description.strip())
         params = {"name": entity.name, "type": entity.type, "description": entity.description}
-        return self._curated(kb, "add_entity", params, who, CuratedGraph([entity], []))
+        return self._curated(kb, "add_entity", params, who, CuratedGraph([entity], []),
+                             aliases.canon(normalize_key(entity.name)))
 
     def add_relation(self, kb_name: str, source: str, target: str, description: str = "",
                      keywords: Sequence[str] = (), weight: float = 1.0, *, who: str = "") -> CorrectionOutcome:
@@ -193,7 +198,7 @@ class GraphCorrections(EngineCore):
                                    float(weight))
         params = {"src": a.name, "tgt": b.name, "description": relation.description,
                   "keywords": list(relation.keywords), "weight": relation.weight}
-        return self._curated(kb, "add_relation", params, who, CuratedGraph([], [relation]))
+        return self._curated(kb, "add_relation", params, who, CuratedGraph([], [relation]), a.key)
 
     def import_graph(self, kb_name: str, graph: CuratedGraph, source: str, *, who: str = "") -> CorrectionOutcome:
         """Import a curated graph as the source ``source`` (an earlier import of it is replaced)."""
@@ -305,18 +310,22 @@ class GraphCorrections(EngineCore):
             ids.append(doc.id)
         return sorted(set(ids))
 
-    def _key_correction(self, kb: KnowledgeBase, op: str, params: dict, who: str) -> CorrectionOutcome:
+    def _key_correction(self, kb: KnowledgeBase, op: str, params: dict, who: str,
+                        key: str | None = None) -> CorrectionOutcome:
         from kbgraph.index.corrections import record_key_correction
 
-        return self._run(kb, op, params, who, None, record_key_correction)
+        return self._run(kb, op, params, who, None, record_key_correction, key)
 
-    def _curated(self, kb: KnowledgeBase, op: str, params: dict, who: str, graph: CuratedGraph) -> CorrectionOutcome:
+    def _curated(self, kb: KnowledgeBase, op: str, params: dict, who: str, graph: CuratedGraph,
+                 key: str | None) -> CorrectionOutcome:
         from kbgraph.index.curated import MANUAL_SOURCE, write_curated
 
-        return self._run(kb, op, params, who, lambda ctx, seq: write_curated(ctx, MANUAL_SOURCE, graph, str(seq)))
+        return self._run(kb, op, params, who, lambda ctx, seq: write_curated(ctx, MANUAL_SOURCE, graph, str(seq)),
+                         key=key)
 
     def _run(self, kb: KnowledgeBase, op: str, params: dict, who: str,
-             write: Callable[[KBContext, int], DeriveResult] | None, record: Callable | None = None) -> CorrectionOutcome:
+             write: Callable[[KBContext, int], DeriveResult] | None, record: Callable | None = None,
+             key: str | None = None) -> CorrectionOutcome:
         from kbgraph.index.corrections import record_curated_correction
         from kbgraph.index.repair import changing_rows, refresh_recorded
 
@@ -328,7 +337,7 @@ class GraphCorrections(EngineCore):
                 else:
                     correction, change = record_curated_correction(ctx, op, params, who, lambda seq: write(ctx, seq))
             refresh_recorded(ctx, self.meta, kb)
-        return CorrectionOutcome(correction, _entities(change), _relations(change))
+        return CorrectionOutcome(correction, _entities(change), _relations(change), key)
 
     def _remover(self, ctx: KBContext) -> Callable[[Correction], DeriveResult]:
         from kbgraph.index.curated import MANUAL_SOURCE, remove_added, remove_source
