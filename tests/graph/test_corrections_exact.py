@@ -172,3 +172,21 @@ def test_corrections_survive_a_dropped_graph_and_its_rebuild(store: DocStore, tm
     assert "pell harbour" in entities
     assert check_graph(store, tenant, "kb", ctx.describer()) == []
     store.drop_index(tenant)
+
+
+def test_a_split_by_document_follows_that_document(store: DocStore, tmp_path: Path) -> None:
+    """The mentions of a document split off an entity go to the new entity whether the document comes
+    before or after the split, and leave with it."""
+    tenant = f"t{uuid.uuid4().hex[:8]}"
+    store.ensure_index(tenant)
+    ctx = _context(store, tenant, "kb", tmp_path)
+    _add(ctx, "doc1")
+    record_key_correction(ctx, "split", {"key": "varrow", "docs": ["doc0"], "name": "Old Varrow"}, "tester")
+    _add(ctx, "doc0")
+    entities = stored_graph(store, tenant, "kb").entities
+    assert entities["old varrow"].doc_ids == ["doc0"] and "doc0" not in entities["varrow"].doc_ids
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+    delete_document(ctx, "doc0")
+    assert "old varrow" not in stored_graph(store, tenant, "kb").entities
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+    store.drop_index(tenant)
