@@ -62,7 +62,7 @@ class GraphCorrections(EngineCore):
     def corrections(self, kb_name: str) -> list[Correction]:
         from kbgraph.index.corrections import list_corrections
 
-        return list_corrections(self.context(self._graph_kb(kb_name)))
+        return list_corrections(self.context(self.kb(kb_name)))  # listed while the graph is off too
 
     def rename_entity(self, kb_name: str, entity: str, name: str, *, force: bool = False,
                       who: str = "") -> CorrectionOutcome:
@@ -251,6 +251,16 @@ class GraphCorrections(EngineCore):
                 undone, change = undo_correction(ctx, correction, who, self._remover(ctx))
             refresh_recorded(ctx, self.meta, kb)
         return CorrectionOutcome(undone, _entities(change), _relations(change))
+
+    def curated_names(self, kb_name: str) -> dict[str, str]:
+        """The knowledge base's curated sources as documents: pseudo-document id -> "curated: <source>"."""
+        from kbgraph.graph.derive.corrections import curated_doc_id
+        from kbgraph.index.curated import live_sources, source_name
+
+        kb = self.kb(kb_name)
+        if not kb.graph.enabled:
+            return {}
+        return {curated_doc_id(kb.id, s): source_name(s) for s in live_sources(self.context(kb))}
 
     def similar_entities(self, kb_name: str, entity: str, limit: int = 8) -> list[Entity]:
         """Entities whose names share a word with this one's, or look like it: candidates to merge

@@ -64,6 +64,7 @@ def test_corrections_hold_through_document_changes_and_a_rebuild(env: dict[str, 
         names = _names(env)
         assert "Caldmere" not in names and "Corran" not in names and "Varrow" not in names
         pell = _entity(env, "Pell Harbour")
+        assert list(pell["documents"].values()) == ["curated: by hand"]
         assert any(n["name"] == "Varrow City" and "ferry" in n["description"] for n in pell["neighbours"])
 
     check()

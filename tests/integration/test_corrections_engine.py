@@ -19,7 +19,7 @@ from kbgraph.graph.curated import CuratedEntity, CuratedGraph, CuratedRelation
 from kbgraph.graph.derive.vectors import entity_text
 from kbgraph.graph.invariants import check_graph, stored_graph
 from kbgraph.meta.schemas import GraphConfig
-from kbgraph.store.base import vector_field
+from kbgraph.store.base import eq, vector_field
 from kbgraph.store.records import Entity, entity_id
 
 TEXTS = {
@@ -92,6 +92,14 @@ def test_corrections_and_curated_rows_survive_the_webs_rebuild(engine: Engine, t
     engine.build_graph("lore")
     after = {k: (e.name, e.type, e.description, e.mention_count) for k, e in _consistent(engine).items()}
     assert after == before and "tobias wren" not in after and "ashgrove" not in after
+
+    engine.set_graph("lore", GraphConfig(enabled=False))  # the graph off: its rows go, the corrections stay
+    kb = engine.kb("lore")
+    assert engine.store.count(engine.tenant, [kb.id], [eq("knowledge_graph_kwd", "entity")]) == 0
+    assert len(engine.corrections("lore")) == 3
+    engine.set_graph("lore", GraphConfig(enabled=True, method="nlp", community=True))
+    engine.build_graph("lore")
+    assert {k: (e.name, e.type, e.description, e.mention_count) for k, e in _consistent(engine).items()} == before
 
     engine.index_paths("lore", [tmp_path / "flood.txt"])  # names Tobias Wren again: still merged
     entities = _consistent(engine)
