@@ -27,8 +27,7 @@ from kbgraph.index.refresh import refresh_kb
 from kbgraph.store import DocStore, open_store
 from kbgraph.store.base import eq
 from conftest import store_overrides
-from support.graph_phases import assert_same_phases, phase_products
-from graph.test_graph_exact import DOCS, _add, _comparable, _context
+from graph.test_graph_exact import DOCS, _add, _comparable, _context, assert_same_as_fresh
 
 KEYS = ["mira castell", "tobias wren", "ada quill", "hector vane", "varrow", "glass tower", "lumen guild",
         "mira", "hector", "kestrel bay"]
@@ -131,17 +130,7 @@ def test_corrections_equal_a_graph_where_they_held_from_the_start(store: DocStor
             refresh_kb(ctx)
         assert check_graph(store, tenant, kb_id, ctx.describer()) == [], (op, arg)
     refresh_kb(ctx)
-
-    fresh = _context(store, f"{tenant}fresh", kb_id, tmp_path)
-    store.ensure_index(fresh.tenant)
-    _replay_first(fresh, ctx)
-    for name in sorted(present):
-        _add(fresh, name)
-    refresh_kb(fresh)
-    assert _comparable(ctx) == _comparable(fresh)
-    assert_same_phases(phase_products(store, tenant, kb_id), phase_products(store, fresh.tenant, kb_id))
-    store.drop_index(tenant)
-    store.drop_index(fresh.tenant)
+    assert_same_as_fresh(ctx, present, tmp_path, prepare=lambda fresh: _replay_first(fresh, ctx))
 
 
 def test_corrections_survive_a_dropped_graph_and_its_rebuild(store: DocStore, tmp_path: Path) -> None:

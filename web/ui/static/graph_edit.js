@@ -13,25 +13,14 @@ function say(text, error) { editStatus.textContent = text; editStatus.className 
 // a correction; one that would fold two entities together is asked about first
 async function correct(body) {
   try {
-    return await send(body);
+    return await call("POST", base, body);
   } catch (e) {
-    if (e.confirm && window.confirm(e.message + "\n\nGo ahead?")) return send({ ...body, force: true });
+    if (e.data && e.data.confirm && window.confirm(e.message + "\n\nGo ahead?")) {
+      try { return await call("POST", base, { ...body, force: true }); } catch (again) { e = again; }
+    }
     say(e.message, true);
     return null;
   }
-}
-
-async function send(body) {
-  const response = await fetch(base, { method: "POST", credentials: "same-origin", body: JSON.stringify(body),
-    headers: { "Content-Type": "application/json", "Accept": "application/json",
-      "X-CSRFToken": document.querySelector('meta[name="csrf-token"]').content } });
-  const data = await response.json().catch(() => null);
-  if (!response.ok) {
-    const err = new Error((data && data.error) || `The server answered ${response.status}`);
-    err.confirm = Boolean(data && data.confirm);
-    throw err;
-  }
-  return data;
 }
 
 function changed(done, select) {
