@@ -49,6 +49,11 @@ def _text(value: object) -> str:
     return "" if value is None else " ".join(str(value).split()) if not isinstance(value, str) else value.strip()
 
 
+def _type(value: str) -> str:
+    # LightRAG writes its types quoted ('"PERSON"')
+    return clean_name(value) or "unknown"
+
+
 def _keywords(value: object) -> tuple[str, ...]:
     if isinstance(value, (list, tuple)):
         parts = [str(v) for v in value]
@@ -69,16 +74,23 @@ def _weight(value: object, where: str) -> float:
     return weight
 
 
+def _first(attrs: dict, keys: tuple[str, ...]) -> str:
+    return next((_text(attrs[k]) for k in keys if _text(attrs.get(k))), "")
+
+
 def from_networkx(graph: nx.Graph, where: str) -> CuratedGraph:
-    """Nodes are entities (their ``name`` attribute, else their id), edges relations."""
+    """Nodes are entities (their ``name`` attribute, else their id), edges relations. The attribute
+    names other tools write are read too (``entity_name``, ``entity_type``: LightRAG's GraphML and
+    RAGFlow's graph JSON)."""
     out = CuratedGraph()
     names: dict[object, str] = {}
     for node, attrs in graph.nodes(data=True):
-        name = clean_name(_text(attrs.get("name")) or _text(node))
+        name = clean_name(_first(attrs, ("name", "entity_name", "label")) or _text(node))
         if not normalize_key(name):
             raise CuratedFormatError(f"{where}: node {node!r} has no usable name")
         names[node] = name
-        out.entities.append(CuratedEntity(name, _text(attrs.get("type")) or "unknown", _text(attrs.get("description"))))
+        out.entities.append(CuratedEntity(name, _type(_first(attrs, ("type", "entity_type"))),
+                                          _text(attrs.get("description"))))
     for src, tgt, attrs in graph.edges(data=True):
         if names[src] == names[tgt]:
             continue
@@ -132,7 +144,7 @@ def read_csv_pair(entities: bytes, relations: bytes | None, where: str = "CSV") 
         name = clean_name(row["name"])
         if not normalize_key(name):
             raise CuratedFormatError(f"{where} entities, line {line}: no name")
-        out.entities.append(CuratedEntity(name, row.get("type") or "unknown", row.get("description", "")))
+        out.entities.append(CuratedEntity(name, _type(row.get("type", "")), row.get("description", "")))
     if relations is not None:
         for line, row in enumerate(_rows(relations, f"{where} relations", ("source", "target")), start=2):
             src, tgt = clean_name(row["source"]), clean_name(row["target"])

@@ -122,6 +122,16 @@ def test_an_edited_export_imported_into_a_fresh_kb_is_cited_as_curated(env: dict
     assert answer["chunks"] and answer["chunks"][0]["doc_name"] == "curated: lore atlas"
     assert "comets" in answer["context"]
 
+    # the graph as GraphML, into another fresh knowledge base
+    graphml = tmp_path / "lore.graphml"
+    run(env, "graph", "export", "--kb", "lore", "--format", "graphml", "-o", str(graphml))
+    run(env, "kb", "create", "atlas2", "--graph", "nlp")
+    run(env, "graph", "import", str(graphml), "--kb", "atlas2")
+    answer = json.loads(run(env, "query", "Where does the Kestrel Observatory stand?", "--kb", "atlas2", "--mode", "kg",
+                            "--json").stdout)
+    assert answer["chunks"][0]["doc_name"] == "curated: lore.graphml"
+    assert _names(env, "atlas2") == _names(env, "lore")
+
     # the same graph as two CSV files
     entities, relations = tmp_path / "entities.csv", tmp_path / "relations.csv"
     with entities.open("w", newline="") as f:
