@@ -76,8 +76,8 @@ class GraphCorrections(EngineCore):
             raise KBGraphError(f"{name!r} is no usable entity name")
         other = self._existing(ctx, aliases, target)
         if other is not None and other.key != row.key and not force:
-            raise CorrectionConflict(f"an entity named {other.name!r} exists already: renaming {row.name!r} to {name!r} "
-                               "merges the two; confirm with force (--force)")
+            raise CorrectionConflict(f"an entity named {other.name!r} exists already: renaming {row.name!r} to "
+                                     f"{name!r} merges the two; confirm with force (--force)")
         if other is not None and other.key not in (row.key, target):  # the name merged into another entity
             params = {"keys": sorted({row.key, other.key}), "into": other.key, "name": name}
             return self._key_correction(kb, "merge", params, who, other.key)
@@ -113,15 +113,15 @@ class GraphCorrections(EngineCore):
         other = self._existing(ctx, aliases, target)
         if other is not None and other.key not in rows:
             if not force:
-                raise CorrectionConflict(f"an entity named {other.name!r} exists already and is not among those merged; "
-                                   "confirm with force (--force) to merge it too")
+                raise CorrectionConflict(f"an entity named {other.name!r} exists already and is not among those "
+                                         "merged; confirm with force (--force) to merge it too")
             rows[other.key] = other
         if len(set(rows) | {target}) < 2:
             raise KBGraphError("a merge needs at least two entities")
         types = sorted({r.type for r in rows.values() if r.type.lower() not in UNTYPED})
         if len(types) > 1 and not force:
-            raise CorrectionConflict(f"the entities have different types ({', '.join(types)}); confirm with force (--force) "
-                               "to merge them anyway")
+            raise CorrectionConflict(f"the entities have different types ({', '.join(types)}); confirm with force "
+                                     "(--force) to merge them anyway")
         params = {"keys": sorted(rows), "into": target, "name": name}
         return self._key_correction(kb, "merge", params, who, target)
 
@@ -148,8 +148,8 @@ class GraphCorrections(EngineCore):
                 raise KBGraphError(f"the entity split off needs a name other than {row.name!r}")
             other = self._existing(ctx, aliases, target)
             if other is not None and not force:
-                raise CorrectionConflict(f"an entity named {other.name!r} exists already: the part split off would join "
-                                   "it; confirm with force (--force)")
+                raise CorrectionConflict(f"an entity named {other.name!r} exists already: the part split off would "
+                                         "join it; confirm with force (--force)")
             params["name"] = name
         return self._key_correction(kb, "split", params, who, row.key)
 
@@ -177,8 +177,8 @@ class GraphCorrections(EngineCore):
             raise KBGraphError(f"{name!r} is no usable entity name")
         other = self._existing(ctx, aliases, normalize_key(name))
         if other is not None and not force:
-            raise CorrectionConflict(f"an entity named {other.name!r} exists already; change it with `graph set`, or "
-                               "confirm with force (--force) to add this as a curated mention of it")
+            raise CorrectionConflict(f"an entity named {other.name!r} exists already; change it with `graph set`, "
+                                     "or confirm with force (--force) to add this as a curated mention of it")
         entity = CuratedEntity(name, type.strip() or "unknown", description.strip())
         params = {"name": entity.name, "type": entity.type, "description": entity.description}
         return self._curated(kb, "add_entity", params, who, CuratedGraph([entity], []),
@@ -224,15 +224,15 @@ class GraphCorrections(EngineCore):
 
     def remove_import(self, kb_name: str, source: str, *, who: str = "") -> CorrectionOutcome:
         """Remove a curated source as a whole (the undo of its import)."""
-        kb = self._graph_kb(kb_name)
-        ctx = self.context(kb)
         from kbgraph.index.corrections import list_corrections
 
-        found = [c for c in list_corrections(ctx) if c.op == "import" and not c.undone and c.params.get("source") == source]
+        kb = self._graph_kb(kb_name)
+        imports = [c for c in list_corrections(self.context(kb)) if c.op == "import" and not c.undone]
+        found = [c for c in imports if c.params.get("source") == source]
         if not found:
-            known = sorted({c.params.get("source", "") for c in list_corrections(ctx) if c.op == "import" and not c.undone})
-            raise KBGraphError(f"no curated source {source!r} in knowledge base {kb.name!r}{did_you_mean(source, known)} "
-                               f"(imported: {', '.join(known) or 'none'})")
+            known = sorted({c.params.get("source", "") for c in imports})
+            raise KBGraphError(f"no curated source {source!r} in knowledge base {kb.name!r}"
+                               f"{did_you_mean(source, known)} (imported: {', '.join(known) or 'none'})")
         return self.undo_correction(kb_name, found[-1].seq, who=who)
 
     def undo_correction(self, kb_name: str, seq: int | None = None, *, who: str = "") -> CorrectionOutcome:
@@ -305,8 +305,8 @@ class GraphCorrections(EngineCore):
         foreign = [k for k in keys if k not in members]
         if foreign:
             known = sorted(a for a in row.aliases if normalize_key(a) in members)
-            raise KBGraphError(f"{', '.join(map(repr, foreign))} {'is' if len(foreign) == 1 else 'are'} not merged into "
-                               f"{row.name!r} (names merged into it: {', '.join(known) or 'none'})")
+            raise KBGraphError(f"{', '.join(map(repr, foreign))} {'is' if len(foreign) == 1 else 'are'} not merged "
+                               f"into {row.name!r} (names merged into it: {', '.join(known) or 'none'})")
         return keys
 
     def _split_docs(self, kb: KnowledgeBase, row: Entity, docs: Sequence[str]) -> list[str]:

@@ -41,7 +41,8 @@ def _store(ctx: KBContext, correction: Correction) -> None:
     ctx.store.refresh(ctx.tenant)
 
 
-def record_key_correction(ctx: KBContext, op: str, params: Mapping[str, Any], who: str) -> tuple[Correction, DeriveResult]:
+def record_key_correction(ctx: KBContext, op: str, params: Mapping[str, Any],
+                          who: str) -> tuple[Correction, DeriveResult]:
     """Store a correction that changes how rows derive (rename, set, merge, split, delete) and
     re-derive the rows it changes."""
     if op not in KEY_OPS:

@@ -56,9 +56,11 @@ function editForm(key, d) {
 
 function mergeForm(key) {
   const box = el("div", { id: "merge-candidates" }, el("p", { class: "meta" }, "Looking for similar names…"));
+  const other = el("input", { id: "merge-other", placeholder: "or another entity's name" });
   const button = el("button", { type: "button", id: "merge-picked" }, "Merge the picked into this entity");
   button.addEventListener("click", async () => {
     const picked = [...box.querySelectorAll("input:checked")].map((b) => b.value);
+    if (other.value.trim()) picked.push(other.value.trim());
     if (!picked.length) { say("Pick at least one entity to merge.", true); return; }
     changed(await correct({ op: "merge", entities: [key, ...picked], into: key }), key);
   });
@@ -67,7 +69,7 @@ function mergeForm(key) {
       el("input", { type: "checkbox", value: n.key }), `${n.name} (${n.type}, ${n.mentions})`))
       : [el("p", { class: "meta" }, "No similar names.")]));
   }).catch((e) => box.replaceChildren(el("p", { class: "error" }, e.message)));
-  return el("details", { class: "report", open: true }, el("summary", {}, "Merge"), box, button);
+  return el("details", { class: "report", open: true }, el("summary", {}, "Merge"), box, other, button);
 }
 
 function relationForm(key) {
