@@ -4,12 +4,17 @@ that makes it; shared by the REST routes (web/graph_corrections.py) and the grap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from werkzeug.datastructures import FileStorage
 
 from kbgraph.engine import Engine
 from kbgraph.engine.corrections import CorrectionOutcome
+from kbgraph.graph.curated import FORMATS, CuratedFormatError, CuratedGraph, parse_curated
 
+# a curated file sent to an import route: larger ones are refused before they are read whole
+MAX_IMPORT_BYTES = 64 * 1024 * 1024
 OPS = ("rename", "set", "merge", "split", "delete_entity", "delete_relation", "add_entity", "add_relation")
 
 
@@ -74,3 +79,30 @@ def correction_call(engine: Engine, kb: str, body: dict[str, Any], who: str) -> 
         return lambda: engine.add_entity(kb, name, kind, description, force=force, who=who)
     keywords, weight = _names(body, "keywords", required=False), _weight(body)
     return lambda: engine.add_relation(kb, source, target, description, keywords, weight, who=who)
+
+
+def curated_upload(files: Mapping[str, FileStorage], form: Mapping[str, str]) -> tuple[CuratedGraph, str]:
+    """The curated graph of an import request (multipart ``file``, and ``relations`` beside an
+    entities CSV; ``format`` and ``source`` fields, by default the file's suffix and name)."""
+    upload = files.get("file")
+    if upload is None or not upload.filename:
+        raise CorrectionRequestError("send the curated graph as the multipart field `file`")
+    name = upload.filename
+    suffix = name.rsplit(".", 1)[-1].lower()
+    fmt = form.get("format") or {"graphml": "graphml", "xml": "graphml", "json": "json", "csv": "csv"}.get(suffix)
+    if fmt not in FORMATS:
+        raise CorrectionRequestError(f"`format` must be one of {', '.join(FORMATS)} (the file's suffix does not say)")
+    relations = files.get("relations")
+    relations = relations if relations is not None and relations.filename else None
+    try:
+        graph = parse_curated(_read(upload), fmt, _read(relations) if relations is not None else None, where=name)
+    except CuratedFormatError as exc:
+        raise CorrectionRequestError(str(exc)) from None
+    return graph, (form.get("source") or "").strip() or name
+
+
+def _read(upload: FileStorage) -> bytes:
+    data = upload.stream.read(MAX_IMPORT_BYTES + 1)
+    if len(data) > MAX_IMPORT_BYTES:
+        raise CorrectionRequestError(f"{upload.filename}: over {MAX_IMPORT_BYTES // (1024 * 1024)} MB")
+    return data

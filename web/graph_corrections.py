@@ -13,15 +13,11 @@ from flask import Response, request
 
 from kbgraph.engine import KBGraphError
 from kbgraph.engine.corrections import CorrectionConflict, CorrectionOutcome, correction_dict
-from kbgraph.graph.curated import FORMATS, CuratedFormatError, parse_curated
 from kbgraph.meta import KnowledgeBase
 from web.api import blueprint, own_kb, tenant
-from web.correction_ops import CorrectionRequestError, correction_call
+from web.correction_ops import CorrectionRequestError, correction_call, curated_upload
 from web.envelope import ARGUMENT_ERROR, AUTHENTICATION_ERROR, DATA_ERROR, ApiError, json_body, ok
 from web.services import services
-
-# a curated file sent to the import route: larger ones are refused before they are read whole
-MAX_IMPORT_BYTES = 64 * 1024 * 1024
 
 
 def _kb(dataset_id: str) -> KnowledgeBase:
@@ -96,21 +92,10 @@ def import_graph(dataset_id: str) -> Response:
     """A curated graph: multipart ``file`` (and ``relations`` beside an entities CSV), with ``format``
     and ``source`` form fields (defaults: the file's suffix and name)."""
     kb = _kb(dataset_id)
-    upload = request.files.get("file")
-    if upload is None or not upload.filename:
-        raise ApiError(ARGUMENT_ERROR, "send the curated graph as the multipart field `file`")
-    name = upload.filename
-    fmt = request.form.get("format") or {"graphml": "graphml", "xml": "graphml", "json": "json", "csv": "csv"}.get(
-        name.rsplit(".", 1)[-1].lower())
-    if fmt not in FORMATS:
-        raise ApiError(ARGUMENT_ERROR, f"`format` must be one of {', '.join(FORMATS)} (the file's suffix does not say)")
-    data = _read(upload)
-    relations = request.files.get("relations")
     try:
-        graph = parse_curated(data, fmt, _read(relations) if relations is not None else None, where=name)
-    except CuratedFormatError as exc:
+        graph, source = curated_upload(request.files, request.form)
+    except CorrectionRequestError as exc:
         raise ApiError(ARGUMENT_ERROR, str(exc)) from None
-    source = request.form.get("source") or name
     who = _who(dict(request.form))
     return _run(lambda: services().engine(tenant()).import_graph(kb.name, graph, source, who=who))
 
@@ -119,10 +104,3 @@ def import_graph(dataset_id: str) -> Response:
 def remove_import(dataset_id: str, source: str) -> Response:
     kb = _kb(dataset_id)
     return _run(lambda: services().engine(tenant()).remove_import(kb.name, source, who=f"api:{tenant()}"))
-
-
-def _read(upload: Any) -> bytes:
-    data = upload.stream.read(MAX_IMPORT_BYTES + 1)
-    if len(data) > MAX_IMPORT_BYTES:
-        raise ApiError(ARGUMENT_ERROR, f"{upload.filename}: over {MAX_IMPORT_BYTES // (1024 * 1024)} MB")
-    return data

@@ -122,7 +122,9 @@ class GraphCorrections(EngineCore):
         if len(types) > 1 and not force:
             raise CorrectionConflict(f"the entities have different types ({', '.join(types)}); confirm with force "
                                      "(--force) to merge them anyway")
-        params = {"keys": sorted(rows), "into": target, "name": name}
+        params: dict[str, Any] = {"keys": sorted(rows), "into": target}
+        if target not in rows or name not in (rows[target].name, target):  # a new name, not the entity's own
+            params["name"] = name
         return self._key_correction(kb, "merge", params, who, target)
 
     def split_entity(self, kb_name: str, entity: str, *, names: Sequence[str] = (), docs: Sequence[str] = (),

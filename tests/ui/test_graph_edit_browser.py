@@ -1,12 +1,15 @@
 """The graph view's edit panel in headless Chromium (real Celery worker, Flask over HTTP): a new user
 uploads part of the sample corpus, then in the graph view merges "Corran" into "Isle of Corran" (offered
 as a similar name), renames an entity and sets its type, is asked before a rename onto an existing
-name, deletes an entity, adds a relation, sees the corrections listed, and undoes the last one."""
+name, deletes an entity, adds a relation, sees the corrections listed, and undoes the last one; a
+curated GraphML imported in the graph view of a fresh knowledge base is retrieved in kg mode and cited
+as curated, and undoing the import removes it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -23,7 +26,8 @@ FILES = ["salt_war.md", "mira_castell.md", "glass_tower.md", "kestrel_observator
 
 
 def _status(browser: WebDriver) -> str:
-    return browser.find_element(By.ID, "edit-status").text
+    # read whether or not its box is open
+    return browser.execute_script("return document.getElementById('edit-status').textContent")
 
 
 def _corrections(browser: WebDriver) -> list[str]:
@@ -80,6 +84,7 @@ def test_a_user_corrects_the_graph_in_the_browser(browser: WebDriver, base_url: 
     browser.find_element(By.ID, "merge-picked").click()
     wait(browser, lambda b: "merge" in _status(b), what="the merge made")
     wait(browser, lambda b: "Corran" in b.find_element(By.ID, "node-panel").text, what="Corran an alias")
+    assert browser.find_element(By.CSS_SELECTOR, "#node-panel h2").text == "Isle of Corran"  # its name kept
     assert "Corran" not in _shown_names(browser)
     shot(browser, artifacts, "20-graph-merged")
 
@@ -129,3 +134,55 @@ def test_a_user_corrects_the_graph_in_the_browser(browser: WebDriver, base_url: 
     shot(browser, artifacts, "21-graph-corrections")
     errors = [e for e in page_errors(browser) if "409 (CONFLICT)" not in e]  # the declined rename's answer
     assert not errors, errors
+
+
+def test_a_curated_graphml_imported_in_the_graph_view_is_retrieved_and_cited(browser: WebDriver, base_url: str,
+                                                                             artifacts: Path, tmp_path: Path) -> None:
+    graph = nx.Graph()
+    graph.add_node("lighthouse", name="Saltmere Lighthouse", type="building",
+                   description="The Saltmere Lighthouse guides ships past the Teeth reef at night.")
+    graph.add_node("keeper", name="Orla Finch", type="person", description="Orla Finch keeps the Saltmere Lighthouse.")
+    graph.add_edge("lighthouse", "keeper", description="Orla Finch keeps the lighthouse", weight=2.0)
+    path = tmp_path / "lights.graphml"
+    nx.write_graphml(graph, path)
+
+    browser.get(base_url + "/kbs")  # signed in by the first test
+    form = browser.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+    form.find_element(By.NAME, "name").send_keys("Atlas")
+    form.find_element(By.NAME, "graph").click()
+    Select(form.find_element(By.NAME, "method")).select_by_value("nlp")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+    kb_url = browser.current_url
+
+    browser.get(kb_url + "/graph")
+    wait(browser, lambda b: b.find_element(By.ID, "graph-app").get_attribute("data-loaded") == "yes",
+         what="the empty graph drawn")
+    browser.find_element(By.CSS_SELECTOR, "#import-box summary").click()
+    browser.find_element(By.ID, "import-file").send_keys(str(path))
+    browser.find_element(By.ID, "import-source").send_keys("lighthouse atlas")
+    browser.find_element(By.ID, "import-button").click()
+    wait(browser, lambda b: "import 'lighthouse atlas'" in _status(b), what="the import made")
+    wait(browser, lambda b: "Showing 2 of 2 entities" in b.find_element(By.ID, "graph-status").text,
+         what="the imported graph drawn")
+    shot(browser, artifacts, "22-graph-imported")
+
+    browser.get(kb_url + "/retrieval")
+    browser.find_element(By.NAME, "question").send_keys("What guides ships past the Teeth reef?")
+    Select(browser.find_element(By.NAME, "mode")).select_by_value("kg")
+    browser.find_element(By.CSS_SELECTOR, "#retrieval-form button[type=submit]").click()
+    wait(browser, EC.presence_of_element_located((By.CSS_SELECTOR, ".chunk-hit")), what="retrieval results")
+    first = browser.find_element(By.CSS_SELECTOR, ".chunk-hit").text
+    assert "curated: lighthouse atlas" in first and "Lighthouse" in first, first
+    shot(browser, artifacts, "23-retrieval-curated")
+
+    # the import undone from the list of corrections: the source goes as a whole
+    browser.get(kb_url + "/graph")
+    wait(browser, lambda b: b.find_element(By.ID, "graph-app").get_attribute("data-loaded") == "yes",
+         what="the graph drawn")
+    browser.find_element(By.CSS_SELECTOR, "#corrections-box summary").click()
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, "#corrections li[data-id='1'] .undo-one"),
+         what="the import listed")
+    browser.find_element(By.CSS_SELECTOR, "#corrections li[data-id='1'] .undo-one").click()
+    wait(browser, lambda b: "Undone" in _status(b), what="the import undone")
+    wait(browser, lambda b: "empty" in b.find_element(By.ID, "graph-status").text, what="the graph empty again")

@@ -1,6 +1,6 @@
 """The graph view's edit panel: the JSON its script sends to correct the graph (rename, type and
-description, merge with similar-named candidates, delete, add a relation), undo the last correction,
-and list the knowledge base's corrections. A correction that would fold two entities together
+description, merge with similar-named candidates, delete, add a relation), undo the last correction
+(or any), list the knowledge base's corrections, and import a curated graph file. A correction that would fold two entities together
 answers 409 with ``confirm`` true; the page asks, and sends it again with ``force``."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from flask import g, jsonify, request
 
 from kbgraph.engine import KBGraphError
 from kbgraph.engine.corrections import CorrectionConflict, correction_dict
-from web.correction_ops import CorrectionRequestError, correction_call
+from web.correction_ops import CorrectionRequestError, correction_call, curated_upload
 from web.ui.common import PageError, engine, json_body, page_blueprint
 from web.ui.graph import _graph_kb
 
@@ -57,3 +57,13 @@ def similar(kb_id: str) -> dict[str, Any]:
     except KBGraphError as exc:
         raise PageError(str(exc), 404) from None
     return {"entities": [{"key": e.key, "name": e.name, "type": e.type, "mentions": e.mention_count} for e in found]}
+
+
+@blueprint.post("/ui/api/kbs/<kb_id>/graph/import")
+def import_graph(kb_id: str) -> dict[str, Any]:
+    kb = _graph_kb(kb_id)
+    try:
+        graph, source = curated_upload(request.files, request.form)
+    except CorrectionRequestError as exc:
+        raise PageError(str(exc)) from None
+    return engine().import_graph(kb.name, graph, source, who=_who()).to_dict()

@@ -1,6 +1,6 @@
 // The graph view's edit panel: correct the selected entity (name, type, description), merge it with
-// similar-named entities, delete it, add a relation from it; undo the last correction; list the
-// knowledge base's corrections. Every change is a stored correction (kbgraph graph corrections).
+// similar-named entities, delete it, add a relation from it; undo the last correction (or any one);
+// list the knowledge base's corrections; import a curated graph file. Every change is a stored correction (kbgraph graph corrections).
 const { call, el } = window.kb;
 const app = document.getElementById("graph-app");
 const base = app.dataset.corrections;
@@ -92,21 +92,47 @@ app.addEventListener("entity-selected", (e) => {
     relationForm(key), remove));
 });
 
-undoButton.addEventListener("click", async () => {
+undoButton.addEventListener("click", () => undo());
+
+async function undo(id) {
   try {
-    const done = await call("POST", base + "/undo", {});
+    const done = await call("POST", base + "/undo", id === undefined ? {} : { id });
     say(`Undone: ${done.summary}.`);
     app.dispatchEvent(new CustomEvent("graph-changed", { detail: { select: done.entity_key } }));
     listCorrections();
   } catch (e) { say(e.message, true); }
-});
+}
+
+function correctionItem(c) {
+  const when = new Date(c.at * 1000).toLocaleString();
+  const item = el("li", { class: c.undone ? "undone" : "", "data-id": String(c.id) }, `${c.id}. ${c.summary}`,
+    el("span", { class: "meta" }, ` · ${c.who} · ${when}${c.undone ? " · undone" : ""}`));
+  if (!c.undone) {
+    const button = el("button", { type: "button", class: "link undo-one" }, "undo");
+    button.addEventListener("click", () => undo(c.id));
+    item.append(" ", button);
+  }
+  return item;
+}
 
 async function listCorrections() {
   try {
     const out = await call("GET", base);
-    historyList.replaceChildren(...(out.corrections.length ? out.corrections.map((c) => el("li", { class: c.undone ? "undone" : "" },
-      `${c.id}. ${c.summary}`, el("span", { class: "meta" }, ` · ${c.who} · ${new Date(c.at * 1000).toLocaleString()}${c.undone ? " · undone" : ""}`)))
+    historyList.replaceChildren(...(out.corrections.length ? out.corrections.map(correctionItem)
       : [el("li", { class: "meta" }, "No corrections yet.")]));
   } catch (e) { historyList.replaceChildren(el("li", { class: "error" }, e.message)); }
 }
+
+document.getElementById("import-button").addEventListener("click", async () => {
+  const file = document.getElementById("import-file").files[0];
+  if (!file) { say("Choose a file to import.", true); return; }
+  const form = new FormData();
+  form.append("file", file);
+  const relations = document.getElementById("import-relations").files[0];
+  if (relations) form.append("relations", relations);
+  form.append("source", document.getElementById("import-source").value.trim());
+  say("Importing…");
+  try { changed(await call("POST", base.replace(/corrections$/, "import"), form), null); }
+  catch (e) { say(e.message, true); }
+});
 listCorrections();
