@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -103,11 +104,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(token)
             else:
                 for key in meta.list_api_keys(args.tenant):
-                    print(f"{key.token_hash[:16]}…  {key.name or '-'}  created {key.created}")
+                    print(f"{key.token_hash[:16]}…  {key.name or '-'}  created {_when(key.created)}")
         except MetaError as exc:
             print(f"kbgraph-web: {exc}", file=sys.stderr)
             return 2
     return 0
+
+
+def _when(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _shown(settings: Settings) -> str:

@@ -153,14 +153,19 @@ def kb_rm(ctx: click.Context, name: str, yes: bool) -> None:
 
 @kb.command("reembed")
 @click.argument("name")
+@click.option("--force", is_flag=True, help="Re-embed even when the knowledge base is on the configured model.")
 @click.pass_context
-def kb_reembed(ctx: click.Context, name: str) -> None:
+def kb_reembed(ctx: click.Context, name: str, force: bool) -> None:
     """Re-embed a knowledge base with the configured embedding model (after switching models)."""
     bars = ProgressBars(sys.stderr.isatty())
     with open_engine(ctx) as engine:
         before = engine.kb(name).embedding_model
+        if before == engine.embedder.model_name and not force:
+            click.echo(f"nothing to re-embed: {name!r} is embedded with {before} already, the configured model "
+                       "(--force re-embeds anyway)")
+            return
         try:
-            changed = engine.reembed_kb(name, progress=bars)
+            changed = engine.reembed_kb(name, progress=bars, force=force)
         finally:
             bars.close()
         click.echo(f"re-embedded {changed} rows of {name!r}: {before or 'unknown'} -> {engine.embedder.model_name}")
