@@ -13,18 +13,25 @@ import click
 
 from kbgraph.cli.root import fail, main, open_engine
 from kbgraph.cli.output import ProgressBars, failure_line, warn_if_long
+from kbgraph.cli.signals import stop_on_signals
 
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--kb", "kb_name", required=True, help="The knowledge base to index into.")
 @click.option("--force", is_flag=True, help="Re-index files even when unchanged.")
+@click.option("--sync", is_flag=True, help="Keep the knowledge base equal to the folders: remove the documents "
+              "whose files are gone from them (with their part of the graph).")
+@click.option("--dry-run", is_flag=True, help="List what the run would index, skip and (with --sync) remove; change nothing.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: when stderr is a terminal).")
 @click.pass_context
-def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool, progress: bool | None) -> None:
+def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool, sync: bool, dry_run: bool,
+          progress: bool | None) -> None:
     """Index files and folders into a knowledge base (created if new; unchanged files are skipped)."""
     bars = ProgressBars(sys.stderr.isatty() if progress is None else progress)
     with open_engine(ctx) as engine:
+        if dry_run:
+            sys.exit(print_dry_run(engine, kb_name, list(paths), sync=sync, force=force))
         if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
             missing = [p for p in paths if not p.exists()]
             if missing:
@@ -33,10 +40,17 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             click.echo(f"created knowledge base {kb_name!r} with the graph off; `kbgraph kb set {kb_name} --graph nlp` "
                        "switches it on and builds it for what is indexed", err=True)
         warn_if_long(engine.estimate_index(kb_name, list(paths)))
-        try:
-            report = engine.index_paths(kb_name, list(paths), progress=bars, force=force)
-        finally:
-            bars.close()
+        with stop_on_signals() as stop:
+            try:
+                report = engine.index_paths(kb_name, list(paths), progress=bars, force=force, sync=sync,
+                                            cancel=stop.is_set)
+            finally:
+                bars.close()
+        for name, reason in report.unwalked:
+            click.echo(f"FAILED  {name}: {reason}", err=True)
+        if report.removed:
+            for name in report.gone:
+                click.echo(f"{'removed':<8}{name}: its file is gone")
         for outcome in report.documents:
             if outcome.status == "failed":
                 click.echo(failure_line(outcome), err=True)
@@ -44,6 +58,13 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
                 click.echo(f"{outcome.status:<8}{outcome.name}: {outcome.message}")
         summary = (f"{report.count('indexed')} indexed, {report.count('skipped')} unchanged, "
                    f"{report.count('failed')} failed")
+        if report.unwalked:
+            summary += f", {len(report.unwalked)} folder(s) not entered"
+        if report.removed:
+            summary += f", {len(report.gone)} removed (files gone)"
+        elif report.gone:
+            click.echo(f"{len(report.gone)} indexed file(s) are gone from the folder(s) and stay in {kb_name!r}: "
+                       f"`--sync` removes them (`--sync --dry-run` lists them first)", err=True)
         chat = [u for phase, u in report.ledger.by_phase.items() if phase != "embed"]
         calls, cached = sum(u.calls for u in chat), sum(u.cached_calls for u in chat)
         if calls or cached:
@@ -65,5 +86,36 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             r = report.refresh
             summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"
         click.echo(summary)
-        if report.count("failed") or report.count("cancelled"):
+        if stop.signal:
+            click.echo(f"stopped by {stop.signal}: what was indexed is kept; the same command indexes the rest",
+                       err=True)
+            sys.exit(130 if stop.signal == "SIGINT" else 143)
+        if report.count("failed") or report.count("cancelled") or report.unwalked:
             sys.exit(1)
+
+
+def print_dry_run(engine, kb_name: str, paths: list[Path], *, sync: bool, force: bool) -> int:  # type: ignore[no-untyped-def]
+    """What `kbgraph index` would do, file by file; changes nothing. Returns the exit code."""
+    if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
+        click.echo(f"would create the knowledge base {kb_name!r}")
+        from kbgraph.engine.sync import name_files
+
+        named = name_files(paths)
+        for name, _ in named.files:
+            click.echo(f"{'index':<8}{name}: new")
+        unwalked, gone = named.unwalked, []
+    else:
+        changes = engine.folder_changes(kb_name, paths, force=force)
+        for name in changes.new:
+            click.echo(f"{'index':<8}{name}: new")
+        for name in changes.changed:
+            click.echo(f"{'index':<8}{name}: changed or not finished")
+        for name in changes.unchanged:
+            click.echo(f"{'skip':<8}{name}: unchanged")
+        unwalked, gone = changes.unwalked, changes.gone
+    for doc in gone:
+        click.echo(f"{'remove' if sync else 'gone':<8}{doc.name}: its file is gone" + ("" if sync else " (kept without --sync)"))
+    for name, why in unwalked:
+        click.echo(f"FAILED  {name}: {why.reason}", err=True)
+    click.echo(f"dry run: nothing changed{'' if sync or not gone else '; --sync would remove the gone ones'}")
+    return 1 if unwalked else 0
