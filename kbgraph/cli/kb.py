@@ -123,7 +123,8 @@ def kb_list(ctx: click.Context, as_json: bool) -> None:
             click.echo(json.dumps(rows, indent=1))
             return
         if not rows:
-            click.echo("no knowledge bases yet: `kbgraph kb create NAME`")
+            click.echo(f"no knowledge bases yet in {engine.location}: `kbgraph kb create NAME` (the data folder is "
+                       "the nearest .kbgraph of this folder and its parents; --data-dir or KBGRAPH_DATA_DIR names another)")
         for row in rows:
             click.echo(f"{row['name']:<24} {row['documents']:>5} docs {row['chunks']:>7} chunks  graph: {row['graph']}")
 

@@ -58,10 +58,16 @@ def open_engine(ctx: click.Context) -> Iterator[Any]:
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Where kbgraph keeps its data (KBGRAPH_DATA_DIR).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A TOML settings file (KBGRAPH_CONFIG).")
+@click.option("--tenant", help="Act for this tenant of a service's data (KBGRAPH_TENANT; default: `default`).")
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, config_file: Path | None) -> None:
-    """kbgraph: knowledge bases with a knowledge graph, from the command line."""
-    overrides = {"data_dir": data_dir} if data_dir else {}
+def main(ctx: click.Context, data_dir: Path | None, config_file: Path | None, tenant: str | None) -> None:
+    """kbgraph: knowledge bases with a knowledge graph, from the command line.
+
+    The data folder, unless --data-dir or KBGRAPH_DATA_DIR names one, is the nearest .kbgraph folder
+    of the current directory and its parents (./.kbgraph when there is none)."""
+    overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+    if tenant is not None:
+        overrides["tenant"] = tenant
     try:
         ctx.obj = {"settings": load_settings(config_file, **overrides)}
     except ConfigError as exc:

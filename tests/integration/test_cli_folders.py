@@ -201,3 +201,32 @@ def test_a_stopped_run_leaves_nothing_running_and_the_next_finishes_the_rest(env
     assert f"{total - done} indexed, {done} unchanged, 0 failed" in resumed.stdout
     statuses = _statuses(env)
     assert len(statuses) == total and set(statuses.values()) == {"done"}
+
+
+def test_the_data_folder_is_found_from_subfolders_and_every_empty_answer_names_it(env: dict[str, str],
+                                                                                 tmp_path: Path) -> None:
+    if any((parent / ".kbgraph").is_dir() for parent in tmp_path.parents):
+        pytest.skip("a .kbgraph folder above the test's folder would be found first")
+    plain = {k: v for k, v in env.items() if k != "KBGRAPH_DATA_DIR"}
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    (project / "sub" / "deeper").mkdir(parents=True)
+    elsewhere.mkdir()
+
+    def run(cwd: Path, *args: str, code: int = 0, **extra: str) -> subprocess.CompletedProcess:
+        done = subprocess.run([*KBGRAPH, *args], cwd=cwd, env={**plain, **extra}, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == code, f"kbgraph {' '.join(args)} in {cwd}: {done.returncode}\n{done.stdout}{done.stderr}"
+        return done
+
+    run(project, "kb", "create", "notes")
+    assert (project / ".kbgraph").is_dir()
+    assert "notes" in run(project / "sub" / "deeper", "kb", "list").stdout  # found like git finds .git
+    empty = run(project / "sub", "docs", "list", "--kb", "notes").stdout
+    assert f"no documents yet in 'notes' ({project / '.kbgraph'})" in empty
+
+    nothing = run(elsewhere, "kb", "list").stdout
+    assert f"no knowledge bases yet in {elsewhere / '.kbgraph'}" in nothing
+    unknown = run(elsewhere, "query", "who?", "--kb", "notes", code=2).stderr
+    assert f"no knowledge base named 'notes' in {elsewhere / '.kbgraph'}" in unknown
+    assert "notes" in run(elsewhere, "kb", "list", KBGRAPH_DATA_DIR=str(project / ".kbgraph")).stdout  # overrides
+    assert "notes" in run(elsewhere, "--data-dir", str(project / ".kbgraph"), "kb", "list").stdout
