@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kbgraph.cli.root import fail, main, open_engine
 from kbgraph.cli.output import ProgressBars, failure_line, warn_if_long
 from kbgraph.cli.signals import stop_on_signals
+
+if TYPE_CHECKING:
+    from kbgraph.engine import Engine, IndexReport
 
 
 @main.command()
@@ -46,46 +50,8 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
                                             cancel=stop.is_set)
             finally:
                 bars.close()
-        for name, reason in report.unwalked:
-            click.echo(f"FAILED  {name}: {reason}", err=True)
-        if report.removed:
-            for name in report.gone:
-                click.echo(f"{'removed':<8}{name}: its file is gone")
-        for outcome in report.documents:
-            if outcome.status == "failed":
-                click.echo(failure_line(outcome), err=True)
-            elif outcome.status != "skipped" or not bars.enabled:
-                click.echo(f"{outcome.status:<8}{outcome.name}: {outcome.message}")
-        summary = (f"{report.count('indexed')} indexed, {report.count('skipped')} unchanged, "
-                   f"{report.count('failed')} failed")
-        if report.unwalked:
-            summary += f", {len(report.unwalked)} folder(s) not entered"
-        if report.removed:
-            summary += f", {len(report.gone)} removed (files gone)"
-        elif report.gone:
-            click.echo(f"{len(report.gone)} indexed file(s) are gone from the folder(s) and stay in {kb_name!r}: "
-                       f"`--sync` removes them (`--sync --dry-run` lists them first)", err=True)
-        chat = [u for phase, u in report.ledger.by_phase.items() if phase != "embed"]
-        calls, cached = sum(u.calls for u in chat), sum(u.cached_calls for u in chat)
-        if calls or cached:
-            summary += (f"; LLM calls {calls} (+{cached} cached), tokens {sum(u.prompt_tokens for u in chat)}"
-                        f"+{sum(u.completion_tokens for u in chat)}")
-        if calls or cached:
-            click.echo("tokens by phase (prompt+completion): " + ", ".join(
-                f"{phase} {u.calls} calls {u.prompt_tokens}+{u.completion_tokens}"
-                for phase, u in sorted(report.ledger.by_phase.items()) if phase != "embed" and u.calls), err=True)
-        if report.ledger.decisions:
-            click.echo("decisions: " + ", ".join(f"{name} {count}" for name, count
-                                                 in sorted(report.ledger.decisions.items())), err=True)
-        if report.count("cancelled"):
-            summary += f", {report.count('cancelled')} cancelled"
-        if report.repaired:
-            click.echo("the graph's phases (PageRank, communities, reports) an earlier run left unfinished "
-                       "are finished now", err=True)
-        if report.refresh is not None:
-            r = report.refresh
-            summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"
-        click.echo(summary)
+        print_outcomes(report, show_skipped=not bars.enabled)
+        click.echo(summary_line(report, kb_name))
         if stop.signal:
             click.echo(f"stopped by {stop.signal}: what was indexed is kept; the same command indexes the rest",
                        err=True)
@@ -94,7 +60,54 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
             sys.exit(1)
 
 
-def print_dry_run(engine, kb_name: str, paths: list[Path], *, sync: bool, force: bool) -> int:  # type: ignore[no-untyped-def]
+def print_outcomes(report: IndexReport, *, show_skipped: bool) -> None:
+    """A line per folder not entered, document removed, failed or indexed (skipped ones when asked)."""
+    for name, reason in report.unwalked:
+        click.echo(f"FAILED  {name}: {reason}", err=True)
+    if report.removed:
+        for name in report.gone:
+            click.echo(f"{'removed':<8}{name}: its file is gone")
+    for outcome in report.documents:
+        if outcome.status == "failed":
+            click.echo(failure_line(outcome), err=True)
+        elif outcome.status != "skipped" or show_skipped:
+            click.echo(f"{outcome.status:<8}{outcome.name}: {outcome.message}")
+
+
+def summary_line(report: IndexReport, kb_name: str) -> str:
+    """The run's counts, its model calls and the graph's refresh; the notes beside them go to stderr."""
+    summary = (f"{report.count('indexed')} indexed, {report.count('skipped')} unchanged, "
+               f"{report.count('failed')} failed")
+    if report.unwalked:
+        summary += f", {len(report.unwalked)} folder(s) not entered"
+    if report.removed:
+        summary += f", {len(report.gone)} removed (files gone)"
+    elif report.gone:
+        click.echo(f"{len(report.gone)} indexed file(s) are gone from the folder(s) and stay in {kb_name!r}: "
+                   f"`--sync` removes them (`--sync --dry-run` lists them first)", err=True)
+    chat = [u for phase, u in report.ledger.by_phase.items() if phase != "embed"]
+    calls, cached = sum(u.calls for u in chat), sum(u.cached_calls for u in chat)
+    if calls or cached:
+        summary += (f"; LLM calls {calls} (+{cached} cached), tokens {sum(u.prompt_tokens for u in chat)}"
+                    f"+{sum(u.completion_tokens for u in chat)}")
+        click.echo("tokens by phase (prompt+completion): " + ", ".join(
+            f"{phase} {u.calls} calls {u.prompt_tokens}+{u.completion_tokens}"
+            for phase, u in sorted(report.ledger.by_phase.items()) if phase != "embed" and u.calls), err=True)
+    if report.ledger.decisions:
+        click.echo("decisions: " + ", ".join(f"{name} {count}" for name, count
+                                             in sorted(report.ledger.decisions.items())), err=True)
+    if report.count("cancelled"):
+        summary += f", {report.count('cancelled')} cancelled"
+    if report.repaired:
+        click.echo("the graph's phases (PageRank, communities, reports) an earlier run left unfinished "
+                   "are finished now", err=True)
+    if report.refresh is not None:
+        r = report.refresh
+        summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"
+    return summary
+
+
+def print_dry_run(engine: Engine, kb_name: str, paths: list[Path], *, sync: bool, force: bool) -> int:
     """What `kbgraph index` would do, file by file; changes nothing. Returns the exit code."""
     if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
         click.echo(f"would create the knowledge base {kb_name!r}")

@@ -14,39 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from integration.test_cli import env  # noqa: F401  (KBGRAPH_* of a fresh data folder, for real processes)
+from integration.test_cli_everyday import kbgraph  # noqa: F401  (the same folder, the command in-process)
 
-from kbgraph.cli import main
 from kbgraph.config import load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.engine import Engine
 from kbgraph.graph.invariants import check_graph
 
 KBGRAPH = [sys.executable, "-m", "kbgraph.cli"]
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("KBGRAPH_")}
-    clean.update(KBGRAPH_DATA_DIR=str(tmp_path / "data"), KBGRAPH_EMBEDDING_PROVIDER="hash",
-                 KBGRAPH_EMBEDDING_DIM="64")
-    return clean
-
-
-@pytest.fixture
-def kbgraph(env: dict[str, str], monkeypatch: pytest.MonkeyPatch):
-    for name in list(os.environ):
-        if name.startswith("KBGRAPH_"):
-            monkeypatch.delenv(name)
-
-    def run(*args: str, code: int | None = 0) -> Result:
-        result = CliRunner().invoke(main, list(args), env={k: v for k, v in env.items() if k.startswith("KBGRAPH_")})
-        if code is not None and result.exit_code != code:
-            raise AssertionError(f"kbgraph {' '.join(args)} exited {result.exit_code}, not {code}:\n"
-                                 f"{result.stdout}\n{result.stderr}\n{result.exception!r}")
-        return result
-
-    return run
 
 
 def docs_of(kbgraph, kb: str) -> dict[str, dict]:

@@ -12,28 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from integration.test_cli_everyday import kbgraph  # noqa: F401  (the in-process `kbgraph` fixture)
 
-from kbgraph.cli import main
 from kbgraph.data import SAMPLE_CORPUS_DIR
-
-
-@pytest.fixture
-def kbgraph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    for name in list(os.environ):
-        if name.startswith("KBGRAPH_"):
-            monkeypatch.delenv(name)
-    base = {"KBGRAPH_DATA_DIR": str(tmp_path / "data"), "KBGRAPH_EMBEDDING_PROVIDER": "hash",
-            "KBGRAPH_EMBEDDING_DIM": "64"}
-
-    def run(*args: str, code: int | None = 0, env: dict[str, str] | None = None) -> Result:
-        result = CliRunner().invoke(main, list(args), env={**base, **(env or {})})
-        if code is not None and result.exit_code != code:
-            raise AssertionError(f"kbgraph {' '.join(args)} exited {result.exit_code}, not {code}:\n"
-                                 f"{result.stdout}\n{result.stderr}\n{result.exception!r}")
-        return result
-
-    return run
 
 
 def test_reembed_on_the_same_model_re_embeds_nothing(kbgraph) -> None:
