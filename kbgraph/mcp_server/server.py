@@ -128,18 +128,22 @@ def _request_tenant() -> str:
     return token.client_id
 
 
-def http_app(settings: Settings, url: str) -> tuple[Any, TenantEngines]:
-    """The streamable-HTTP application (Starlette) at ``url``'s path /mcp, and the engines to close."""
+def http_app(settings: Settings, host: str, port: int) -> tuple[Any, TenantEngines]:
+    """The streamable-HTTP application (Starlette) at /mcp, and the engines to close. On a loopback
+    host the SDK refuses requests whose Host or Origin header names another (DNS rebinding); on
+    others every host name is taken, the API key being what admits a request."""
     engines = TenantEngines(settings)
     server = build_server(lambda: engines(_request_tenant()), token_verifier=ApiKeyVerifier(engines),
-                          auth=AuthSettings(issuer_url=url, resource_server_url=None, required_scopes=[]))
-    return server.streamable_http_app(stateless_http=True, json_response=True), engines
+                          auth=AuthSettings(issuer_url=f"http://{f'[{host}]' if ':' in host else host}:{port}",
+                                            resource_server_url=None,
+                                            required_scopes=[]))
+    return server.streamable_http_app(stateless_http=True, json_response=True, host=host), engines
 
 
 def run_http(settings: Settings, host: str, port: int) -> None:
     import uvicorn
 
-    app, engines = http_app(settings, f"http://{host}:{port}")
+    app, engines = http_app(settings, host, port)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:
