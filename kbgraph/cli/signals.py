@@ -3,6 +3,7 @@ no document is left "running", and what was done is kept); a second stops at onc
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -25,8 +26,12 @@ class StopRequest:
         return self._event.is_set()
 
     def _handle(self, number: int, _frame: FrameType | None) -> None:
-        if self._event.is_set():  # the second one: the user will not wait
-            raise KeyboardInterrupt if number == signal.SIGINT else SystemExit(143)
+        if self._event.is_set():
+            # the second one: the user will not wait, and an exception would (the interpreter joins
+            # the threads whose model calls are in flight before it exits); what was recorded is
+            # committed, and the documents in flight are indexed again by the next run
+            click.echo(f"\n{_STOPPED.get(signal.Signals(number), 'signal')} again: stopped at once", err=True)
+            os._exit(130 if number == signal.SIGINT else 143)
         self.signal = _STOPPED.get(signal.Signals(number), signal.Signals(number).name)
         self._event.set()
         click.echo(f"\n{self.signal}: stopping after the documents in flight are recorded "

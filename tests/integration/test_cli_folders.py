@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -141,14 +142,13 @@ def _statuses(env: dict[str, str]) -> dict[str, str]:
     return {d["name"]: d["status"] for d in json.loads(listed.stdout or "[]")} if listed.returncode == 0 else {}
 
 
-@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
-def test_a_stopped_run_leaves_nothing_running_and_the_next_finishes_the_rest(env: dict[str, str], tmp_path: Path,
-                                                                             sent: signal.Signals) -> None:
+def _indexing_under_way(env: dict[str, str], tmp_path: Path, total: int,
+                        done: int) -> tuple[Path, subprocess.Popen[str]]:
+    """`kbgraph index` of ``total`` ledgers, one document per batch, once ``done`` of them are done."""
     folder = tmp_path / "big"
     folder.mkdir()
     paragraph = ("The harbor masters of Varrow kept ledgers of every ship, its cargo, its captain and its crew. "
                  "Each ledger was copied twice and sent to the Glass Tower for safekeeping. ")
-    total = 120  # enough that the run cannot finish between two polls
     for n in range(total):
         (folder / f"ledger_{n:03d}.txt").write_text(f"Ledger {n}. " + paragraph * 60)
     subprocess.run([*KBGRAPH, "kb", "create", "big", "--graph", "nlp", "--community", "--chunk-tokens", "128",
@@ -157,11 +157,50 @@ def test_a_stopped_run_leaves_nothing_running_and_the_next_finishes_the_rest(env
                             env={**env, "KBGRAPH_INDEX_BATCH_DOCUMENTS": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline:  # stop it once some documents are done and others are not
+    while time.time() < deadline:  # once some documents are done and others are not
         time.sleep(0.2)
-        if sum(s == "done" for s in _statuses(env).values()) >= 5:
+        if sum(s == "done" for s in _statuses(env).values()) >= done:
             break
     assert proc.poll() is None, "indexing finished before it could be stopped; make the corpus bigger"
+    return folder, proc
+
+
+def test_a_second_ctrl_c_stops_at_once(env: dict[str, str], tmp_path: Path, scripted_llm) -> None:
+    release = threading.Event()
+
+    def slow(body: dict) -> str:  # every extraction call outlasts the test's patience
+        release.wait(60)
+        return "{}"
+
+    scripted_llm.responder = slow
+    llm = {**env, "KBGRAPH_LLM_BASE_URL": scripted_llm.base_url, "KBGRAPH_LLM_MODEL": "scripted"}
+    folder = tmp_path / "notes"
+    shutil.copytree(SAMPLE_CORPUS_DIR, folder)
+    subprocess.run([*KBGRAPH, "kb", "create", "big", "--graph", "general"], env=llm, check=True, capture_output=True,
+                   timeout=120)
+    proc = subprocess.Popen([*KBGRAPH, "index", str(folder), "--kb", "big"], env=llm, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    try:
+        while time.time() < deadline and scripted_llm.in_flight == 0:  # model calls are in flight
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)  # the first waits for the calls in flight...
+        time.sleep(1)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)  # ...the second does not
+        _, err = proc.communicate(timeout=20)
+    finally:
+        release.set()
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "SIGINT again: stopped at once" in err, err
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_run_leaves_nothing_running_and_the_next_finishes_the_rest(env: dict[str, str], tmp_path: Path,
+                                                                             sent: signal.Signals) -> None:
+    total = 120  # enough that the run cannot finish between two polls
+    folder, proc = _indexing_under_way(env, tmp_path, total, done=5)
     proc.send_signal(sent)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == (130 if sent == signal.SIGINT else 143), err
