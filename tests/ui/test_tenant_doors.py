@@ -93,6 +93,7 @@ def test_one_tenant_through_the_api_the_cli_and_the_pages(app: Flask, settings: 
     sign_in(ann, "ann@acme.example", "ann's password")
     page = ann.get("/kbs").get_data(as_text=True)
     assert "from-api" in page and "from-cli" in page
+    assert '<code id="tenant">acme</code>' in ann.get("/settings").get_data(as_text=True)
     bob = app.test_client()
     sign_up(bob, "bob@acme.example")
     assert "from-api" not in bob.get("/kbs").get_data(as_text=True)  # a tenant of his own so far
