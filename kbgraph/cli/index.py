@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbgraph.cli.root import fail, main, open_engine
+from kbgraph.cli.root import fail, main, no_data_folder, open_engine
 from kbgraph.cli.output import ProgressBars, failure_line, warn_if_long
 from kbgraph.cli.signals import stop_on_signals
 
@@ -33,7 +33,10 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
           progress: bool | None) -> None:
     """Index files and folders into a knowledge base (created if new; unchanged files are skipped)."""
     bars = ProgressBars(sys.stderr.isatty() if progress is None else progress)
-    with open_engine(ctx) as engine:
+    if dry_run and no_data_folder(ctx.obj["settings"]):
+        click.echo(f"would create the data folder {ctx.obj['settings'].data_dir.absolute()}")
+        sys.exit(print_dry_run(None, kb_name, list(paths), sync=sync, force=force))
+    with open_engine(ctx, creates=not dry_run) as engine:
         if dry_run:
             sys.exit(print_dry_run(engine, kb_name, list(paths), sync=sync, force=force))
         if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
@@ -107,13 +110,18 @@ def summary_line(report: IndexReport, kb_name: str) -> str:
     return summary
 
 
-def print_dry_run(engine: Engine, kb_name: str, paths: list[Path], *, sync: bool, force: bool) -> int:
-    """What `kbgraph index` would do, file by file; changes nothing. Returns the exit code."""
-    if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
+def print_dry_run(engine: Engine | None, kb_name: str, paths: list[Path], *, sync: bool, force: bool) -> int:
+    """What `kbgraph index` would do, file by file; changes nothing (no engine: there is no data
+    folder yet). Returns the exit code."""
+    if engine is None or engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
         click.echo(f"would create the knowledge base {kb_name!r}")
+        from kbgraph.engine import KBGraphError
         from kbgraph.engine.sync import name_files
 
-        named = name_files(paths)
+        try:
+            named = name_files(paths)
+        except KBGraphError as exc:  # a path that does not exist
+            fail(str(exc))
         for name, _ in named.files:
             click.echo(f"{'index':<8}{name}: new")
         unwalked, gone = named.unwalked, []

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kbgraph.cli.root import exit_after, fail, main, open_engine
+from kbgraph.cli.root import FOUND_HOW, exit_after, fail, main, no_data_folder, open_engine
 from kbgraph.cli.output import ProgressBars, echo_graph_report, refresh_summary
 from kbgraph.config import Settings
 from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig
@@ -47,7 +47,7 @@ def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: s
         entity_types=_entity_types(entity_types) or DEFAULT_ENTITY_TYPES,
         community=community, resolution=resolution,
         max_gleanings=settings.max_gleanings if gleanings is None else gleanings)
-    with open_engine(ctx) as engine:
+    with open_engine(ctx, creates=True) as engine:
         created = engine.create_kb(name, graph=graph, description=description, chunk_tokens=chunk_tokens,
                                    chunk_overlap=chunk_overlap,
                                    llm={"llm_model": llm_model, "llm_base_url": llm_base_url})
@@ -112,6 +112,11 @@ def kb_set(ctx: click.Context, name: str, method: str | None, entity_types: str 
 @click.pass_context
 def kb_list(ctx: click.Context, as_json: bool) -> None:
     """List knowledge bases."""
+    settings: Settings = ctx.obj["settings"]
+    if no_data_folder(settings):  # none, and no empty folder left behind for the folders below to find
+        click.echo("[]" if as_json else f"no knowledge bases yet in {settings.data_dir.absolute()} (there is no "
+                   f"data folder there; {FOUND_HOW}): `kbgraph kb create NAME`")
+        return
     with open_engine(ctx) as engine:
         rows = []
         for item in engine.list_kbs():
@@ -123,8 +128,7 @@ def kb_list(ctx: click.Context, as_json: bool) -> None:
             click.echo(json.dumps(rows, indent=1))
             return
         if not rows:
-            click.echo(f"no knowledge bases yet in {engine.location}: `kbgraph kb create NAME` (the data folder is "
-                       "the nearest .kbgraph of this folder and its parents; --data-dir or KBGRAPH_DATA_DIR names another)")
+            click.echo(f"no knowledge bases yet in {engine.location}: `kbgraph kb create NAME` ({FOUND_HOW})")
         for row in rows:
             click.echo(f"{row['name']:<24} {row['documents']:>5} docs {row['chunks']:>7} chunks  graph: {row['graph']}")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from kbgraph.cli.root import fail, main
+from kbgraph.cli.root import FOUND_HOW, fail, main, no_data_folder
 
 
 @main.command("mcp")
@@ -23,6 +23,9 @@ def mcp_command(ctx: click.Context, over_http: bool, host: str, port: int) -> No
     from kbgraph.meta.schemas import MetaError
 
     settings = ctx.obj["settings"]
+    if no_data_folder(settings):
+        fail(f"no knowledge bases to serve in {settings.data_dir.absolute()}: there is no data folder there "
+             f"({FOUND_HOW})")
     try:
         if over_http:
             click.echo(f"kbgraph MCP server at http://{host}:{port}/mcp (Authorization: Bearer <a tenant's API key>)",

@@ -33,12 +33,29 @@ def exit_after(code: int) -> None:
         sys.exit(code)
 
 
+FOUND_HOW = ("the data folder is the nearest .kbgraph of this folder and its parents; --data-dir or "
+             "KBGRAPH_DATA_DIR names another")
+
+
+def no_data_folder(settings: Settings) -> bool:
+    """Whether the knowledge bases would be in a data folder that does not exist (so there are none)."""
+    return not settings.database_url and not settings.data_dir.exists()
+
+
 @contextmanager
-def open_engine(ctx: click.Context) -> Iterator[Any]:
+def open_engine(ctx: click.Context, *, creates: bool = False) -> Iterator[Any]:
+    """The engine a command runs with, its errors turned into exit codes. A command that may make a
+    knowledge base (``creates``) makes the data folder when there is none; the others say there is
+    none instead of leaving an empty one behind, which every folder below it would then find."""
     from kbgraph.engine import Engine, KBGraphError
     from kbgraph.llm.base import LLMError, LLMNotConfigured
 
     settings: Settings = ctx.obj["settings"]
+    if not creates and no_data_folder(settings):
+        asked = ctx.params.get("kb_name") or ctx.params.get("kb_names") or ctx.params.get("name")
+        named = ", ".join(repr(n) for n in ([asked] if isinstance(asked, str) else asked or []))
+        fail(f"no knowledge base{' named ' + named if named else 's'} in {settings.data_dir.absolute()}: there is no "
+             f"data folder there ({FOUND_HOW}); `kbgraph kb create NAME` or `kbgraph index PATH --kb NAME` makes one")
     engine = None
     try:
         engine = Engine.open(settings)

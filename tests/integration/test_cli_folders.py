@@ -239,9 +239,15 @@ def test_the_data_folder_is_found_from_subfolders_and_every_empty_answer_names_i
     empty = run(project / "sub", "docs", "list", "--kb", "notes").stdout
     assert f"no documents yet in 'notes' ({project / '.kbgraph'})" in empty
 
+    unknown = run(project / "sub", "query", "who?", "--kb", "nope", code=2).stderr
+    assert "no knowledge base named 'nope' (did you mean 'notes'?)" in unknown and f"in {project / '.kbgraph'}" in unknown
+
     nothing = run(elsewhere, "kb", "list").stdout
-    assert f"no knowledge bases yet in {elsewhere / '.kbgraph'}" in nothing
-    unknown = run(elsewhere, "query", "who?", "--kb", "notes", code=2).stderr
-    assert f"no knowledge base named 'notes' in {elsewhere / '.kbgraph'}" in unknown
+    assert f"no knowledge bases yet in {elsewhere / '.kbgraph'} (there is no data folder there" in nothing
+    assert json.loads(run(elsewhere, "kb", "list", "--json").stdout) == []
+    missing = run(elsewhere, "query", "who?", "--kb", "notes", code=2).stderr
+    assert f"no knowledge base named 'notes' in {elsewhere / '.kbgraph'}: there is no data folder there" in missing
+    run(elsewhere, "index", str(project / "sub"), "--kb", "notes", "--dry-run")
+    assert not (elsewhere / ".kbgraph").exists()  # looking leaves no folder for the folders below to find
     assert "notes" in run(elsewhere, "kb", "list", KBGRAPH_DATA_DIR=str(project / ".kbgraph")).stdout  # overrides
     assert "notes" in run(elsewhere, "--data-dir", str(project / ".kbgraph"), "kb", "list").stdout
