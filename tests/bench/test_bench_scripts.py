@@ -38,3 +38,18 @@ def test_tenant_move_moves_a_written_tenant_and_times_it(es_cluster: EsCluster, 
     assert answer.returncode == 0, answer.stderr[-3000:]
     result = json.loads(answer.stdout.strip().splitlines()[-1])
     assert result["moved_equals_acknowledged"] and result["writes"] > 0 and result["listing_page_rows"] == 10
+
+
+def test_graphbench_report_labels_the_report_scope_from_the_setting() -> None:
+    import importlib.util
+
+    from kbgraph.config import load_settings
+
+    spec = importlib.util.spec_from_file_location("graphbench_kbgraph", ROOT / "bench" / "graphbench_kbgraph.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    default = script.report_scope_label(load_settings(None))
+    assert "largest connected component" in default and "every connected component" not in default
+    every = script.report_scope_label(load_settings(None, report_scope="all", report_min_entities=5))
+    assert "every connected component" in every and "5 or more" in every
