@@ -136,6 +136,7 @@ class Document(_Record):
     enabled: bool
     extracted: bool
     graph_version: int
+    run_id: str | None = None
     extra: dict[str, Any]
     created: int
     updated: int

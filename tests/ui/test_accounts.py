@@ -88,9 +88,9 @@ def test_every_state_change_needs_the_csrf_token(app: Flask) -> None:
 def test_api_key_is_shown_once_and_revocable(app: Flask) -> None:
     client = app.test_client()
     sign_up(client, "c@example.com")
-    client.post("/settings/api-keys", data={"name": "ci", "csrf_token": token(client, "/settings")})
-    page = client.get("/settings").get_data(as_text=True)
-    key = re.search(r'id="new-key" class="secret">([^<]+)<', page).group(1)
+    made = client.post("/settings/api-keys", data={"name": "ci", "csrf_token": token(client, "/settings")})
+    assert made.status_code == 201 and made.headers["Cache-Control"] == "no-store"
+    key = re.search(r'id="new-key" class="secret">([^<]+)<', made.get_data(as_text=True)).group(1)
     assert key not in client.get("/settings").get_data(as_text=True)  # shown once
     meta = app.extensions["kbgraph"].meta
     user = meta.find_user_by_email("c@example.com")

@@ -26,6 +26,10 @@ def register_ui(app: Flask, settings: Settings) -> None:
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False
     app.config["WTF_CSRF_TIME_LIMIT"] = None  # valid for the session's lifetime
     csrf.init_app(app)
+    from web.ui.auth import THROTTLE
+    from web.ui.throttle import LoginThrottle
+
+    app.extensions[THROTTLE] = LoginThrottle(settings)
     app.register_blueprint(static_blueprint)
     for module in (auth, kbs, documents, retrieval, graph, chat):
         app.register_blueprint(module.blueprint)

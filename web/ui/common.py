@@ -120,12 +120,15 @@ def page_blueprint(name: str, *, login: bool = True) -> Blueprint:
     return bp
 
 
+SESSION_KEY = "sid"  # the session cookie's one sign-in value: a token the server keeps the user of
+
+
 def current_user() -> User | None:
-    user_id = session.get("user_id")
-    if not user_id:
+    token = session.get(SESSION_KEY)
+    if not isinstance(token, str) or not token:
         return None
-    user = services().meta.find_user(user_id)
-    if user is None:  # the account is gone: forget the session
+    user = services().meta.user_for_web_session(token)
+    if user is None:  # signed out (here or elsewhere), or the account is gone: forget the session
         session.clear()
     return user
 
