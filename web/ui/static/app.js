@@ -41,6 +41,10 @@ window.kb = (function () {
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    // a page a form's post answered (a new API key, shown once) stands in history as the page's
+    // plain address: reloading it reads the page again instead of posting the form again
+    const plain = document.querySelector("[data-replace-url]");
+    if (plain) history.replaceState(null, "", plain.dataset.replaceUrl);
     document.querySelectorAll("form[data-confirm]").forEach((f) =>
       f.addEventListener("submit", (e) => { if (!confirm(f.dataset.confirm)) e.preventDefault(); }));
     document.querySelectorAll("[data-copy]").forEach((b) => b.addEventListener("click", async () => {
