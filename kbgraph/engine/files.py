@@ -200,7 +200,7 @@ class Indexing(EngineCore):
                                             open=_binary_opener(Path(file.location)) if within else None)
         return [o for o in out if o is not None]
 
-    def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
+    def _tracked(self, doc_id: str, outer: ProgressFn, run_id: str | None = None) -> ProgressFn:
         """A progress callback that also records the document's progress (at most twice a second)."""
         spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
         last = {"at": 0.0, "phase": ""}
@@ -217,7 +217,7 @@ class Indexing(EngineCore):
             self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
                                           message=f"{event.phase} {event.done}/{event.total}"
                                           + (f", {event.llm_calls} LLM calls, {event.tokens} tokens"
-                                             if event.llm_calls else ""))
+                                             if event.llm_calls else ""), run_id=run_id)
 
         return report
 
@@ -228,7 +228,7 @@ class Indexing(EngineCore):
         from kbgraph.index.run import IndexRun
 
         ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
-        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress, doc.run_id),
                        chunking=self._document_chunking)
         opener = (lambda: io.BytesIO(data)) if data is not None else None
         outcomes = run.run([DocumentInput(doc, lambda: data, size, open=opener)], total=1)
