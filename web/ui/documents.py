@@ -86,21 +86,46 @@ def _graph_state(kb: KnowledgeBase, docs: list[Document]) -> dict[str, Any]:
             "phases": {p: meta.phase_status.get(p, "never") for p in ("pagerank", "resolution", "communities")}}
 
 
+PAGE_SIZES = (10, 20, 50, 100)
+
+
+def _page_args() -> tuple[int, int, str]:
+    """(page from 1, page size, name filter) of the documents list, forgiving: a page past the end
+    shows the last one."""
+    try:
+        size = int(request.args.get("page_size", 20))
+    except ValueError:
+        size = 20
+    try:
+        page = max(1, int(request.args.get("page", 1)))
+    except ValueError:
+        page = 1
+    return page, size if size in PAGE_SIZES else 20, (request.args.get("q") or "").strip()[:200]
+
+
 @blueprint.get("/ui/api/kbs/<kb_id>/documents")
 def document_status(kb_id: str) -> dict[str, Any]:
+    """One page of the knowledge base's documents by name (``q``: the names holding it, any case),
+    with their live progress, and the state of the whole knowledge base (busy, the graph)."""
     kb = own_kb(kb_id)
     meta = services().meta
     docs = meta.list_documents(kb.id, limit=None)
+    page, size, query = _page_args()
+    matching = sorted((d for d in docs if query.casefold() in d.name.casefold()), key=lambda d: (d.name.casefold(), d.id))
+    pages = max(1, -(-len(matching) // size))
+    page = min(page, pages)
+    shown = matching[(page - 1) * size:page * size]
     latest: dict[str, Task] = {}
+    wanted = {d.id for d in shown}
     for task in meta.list_tasks(kb.id, kind="index", newest_first=True, limit=None):
-        if task.doc_id is not None:
+        if task.doc_id in wanted:
             latest.setdefault(task.doc_id, task)
     svc = services()
     no_worker = no_worker_running(svc.pool.redis, svc.settings)
-    rows = [_document_row(d, latest.get(d.id), no_worker)
-            for d in sorted(docs, key=lambda d: (d.name.casefold(), d.id))]
+    rows = [_document_row(d, latest.get(d.id), no_worker) for d in shown]
     return {"now": time.time_ns() // 1_000_000, "documents": rows, "no_worker": no_worker,
-            "graph": _graph_state(kb, docs)}
+            "total": len(matching), "all": len(docs), "page": page, "pages": pages, "page_size": size, "q": query,
+            "parsing": sum(d.status in ("pending", "running") for d in docs), "graph": _graph_state(kb, docs)}
 
 
 @blueprint.post("/ui/api/kbs/<kb_id>/documents")
