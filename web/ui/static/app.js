@@ -25,6 +25,7 @@ window.kb = (function () {
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === null || v === undefined || v === false) continue;
       if (k === "class") node.className = v;
+      else if (k === "style") node.style.cssText = v;  // through the CSSOM: the CSP refuses style attributes
       else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, v === true ? "" : v);
     }
