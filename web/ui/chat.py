@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, stream_with_context, url_for
 
-from kbgraph.chat.assistant import Conversation, references_by_message
+from kbgraph.chat.assistant import Conversation, references_by_message, work_by_message
 from kbgraph.llm.base import LLMError
 from kbgraph.meta import Assistant
 from kbgraph.store.base import StoreError
@@ -138,11 +138,13 @@ def delete_session(assistant_id: str, session_id: str) -> Response:
 def _messages(session: Any) -> list[dict[str, Any]]:
     """The session's messages for the page, each answer with the chunks its markers index."""
     by_message = references_by_message(session)
+    work = work_by_message(session)
     out = []
     for m in session.messages:
         item = {"role": m.get("role"), "content": m.get("content", "")}
         if m.get("role") == "assistant" and m.get("id"):
             item["reference"] = _reference_chunks(by_message.get(str(m["id"])) or {})
+            item.update(work.get(str(m["id"]), {}))
         out.append(item)
     return out
 
@@ -179,19 +181,27 @@ def ask(assistant_id: str, session_id: str) -> Response:
     question = json_body().get("question")
     if not isinstance(question, str) or not question.strip():
         raise PageError("Type a question first.")
+    renamed = None
     if len(session.messages) <= 1 and session.name == NEW_SESSION:
-        svc.meta.rename_session(tenant(), assistant.id, session.id, question.strip()[:80])
+        renamed = question.strip()[:80]
+        svc.meta.rename_session(tenant(), assistant.id, session.id, renamed)
     conversation = Conversation(svc.engine(tenant()), assistant, session)
 
     def events() -> Iterator[str]:
+        if renamed is not None:  # the list of conversations shows the new name at once
+            yield _event({"session": {"id": session.id, "name": renamed}})
         try:
             for event in conversation.ask(question.strip()):
                 if event.kind == "delta" and event.text:
                     yield _event({"delta": event.text})
+                elif event.kind == "reasoning" and event.text:
+                    yield _event({"reasoning": event.text})
                 elif event.kind == "done":
                     answer = conversation.answer
                     yield _event({"done": True, "answer": event.text,
-                                  "reference": _reference_chunks(answer.reference if answer else {})})
+                                  "reference": _reference_chunks(answer.reference if answer else {}),
+                                  "reasoning": answer.reasoning if answer else "",
+                                  "graph": answer.graph if answer else {}})
         except LLMError as exc:
             yield _event({"error": str(exc)})
         except StoreError as exc:
