@@ -23,6 +23,7 @@ from task_executor.submit import NO_WORKER_MESSAGE, QUEUED_MESSAGE, cancel_docum
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from web.documents import remove_documents
 from web.envelope import store_failure_message
+from web.highlight import mark
 from web.uploads import UploadTooLarge
 from web.rows import file_type
 from web.services import services
@@ -191,14 +192,38 @@ def delete(kb_id: str) -> dict[str, Any]:
     return {"deleted": remove_documents(svc, kb, _ids(kb))}
 
 
+CHUNKS_PER_PAGE = 20
+
+
+def _whole_number(raw: str | None, default: int) -> int:
+    try:
+        return max(1, int(raw or default))
+    except ValueError:
+        return default
+
+
 @blueprint.get("/kbs/<kb_id>/documents/<doc_id>")
 def chunks_page(kb_id: str, doc_id: str) -> str:
+    """One page of the document's chunks (``q``: the ones holding these words, best first, the
+    words marked), the search and the page kept by the edit forms."""
     kb = own_kb(kb_id)
     doc = services().meta.get_document(kb.id, doc_id)
     keywords = (request.args.get("q") or "").strip()[:200]
-    page = chunk_edit.list_chunks(engine().context(kb), doc.id, keywords=keywords, limit=None)
+    number = _whole_number(request.args.get("page"), 1)
+    ctx = engine().context(kb)
+    focus = request.args.get("chunk", "")
+    if focus and not keywords and "page" not in request.args:  # a citation's link: the page that holds it
+        ids = [c.id for c in chunk_edit.list_chunks(ctx, doc.id, limit=None).chunks]
+        number = ids.index(focus) // CHUNKS_PER_PAGE + 1 if focus in ids else 1
+    page = chunk_edit.list_chunks(ctx, doc.id, keywords=keywords, offset=(number - 1) * CHUNKS_PER_PAGE,
+                                  limit=CHUNKS_PER_PAGE)
+    pages = max(1, -(-page.total // CHUNKS_PER_PAGE))
+    if number > pages:  # past the end (chunks deleted meanwhile): the last page
+        number = pages
+        page = chunk_edit.list_chunks(ctx, doc.id, keywords=keywords, offset=(number - 1) * CHUNKS_PER_PAGE,
+                                      limit=CHUNKS_PER_PAGE)
     return render_template("chunks.html", kb=kb, doc=doc, chunks=page.chunks, total=page.total, q=keywords,
-                           focus=request.args.get("chunk", ""))
+                           page=number, pages=pages, per_page=CHUNKS_PER_PAGE, mark=mark, focus=focus)
 
 
 def _doc_chunk(kb: KnowledgeBase, doc_id: str, chunk_id: str) -> tuple[Document, chunk_edit.ChunkRecord]:
@@ -219,7 +244,11 @@ def _keywords() -> list[str]:
 
 
 def _back(kb: KnowledgeBase, doc_id: str, chunk_id: str = "") -> Response:
-    target = url_for("ui_docs.chunks_page", kb_id=kb.id, doc_id=doc_id, chunk=chunk_id or None)
+    """To the chunks page the form came from: its search and its page kept (the forms carry them)."""
+    q = (request.form.get("q") or "").strip()[:200] or None
+    page = _whole_number(request.form.get("page"), 1)
+    target = url_for("ui_docs.chunks_page", kb_id=kb.id, doc_id=doc_id, q=q, page=page if page > 1 else None,
+                     chunk=chunk_id or None)
     return redirect(target + (f"#chunk-{chunk_id}" if chunk_id else ""))
 
 
