@@ -254,6 +254,23 @@ def test_list_and_find_documents(db: MetaDB) -> None:
         db.delete_document(kb.id, docs[0].id)
 
 
+def test_web_sessions_end_at_sign_out_and_with_age(db: MetaDB) -> None:
+    import time
+
+    user = db.create_user("s@example.com", "hash", "t-sessions")
+    day = 86_400_000
+    token = db.create_web_session(user.id, day)
+    assert db.user_for_web_session(token, day).id == user.id
+    assert db.user_for_web_session(token + "x", day) is None
+    time.sleep(0.01)
+    assert db.user_for_web_session(token, 1) is None  # older than the lifetime asked for
+    other = db.create_web_session(user.id, 1)  # creating one removes the ones past the lifetime
+    assert db.user_for_web_session(token, day) is None and db.user_for_web_session(other, day).id == user.id
+    assert db.delete_web_session(other) and db.user_for_web_session(other, day) is None
+    db.create_web_session(user.id, day), db.create_web_session(user.id, day)
+    assert db.delete_user_web_sessions(user.id) == 2
+
+
 def test_a_document_row_belongs_to_its_newest_run(db: MetaDB) -> None:
     from kbgraph.meta import DocumentStatus
 

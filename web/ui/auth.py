@@ -11,7 +11,7 @@ from werkzeug.security import check_password_hash, generate_password_hash
 
 from kbgraph.meta import AlreadyExists, MetaError
 from web.services import services
-from web.ui.common import SESSION_KEY, PageError, current_user, page_blueprint, tenant
+from web.ui.common import SESSION_KEY, PageError, current_user, page_blueprint, session_lifetime_ms, tenant
 from web.ui.throttle import LoginThrottle
 
 THROTTLE = "kbgraph_login_throttle"  # the app extension holding the sign-in throttle
@@ -33,7 +33,7 @@ def _sign_in(user_id: str) -> None:
     _end_session()
     session.clear()  # a fresh session (and CSRF token) at every sign-in
     # the cookie holds a random token only; the server keeps whom it signs in, until sign-out
-    session[SESSION_KEY] = services().meta.create_web_session(user_id)
+    session[SESSION_KEY] = services().meta.create_web_session(user_id, session_lifetime_ms())
     session.permanent = True
 
 
