@@ -184,6 +184,9 @@ class Settings:
     max_page_size: int = 1000
     # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
     web_secret_key: str = ""
+    # encrypts the API keys of tenants' model providers at rest; empty = a random secret kept in
+    # data_dir/provider_key_secret (several hosts: set the same value everywhere)
+    provider_key_secret: str = ""
     # proxies in front of the web server whose X-Forwarded-For/-Proto/-Host headers are believed
     # (0: none; a client could forge them): HTTPS behind a proxy makes the session cookie Secure, and
     # the sign-in throttle counts the client's address, not the proxy's

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kbgraph.chat.dialog import AssistantConfig, ChatEvent, Dialog, Turn
-from kbgraph.chat.models import model_id
 from kbgraph.chat.shown_work import graph_context
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
@@ -138,7 +137,8 @@ def assistant_dialog(engine: AssistantEngine, assistant: Assistant, history: Seq
                                        vector_similarity_weight=assistant.vector_similarity_weight,
                                        top_k=assistant.top_k)
     entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
-    chat = engine.chat_for(kbs[0] if kbs else None, model_id(assistant.llm_id or ""))
+    # the whole name: "model@provider" is one of the tenant's providers, other "@factory" suffixes the engine drops
+    chat = engine.chat_for(kbs[0] if kbs else None, assistant.llm_id or "")
 
     def find(query: str) -> RetrievalResult:
         if not kbs:

@@ -81,6 +81,23 @@ class WebSession(Base):
     created: Mapped[int] = mapped_column(BigInteger)
 
 
+class ModelProvider(Base):
+    """An OpenAI-compatible endpoint a tenant added, with its key sealed (encrypted by the layer above:
+    this table never holds a key in the clear) and the model names it offers."""
+
+    __tablename__ = "model_provider"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_provider_tenant_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    base_url: Mapped[str] = mapped_column(Text)
+    api_key_sealed: Mapped[str] = mapped_column(Text, default="")
+    chat_models: Mapped[list[str]]
+    embedding_models: Mapped[list[str]]
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
 class KnowledgeBase(Base):
     __tablename__ = "knowledge_base"
     # names are unique per tenant ignoring case, as RAGFlow's dataset names are

@@ -95,6 +95,7 @@ def _back_to_the_initial_schema(engine: Engine) -> None:
     kbgraph made before migrations existed (the rows stay)."""
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE web_session"))  # r0002
+        conn.execute(text("DROP TABLE model_provider"))
         conn.execute(text("ALTER TABLE document DROP COLUMN run_id"))
 
 

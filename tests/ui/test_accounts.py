@@ -94,7 +94,7 @@ def test_every_state_change_needs_the_csrf_token(app: Flask) -> None:
     assistant = svc.meta.create_assistant(tenant_id, "helper")
     session = svc.meta.create_session(tenant_id, assistant.id, "s")
     ids = {"kb_id": kb_id, "doc_id": doc.id, "chunk_id": "0123456789abcdef", "assistant_id": assistant.id,
-           "session_id": session.id, "token_hash": "0" * 64}
+           "session_id": session.id, "token_hash": "0" * 64, "name": "acme"}
     routes = _state_changing_page_routes(app)
     assert {"ui_docs.delete_chunk", "ui_kb.delete_kb", "ui_auth.logout"} <= {r[0] for r in routes}
     for endpoint, method, rule in routes:

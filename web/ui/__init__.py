@@ -15,7 +15,7 @@ from web.ui.common import csrf, secret_key
 
 
 def register_ui(app: Flask, settings: Settings) -> None:
-    from web.ui import auth, chat, documents, graph, kbs, retrieval
+    from web.ui import auth, chat, documents, graph, kbs, providers, retrieval
     from web.ui.common import static_blueprint
 
     if not app.config.get("SECRET_KEY"):
@@ -31,7 +31,7 @@ def register_ui(app: Flask, settings: Settings) -> None:
 
     app.extensions[THROTTLE] = LoginThrottle(settings)
     app.register_blueprint(static_blueprint)
-    for module in (auth, kbs, documents, retrieval, graph, chat):
+    for module in (auth, providers, kbs, documents, retrieval, graph, chat):
         app.register_blueprint(module.blueprint)
 
 

@@ -128,7 +128,7 @@ def settings_page() -> Response | str:
     if g.user is None:
         return redirect(url_for("ui_auth.login", next="/settings"))
     keys = services().meta.list_api_keys(tenant())
-    return render_template("settings.html", keys=keys)
+    return render_template("settings.html", keys=keys, providers=services().meta.list_providers(tenant()))
 
 
 @blueprint.post("/settings/api-keys")
@@ -138,7 +138,7 @@ def create_api_key() -> Response:
     _, token = services().meta.create_api_key(tenant(), name)
     # shown by this answer only, never put in a cookie or kept: the database has its hash
     page = make_response(render_template("settings.html", keys=services().meta.list_api_keys(tenant()),
-                                         new_key=token), 201)
+                                         providers=services().meta.list_providers(tenant()), new_key=token), 201)
     page.headers["Cache-Control"] = "no-store"
     return page
 

@@ -21,6 +21,7 @@ from web.chats import DEFAULT_EMPTY_RESPONSE, DEFAULT_OPENER, DEFAULT_SYSTEM
 from web.envelope import store_failure_message
 from web.services import services
 from web.ui.common import PageError, engine, json_body, page_blueprint, tenant
+from web.ui.providers import chat_model_choices
 
 log = logging.getLogger(__name__)
 blueprint = page_blueprint("ui_chat")
@@ -68,11 +69,24 @@ def _assistant_fields(current: Assistant | None) -> dict[str, Any]:
         llm["max_tokens"] = max_tokens
     else:
         llm.pop("max_tokens", None)
-    return {"kb_ids": kb_ids, "prompt_config": prompt, "llm_setting": llm,
-            "llm_id": current.llm_id if current else services().settings.llm_model,
+    return {"kb_ids": kb_ids, "prompt_config": prompt, "llm_setting": llm, "llm_id": _chosen_model(current),
             "top_n": _int("top_n", 6, 1, 50), "similarity_threshold": _float("similarity_threshold", 0.2, 0.0, 1.0),
             "vector_similarity_weight": _float("vector_similarity_weight", 0.3, 0.0, 1.0),
             "description": (form.get("description") or "").strip()}
+
+
+def _chosen_model(current: Assistant | None) -> str:
+    """The form's chat model: "" (the server's default), one of the tenant's providers' models
+    (``model@provider``), or, unchanged, the one the assistant had."""
+    default = services().settings.llm_model
+    if "model" not in request.form:
+        return current.llm_id if current else default
+    chosen = (request.form.get("model") or "").strip()
+    if not chosen:
+        return default
+    if chosen != (current.llm_id if current else "") and chosen not in chat_model_choices():
+        raise PageError(f"No provider of yours offers the model {chosen!r}; add it on the settings page.")
+    return chosen
 
 
 def _own_assistant(assistant_id: str) -> Assistant:
@@ -83,6 +97,7 @@ def _own_assistant(assistant_id: str) -> Assistant:
 def chat_page() -> str:
     svc = services()
     return render_template("chat_list.html", assistants=svc.meta.list_assistants(tenant()), kbs=engine().list_kbs(),
+                           models=chat_model_choices(), default_model=svc.settings.llm_model,
                            llm_configured=svc.settings.llm_configured,
                            defaults={"system": DEFAULT_SYSTEM, "prologue": DEFAULT_OPENER,
                                      "empty_response": DEFAULT_EMPTY_RESPONSE})
@@ -165,6 +180,7 @@ def assistant_page(assistant_id: str) -> str:
     kbs = engine().list_kbs()
     names = {kb.id: kb.name for kb in kbs}
     return render_template("chat.html", assistant=assistant, sessions=sessions, session=session, kbs=kbs,
+                           models=chat_model_choices(), default_model=svc.settings.llm_model,
                            kb_names=names, messages=_messages(session) if session else [],
                            llm_configured=svc.settings.llm_configured)
 
