@@ -61,10 +61,11 @@ class ModelSelection:
         """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top;
         ``model`` names another model of the same endpoint (a chat assistant's own choice), or, as
         ``model@provider``, a model of one of the tenant's providers (kbgraph/engine/providers.py)."""
-        wanted = dict(kb.extra.get("llm") or {}) if kb is not None else {}
-        if "@" in model:
-            from kbgraph.engine.providers import provider_of, provider_settings
+        from kbgraph.engine.providers import provider_of, provider_settings, resolved_llm
 
+        wanted = resolved_llm(self.settings, self.meta, self.tenant, dict(kb.extra.get("llm") or {})) \
+            if kb is not None else {}
+        if "@" in model:
             named = provider_of(self.meta, self.tenant, model)
             if named is not None:
                 wanted.update(provider_settings(self.settings, *named))

@@ -76,3 +76,10 @@ def provider_settings(settings: Settings, provider: ModelProvider, model: str) -
     """The LLM settings of one of a provider's chat models."""
     return {"llm_base_url": provider.base_url, "llm_api_key": unseal_key(settings, provider.api_key_sealed),
             "llm_model": model}
+
+
+def resolved_llm(settings: Settings, meta: MetaDB, tenant: str, llm: dict[str, str]) -> dict[str, str]:
+    """A knowledge base's LLM settings with a ``model@provider`` model turned into that provider's
+    endpoint, key and model (other names are left as they are)."""
+    named = provider_of(meta, tenant, llm.get("llm_model") or "")
+    return {**llm, **provider_settings(settings, *named)} if named is not None else llm

@@ -95,3 +95,36 @@ def test_the_rest_api_takes_model_at_provider_names(browser: WebDriver, base_url
     other.post(base_url + "/signup", data={"email": "stranger@example.com", "password": "correct horse",
                                            "confirm": "correct horse", "csrf_token": token})
     assert "acme" not in other.get(base_url + "/settings").text
+
+
+def test_a_knowledge_base_extracts_with_a_providers_model(browser: WebDriver, base_url: str,
+                                                         provider: ScriptedLLM, tmp_path: Any) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from ui.test_pages_browser import doc_rows
+
+    browser.get(base_url + "/kbs")
+    form = browser.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+    form.find_element(By.NAME, "name").send_keys("Extracted elsewhere")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+    kb_url = browser.current_url
+    browser.get(kb_url + "/settings")
+    settings = browser.find_element(By.ID, "kb-settings")
+    if not settings.find_element(By.NAME, "graph").is_selected():
+        settings.find_element(By.NAME, "graph").click()
+    Select(settings.find_element(By.NAME, "method")).select_by_value("light")
+    Select(settings.find_element(By.NAME, "extraction_model")).select_by_value(f"{MODEL}@acme")
+    settings.find_element(By.CSS_SELECTOR, "button.primary").click()
+    WebDriverWait(browser, 10).until(EC.alert_is_present(), "the confirmation").accept()
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ".flash"), what="saved")
+    selected = Select(browser.find_element(By.NAME, "extraction_model")).first_selected_option
+    assert selected.get_attribute("value") == f"{MODEL}@acme"
+    calls_before = len([r for r in provider.requests if r["kind"] == "chat"])
+    doc = tmp_path / "note.txt"
+    doc.write_text("Mira Castell founded the Lumen Cartographers Guild in the harbour town of Varrow.")
+    browser.get(kb_url)
+    browser.find_element(By.ID, "file-input").send_keys(str(doc))
+    wait(browser, lambda b: [r["status"] for r in doc_rows(b)] in (["done"], ["failed"]), timeout=90, what="parsed")
+    extraction = [r for r in provider.requests if r["kind"] == "chat"][calls_before:]
+    assert extraction and {r["body"]["model"] for r in extraction} == {MODEL}
