@@ -192,6 +192,18 @@ class Settings:
     max_page_size: int = 1000
     # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
     web_secret_key: str = ""
+    # encrypts the API keys of tenants' model providers at rest; empty = a random secret kept in
+    # data_dir/provider_key_secret (several hosts: set the same value everywhere)
+    provider_key_secret: str = ""
+    # proxies in front of the web server whose X-Forwarded-For/-Proto/-Host headers are believed
+    # (0: none; a client could forge them): HTTPS behind a proxy makes the session cookie Secure, and
+    # the sign-in throttle counts the client's address, not the proxy's
+    web_proxy_hops: int = 0
+    # sign-in throttle: wrong passwords allowed per account and per client address within
+    # login_window seconds; past either, sign-ins are refused (HTTP 429) until the window ends
+    login_failures_per_account: int = 10
+    login_failures_per_address: int = 30
+    login_window: float = 900.0
 
     @property
     def data_location(self) -> str:
@@ -356,7 +368,7 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
     for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size",
                  "store_connections", "web_workers", "web_threads", "index_batch_documents", "index_documents_in_flight",
-                 "glean_missed_names"):
+                 "glean_missed_names", "login_failures_per_account", "login_failures_per_address"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
     if settings.embedding_threads < 0:

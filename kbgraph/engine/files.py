@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from kbgraph.engine.sync import FolderSync, file_digest, name_files
 from kbgraph.llm.base import CancelCheck, Cancelled, UsageLedger
@@ -196,24 +196,31 @@ class Indexing(FolderSync):
                                             open=_binary_opener(Path(file.location)) if within else None)
         return [o for o in out if o is not None]
 
-    def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
-        """A progress callback that also records the document's progress (at most twice a second)."""
+    def _tracked(self, doc_id: str, outer: ProgressFn, run_id: str | None = None) -> ProgressFn:
+        """A progress callback that also records the document's progress (at most twice a second per
+        phase): every phase says what it is doing, with its detail ("merge 0/1, 5120 mentions..."),
+        so a long phase (a merge, the summaries) is never a silent stretch; the phases of the
+        pipeline proper also move the percentage, the others (summaries, embeddings) keep it."""
         spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
-        last = {"at": 0.0, "phase": ""}
+        last: dict[str, Any] = {"at": 0.0, "phase": "", "progress": 0.0}
 
         def report(event: Progress) -> None:
             outer(event)
-            if event.phase not in spans or not event.total:
+            if not event.total:
                 return
             now = time.monotonic()
             if event.phase == last["phase"] and now - last["at"] < 0.5 and event.done < event.total:
                 return
-            low, high = spans[event.phase]
+            if event.phase in spans:
+                low, high = spans[event.phase]
+                last["progress"] = max(last["progress"], low + (high - low) * event.done / event.total)
             last.update(at=now, phase=event.phase)
-            self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
+            detail = [event.message] if event.message else []
+            if event.llm_calls:
+                detail.append(f"{event.llm_calls} LLM calls, {event.tokens} tokens")
+            self.meta.set_document_status(doc_id, "running", progress=last["progress"],
                                           message=f"{event.phase} {event.done}/{event.total}"
-                                          + (f", {event.llm_calls} LLM calls, {event.tokens} tokens"
-                                             if event.llm_calls else ""))
+                                          + (f", {', '.join(detail)}" if detail else ""), run_id=run_id)
 
         return report
 
@@ -224,7 +231,7 @@ class Indexing(FolderSync):
         from kbgraph.index.run import IndexRun
 
         ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
-        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress, doc.run_id),
                        chunking=self._document_chunking)
         opener = (lambda: io.BytesIO(data)) if data is not None else None
         outcomes = run.run([DocumentInput(doc, lambda: data, size, open=opener)], total=1)

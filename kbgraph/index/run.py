@@ -301,7 +301,8 @@ class IndexRun(MergeAndRecord):
         self._extract(flight, chunks, pool)
 
     def _mark_running(self, flights: list[InFlight]) -> None:
-        self._record([DocumentStatus(f.doc.id, "running", progress=0.0, message="indexing")
+        self._record([DocumentStatus(f.doc.id, "running", progress=0.0, message="indexing",
+                                         run_id=f.doc.run_id)
                                          for f in flights])
 
     def _doc_progress(self, event: Progress) -> None:

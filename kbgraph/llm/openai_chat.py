@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import orjson
 
-from kbgraph.llm.base import LLMError
+from kbgraph.llm.base import LLMError, Reasoning
 from kbgraph.llm.layers.base import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
 
 _CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
@@ -123,6 +123,12 @@ class ThinkFilter:
         self.buffer = ""
         self.in_think = False
         self.started = False  # something visible has been emitted
+        self.thought: list[str] = []  # reasoning text fed since the last ``take_reasoning``
+
+    def take_reasoning(self) -> str:
+        """The reasoning (text inside <think> blocks) fed since the last call."""
+        text, self.thought = "".join(self.thought), []
+        return text
 
     def feed(self, delta: str) -> str:
         self.buffer += delta
@@ -137,14 +143,12 @@ class ThinkFilter:
                     self.buffer = self.buffer[orphan + len(_CLOSE):]
                     continue
             if pos != -1:
-                if not self.in_think:
-                    out.append(self.buffer[:pos])
+                (self.thought if self.in_think else out).append(self.buffer[:pos])
                 self.buffer = self.buffer[pos + len(tag):]
                 self.in_think = not self.in_think
                 continue
             keep = _partial_tag_len(self.buffer)
-            if not self.in_think:
-                out.append(self.buffer[:len(self.buffer) - keep])
+            (self.thought if self.in_think else out).append(self.buffer[:len(self.buffer) - keep])
             self.buffer = self.buffer[len(self.buffer) - keep:]
             break
         return self._visible("".join(out))
@@ -325,7 +329,13 @@ class OpenAIChat(ChatBase):
                         text_stream.completion_tokens = chunk.usage.completion_tokens
                     if not chunk.choices:
                         continue
-                    visible = think.feed(chunk.choices[0].delta.content or "")
+                    delta = chunk.choices[0].delta
+                    visible = think.feed(delta.content or "")
+                    # reasoning models behind an OpenAI-compatible server send it apart (DeepSeek,
+                    # vLLM's reasoning parsers) or inline in <think> blocks
+                    thought = (getattr(delta, "reasoning_content", None) or "") + think.take_reasoning()
+                    if thought:
+                        yield Reasoning(thought)
                     if visible:
                         yield visible
                 tail = think.flush()
