@@ -58,8 +58,9 @@ def datasets(client: FlaskClient, key: str) -> set[str]:
 
 
 def page_key(client: FlaskClient) -> str:
-    client.post("/settings/api-keys", data={"name": "mine", "csrf_token": token(client, "/settings")})
-    found = re.search(r'id="new-key" class="secret">([^<]+)<', client.get("/settings").get_data(as_text=True))
+    made = client.post("/settings/api-keys", data={"name": "mine", "csrf_token": token(client, "/settings")})
+    # the new key is shown by the answer to the form that made it, never kept for a later page
+    found = re.search(r'id="new-key" class="secret">([^<]+)<', made.get_data(as_text=True))
     assert found
     return found.group(1)
 

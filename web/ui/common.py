@@ -29,6 +29,12 @@ static_blueprint = Blueprint("ui_static", __name__, static_folder="static", stat
                              template_folder="templates")
 
 
+@static_blueprint.get("/favicon.ico")
+def _favicon() -> Any:
+    # browsers ask for /favicon.ico on their own (a page's link names the same icon): never a 404
+    return redirect(url_for("ui_static.static", filename="favicon.svg"), 301)
+
+
 class PageError(Exception):
     """Something the user asked cannot be done; the message says what to change."""
 
