@@ -110,8 +110,9 @@ def _drop_stale_reports(reports: CommunityReports) -> int:
     ctx = reports.ctx
     stale = sorted(reports.existing.keys() - reports.wanted.keys())
     if stale:
+        # visible to other readers with the refresh's last write (refresh_kb)
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND),
-                                                   Condition("id", "in", stale)])
+                                                   Condition("id", "in", stale)], refresh=False)
     return len(stale)
 
 

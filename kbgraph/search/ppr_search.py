@@ -48,7 +48,8 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.graph_cache import graph_state
+from kbgraph.search.batch import SearchBatch
+from kbgraph.search.graph_cache import GraphState, graph_state
 from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities
@@ -339,14 +340,18 @@ class PPRResult:
 
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                  vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
-                 embedder: Embedder | None = None, vector_weight: float = 0.5) -> PPRResult:
+                 embedder: Embedder | None = None, vector_weight: float = 0.5, batch: SearchBatch | None = None,
+                 state: GraphState | None = None) -> PPRResult:
     """``vector_weight``: the knowledge base's weight of vector against text similarity (as naive
-    search uses it), for the chains' scores."""
+    search uses it), for the chains' scores; ``batch``: the query's searches (shared with its kg
+    part); ``state``: the graph state the query read (read here when not given)."""
     floor = embedder.similarity_floor if embedder is not None else 0.0
-    state = graph_state(store, tenant, kb_ids)
+    state = state if state is not None else graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
-    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state)
-    about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg)
+    batch = batch if batch is not None else SearchBatch(store, tenant)
+    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state, batch)
+    about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg,
+                             batch)
     entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
     scores, walk = chunk_scores(graph, entity_seeds, naive, params, confidence)
     if params.chains is not None and vector is not None:

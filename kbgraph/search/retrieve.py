@@ -35,8 +35,10 @@ from kbgraph.search.context import (
     render_context,
     to_plain,
 )
+from kbgraph.search.batch import SearchBatch
 from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
+from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
 from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
@@ -158,6 +160,9 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         result.analysis = analysis
         mix = mix_params or MixParams()
         naive = naive_hits(max(top_n, mix.candidates))
+        # one graph state and one batch of searches for the query's graph parts: the kg part's seed
+        # and fact searches are the ppr part's, answered once
+        state, batch = graph_state(store, tenant, kb_ids), SearchBatch(store, tenant)
         graph_lists: list[tuple[list[RetrievedChunk], float]] = []
         if mode in ("ppr", "mix", "kg"):
             params = replace(ppr_params or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
@@ -165,7 +170,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             if params.chains is not None and params.chains.text_share is None:
                 params = replace(params, chains=replace(params.chains, text_share=s.chain_text_share))
             found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive, params, embedder,
-                                     vector_weight=s.hybrid_vector_weight)
+                                     vector_weight=s.hybrid_vector_weight, batch=batch, state=state)
             result.entities = found_ppr.entities
             if mode == "ppr":
                 # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
@@ -175,7 +180,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         if mode in ("kg", "mix"):
             kg = replace(kg_params or KGParams(), chunk_top_n=max(top_n, mix.candidates),
                          budget=replace(budget, chunks=1 << 30), loose_weight=mix.graph_loose_weight)
-            graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder)
+            graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder, batch, state)
             result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
             weight = mix.kg_weight if mode == "mix" else mix.kg_mode_weight
             if weight > 0:

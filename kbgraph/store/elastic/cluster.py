@@ -128,6 +128,25 @@ class Cluster:
             self._check_complete(what, index, answer)
         return answer
 
+    def msearch(self, what: str, index: str, lines: list[dict[str, Any]]) -> list[Any | None]:
+        """Several searches in one request (``queries.msearch_lines``); per search its complete
+        answer, or None where the index is missing. A search that failed, timed out or failed on
+        some shards raises, as ``search`` does."""
+        answer = self._call(what, index, self.client.msearch, searches=lines)
+        out: list[Any | None] = []
+        for item in answer["responses"]:
+            error = item.get("error")
+            if error is not None:
+                kind = error.get("type") if isinstance(error, dict) else None
+                if kind == "index_not_found_exception":
+                    out.append(None)
+                    continue
+                raise StoreError(f"Elasticsearch at {self.url}: {what} on index {index!r} failed: "
+                                 f"{item.get('status', '?')} {_item_reason(error)}")
+            self._check_complete(what, index, item)
+            out.append(item)
+        return out
+
     def search_point_in_time(self, what: str, index: str, **kwargs: Any) -> Any:
         """A complete search in a point in time (``kwargs`` name it; ``index`` only for messages)."""
         answer = self._call(what, index, self.client.search, **kwargs)
@@ -228,6 +247,14 @@ def _error_type(exc: ApiError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
     return str(error.get("type", "")) if isinstance(error, dict) else ""
+
+
+def _item_reason(error: Any) -> str:
+    """The reason of one failed item of a multi-request answer (the error object of its JSON)."""
+    if isinstance(error, dict):
+        root = (error.get("root_cause") or [error])[0]
+        return f"{root.get('type', error.get('type'))}: {root.get('reason', error.get('reason'))}"
+    return str(error)
 
 
 def _reason(exc: ApiError) -> str:

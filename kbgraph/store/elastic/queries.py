@@ -154,8 +154,9 @@ def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
 
 
 def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: int,
-                source: Any) -> dict[str, Any] | None:
-    """The text half of a search (None when it has no token or field)."""
+                source: Any = False) -> dict[str, Any] | None:
+    """The text half of a search (None when it has no token or field): ids and scores only by
+    default (fusion needs no more; the page's rows are read afterwards)."""
     text_query = build_text_query(filter_query, text)
     if text_query is None:
         return None
@@ -166,8 +167,9 @@ def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: in
 
 
 def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any],
-               source: Any) -> dict[str, Any]:
-    """The vector half of a search: the ``k`` nearest neighbours passing the filter."""
+               source: Any = False) -> dict[str, Any]:
+    """The vector half of a search: the ``k`` nearest neighbours passing the filter (ids and
+    scores only by default)."""
     knn = build_knn(field_name, vector, k, filter_query)
     return {"knn": knn, "size": knn["k"], "source": source, "track_total_hits": False}
 
@@ -188,6 +190,18 @@ def listing_search(filter_query: Mapping[str, Any], request: SearchRequest) -> d
             "size": request.limit, "source": source_spec(request.fields), "track_total_hits": request.count_total}
 
 
+def scan_page(filter_query: Mapping[str, Any], size: int, source: Any,
+              search_after: list[Any] | None) -> dict[str, Any]:
+    """One page of a scan: sorted on ``id`` (unique in an index), the next page after the last
+    id seen (search_after), so no page is read twice and none is skipped, with no result window
+    and no point in time to open and close (two round trips a scan, most scans being one page)."""
+    kwargs: dict[str, Any] = {"query": filter_query, "sort": [{"id": {"order": "asc"}}], "size": size,
+                              "source": source, "track_total_hits": False}
+    if search_after is not None:
+        kwargs["search_after"] = search_after
+    return kwargs
+
+
 def scan_search(pit_id: str, filter_query: Mapping[str, Any], size: int, source: Any,
                 search_after: list[Any] | None) -> dict[str, Any]:
     """One page of a scan: point in time + search_after, sorted on ``id`` with ``_shard_doc`` as
@@ -204,6 +218,33 @@ def aggregation_search(filter_query: Mapping[str, Any], field_name: str, size: i
     """The most frequent values of a field among the documents passing the filter."""
     return {"size": 0, "query": filter_query, "aggs": {"values": terms_aggregation(field_name, size)},
             "track_total_hits": False}
+
+
+def msearch_lines(index: str, searches: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``_msearch`` body (ES "Multi search API" page): a header (index, search_type) and a body
+    per search, from the keyword arguments of ``client.search`` that the ``*_search`` functions build."""
+    lines: list[dict[str, Any]] = []
+    for kwargs in searches:
+        header: dict[str, Any] = {"index": index}
+        body: dict[str, Any] = {}
+        for key, value in kwargs.items():
+            if key == "search_type":
+                header[key] = value
+            else:
+                body[{"source": "_source", "from_": "from"}.get(key, key)] = value
+        lines += [header, body]
+    return lines
+
+
+def mget_fields(ids_fields: Sequence[tuple[str, Sequence[str] | None]]) -> dict[str, Any]:
+    """A realtime multi-get of documents with fields of their own (the ``docs`` form of the Multi
+    get API): per id the named fields (plus ``id`` and ``kb_id``), or every field but vectors."""
+    docs = []
+    for doc_id, fields in ids_fields:
+        spec: Any = {"excludes": ["q_*_vec"]} if fields is None else \
+            {"includes": list(dict.fromkeys(["id", "kb_id", *fields]))}
+        docs.append({"_id": doc_id, "_source": spec})
+    return {"docs": docs}
 
 
 def mget_request(ids: Sequence[str], fields: Sequence[str] | None) -> dict[str, Any]:
