@@ -7,15 +7,20 @@ anchors' relations per side): asked first and read afterwards, they go to the st
 each). The kg and mix modes run the ppr part and the kg part from the same seed and fact searches:
 a request asked again in the same query is answered from the first.
 
-One batch belongs to one query (one thread): its answers are as fresh as the query.
+One batch belongs to one query: its answers are as fresh as the query. The query's parts may use it
+from two threads (``DocStore.network_reads``); a search asked in one and read in the other is sent once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kbgraph.store.base import DocStore, Hit, SearchRequest, SearchResult
+
+T = TypeVar("T")
 
 
 def request_key(request: SearchRequest) -> tuple:
@@ -48,20 +53,33 @@ class SearchBatch:
         self.tenant = tenant
         self._asked: dict[tuple, SearchRequest] = {}
         self._answers: dict[tuple, SearchResult] = {}
+        self._values: dict[tuple, object] = {}
+        # held while a batch is sent: a reader of a search in flight waits for its answer
+        self._lock = threading.RLock()
+
+    def remember(self, key: tuple, build: Callable[[], T]) -> T:
+        """A value computed once per query (e.g. the analysed entities' vectors, which the searches
+        of the kg and ppr parts both need)."""
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = build()
+            return self._values[key]  # type: ignore[no-any-return]
 
     def ask(self, request: SearchRequest) -> Ticket:
         key = request_key(request)
-        if key not in self._answers:
-            self._asked.setdefault(key, request)
+        with self._lock:
+            if key not in self._answers:
+                self._asked.setdefault(key, request)
         return Ticket(key)
 
     def ask_all(self, requests: Sequence[SearchRequest]) -> list[Ticket]:
         return [self.ask(r) for r in requests]
 
     def result(self, ticket: Ticket) -> SearchResult:
-        if ticket.key not in self._answers:
-            self.send()
-        return self._answers[ticket.key]
+        with self._lock:
+            if ticket.key not in self._answers:
+                self.send()
+            return self._answers[ticket.key]
 
     def hits(self, ticket: Ticket) -> list[Hit]:
         """The hits of an asked search; each call gets its own copies (callers keep and change rows)."""
@@ -70,10 +88,15 @@ class SearchBatch:
 
     def send(self) -> None:
         """Every search asked and not yet answered, in one ``search_many``."""
-        if not self._asked:
-            return
-        keys = list(self._asked)
-        requests = [self._asked[k] for k in keys]
-        self._asked = {}
-        for key, found in zip(keys, self.store.search_many(self.tenant, requests)):
-            self._answers[key] = found
+        with self._lock:
+            if not self._asked:
+                return
+            keys = list(self._asked)
+            requests = [self._asked[k] for k in keys]
+            self._asked = {}
+            try:
+                found = self.store.search_many(self.tenant, requests)
+            except BaseException:
+                self._asked.update(zip(keys, requests))  # asked again by the next read
+                raise
+            self._answers.update(zip(keys, found))

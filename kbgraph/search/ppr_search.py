@@ -37,6 +37,7 @@ from kbgraph.search.chains import (
     read_vectors,
     sample_ids,
 )
+from kbgraph.search.batch import SearchBatch
 from kbgraph.search.chunks import ChunkHit
 from kbgraph.search.context import (
     Budget,
@@ -48,7 +49,6 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.batch import SearchBatch
 from kbgraph.search.graph_cache import GraphState, graph_state
 from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
 from kbgraph.search.kg.params import KGParams

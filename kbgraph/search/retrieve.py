@@ -13,7 +13,7 @@ question's facts the same way; ``ppr`` keeps its own order (the chains' scores s
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -23,7 +23,7 @@ import numpy as np
 from kbgraph.config import Settings
 from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, Extractor
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
-from kbgraph.search.chunks import ChunkHit, ChunkQuery, embed_question, retrieve_chunks
+from kbgraph.search.chunks import ChunkQuery, chunk_request, chunk_results, embed_question, retrieve_chunks
 from kbgraph.search.context import (
     Budget,
     EntityHit,
@@ -40,8 +40,9 @@ from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
 from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.retrieval import retrieve_kg
-from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
+from kbgraph.search.kg.seeds import ask_seed_searches
+from kbgraph.search.kg.retrieval import GraphResult, ask_kg_searches, retrieve_kg
+from kbgraph.search.ppr_search import PPRParams, PPRResult, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
 from kbgraph.store.base import DocStore
 
@@ -120,6 +121,27 @@ def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: Cha
     return vector, analysing.result()
 
 
+def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[], GraphResult] | None,
+                  concurrent: bool) -> tuple[PPRResult | None, GraphResult | None]:
+    """The ppr and kg parts of a query, on two threads when the store's reads wait on a network
+    (their round trips then overlap; in-process reads hold the GIL, and one thread is as fast)."""
+    if ppr_part is not None and kg_part is not None and concurrent:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-kg-part") as beside:
+            graph = beside.submit(kg_part)
+            return ppr_part(), graph.result()
+    return (ppr_part() if ppr_part is not None else None), (kg_part() if kg_part is not None else None)
+
+
+def _ppr_params(given: PPRParams | None, mix: MixParams, top_n: int, budget: Budget, s: Settings) -> PPRParams:
+    """The ppr part's parameters in a query: a page of candidates for fusion, no chunk budget (the
+    fused page is fitted), the chains' text share from the settings unless given."""
+    params = replace(given or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
+                     budget=replace(budget, chunks=1 << 30))
+    if params.chains is not None and params.chains.text_share is None:
+        params = replace(params, chains=replace(params.chains, text_share=s.chain_text_share))
+    return params
+
+
 def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str, mode: str = "mix", *,
              embedder: Embedder, chat: ChatModel | None = None, settings: Settings | None = None,
              top_n: int | None = None, extractor: Extractor | None = None,
@@ -141,11 +163,10 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
     vector, analysis = _vector_and_analysis(question, mode, embedder, chat, extractor, entity_types, analysis)
     result = RetrievalResult(mode=mode, question=question)
 
-    def naive_hits(limit: int) -> list[ChunkHit]:
-        query = ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=s.top_k,
-                           vector_similarity_weight=s.hybrid_vector_weight,
-                           similarity_threshold=s.similarity_threshold, doc_ids=tuple(doc_ids), aggregate=False)
-        return retrieve_chunks(store, tenant, query, embedder, question_vector=vector).chunks
+    def chunk_query(limit: int) -> ChunkQuery:
+        return ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=s.top_k,
+                          vector_similarity_weight=s.hybrid_vector_weight,
+                          similarity_threshold=s.similarity_threshold, doc_ids=tuple(doc_ids), aggregate=False)
 
     if mode == "global":
         found = global_search(store, tenant, kb_ids, question, chat, vector, params=global_params or GlobalParams(),
@@ -153,41 +174,55 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         result.answer, result.points, result.reports, result.context = (
             found.answer, found.points, found.reports, found.context)
     elif mode == "naive":
-        result.chunks = fit_chunks([naive_chunk(h) for h in naive_hits(top_n)], budget.chunks)
+        naive = retrieve_chunks(store, tenant, chunk_query(top_n), embedder, question_vector=vector).chunks
+        result.chunks = fit_chunks([naive_chunk(h) for h in naive], budget.chunks)
         result.context = render_context(result.chunks)
     else:
         assert analysis is not None
         result.analysis = analysis
         mix = mix_params or MixParams()
-        naive = naive_hits(max(top_n, mix.candidates))
-        # one graph state and one batch of searches for the query's graph parts: the kg part's seed
-        # and fact searches are the ppr part's, answered once
+        ppr = _ppr_params(ppr_params, mix, top_n, budget, s) if mode in ("ppr", "mix", "kg") else None
+        kg = replace(kg_params or KGParams(), chunk_top_n=max(top_n, mix.candidates),
+                     budget=replace(budget, chunks=1 << 30), loose_weight=mix.graph_loose_weight) \
+            if mode in ("kg", "mix") else None
+        # one graph state and one batch of searches for the query's graph parts: the chunk search and
+        # the searches that depend on nothing found first go to the store together, and the kg part's
+        # seed and fact searches are the ppr part's, answered once
         state, batch = graph_state(store, tenant, kb_ids), SearchBatch(store, tenant)
+        query = chunk_query(max(top_n, mix.candidates))
+        asked_naive = batch.ask(chunk_request(query, vector, embedder.similarity_floor))
+        if ppr is not None:
+            ask_seed_searches(batch, kb_ids, analysis, vector, ppr.kg, embedder)
+        if kg is not None:
+            ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, kg, embedder, state)
+        naive = chunk_results(query, batch.hits(asked_naive)).chunks
+
+        def kg_part() -> GraphResult:
+            assert kg is not None
+            return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state)
+
+        def ppr_part() -> PPRResult:
+            assert ppr is not None
+            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder,
+                                vector_weight=s.hybrid_vector_weight, batch=batch, state=state)
+
+        found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
+                                         store.network_reads)
         graph_lists: list[tuple[list[RetrievedChunk], float]] = []
-        if mode in ("ppr", "mix", "kg"):
-            params = replace(ppr_params or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
-                             budget=replace(budget, chunks=1 << 30))
-            if params.chains is not None and params.chains.text_share is None:
-                params = replace(params, chains=replace(params.chains, text_share=s.chain_text_share))
-            found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive, params, embedder,
-                                     vector_weight=s.hybrid_vector_weight, batch=batch, state=state)
+        if found_ppr is not None:
             result.entities = found_ppr.entities
             if mode == "ppr":
                 # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
                 result.chunks = fit_chunks(found_ppr.chunks[:top_n], budget.chunks)
                 result.context = render_context(result.chunks, result.entities)
             graph_lists.append((found_ppr.chunks, mix.ppr_weight))
-        if mode in ("kg", "mix"):
-            kg = replace(kg_params or KGParams(), chunk_top_n=max(top_n, mix.candidates),
-                         budget=replace(budget, chunks=1 << 30), loose_weight=mix.graph_loose_weight)
-            graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder, batch, state)
+        if graph is not None:
             result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
             weight = mix.kg_weight if mode == "mix" else mix.kg_mode_weight
             if weight > 0:
                 graph_lists.append((graph.chunks, weight))
             if mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
                 graph_lists.append((graph.bridges, mix.bridge_weight))
-        if mode in ("kg", "mix"):
             fused = fuse_rankings(naive, graph_lists, mix.fusion)
             result.chunks = fit_chunks(fused[:top_n], budget.chunks)
             result.context = render_context(result.chunks, result.entities, result.relations, result.reports)

@@ -158,6 +158,9 @@ class DocStore(ABC):
     """Storage for chunks and graph records, one index per tenant. See the module docstring."""
 
     engine: str = "abstract"
+    # reads wait on a network round trip (Elasticsearch): a query runs its independent parts side by
+    # side so that their waits overlap; an in-process engine's reads hold the GIL, one thread is as fast
+    network_reads: bool = False
 
     @abstractmethod
     def ensure_index(self, tenant_id: str) -> None:

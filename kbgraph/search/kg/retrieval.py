@@ -35,7 +35,7 @@ from kbgraph.search.kg.rows import (
     RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, fetch_chunks, kind_request, mention_weights, relation_ends,
 )
 from kbgraph.search.kg.scoring import chunk_support, entity_citations
-from kbgraph.search.kg.seeds import Seeds, seed_entities
+from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, Hit
 from kbgraph.store.records import CommunityReport, EntityMention, Relation
@@ -60,14 +60,8 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     the same); ``state``: the graph state the query read (read here when not given)."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
     state = state if state is not None else graph_state(store, tenant, kb_ids)
-    # the question's relations and reports depend on nothing found first: asked now, they go to the
-    # store with the seed searches
-    question_relations = _question_relations(batch, kb_ids, analysis, vector, params, embedder)
-    question_reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question),
-                                    {"content_ltks": 1.0}, vector, params.search_top_n, params.vector_weight,
-                                    returned=REPORT_FIELDS) \
-        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
-    asked_reports = batch.ask(question_reports) if question_reports is not None else None
+    question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
+                                                        embedder, state)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder, state, batch)
     anchors = seeds.anchor_weights(params.anchor_low, params.anchor_high)
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params, batch)
@@ -106,14 +100,22 @@ def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores
     return within_budget(entities, entity_row, params.budget.entities)
 
 
-def _question_relations(batch: SearchBatch, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                        vector: np.ndarray | None, params: KGParams, embedder: Embedder | None) -> Ticket | None:
-    """The relations matching the question and its keywords, asked of the batch."""
+def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Sequence[str],
+                    analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams,
+                    embedder: Embedder | None, state: GraphState) -> tuple[Ticket | None, Ticket | None]:
+    """Ask the batch for the kg mode's searches that depend on nothing found first (the question's
+    relations and, when the knowledge bases hold reports, its reports) and the seed searches: asked
+    early, with the query's other searches, they go to the store together."""
+    ask_seed_searches(batch, kb_ids, analysis, vector, params, embedder)
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
-    request = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
-                           params.vector_weight, returned=RELATION_FIELDS,
-                           floor=embedder.similarity_floor if embedder is not None else 0.0)
-    return batch.ask(request) if request is not None else None
+    relations = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
+                             params.vector_weight, returned=RELATION_FIELDS,
+                             floor=embedder.similarity_floor if embedder is not None else 0.0)
+    reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), {"content_ltks": 1.0},
+                           vector, params.search_top_n, params.vector_weight, returned=REPORT_FIELDS) \
+        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
+    return (batch.ask(relations) if relations is not None else None,
+            batch.ask(reports) if reports is not None else None)
 
 
 def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], params: KGParams, seeds: Seeds,

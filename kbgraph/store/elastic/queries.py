@@ -13,6 +13,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import orjson
+
 from kbgraph.store.base import Condition, SearchRequest, StoreError, TextQuery
 
 # index.max_result_window: from + size may not exceed it (ES "Paginate search results" page)
@@ -126,8 +129,15 @@ def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Ma
     applied during the approximate search, so the k neighbours all satisfy it."""
     k = max(1, min(k, MAX_NUM_CANDIDATES))
     num_candidates = min(max(k * 2, 100), MAX_NUM_CANDIDATES)
-    return {"field": field_name, "query_vector": [float(x) for x in vector], "k": min(k, num_candidates),
+    return {"field": field_name, "query_vector": float32_list(vector), "k": min(k, num_candidates),
             "num_candidates": num_candidates, "filter": dict(filter_query)}
+
+
+def float32_list(values: Sequence[float]) -> list[float]:
+    """A vector as the float32 numbers Elasticsearch indexes, each with the fewest digits that read
+    back as the same float32 (orjson writes float32 so): half the JSON of a float64's 17 digits,
+    which the node parses, keeps in ``_source`` and sends back with every row."""
+    return orjson.loads(orjson.dumps(np.asarray(values, dtype=np.float32), option=orjson.OPT_SERIALIZE_NUMPY))
 
 
 def build_sort(order_by: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -141,10 +151,17 @@ def build_sort(order_by: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
 
 
 def source_spec(fields: Sequence[str] | None) -> Any:
-    """The ``_source`` filter: named fields (plus ``id``), or everything but vectors."""
-    if fields is not None:
-        return list(dict.fromkeys(["id", *fields]))
-    return {"excludes": ["q_*_vec"]}
+    """The ``_source`` filter: named fields (plus ``id``); none when only ids are wanted (``_id`` is
+    the id); the whole source when every field is, its vectors dropped by the reader (hits.py).
+
+    Elasticsearch filters a source by parsing it whole, vectors and all: leaving a row's vector out
+    on the node cost 0.11 ms a row (10,771 entities of 384 dims: 1.19 s of the scan's 1.54 s), more
+    than sending it (whole sources: 0.15 s on the node)."""
+    if fields is None:
+        return True
+    if set(fields) <= {"id"}:
+        return False
+    return list(dict.fromkeys(["id", *fields]))
 
 
 def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
@@ -241,8 +258,7 @@ def mget_fields(ids_fields: Sequence[tuple[str, Sequence[str] | None]]) -> dict[
     get API): per id the named fields (plus ``id`` and ``kb_id``), or every field but vectors."""
     docs = []
     for doc_id, fields in ids_fields:
-        spec: Any = {"excludes": ["q_*_vec"]} if fields is None else \
-            {"includes": list(dict.fromkeys(["id", "kb_id", *fields]))}
+        spec: Any = True if fields is None else {"includes": list(dict.fromkeys(["id", "kb_id", *fields]))}
         docs.append({"_id": doc_id, "_source": spec})
     return {"docs": docs}
 
@@ -251,8 +267,6 @@ def mget_request(ids: Sequence[str], fields: Sequence[str] | None) -> dict[str, 
     """A realtime multi-get of ``ids``: the named fields (plus ``id`` and ``kb_id``, which get
     checks), or every field but vectors."""
     kwargs: dict[str, Any] = {"ids": ids}
-    if fields is None:
-        kwargs["source_excludes"] = ["q_*_vec"]  # vectors only when named, as in search
-    else:
+    if fields is not None:  # every field: the whole source, vectors dropped by the reader (source_spec)
         kwargs["source_includes"] = list(dict.fromkeys(["id", "kb_id", *fields]))
     return kwargs

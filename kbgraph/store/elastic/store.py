@@ -36,6 +36,7 @@ class ElasticStore(DocStore):
     """See the package docstring. Requests go through ``self._cluster`` (cluster.py)."""
 
     engine = "elasticsearch"
+    network_reads = True
 
     def __init__(self, client: Elasticsearch, url: str, *, index_prefix: str = "kbgraph_", shards: int = 1,
                  replicas: int = 0, refresh_interval: str = "1s", bulk_bytes: int = 5_000_000,
