@@ -133,6 +133,17 @@ def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Ma
             "num_candidates": num_candidates, "filter": dict(filter_query)}
 
 
+# ids and scores only: no stored field is read (a hit's _id is a stored field, read from the block
+# that holds its source, vector and all: 1,024 hits' _ids took 15 ms on the node, their ``id`` doc
+# values 1 ms), the id comes from its doc values
+IDS_ONLY: dict[str, Any] = {"source": False, "stored_fields": "_none_", "docvalue_fields": ["id"]}
+
+
+def hit_id(hit: Mapping[str, Any]) -> str:
+    """The id of a hit of an ids-only search (``IDS_ONLY``)."""
+    return str(hit["_id"]) if "_id" in hit else str(hit["fields"]["id"][0])
+
+
 def float32_list(values: Sequence[float]) -> list[float]:
     """A vector as the float32 numbers Elasticsearch indexes, each with the fewest digits that read
     back as the same float32 (orjson writes float32 so): half the JSON of a float64's 17 digits,
@@ -170,35 +181,33 @@ def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
                       "order": [{"_count": "desc"}, {"_key": "asc"}]}}
 
 
-def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: int,
-                source: Any = False) -> dict[str, Any] | None:
-    """The text half of a search (None when it has no token or field): ids and scores only by
-    default (fusion needs no more; the page's rows are read afterwards)."""
+def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: int) -> dict[str, Any] | None:
+    """The text half of a search (None when it has no token or field): ids and BM25 scores only
+    (fusion needs no more; the page's rows are read afterwards)."""
     text_query = build_text_query(filter_query, text)
     if text_query is None:
         return None
     # dfs_query_then_fetch: term statistics from all shards, so BM25 does not depend on
     # which shard a document lives on (ES "Search API", search_type)
-    return {"query": text_query, "size": candidates, "source": source, "track_total_hits": False,
+    return {"query": text_query, "size": candidates, **IDS_ONLY, "track_total_hits": False,
             "search_type": "dfs_query_then_fetch"}
 
 
-def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any],
-               source: Any = False) -> dict[str, Any]:
+def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any]) -> dict[str, Any]:
     """The vector half of a search: the ``k`` nearest neighbours passing the filter (ids and
-    scores only by default)."""
+    scores only)."""
     knn = build_knn(field_name, vector, k, filter_query)
-    return {"knn": knn, "size": knn["k"], "source": source, "track_total_hits": False}
+    return {"knn": knn, "size": knn["k"], **IDS_ONLY, "track_total_hits": False}
 
 
 def similarity_search(field_name: str, vector: Sequence[float], filter_query: Mapping[str, Any],
                       ids: Sequence[str]) -> dict[str, Any]:
     """A kNN request filtered to exactly ``ids`` (small enough for an exact search): the cosine
-    of each of them that has a vector, with no ``_source``."""
+    of each of them that has a vector (ids and scores only)."""
     only = {"bool": {"filter": [dict(filter_query), {"ids": {"values": list(ids)}}]}}
     knn = build_knn(field_name, vector, len(ids), only)
     knn["num_candidates"] = max(knn["num_candidates"], knn["k"])
-    return {"knn": knn, "size": knn["k"], "source": False, "track_total_hits": False}
+    return {"knn": knn, "size": knn["k"], **IDS_ONLY, "track_total_hits": False}
 
 
 def listing_search(filter_query: Mapping[str, Any], request: SearchRequest) -> dict[str, Any]:
@@ -214,6 +223,8 @@ def scan_page(filter_query: Mapping[str, Any], size: int, source: Any,
     and no point in time to open and close (two round trips a scan, most scans being one page)."""
     kwargs: dict[str, Any] = {"query": filter_query, "sort": [{"id": {"order": "asc"}}], "size": size,
                               "source": source, "track_total_hits": False}
+    if source is False:  # ids only: each hit's sort value is its id (IDS_ONLY)
+        kwargs["stored_fields"] = "_none_"
     if search_after is not None:
         kwargs["search_after"] = search_after
     return kwargs

@@ -24,7 +24,7 @@ from kbgraph.store.elastic.cluster import Cluster
 from kbgraph.store.elastic.hits import fuse_hits, shape_doc
 from kbgraph.store.elastic.indices import VECTOR_RE
 from kbgraph.store.elastic.queries import (
-    MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, build_filter, knn_search, mget_fields, msearch_lines,
+    MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, build_filter, hit_id, knn_search, mget_fields, msearch_lines,
     similarity_search, text_search,
 )
 
@@ -64,7 +64,8 @@ def _plan(request: SearchRequest, vector_mapped: Callable[[str], bool]) -> _Scor
 
 
 def _hits(answer: Any | None) -> list[dict[str, Any]]:
-    return [] if answer is None else list(answer["hits"]["hits"])
+    """The hits of an ids-only search (queries.IDS_ONLY) as fusion reads them: ``_id`` and ``_score``."""
+    return [] if answer is None else [{"_id": hit_id(h), "_score": h.get("_score")} for h in answer["hits"]["hits"]]
 
 
 def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:

@@ -326,8 +326,8 @@ class ElasticStore(DocStore):
         while True:
             answer = self._cluster.search("scan", index, **scan_page(query, size, source, search_after))
             hits = [] if answer is None else answer["hits"]["hits"]
-            for h in hits:
-                yield source_doc(h.get("_source") or {}, h["_id"], fields)
+            for h in hits:  # an ids-only page has no _id (no stored field read): its sort value is the id
+                yield source_doc(h.get("_source") or {}, h.get("_id") or h["sort"][0], fields)
             if len(hits) < size:
                 return
             search_after = hits[-1]["sort"]
