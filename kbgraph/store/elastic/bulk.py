@@ -14,7 +14,7 @@ import numpy as np
 
 from kbgraph.store.base import Doc, StoreError
 from kbgraph.store.elastic.indices import VECTOR_RE
-from kbgraph.store.elastic.queries import float32_list
+from kbgraph.store.elastic.queries import float32_vector
 
 # a partial update that meets a concurrent write of the same document is retried this often
 RETRY_ON_CONFLICT = 3
@@ -38,7 +38,7 @@ def clean_values(values: Mapping[str, Any]) -> Doc:
             vector = np.asarray(value, dtype=np.float64)
             if not np.isfinite(vector).all():
                 _finite(name, vector.tolist())
-            out[name] = float32_list(vector) if vector.any() else None
+            out[name] = float32_vector(vector) if vector.any() else None
             continue
         if hasattr(value, "tolist"):  # numpy arrays and scalars
             value = value.tolist()

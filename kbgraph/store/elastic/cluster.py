@@ -128,11 +128,17 @@ class Cluster:
             self._check_complete(what, index, answer)
         return answer
 
-    def msearch(self, what: str, index: str, lines: list[dict[str, Any]]) -> list[Any | None]:
+    def msearch(self, what: str, index: str, lines: list[dict[str, Any]],
+                filter_path: list[str] | None = None) -> list[Any | None]:
         """Several searches in one request (``queries.msearch_lines``); per search its complete
         answer, or None where the index is missing. A search that failed, timed out or failed on
-        some shards raises, as ``search`` does."""
-        answer = self._call(what, index, self.client.msearch, searches=lines)
+        some shards raises, as ``search`` does. ``filter_path``: the parts of each answer to send
+        (``responses.`` paths; what this method checks is always sent)."""
+        extra: dict[str, Any] = {}
+        if filter_path is not None:
+            extra["filter_path"] = ["responses.status", "responses.error", "responses.timed_out",
+                                    "responses._shards", *filter_path]
+        answer = self._call(what, index, self.client.msearch, searches=lines, **extra)
         out: list[Any | None] = []
         for item in answer["responses"]:
             error = item.get("error")

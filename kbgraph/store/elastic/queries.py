@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import orjson
 
 from kbgraph.store.base import Condition, SearchRequest, StoreError, TextQuery
+from kbgraph.store.elastic.indices import VECTOR_RE
 
 # index.max_result_window: from + size may not exceed it (ES "Paginate search results" page)
 MAX_RESULT_WINDOW = 10_000
@@ -129,7 +129,7 @@ def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Ma
     applied during the approximate search, so the k neighbours all satisfy it."""
     k = max(1, min(k, MAX_NUM_CANDIDATES))
     num_candidates = min(max(k * 2, 100), MAX_NUM_CANDIDATES)
-    return {"field": field_name, "query_vector": float32_list(vector), "k": min(k, num_candidates),
+    return {"field": field_name, "query_vector": float32_vector(vector), "k": min(k, num_candidates),
             "num_candidates": num_candidates, "filter": dict(filter_query)}
 
 
@@ -144,11 +144,11 @@ def hit_id(hit: Mapping[str, Any]) -> str:
     return str(hit["_id"]) if "_id" in hit else str(hit["fields"]["id"][0])
 
 
-def float32_list(values: Sequence[float]) -> list[float]:
-    """A vector as the float32 numbers Elasticsearch indexes, each with the fewest digits that read
-    back as the same float32 (orjson writes float32 so): half the JSON of a float64's 17 digits,
-    which the node parses, keeps in ``_source`` and sends back with every row."""
-    return orjson.loads(orjson.dumps(np.asarray(values, dtype=np.float32), option=orjson.OPT_SERIALIZE_NUMPY))
+def float32_vector(values: Sequence[float]) -> np.ndarray:
+    """A vector as the float32 numbers Elasticsearch indexes; the store's JSON (json_codec.py)
+    writes each with the fewest digits that read back as the same float32: half the JSON of a
+    float64's 17 digits, which the node parses, keeps in ``_source`` and sends back with every row."""
+    return np.ascontiguousarray(values, dtype=np.float32)
 
 
 def build_sort(order_by: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -276,8 +276,10 @@ def mget_fields(ids_fields: Sequence[tuple[str, Sequence[str] | None]]) -> dict[
 
 def mget_request(ids: Sequence[str], fields: Sequence[str] | None) -> dict[str, Any]:
     """A realtime multi-get of ``ids``: the named fields (plus ``id`` and ``kb_id``, which get
-    checks), or every field but vectors."""
+    checks), or every field but vectors. Every field, or fields with a vector among them, come as
+    whole sources (the vector is most of a source, and the node would parse it all to leave a few
+    fields out); the reader keeps what was asked (hits.source_doc)."""
     kwargs: dict[str, Any] = {"ids": ids}
-    if fields is not None:  # every field: the whole source, vectors dropped by the reader (source_spec)
+    if fields is not None and not any(VECTOR_RE.match(name) for name in fields):
         kwargs["source_includes"] = list(dict.fromkeys(["id", "kb_id", *fields]))
     return kwargs

@@ -63,9 +63,17 @@ def _plan(request: SearchRequest, vector_mapped: Callable[[str], bool]) -> _Scor
     return _Scored(request, query, text, knn)
 
 
+# what an ids-only search's answer needs to hold (Elasticsearch leaves out the rest, e.g. each hit's
+# index name: a third of a 1,024-hit answer)
+HIT_PATHS = ["responses.hits.hits._score", "responses.hits.hits.fields.id"]
+
+
 def _hits(answer: Any | None) -> list[dict[str, Any]]:
-    """The hits of an ids-only search (queries.IDS_ONLY) as fusion reads them: ``_id`` and ``_score``."""
-    return [] if answer is None else [{"_id": hit_id(h), "_score": h.get("_score")} for h in answer["hits"]["hits"]]
+    """The hits of an ids-only search (queries.IDS_ONLY) as fusion reads them: ``_id`` and ``_score``
+    (an answer without hits holds no ``hits`` once filtered by HIT_PATHS)."""
+    if answer is None:
+        return []
+    return [{"_id": hit_id(h), "_score": h.get("_score")} for h in (answer.get("hits") or {}).get("hits", [])]
 
 
 def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
@@ -79,7 +87,8 @@ def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
                 searches.append(kwargs)
     if not searches:
         return
-    for (plan, half), answer in zip(sent, cluster.msearch("search", index, msearch_lines(index, searches))):
+    for (plan, half), answer in zip(sent, cluster.msearch("search", index, msearch_lines(index, searches),
+                                                          filter_path=HIT_PATHS)):
         if half == "text":
             plan.text_hits = _hits(answer)
         else:
@@ -101,7 +110,8 @@ def _missed_similarities(cluster: Cluster, index: str, plans: Sequence[_Scored])
                                               missed[start:start + MAX_NUM_CANDIDATES]))
     if not searches:
         return
-    for plan, answer in zip(sent, cluster.msearch("vector scores", index, msearch_lines(index, searches))):
+    for plan, answer in zip(sent, cluster.msearch("vector scores", index, msearch_lines(index, searches),
+                                                  filter_path=HIT_PATHS)):
         plan.vector_hits += _hits(answer)
 
 
