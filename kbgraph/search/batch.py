@@ -8,7 +8,7 @@ each). The kg and mix modes run the ppr part and the kg part from the same seed 
 a request asked again in the same query is answered from the first.
 
 One batch belongs to one query: its answers are as fresh as the query. The query's parts may use it
-from two threads (``DocStore.network_reads``); a search asked in one and read in the other is sent once.
+from two threads (``DocStore.remote``); a search asked in one and read in the other is sent once.
 """
 
 from __future__ import annotations

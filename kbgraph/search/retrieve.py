@@ -207,7 +207,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
                                 vector_weight=s.hybrid_vector_weight, batch=batch, state=state)
 
         found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
-                                         store.network_reads)
+                                         store.remote)
         graph_lists: list[tuple[list[RetrievedChunk], float]] = []
         if found_ppr is not None:
             result.entities = found_ppr.entities

@@ -158,9 +158,11 @@ class DocStore(ABC):
     """Storage for chunks and graph records, one index per tenant. See the module docstring."""
 
     engine: str = "abstract"
-    # reads wait on a network round trip (Elasticsearch): a query runs its independent parts side by
-    # side so that their waits overlap; an in-process engine's reads hold the GIL, one thread is as fast
-    network_reads: bool = False
+    # the engine works in another process (Elasticsearch): while it answers a read or indexes a write
+    # this process is free, so independent work runs beside it (a query's kg and ppr parts, a refresh's
+    # rewrites of rows beside its reports); an in-process engine (SQLite) works under the GIL, and one
+    # thread is as fast
+    remote: bool = False
 
     @abstractmethod
     def ensure_index(self, tenant_id: str) -> None:

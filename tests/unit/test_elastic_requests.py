@@ -314,14 +314,12 @@ def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsea
     assert es.sent("PUT", "/_bulk")[0].body == [
         {"index": {"_index": INDEX, "_id": "a"}}, {"id": "a", "q_3_vec": [0.5, 0.25, 0.0], "kb_id": "kb1"},
         {"index": {"_index": INDEX, "_id": "b"}}, {"id": "b", "kb_id": "kb1"}]  # zero vector: dropped
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     store.patch("t1", "kb1", {"a": {"q_3_vec": rows[0][::-1].copy(), "embedded_int": 1}}, refresh=False)
     assert es.sent("PUT", "/_bulk")[1].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"q_3_vec": [0.0, 0.25, 0.5], "embedded_int": 1}}]
     # a zero vector in a partial update clears the field instead of reaching ES cosine, which rejects it
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     store.patch("t1", "kb1", {"a": {"q_3_vec": rows[1]}}, refresh=False)
     assert es.sent("PUT", "/_bulk")[2].body[1] == {"doc": {"q_3_vec": None}}
 
@@ -369,16 +367,17 @@ def test_bulk_rejections_are_retried(es: FakeElasticsearch, store: ElasticStore)
 
 
 def test_patch_sends_partial_updates_for_owned_ids_only(es: FakeElasticsearch, store: ElasticStore) -> None:
-    # Multi get API: ids + _source_includes; the store drops ids of other knowledge bases
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
-        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}},
-        {"_index": INDEX, "_id": "c", "found": False}]}))
+    # the ids of this knowledge base among those named: a search (after a refresh: rows written just
+    # before, by any writer, count) reading no stored field; b belongs to another knowledge base and
+    # c does not exist, so only a is found
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     changed = store.patch("t1", "kb1", {"a": {"pagerank_flt": 0.5}, "b": {"pagerank_flt": 0.1},
                                         "c": {"pagerank_flt": 0.2}})
     assert changed == 1
-    mget = es.sent("POST", f"/{INDEX}/_mget")[0]
-    assert mget.body == {"ids": ["a", "b", "c"]} and mget.query == {"_source_includes": "id,kb_id"}
+    refresh, found = es.sent(path=f"/{INDEX}/_(refresh|search)")[:2]
+    assert refresh.path == f"/{INDEX}/_refresh"
+    assert found.body == {"query": {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b", "c"]}}]}},
+                          "size": 3, **IDS_ONLY, "track_total_hits": False}
     # Bulk API: update action with a partial "doc"
     assert es.sent("PUT", "/_bulk")[0].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"pagerank_flt": 0.5}}]
@@ -408,13 +407,12 @@ def test_delete_by_filter_scans_after_a_refresh_then_bulk_deletes(es: FakeElasti
     assert not es.sent(path=r".*_by_query")
 
 
-def test_delete_of_named_ids_checks_them_with_mget(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
-        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}}]}))
+def test_delete_of_named_ids_searches_them(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))  # b belongs to another knowledge base
     assert store.delete("t1", ["kb1"], [Condition("id", "in", ["a", "b"])], refresh=False) == 1
-    mget, bulk = es.requests
-    assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}]  # b belongs to another knowledge base
+    refresh, found, bulk = es.requests
+    assert found.body["query"] == {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b"]}}]}}
+    assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}]
 
 
 def test_bulk_delete_failures_raise(es: FakeElasticsearch, store: ElasticStore) -> None:

@@ -242,6 +242,13 @@ def scan_search(pit_id: str, filter_query: Mapping[str, Any], size: int, source:
     return kwargs
 
 
+def ids_search(kb_ids: Sequence[str], ids: Sequence[str]) -> dict[str, Any]:
+    """Which of ``ids`` are rows of these knowledge bases: ids only, no stored field read (a realtime
+    multi-get of their ``kb_id`` parsed every row's source, vector and all: 86 us a row on the node)."""
+    query = build_filter(kb_ids, [Condition("id", "in", list(ids))])
+    return {"query": query, "size": len(ids), **IDS_ONLY, "track_total_hits": False}
+
+
 def aggregation_search(filter_query: Mapping[str, Any], field_name: str, size: int) -> dict[str, Any]:
     """The most frequent values of a field among the documents passing the filter."""
     return {"size": 0, "query": filter_query, "aggs": {"values": terms_aggregation(field_name, size)},

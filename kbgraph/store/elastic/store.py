@@ -25,8 +25,8 @@ from kbgraph.store.elastic.indices import (
 )
 from kbgraph.store.elastic.json_codec import use_orjson
 from kbgraph.store.elastic.queries import (
-    MAX_RESULT_WINDOW, aggregation_search, build_filter, checked_kb, checked_kbs, listing_search, mget_request,
-    only_ids, scan_page, source_spec,
+    MAX_RESULT_WINDOW, aggregation_search, build_filter, checked_kb, checked_kbs, hit_id, ids_search, listing_search,
+    mget_request, only_ids, scan_page, source_spec,
 )
 from kbgraph.store.elastic.scored import scored_searches
 
@@ -37,7 +37,7 @@ class ElasticStore(DocStore):
     """See the package docstring. Requests go through ``self._cluster`` (cluster.py)."""
 
     engine = "elasticsearch"
-    network_reads = True
+    remote = True
 
     def __init__(self, client: Elasticsearch, url: str, *, index_prefix: str = "kbgraph_", shards: int = 1,
                  replicas: int = 0, refresh_interval: str = "1s", bulk_bytes: int = 5_000_000,
@@ -206,7 +206,7 @@ class ElasticStore(DocStore):
         self.ensure_index(tenant_id)
         index = self.index_for(tenant_id)
         # only documents of this knowledge base are patched; unknown ids are ignored
-        owned = {doc["id"] for doc in self.get(tenant_id, [kb_id], list(changes), fields=["kb_id"])}
+        owned = set(self._existing_ids(index, [kb_id], list(changes)))
         mine = {doc_id: clean_values({k: v for k, v in values.items() if k not in ("id", "kb_id")})
                 for doc_id, values in changes.items() if doc_id in owned}
         mine = {doc_id: values for doc_id, values in mine.items() if values}
@@ -224,14 +224,26 @@ class ElasticStore(DocStore):
                              f"{index!r}: " + _describe_failures(failed))
         return sum(1 for ok, _, info in results if ok and info.get("result") != "not_found")
 
+    def _existing_ids(self, index: str, kb_ids: Sequence[str], ids: Sequence[str]) -> list[str]:
+        """Which of ``ids`` are rows of these knowledge bases, found by searching their ids after a
+        refresh (so that rows written just before, by any writer, count)."""
+        self._refresh_index(index)
+        found: list[str] = []
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), MAX_RESULT_WINDOW):
+            answer = self._cluster.search("finding ids", index,
+                                          **ids_search(kb_ids, wanted[start:start + MAX_RESULT_WINDOW]))
+            found += [hit_id(h) for h in ([] if answer is None else answer["hits"]["hits"])]
+        return found
+
     def _matching_ids(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition]) -> list[str]:
-        """Ids of the documents a delete/update by filter acts on. Named ids are checked with a
-        realtime mget; any other filter is scanned after a refresh, so that rows written just before,
-        by any writer, are acted on too."""
+        """Ids of the documents a delete/update by filter acts on: every matching row written before,
+        by any writer (a refresh first), named ids searched for, any other filter scanned."""
+        index = self.index_for(tenant_id)
         named = only_ids(where)
         if named is not None:
-            return [doc["id"] for doc in self.get(tenant_id, kb_ids, named, fields=[])]
-        self._refresh_index(self.index_for(tenant_id))
+            return self._existing_ids(index, kb_ids, named)
+        self._refresh_index(index)
         return [doc["id"] for doc in self._scan(tenant_id, kb_ids, where, [], MAX_RESULT_WINDOW)]
 
     def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
