@@ -367,17 +367,22 @@ def test_bulk_rejections_are_retried(es: FakeElasticsearch, store: ElasticStore)
 
 
 def test_patch_sends_partial_updates_for_owned_ids_only(es: FakeElasticsearch, store: ElasticStore) -> None:
-    # the ids of this knowledge base among those named: a search (after a refresh: rows written just
-    # before, by any writer, count) reading no stored field; b belongs to another knowledge base and
-    # c does not exist, so only a is found
+    # the ids of this knowledge base among those named: a search reading no stored field (a
+    # realtime get of each row's kb_id parsed its whole source), then a realtime multi get of those
+    # it did not find (another writer may have written them unrefreshed): b belongs to another
+    # knowledge base and c does not exist, so only a is patched
     es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}},
+        {"_index": INDEX, "_id": "c", "found": False}]}))
     changed = store.patch("t1", "kb1", {"a": {"pagerank_flt": 0.5}, "b": {"pagerank_flt": 0.1},
                                         "c": {"pagerank_flt": 0.2}})
     assert changed == 1
-    refresh, found = es.sent(path=f"/{INDEX}/_(refresh|search)")[:2]
-    assert refresh.path == f"/{INDEX}/_refresh"
+    found = es.sent("POST", f"/{INDEX}/_search")[0]
     assert found.body == {"query": {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b", "c"]}}]}},
                           "size": 3, **IDS_ONLY, "track_total_hits": False}
+    mget = es.sent("POST", f"/{INDEX}/_mget")[0]
+    assert mget.body == {"ids": ["b", "c"]} and mget.query == {"_source_includes": "id,kb_id"}
     # Bulk API: update action with a partial "doc"
     assert es.sent("PUT", "/_bulk")[0].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"pagerank_flt": 0.5}}]
@@ -408,11 +413,14 @@ def test_delete_by_filter_scans_after_a_refresh_then_bulk_deletes(es: FakeElasti
 
 
 def test_delete_of_named_ids_searches_them(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))  # b belongs to another knowledge base
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}}]}))
     assert store.delete("t1", ["kb1"], [Condition("id", "in", ["a", "b"])], refresh=False) == 1
-    refresh, found, bulk = es.requests
+    found, mget, bulk = es.requests
     assert found.body["query"] == {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b"]}}]}}
-    assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}]
+    assert mget.body == {"ids": ["b"]}
+    assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}]  # b belongs to another knowledge base
 
 
 def test_bulk_delete_failures_raise(es: FakeElasticsearch, store: ElasticStore) -> None:

@@ -206,7 +206,7 @@ class ElasticStore(DocStore):
         self.ensure_index(tenant_id)
         index = self.index_for(tenant_id)
         # only documents of this knowledge base are patched; unknown ids are ignored
-        owned = set(self._existing_ids(index, [kb_id], list(changes)))
+        owned = set(self._existing_ids(tenant_id, [kb_id], list(changes)))
         mine = {doc_id: clean_values({k: v for k, v in values.items() if k not in ("id", "kb_id")})
                 for doc_id, values in changes.items() if doc_id in owned}
         mine = {doc_id: values for doc_id, values in mine.items() if values}
@@ -224,17 +224,22 @@ class ElasticStore(DocStore):
                              f"{index!r}: " + _describe_failures(failed))
         return sum(1 for ok, _, info in results if ok and info.get("result") != "not_found")
 
-    def _existing_ids(self, index: str, kb_ids: Sequence[str], ids: Sequence[str]) -> list[str]:
-        """Which of ``ids`` are rows of these knowledge bases, found by searching their ids after a
-        refresh (so that rows written just before, by any writer, count)."""
-        self._refresh_index(index)
-        found: list[str] = []
+    def _existing_ids(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str]) -> list[str]:
+        """Which of ``ids`` are rows of these knowledge bases: a search for their ids (no stored field
+        read), then a realtime get of those it did not find, which another writer may have written
+        unrefreshed (rarely any; a refresh first would cut a segment per call)."""
+        index = self.index_for(tenant_id)
+        self._see_own_writes(index)
         wanted = list(dict.fromkeys(ids))
+        found: set[str] = set()
         for start in range(0, len(wanted), MAX_RESULT_WINDOW):
             answer = self._cluster.search("finding ids", index,
                                           **ids_search(kb_ids, wanted[start:start + MAX_RESULT_WINDOW]))
-            found += [hit_id(h) for h in ([] if answer is None else answer["hits"]["hits"])]
-        return found
+            found.update(hit_id(h) for h in ([] if answer is None else answer["hits"]["hits"]))
+        unseen = [i for i in wanted if i not in found]
+        if unseen:
+            found.update(doc["id"] for doc in self.get(tenant_id, kb_ids, unseen, fields=[]))
+        return [i for i in wanted if i in found]
 
     def _matching_ids(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition]) -> list[str]:
         """Ids of the documents a delete/update by filter acts on: every matching row written before,
@@ -242,7 +247,7 @@ class ElasticStore(DocStore):
         index = self.index_for(tenant_id)
         named = only_ids(where)
         if named is not None:
-            return self._existing_ids(index, kb_ids, named)
+            return self._existing_ids(tenant_id, kb_ids, named)
         self._refresh_index(index)
         return [doc["id"] for doc in self._scan(tenant_id, kb_ids, where, [], MAX_RESULT_WINDOW)]
 
