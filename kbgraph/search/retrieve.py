@@ -23,7 +23,7 @@ import numpy as np
 from kbgraph.config import Settings
 from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, Extractor
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
-from kbgraph.search.chunks import ChunkQuery, chunk_request, chunk_results, embed_question, retrieve_chunks
+from kbgraph.search.chunks import ChunkHit, ChunkQuery, chunk_request, chunk_results, embed_question, retrieve_chunks
 from kbgraph.search.context import (
     Budget,
     EntityHit,
@@ -121,6 +121,30 @@ def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: Cha
     return vector, analysing.result()
 
 
+def _graph_result(result: RetrievalResult, naive: list[ChunkHit], found_ppr: PPRResult | None,
+                  graph: GraphResult | None, mix: MixParams, top_n: int, budget: Budget) -> None:
+    """A graph mode's result from its parts: ppr keeps the walk's order; kg and mix fuse naive's
+    ranking with the graph's (see the module docstring)."""
+    graph_lists: list[tuple[list[RetrievedChunk], float]] = []
+    if found_ppr is not None:
+        result.entities = found_ppr.entities
+        if result.mode == "ppr":
+            # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
+            result.chunks = fit_chunks(found_ppr.chunks[:top_n], budget.chunks)
+            result.context = render_context(result.chunks, result.entities)
+        graph_lists.append((found_ppr.chunks, mix.ppr_weight))
+    if graph is not None:
+        result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
+        weight = mix.kg_weight if result.mode == "mix" else mix.kg_mode_weight
+        if weight > 0:
+            graph_lists.append((graph.chunks, weight))
+        if result.mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
+            graph_lists.append((graph.bridges, mix.bridge_weight))
+        fused = fuse_rankings(naive, graph_lists, mix.fusion)
+        result.chunks = fit_chunks(fused[:top_n], budget.chunks)
+        result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
+
+
 def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[], GraphResult] | None,
                   concurrent: bool) -> tuple[PPRResult | None, GraphResult | None]:
     """The ppr and kg parts of a query, on two threads when the store's reads wait on a network
@@ -208,24 +232,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
 
         found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
                                          store.remote)
-        graph_lists: list[tuple[list[RetrievedChunk], float]] = []
-        if found_ppr is not None:
-            result.entities = found_ppr.entities
-            if mode == "ppr":
-                # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
-                result.chunks = fit_chunks(found_ppr.chunks[:top_n], budget.chunks)
-                result.context = render_context(result.chunks, result.entities)
-            graph_lists.append((found_ppr.chunks, mix.ppr_weight))
-        if graph is not None:
-            result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
-            weight = mix.kg_weight if mode == "mix" else mix.kg_mode_weight
-            if weight > 0:
-                graph_lists.append((graph.chunks, weight))
-            if mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
-                graph_lists.append((graph.bridges, mix.bridge_weight))
-            fused = fuse_rankings(naive, graph_lists, mix.fusion)
-            result.chunks = fit_chunks(fused[:top_n], budget.chunks)
-            result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
+        _graph_result(result, naive, found_ppr, graph, mix, top_n, budget)
     result.citations = citation_map(result.chunks)
     result.elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
     return result
