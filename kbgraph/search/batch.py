@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
+
 from kbgraph.store.base import DocStore, Hit, SearchRequest, SearchResult
 
 T = TypeVar("T")
@@ -29,7 +31,7 @@ def request_key(request: SearchRequest) -> tuple:
     vector = request.vector
     return (tuple(request.kb_ids), tuple((c.field, c.op, _frozen(c.value)) for c in request.where),
             None if text is None else (tuple(text.tokens), tuple(text.fields.items()), text.minimum_should_match),
-            None if vector is None else (vector.field, tuple(float(x) for x in vector.vector), vector.floor),
+            None if vector is None else (vector.field, np.asarray(vector.vector, dtype=np.float64).tobytes(), vector.floor),
             request.vector_weight, request.threshold, request.candidates, request.offset, request.limit,
             None if request.fields is None else tuple(request.fields), tuple(request.order_by), request.count_total)
 

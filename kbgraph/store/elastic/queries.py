@@ -175,6 +175,13 @@ def source_spec(fields: Sequence[str] | None) -> Any:
     return list(dict.fromkeys(["id", *fields]))
 
 
+def scan_source(fields: Sequence[str] | None) -> Any:
+    """A scan's ``_source`` filter: as ``source_spec``, but every field but vectors is filtered on
+    the node (a scan reads many rows, and its next page is filtered while the caller works on this
+    one: store._scan)."""
+    return {"excludes": ["q_*_vec"]} if fields is None else source_spec(fields)
+
+
 def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
     """Most frequent values first; ``size`` capped so the request stays under search.max_buckets."""
     return {"terms": {"field": field_name, "size": max(1, min(size, MAX_AGGREGATION_BUCKETS)),

@@ -26,9 +26,10 @@ from kbgraph.store.elastic.indices import (
 from kbgraph.store.elastic.json_codec import use_orjson
 from kbgraph.store.elastic.queries import (
     MAX_RESULT_WINDOW, aggregation_search, build_filter, checked_kb, checked_kbs, hit_id, ids_search, listing_search,
-    mget_request, only_ids, scan_page, source_spec,
+    mget_request, only_ids, scan_page, scan_source,
 )
 from kbgraph.store.elastic.scored import scored_searches
+from kbgraph.utils.read_ahead import read_ahead
 
 MGET_BATCH = 1000
 
@@ -337,16 +338,26 @@ class ElasticStore(DocStore):
 
     def _scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],
               fields: Sequence[str] | None, batch_size: int) -> Iterator[Doc]:
+        for hits in read_ahead(self._scan_pages(tenant_id, kb_ids, where, fields, batch_size)):
+            for h in hits:  # an ids-only page has no _id (no stored field read): its sort value is the id
+                yield source_doc(h.get("_source") or {}, h.get("_id") or h["sort"][0], fields)
+
+    def _scan_pages(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],
+                    fields: Sequence[str] | None, batch_size: int) -> Iterator[list[dict[str, Any]]]:
+        """The pages of a scan, one request each. Its rows' sources are filtered on the node (the
+        vectors left out: a scan of every row would hand Python ~5 KB of vector JSON per row), and
+        the next page is read while the caller works on this one (``_scan``), so that filtering
+        overlaps the caller's work."""
         index = self.index_for(tenant_id)
         size = max(1, min(batch_size, MAX_RESULT_WINDOW))
         query = build_filter(kb_ids, where)
-        source = source_spec(fields)
+        source = scan_source(fields)
         search_after: list[Any] | None = None
         while True:
             answer = self._cluster.search("scan", index, **scan_page(query, size, source, search_after))
             hits = [] if answer is None else answer["hits"]["hits"]
-            for h in hits:  # an ids-only page has no _id (no stored field read): its sort value is the id
-                yield source_doc(h.get("_source") or {}, h.get("_id") or h["sort"][0], fields)
+            if hits:
+                yield hits
             if len(hits) < size:
                 return
             search_after = hits[-1]["sort"]
