@@ -227,10 +227,10 @@ class ElasticStore(DocStore):
 
     def _existing_ids(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str]) -> list[str]:
         """Which of ``ids`` are rows of these knowledge bases: a search for their ids (no stored field
-        read), then a realtime get of those it did not find, which another writer may have written
-        unrefreshed (rarely any; a refresh first would cut a segment per call)."""
+        read), then a realtime get of those it did not find, which this store or another writer may
+        have written unrefreshed (rarely any: a refresh first would cut a segment per call, and a
+        refresh phase patches 4,096 rows a call right after the last)."""
         index = self.index_for(tenant_id)
-        self._see_own_writes(index)
         wanted = list(dict.fromkeys(ids))
         found: set[str] = set()
         for start in range(0, len(wanted), MAX_RESULT_WINDOW):
