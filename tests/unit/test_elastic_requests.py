@@ -338,6 +338,16 @@ def test_upsert_chunks_bulk_requests_by_bytes(es: FakeElasticsearch, store: Elas
     assert len(bulks) > 1 and sum(len(b.body) // 2 for b in bulks) == 4
 
 
+def test_a_large_write_goes_as_two_streams_of_bulk_requests(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """The node indexes a bulk request on one thread: a write of more than a chunk is split in two
+    parts sent side by side, every document once."""
+    assert store.upsert("t1", "kb1", [{"id": f"d{i:04d}"} for i in range(1200)], refresh=False) == 1200
+    bulks = es.sent("PUT", "/_bulk")
+    sent = [line["index"]["_id"] for b in bulks for line in b.body if "index" in line]
+    assert len(bulks) == 4 and sorted(sent) == [f"d{i:04d}" for i in range(1200)]  # 500 + 100 per part
+    assert max(len(b.body) // 2 for b in bulks) == 500
+
+
 def test_bulk_item_errors_raise_naming_the_ids(es: FakeElasticsearch, store: ElasticStore) -> None:
     def answer(rec: Recorded) -> Answer:
         return 200, {"took": 1, "errors": True, "items": [

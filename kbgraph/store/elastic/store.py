@@ -32,6 +32,10 @@ from kbgraph.store.elastic.scored import scored_searches
 from kbgraph.utils.read_ahead import read_ahead
 
 MGET_BATCH = 1000
+# bulk requests of one write sent side by side: the node indexes a bulk request on one thread, and
+# a row with a vector costs it ~0.4 ms (HNSW insertion), so a refresh's rewrite of 11k entities
+# waited on one core of the node while the others idled
+BULK_STREAMS = 2
 
 
 class ElasticStore(DocStore):
@@ -166,7 +170,7 @@ class ElasticStore(DocStore):
         try:
             results = self._cluster.bulk(what, index, actions, False, chunk_docs=self._bulk_chunk_docs,
                                          max_bytes=self._bulk_bytes, retries=self._bulk_retries,
-                                         backoff=self._bulk_backoff)
+                                         backoff=self._bulk_backoff, streams=BULK_STREAMS)
         except BaseException:
             self._written(index, False)  # some chunks may have gone in
             raise
