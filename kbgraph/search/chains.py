@@ -221,17 +221,23 @@ def naive_cosines(naive: Sequence[ChunkHit], floor: float) -> dict[str, float]:
 
 def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np.ndarray,
                 naive: Sequence[ChunkHit], params: ChainParams, vector_weight: float,
-                floor: float = 0.0, cosines: dict[str, float] | None = None) -> dict[str, float]:
+                floor: float = 0.0, cosines: dict[str, float] | None = None,
+                measured: dict[str, float] | None = None) -> dict[str, float]:
     """Chunk id -> naive search's score of the chunk in z units: the question's z-scored cosine
     plus its full-text score (naive's hits only; 0 for the others, as for any chunk naive search
     found no word of the question in), weighed as naive weighs them (``vector_weight``; ``floor``:
     the embedder's cosine of unrelated texts, which naive rescales from) times ``text_share``.
-    ``cosines``: chunks whose cosine is known already (``naive_cosines``), scored without a vector."""
+    The cosines come from ``vectors``, or ``measured`` (float32 cosines to the unit question, as
+    ``DocStore.vector_cosines`` gives them); ``cosines``: chunks whose cosine is known already
+    (``naive_cosines``), scored after those."""
     q = _unit(question)
     mean, spread = _reference(sample, q)
-    ids = list(vectors)
-    measured = _cosines(np.stack([vectors[c] for c in ids]), q) if ids else np.zeros(0)
-    out = dict(zip(ids, ((measured - mean) / spread).tolist()))
+    if measured is None:
+        ids = list(vectors)
+        values = _cosines(np.stack([vectors[c] for c in ids]), q) if ids else np.zeros(0)
+    else:
+        ids, values = list(measured), np.fromiter(measured.values(), dtype=np.float32, count=len(measured))
+    out = dict(zip(ids, ((values - mean) / spread).tolist()))
     out.update({cid: (cos - mean) / spread for cid, cos in (cosines or {}).items() if cid not in out})
     vector_weight = min(max(vector_weight, 0.05), 1.0)
     # one unit of full-text score is worth (1 - w) / w units of rescaled cosine, i.e. that times

@@ -58,7 +58,7 @@ from kbgraph.search.kg.scoring import present, ramp
 from kbgraph.search.kg.seeds import Seeds, seed_entities
 from kbgraph.search.ppr_graph import EntityGraph, chunk_node, entity_graph, entity_node
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.base import DocStore
+from kbgraph.store.base import DocStore, vector_field
 from kbgraph.utils.top_k import largest
 
 
@@ -277,15 +277,18 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
     dim = len(question)
     sample = vector_sample(store, tenant, kb_ids, graph, dim, chains.sample_size)
     walk_best = sorted(walked, key=lambda c: (-walked[c], c))[:params.chain_walk_candidates]
-    known = naive_cosines(naive, floor)  # naive measured these: no vector to read
+    known = naive_cosines(naive, floor)  # naive measured these: none to measure
     unknown = [c for c in dict.fromkeys([h.chunk_id for h in naive] + walk_best) if c not in known]
-    vectors = read_vectors(store, tenant, kb_ids, unknown, dim)
-    if not (vectors or known) or not len(sample):
+    unit = question / (np.linalg.norm(question) or 1.0)
+    field_name = vector_field(dim)
+    measured = store.vector_cosines(tenant, kb_ids, unknown, field_name, unit) if unknown else {}
+    if not (measured or known) or not len(sample):
         return None
     view = chain_graph(graph)
-    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor, known)
-    reached = read_vectors(store, tenant, kb_ids, sorted(chain_targets(view, base, chains, named) - set(base)), dim)
-    base.update(base_scores(reached, question, sample, naive, chains, vector_weight, floor))
+    base = base_scores({}, question, sample, naive, chains, vector_weight, floor, known, measured=measured)
+    targets = sorted(chain_targets(view, base, chains, named) - set(base))
+    reached = store.vector_cosines(tenant, kb_ids, targets, field_name, unit) if targets else {}
+    base.update(base_scores({}, question, sample, naive, chains, vector_weight, floor, measured=reached))
     final, _ = chain_scores(view, base, chains, facts, named)
     # a logistic keeps the order and gives the page a score in (0, 1)
     return {cid: 1.0 / (1.0 + math.exp(-z)) for cid, z in final.items()}

@@ -47,6 +47,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 Doc = dict[str, Any]
 
 Op = Literal["eq", "in", "not_in", "exists", "missing", "gte", "lte", "gt", "lt"]
@@ -214,6 +216,26 @@ class DocStore(ABC):
         together (Elasticsearch: a few round trips for the whole batch instead of a few per request).
         A request that cannot be answered raises StoreError for the batch."""
         return [self.search(tenant_id, request) for request in requests]
+
+    def vector_cosines(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str], field_name: str,
+                       unit_vector: Sequence[float]) -> dict[str, float]:
+        """The cosine between ``unit_vector`` (of length 1) and the stored vector in ``field_name`` of
+        each row named, in the order named; rows missing, without that vector, or not available
+        (``available_int`` 0) are left out. Computed in float32, as the engine's vector search does
+        (engines agree to ~1e-7), without handing the vectors over: an engine in another process
+        sends a few numbers instead of every vector."""
+        vector = np.asarray(unit_vector, dtype=np.float32)
+        found: dict[str, np.ndarray] = {}
+        for doc in self.get(tenant_id, kb_ids, ids, fields=[field_name, "available_int"]):
+            stored = doc.get(field_name)
+            if stored is not None and len(stored) == len(vector) and doc.get("available_int", 1) == 1:
+                found[doc["id"]] = np.asarray(stored, dtype=np.float32)
+        if not found:
+            return {}
+        rows = np.stack(list(found.values()))
+        norms = np.linalg.norm(rows, axis=1)
+        norms[norms == 0] = 1.0
+        return dict(zip(found, ((rows @ vector) / norms).tolist()))
 
     @abstractmethod
     def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),

@@ -1,5 +1,6 @@
-"""The DocStore contract's batches of searches (``search_many``) and its visibility of writes
-(kbgraph/store/base.py, "Visibility of writes"), run against every engine."""
+"""The DocStore contract's batches of searches (``search_many``), the cosines of named rows
+(``vector_cosines``) and the visibility of writes (kbgraph/store/base.py, "Visibility of writes"),
+run against every engine."""
 
 from __future__ import annotations
 
@@ -52,6 +53,23 @@ def test_search_many_refuses_a_batch_with_a_request_it_cannot_answer(store: DocS
         store.search_many(tenant, [good, SearchRequest(kb_ids=[kb], vector=VectorQuery(V, [1.0, 0.0]))])
     with pytest.raises(ValueError):
         store.search_many(tenant, [good, SearchRequest(kb_ids=[], vector=VectorQuery(V, unit(0)))])
+
+
+def test_vector_cosines_of_named_rows(store: DocStore, tenant: str, kb: str) -> None:
+    other = f"{kb}-other"
+    store.upsert(tenant, kb, [{"id": "a", V: unit(0)}, {"id": "b", V: [2 * x for x in unit(60)]},
+                              {"id": "c", "n_int": 1}, {"id": "d", V: unit(30), "available_int": 0},
+                              {"id": "f", V: unit(120), "available_int": 1}])
+    store.upsert(tenant, other, [{"id": "e", V: unit(0)}])
+    found = store.vector_cosines(tenant, [kb], ["f", "b", "missing", "a", "c", "d", "e"], V, unit(0))
+    # in the order named; missing, vector-less, unavailable and other knowledge bases' rows left out;
+    # the stored vector's length does not matter, and a cosine may be negative
+    assert list(found) == ["f", "b", "a"]
+    assert found["f"] == pytest.approx(-0.5, abs=1e-6) and found["b"] == pytest.approx(0.5, abs=1e-6)
+    assert found["a"] == pytest.approx(1.0, abs=1e-6)
+    assert store.vector_cosines(tenant, [kb, other], ["e"], V, unit(90)) == {"e": pytest.approx(0.0, abs=1e-6)}
+    assert store.vector_cosines(tenant, [kb], [], V, unit(0)) == {}
+    assert store.vector_cosines(tenant, [kb], ["a"], "q_8_vec", [1.0] + [0.0] * 7) == {}  # no such vectors
 
 
 def test_a_store_reads_its_own_unrefreshed_writes(store: DocStore, tenant: str, kb: str) -> None:
