@@ -123,8 +123,9 @@ class StoreRun:
 def open_store(name: str, root: Path, url: str, refresh_interval: str, count: bool) -> StoreRun:
     extra: dict[str, Any] = {}
     if name == "elasticsearch":
-        extra = {"es_url": url, "es_index_prefix": f"kbgraph_bench_{uuid.uuid4().hex[:8]}_",
-                 "es_refresh_interval": refresh_interval}
+        extra = {"es_url": url, "es_index_prefix": f"kbgraph_bench_{uuid.uuid4().hex[:8]}_"}
+        if refresh_interval:
+            extra["es_refresh_interval"] = refresh_interval
     settings = load_settings(data_dir=root / name, store=name, embedding_provider="hash", embedding_dim=384, **extra)
     engine = Engine.open(settings)
     client = getattr(engine.store, "_client", None)
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N passages (musique)")
     ap.add_argument("--questions", type=int, default=0, help="only the first N questions")
     ap.add_argument("--rm-docs", type=int, default=3, help="documents removed one by one at the end")
-    ap.add_argument("--refresh-interval", default="1s", help="es_refresh_interval (the default setting: 1s)")
+    ap.add_argument("--refresh-interval", default="", help="es_refresh_interval (default: the setting's default)")
     ap.add_argument("--count-requests", action="store_true", help="count Elasticsearch requests per query")
     ap.add_argument("--workdir", type=Path, help="where the passages and the stores go (default: a temp dir)")
     ap.add_argument("--json", type=Path, help="write the figures here")
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = questions[:args.questions] if args.questions else questions
     files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("_"))
     print(f"{args.corpus}: {len(files)} files, {len(questions)} questions x {args.passes} passes per mode; "
-          f"Elasticsearch at {url}, refresh interval {args.refresh_interval}", flush=True)
+          f"Elasticsearch at {url}, refresh interval {args.refresh_interval or 'as configured'}", flush=True)
     root = workdir / f"stores-{uuid.uuid4().hex[:6]}"
     runs = {name: open_store(name, root, url, args.refresh_interval, args.count_requests) for name in STORES}
     try:
