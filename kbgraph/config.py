@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -32,8 +33,27 @@ class Settings:
     database_url: str = ""
     # SQLite connections each process keeps open at most to the embedded store (threads wait for one)
     store_connections: int = 8
+    # where uploaded files are kept (kbgraph.blob): "local" (a folder, blob_dir) or "s3" (a bucket of
+    # any S3-compatible server, which web servers and workers on other machines share)
+    blob_store: str = "local"
+    # the local blob store's folder; unset = data_dir/uploads
+    blob_dir: Path | None = None
 
-    # Elasticsearch
+    # the S3 blob store: endpoint (empty = AWS), bucket, region, credentials (empty = boto3's own
+    # lookup: AWS_* variables, ~/.aws, an instance role) and a key prefix inside the bucket
+    s3_endpoint_url: str = ""
+    s3_bucket: str = "kbgraph"
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = ""
+    s3_secret_access_key: str = ""
+    s3_prefix: str = ""
+    # a missing bucket is created on first use (true) or refused with an error naming it (false)
+    s3_create_bucket: bool = True
+    # "path" (http://host/bucket/key: what S3-compatible servers answer), "virtual" (bucket.host) or "auto"
+    s3_addressing_style: str = "path"
+
+    # Elasticsearch: es_url is one URL, or the nodes of one cluster comma-separated (the client spreads
+    # requests over them and goes on without a node that stops answering)
     es_url: str = ""
     es_api_key: str = ""
     es_user: str = ""
@@ -41,10 +61,14 @@ class Settings:
     es_ca_certs: str = ""
     es_verify_certs: bool = True
     es_index_prefix: str = "kbgraph_"
+    # shards and replicas of new tenant indices (`kbgraph store move-tenant` / `replicas` change existing ones)
     es_shards: int = 1
     es_replicas: int = 0
     es_refresh_interval: str = "1s"
+    # seconds per Elasticsearch request: writes and index management, and searches and reads
+    # (shorter: a question asked while the cluster hangs gets its "store unavailable" answer sooner)
     es_request_timeout: float = 30.0
+    es_query_timeout: float = 10.0
     es_bulk_bytes: int = 5_000_000
 
     # embeddings: "local" (bundled multilingual-e5-small), "openai" (any compatible endpoint) or "hash"
@@ -148,6 +172,11 @@ class Settings:
     web_workers: int = 2
     web_threads: int = 8
     web_timeout: float = 120.0
+    # gunicorn's access log: "-" (standard output, the default), a file path, or "" for none
+    web_access_log: str = "-"
+    # a worker's Prometheus metrics (tasks, model calls and tokens, embedder throughput) served at
+    # http://<host>:<port>/metrics by its main process; 0: not served
+    worker_metrics_port: int = 0
     # limits at the web server's door (max_file_bytes bounds each uploaded file)
     max_request_bytes: int = 128_000_000
     max_question_chars: int = 8192
@@ -159,6 +188,10 @@ class Settings:
     @property
     def sqlite_store_path(self) -> Path:
         return self.data_dir / "store.db"
+
+    @property
+    def blob_path(self) -> Path:
+        return self.blob_dir or self.data_dir / "uploads"
 
     @property
     def meta_url(self) -> str:
@@ -238,13 +271,37 @@ EMBEDDER_CHAIN_TEXT_SHARE: dict[str, float] = {"local": 0.5, "hash": 1.0, "opena
 
 # "store" is not among them: it names an engine registered in kbgraph.store.factory, which checks
 # the name when the store is opened (a third engine registers itself there)
+# What a knowledge base's entity types (``kb create/set --entity-types``, the settings page) do for
+# the LLM-free ``nlp`` extraction method; the type its names get when no configured type fits them
+# (kbgraph.graph.extract.nlp.types applies it).
+NLP_FALLBACK_TYPE = "other"
+ENTITY_TYPES_HELP = (
+    "Entity types (per knowledge base: kbgraph kb create/set --entity-types, or the knowledge base's "
+    "settings page). With an LLM method (general, light) the model is asked for these types. With the nlp "
+    "method, which has no model, the extractor recognises people, organizations, places and events and "
+    "gives each the first configured type that names that kind or a synonym of it (place, location, city; "
+    "company, org; people, character); names of no such kind (products, works) go to a catch-all type if "
+    "one is configured (category, concept, other, misc, thing), and a name that no configured type takes "
+    f"gets the type '{NLP_FALLBACK_TYPE}'. A type the nlp method has no cue for (ghost, say) stays empty; "
+    "change the types, then rebuild the graph (kbgraph graph refresh --rebuild) to retype what is indexed."
+)
+
+
 _CHOICES = {
     "embedding_provider": {"local", "openai", "hash"},
     "relation_vectors": {"auto", "chunks", "text"},
     "entity_vectors": {"auto", "chunk", "text"},
     "glean_policy": {"missed", "always"},
     "report_scope": {"largest", "all"},
+    "blob_store": {"local", "s3"},
+    "s3_addressing_style": {"auto", "path", "virtual"},
 }
+
+# S3's bucket names (and those of the servers that copy it): 3-63 lower-case letters, digits, dots and
+# hyphens, starting and ending with a letter or digit
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+# a key prefix inside the bucket: key segments (kbgraph.blob.base), each ending with "/"
+_S3_PREFIX = re.compile(r"([A-Za-z0-9_-][A-Za-z0-9._-]*/)*")
 
 
 def _coerce(name: str, kind: Any, raw: Any) -> Any:
@@ -293,6 +350,76 @@ def _validate(settings: Settings) -> None:
             raise ConfigError(f"setting {name!r} must be positive, not {getattr(settings, name)}")
     if settings.chunk_overlap >= settings.chunk_tokens:
         raise ConfigError("setting 'chunk_overlap' must be smaller than 'chunk_tokens'")
+    _validate_service(settings)
+    _validate_elasticsearch(settings)
+    _validate_s3(settings)
+
+
+def _validate_service(settings: Settings) -> None:
+    for name in ("llm_timeout", "web_timeout", "es_request_timeout", "es_query_timeout"):
+        if not getattr(settings, name) > 0:
+            raise ConfigError(f"setting {name!r} must be positive, not {getattr(settings, name)}")
+    for name in ("max_file_bytes", "max_request_bytes", "chunk_tokens", "embedding_dim", "es_bulk_bytes",
+                 "es_shards", "max_question_chars", "max_list_items", "max_page_size"):
+        if getattr(settings, name) < 1:
+            raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
+    for name in ("es_replicas", "graph_refresh_delay"):
+        if getattr(settings, name) < 0:
+            raise ConfigError(f"setting {name!r} must be 0 or more, not {getattr(settings, name)}")
+
+
+# Elasticsearch's time units (its refresh_interval takes them; "-1" switches refreshing off)
+_ES_TIME = re.compile(r"^(\d+(?:\.\d+)?)(nanos|micros|ms|s|m|h|d)$")
+_ES_UNIT_SECONDS = {"nanos": 1e-9, "micros": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def es_interval_seconds(value: str) -> float | None:
+    """An Elasticsearch time value in seconds; None when it is not one (or not positive)."""
+    found = _ES_TIME.match(value.strip())
+    if not found:
+        return None
+    seconds = float(found.group(1)) * _ES_UNIT_SECONDS[found.group(2)]
+    return seconds if seconds > 0 else None
+
+
+def _validate_elasticsearch(settings: Settings) -> None:
+    if settings.store != "elasticsearch":
+        return
+    if not settings.es_url.strip():
+        raise ConfigError("setting 'store' is 'elasticsearch' but 'es_url' is empty: set KBGRAPH_ES_URL, "
+                          "e.g. http://elastic:PASSWORD@localhost:9200")
+    for url in settings.es_url.split(","):
+        if not url.strip().lower().startswith(("http://", "https://")):
+            raise ConfigError(f"setting 'es_url': {url.strip()!r} must start with http:// or https://")
+    if settings.web_timeout <= settings.es_query_timeout:
+        # gunicorn restarts a worker whose request runs past web_timeout: a search waiting on a hung
+        # store would be killed with its worker instead of answering "store unavailable"
+        raise ConfigError(f"setting 'web_timeout' ({settings.web_timeout:g} s) must be longer than "
+                          f"'es_query_timeout' ({settings.es_query_timeout:g} s): a request waiting on a hung "
+                          "store would lose its worker before it could answer")
+    interval = es_interval_seconds(settings.es_refresh_interval)
+    if interval is None:
+        # writes that must be visible at once wait for the next scheduled refresh (refresh=wait_for):
+        # with refreshing off ("-1") or an interval the cluster cannot read, every such write waits
+        # until es_request_timeout and fails as if the cluster could not be reached
+        raise ConfigError(f"setting 'es_refresh_interval' is {settings.es_refresh_interval!r}; it must be a positive "
+                          "Elasticsearch time such as '1s' or '500ms': kbgraph's writes wait for the next scheduled "
+                          "refresh, so with refreshing off ('-1') every one of them would time out")
+    if interval >= settings.es_request_timeout:
+        raise ConfigError(f"setting 'es_refresh_interval' ({settings.es_refresh_interval}) must be shorter than "
+                          f"'es_request_timeout' ({settings.es_request_timeout:g} s): kbgraph's writes wait for the "
+                          "next scheduled refresh, and would time out before it")
+
+
+def _validate_s3(settings: Settings) -> None:
+    if settings.blob_store != "s3":
+        return
+    if not _BUCKET.fullmatch(settings.s3_bucket):
+        raise ConfigError(f"setting 's3_bucket' is {settings.s3_bucket!r}: a bucket name is 3 to 63 lower-case "
+                          "letters, digits, dots and hyphens, starting and ending with a letter or digit")
+    if not _S3_PREFIX.fullmatch(settings.s3_prefix):
+        raise ConfigError(f"setting 's3_prefix' is {settings.s3_prefix!r}: use segments of letters, digits, "
+                          "'.', '_' and '-', each followed by '/' (e.g. 'kbgraph/'), or leave it empty")
 
 
 def _toml_values(path: Path | None) -> dict[str, Any]:
@@ -339,4 +466,4 @@ def settings_table() -> list[tuple[str, str, Any]]:
     return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
 
 
-__all__ = ["EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ConfigError", "Settings", "load_settings", "settings_table"]
+__all__ = ["EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ENTITY_TYPES_HELP", "NLP_FALLBACK_TYPE", "ConfigError", "Settings", "load_settings", "settings_table"]

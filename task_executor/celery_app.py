@@ -37,6 +37,7 @@ class KBCelery(Celery):
         self._meta: MetaDB | None = None
         self._guard = threading.Lock()
         self.sweeper: Any = None  # the worker main process's StaleTaskSweeper
+        self.heartbeat: Any = None  # ... and its WorkerHeartbeat (task_executor/heartbeat.py)
 
     @property
     def redis(self) -> redis.Redis:
@@ -76,7 +77,8 @@ class KBCelery(Celery):
 def make_celery(settings: Settings, *, refresh_delay: float | None = None) -> KBCelery:
     prefix = settings.redis_prefix
     # by name, not imported here: a worker imports them at start (the sweeper hooks worker_ready)
-    app = KBCelery(settings, refresh_delay=refresh_delay, include=["task_executor.tasks", "task_executor.sweeper"])
+    app = KBCelery(settings, refresh_delay=refresh_delay, include=[
+        "task_executor.tasks", "task_executor.sweeper", "task_executor.heartbeat", "task_executor.metrics"])
     app.conf.update(
         broker_url=settings.redis_url,
         result_backend=settings.redis_url,

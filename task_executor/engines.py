@@ -12,12 +12,14 @@ import threading
 
 import redis
 
+from kbgraph.blob import BlobStore, open_blob_store
 from kbgraph.engine import Engine
 from kbgraph.llm.factory import preload_embedder
 from kbgraph.config import Settings
 from kbgraph.meta import MetaDB
 from task_executor.limits import RedisCallLimits
 from task_executor.locks import redis_kb_lock
+from task_executor.metrics import MeteredEmbedder, count_model_usage
 
 
 def call_limits(client: redis.Redis, settings: Settings) -> RedisCallLimits:
@@ -40,6 +42,12 @@ class EnginePool:
         # behind stall every worker's model calls for minutes)
         self.limits = call_limits(self.redis, settings)
         self.base = Engine.open(settings, kb_lock=self.kb_lock, limits=self.limits)
+        # the process's metrics (task_executor/metrics.py): every model call, and the embedder's
+        # texts and seconds (the engine builds its embedder on first use; this is that first use)
+        count_model_usage()
+        self.base._embedder = MeteredEmbedder(self.base.embedder)
+        # where uploaded files are kept (a folder, or S3 shared by every host); nothing is contacted yet
+        self.blobs: BlobStore = open_blob_store(settings)
         self._engines: dict[str, Engine] = {self.base.tenant: self.base}
         self._guard = threading.Lock()
         # a local model loads now, at process start, so no request or task waits for it
@@ -54,9 +62,8 @@ class EnginePool:
             found = self._engines.get(tenant)
             if found is None:
                 self.meta.ensure_tenant(tenant)
-                self.base.store.ensure_index(tenant)
                 # the embedder is the costly part (a loaded model): every tenant shares the first one
-                found = Engine(self.settings, self.base.meta, self.base.store, tenant, self.kb_lock,
+                found = Engine(self.settings, self.base.meta, self.base.store_handle, tenant, self.kb_lock,
                                embedder=self.base.embedder, limits=self.limits)
                 self._engines[tenant] = found
             return found
@@ -64,4 +71,5 @@ class EnginePool:
     def close(self) -> None:
         self.limits.close()
         self.base.close()  # the other engines share its connections
+        self.blobs.close()
         self.redis.close()

@@ -16,6 +16,12 @@ import task_executor.tasks  # noqa: F401  (registers the shared tasks this modul
 from task_executor.celery_app import KBCelery, make_celery
 from task_executor.locks import task_claim_key
 
+# a queued document's progress message until a worker takes its task
+QUEUED_MESSAGE = "Task is queued..."
+# ... and what it says instead while no worker is running (task_executor/heartbeat.py)
+NO_WORKER_MESSAGE = ("No worker is running: the task waits in the queue until one starts "
+                     "(start `kbgraph-worker` next to the web server)")
+
 _apps: dict[tuple[str, str], KBCelery] = {}
 _guard = threading.Lock()
 
@@ -45,7 +51,7 @@ def enqueue_documents(settings: Settings, tenant: str, kb_id: str, doc_ids: Sequ
         meta.request_cancel_document(kb_id, doc_id)
         task = meta.create_task(kb_id, "index", doc_id)
         meta.set_document_status(doc_id, "pending")  # clears the last run's times and error
-        meta.set_document_status(doc_id, "running", progress=0.0, message="Task is queued...", chunk_count=0,
+        meta.set_document_status(doc_id, "running", progress=0.0, message=QUEUED_MESSAGE, chunk_count=0,
                                  token_count=0)
         app.tasks["kbgraph.index_document"].apply_async((tenant, kb_id, doc_id, task.id), task_id=task.id)
         tasks.append(task)

@@ -20,6 +20,7 @@ from celery.signals import worker_ready, worker_shutdown
 from kbgraph.meta import Task
 from task_executor.celery_app import KBCelery
 from task_executor.locks import task_claim_key
+from task_executor.repair import schedule_at_start
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class StaleTaskSweeper:
         self._thread.join(10)
 
     def _run(self) -> None:
+        schedule_at_start(self.app, self.app.meta_db())  # graph phases a failure left unfinished
         while True:
             try:
                 requeue_orphaned_tasks(self.app)

@@ -10,20 +10,22 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from celery import Task as CeleryTask
 from celery import shared_task
 
+from kbgraph.blob import BlobError, BlobStore, document_file
 from kbgraph.engine import Engine
 from kbgraph.index.delete import delete_document
-from kbgraph.index.refresh import refresh_kb
+from kbgraph.index.repair import changing_rows, refresh_recorded, repair_mark
 from kbgraph.llm.base import Cancelled, UsageLedger
-from kbgraph.meta import FINISHED, KnowledgeBase, MetaDB, NotFound
+from kbgraph.meta import FINISHED, Document, KnowledgeBase, MetaDB, NotFound
+from kbgraph.store.base import StoreUnavailable
 from kbgraph.utils.progress import Progress
 from task_executor.celery_app import KBCelery
 from task_executor.locks import ClaimedElsewhere, RedisKBLock, task_claim
+from task_executor.metrics import task_ended
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +94,12 @@ def _llm_usage(ledger: UsageLedger) -> tuple[int, int, int]:
     return (sum(u.calls for u in chat), sum(u.prompt_tokens for u in chat), sum(u.completion_tokens for u in chat))
 
 
-def _read_upload(engine: Engine, location: str, size: int) -> bytes | None:
-    # None tells index_bytes the file is over the size limit, which it records as the failure
-    if size > engine.settings.max_file_bytes:
+def _read_upload(engine: Engine, blobs: BlobStore, doc: Document) -> bytes | None:
+    """The document's file, from the blob store the web server put it in (on another host, maybe).
+    None tells index_bytes the file is over the size limit, which it records as the failure."""
+    if doc.size > engine.settings.max_file_bytes:
         return None
-    return Path(location).read_bytes()
+    return document_file(blobs, doc.kb_id, doc.id, doc.location).read()
 
 
 def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None:
@@ -113,7 +116,7 @@ def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None
 def _discard_partial(engine: Engine, kb_id: str, doc_id: str) -> None:
     """A cancelled document keeps nothing: drop the chunks and mentions it got to write."""
     kb = engine.meta.get_kb(engine.tenant, kb_id)
-    with engine.kb_lock(kb_id):
+    with engine.kb_lock(kb_id), changing_rows(engine.meta, kb, "a cancelled document's removal"):
         delete_document(engine.context(kb), doc_id)
     engine.meta.set_document_status(doc_id, "cancelled", progress=0.0, message="cancelled", chunk_count=0,
                                     token_count=0)
@@ -127,7 +130,7 @@ def _drop_orphan_rows(engine: Engine, tenant_id: str, kb_id: str, doc_id: str) -
         return  # the whole knowledge base went, rows and all
     if engine.meta.find_document(kb_id, doc_id) is not None:
         return
-    with engine.kb_lock(kb_id):
+    with engine.kb_lock(kb_id), changing_rows(engine.meta, kb, "a deleted document's removal"):
         delete_document(engine.context(kb), doc_id)
 
 
@@ -147,19 +150,27 @@ def _already_finished(meta: MetaDB, kb_id: str, task_id: str) -> bool:
         return False  # the run itself finds out and stops quietly
 
 
-def run_once(app: KBCelery, kb_id: str, task_id: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def run_once(app: KBCelery, kb_id: str, task_id: str, run: Callable[[], dict[str, Any]],
+             kind: str = "task") -> dict[str, Any]:
     """``run()`` unless this task already ended or runs in a live worker: a message may arrive twice
-    (the broker's redelivery after a kill, a sweep's re-queue), the work must not happen twice."""
+    (the broker's redelivery after a kill, a sweep's re-queue), the work must not happen twice.
+    What ran is counted in the worker's metrics (``kind``: index, refresh, graphrag)."""
     meta = app.engines().meta
     if _already_finished(meta, kb_id, task_id):
         return {"status": "skipped", "reason": "the task has finished already"}
+    started, status = time.monotonic(), "error"
     try:
         with _claim(app, task_id):
             if _already_finished(meta, kb_id, task_id):  # ended between the check and the claim
                 return {"status": "skipped", "reason": "the task has finished already"}
-            return run()
+            result = run()
+            status = str(result.get("status", "done"))
+            return result
     except ClaimedElsewhere:
+        status = "duplicate"
         return {"status": "skipped", "reason": "another worker runs the task"}
+    finally:
+        task_ended(kind, status, time.monotonic() - started)
 
 
 def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
@@ -174,10 +185,12 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
             return {"status": "cancelled"}
         meta.update_task(task_id, status="running", progress=0.0, message="Task has been received.", add_attempts=1)
         kb = meta.get_kb(tenant_id, kb_id)
+        if kb.graph.enabled and repair_mark(kb) is not None:  # phases an earlier failure left unfinished
+            schedule_refresh(app, tenant_id, kb_id)
         doc = meta.get_document(kb_id, doc_id)
         try:
-            data = _read_upload(engine, doc.location, doc.size)
-        except OSError as exc:
+            data = _read_upload(engine, app.engines().blobs, doc)
+        except (OSError, BlobError) as exc:
             error = f"the stored upload cannot be read: {exc}"
             _record_failure(meta, task_id, doc_id, error)
             return {"status": "failed", "error": error}
@@ -228,20 +241,28 @@ def _refresh_after_failure(app: KBCelery, tenant_id: str, kb: KnowledgeBase) -> 
 def index_document(self: CeleryTask, tenant_id: str, kb_id: str, doc_id: str, task_id: str) -> dict[str, Any]:
     """Parse, embed and (graph on) extract and merge one uploaded document."""
     app = _app(self)
-    return run_once(app, kb_id, task_id, lambda: run_index(app, tenant_id, kb_id, doc_id, task_id))
+    return run_once(app, kb_id, task_id, lambda: run_index(app, tenant_id, kb_id, doc_id, task_id), "index")
 
 
-def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str) -> bool:
+def schedule_refresh(app: KBCelery, tenant_id: str, kb_id: str, *, delay: float | None = None) -> bool:
     """Queue one refresh of the KB's graph phases unless one is already waiting; True if queued.
+    ``delay``: seconds before it runs (default: the app's refresh delay).
 
     The pending key expires on its own, so a lost refresh task cannot block later ones for long.
     """
+    countdown = app.refresh_delay if delay is None else delay
     key = refresh_pending_key(app.settings.redis_prefix, kb_id)
-    if not app.redis.set(key, "1", nx=True, ex=max(60, int(app.refresh_delay * 10))):
+    if not app.redis.set(key, "1", nx=True, ex=max(60, int(app.refresh_delay * 10), int(countdown * 2))):
         return False
     # through the given app's registry: the current app of this thread may be another one
-    app.tasks["kbgraph.refresh_graph"].apply_async((tenant_id, kb_id), countdown=app.refresh_delay)
+    app.tasks["kbgraph.refresh_graph"].apply_async((tenant_id, kb_id), countdown=countdown)
     return True
+
+
+def store_retry_delay(app: KBCelery) -> float:
+    """Seconds before a refresh the store failed tries again: six beats (30 s by default), so a store
+    that is down for long costs a failed attempt per knowledge base and half minute, nothing more."""
+    return max(app.refresh_delay, 6 * app.settings.task_heartbeat)
 
 
 # the documents page shows the last refresh; a few more say how the recent ones went
@@ -269,7 +290,7 @@ def refresh_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str | N
     # cleared before the work, so a document finishing during it schedules another refresh; and
     # after the row exists, so "no key, no unfinished refresh row" means the graph is refreshed
     app.redis.delete(pending)
-    return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id))
+    return run_once(app, kb_id, task_id, lambda: run_refresh(app, engine, kb, task_id), "refresh")
 
 
 def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) -> dict[str, Any]:
@@ -279,7 +300,9 @@ def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) 
         meta.update_task(task_id, status="running", progress=0.0, message="graph refresh", add_attempts=1)
         before = _llm_usage(engine.ledger)
         with engine.kb_lock(kb.id):
-            result = refresh_kb(engine.context(kb), progress=TaskProgress(meta, task_id, REFRESH_SPANS))
+            kb = meta.get_kb(kb.tenant_id, kb.id)  # its settings and repair mark as they are now
+            result = refresh_recorded(engine.context(kb), meta, kb,
+                                      progress=TaskProgress(meta, task_id, REFRESH_SPANS))
         calls, prompt, completion = (a - b for a, b in zip(_llm_usage(engine.ledger), before))
         meta.update_task(task_id, status="done", add_llm_calls=max(calls, 0), add_prompt_tokens=max(prompt, 0),
                          add_completion_tokens=max(completion, 0),
@@ -289,6 +312,16 @@ def run_refresh(app: KBCelery, engine: Engine, kb: KnowledgeBase, task_id: str) 
         with contextlib.suppress(NotFound):
             meta.update_task(task_id, status="cancelled", message=str(exc))
         return {"status": "skipped", "reason": str(exc)}
+    except StoreUnavailable as exc:  # the mark stays (kbgraph/index/repair.py); try again when it may answer
+        delay = store_retry_delay(app)
+        error = f"{exc}. This refresh is tried again in {delay:g} s"
+        with contextlib.suppress(Exception):
+            meta.update_task(task_id, status="failed", message="failed: the document store is unavailable",
+                             error=error)
+        log.warning("graph refresh of knowledge base %s failed: %s", kb.id, error)
+        with contextlib.suppress(Exception):
+            schedule_refresh(app, kb.tenant_id, kb.id, delay=delay)
+        return {"status": "failed", "error": error, "task_id": task_id}
     except Exception as exc:
         with contextlib.suppress(Exception):
             meta.update_task(task_id, status="failed", message="failed", error=f"{type(exc).__name__}: {exc}")
@@ -302,7 +335,7 @@ def build_graph(self: CeleryTask, tenant_id: str, kb_id: str, task_id: str) -> d
     """Bring every parsed document of a KB into its graph (extract + merge), then refresh the KB
     phases: what RAGFlow's run_graphrag does, for documents parsed while the graph was off."""
     app = _app(self)
-    return run_once(app, kb_id, task_id, lambda: run_build_graph(app, tenant_id, kb_id, task_id))
+    return run_once(app, kb_id, task_id, lambda: run_build_graph(app, tenant_id, kb_id, task_id), "graphrag")
 
 
 def run_build_graph(app: KBCelery, tenant_id: str, kb_id: str, task_id: str) -> dict[str, Any]:

@@ -6,11 +6,13 @@ Arguments after the command are Celery worker options, e.g.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
 from kbgraph.config import ConfigError, load_settings
 from task_executor.celery_app import QUEUE, make_celery
+from task_executor.metrics import use_multiprocess_dir
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,6 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kbgraph-worker: {exc}", file=sys.stderr)
         return 2
+    if settings.worker_metrics_port:  # before prometheus_client is imported (task_executor/metrics.py)
+        use_multiprocess_dir(settings.data_dir.resolve() / "metrics" / f"worker-{os.getpid()}")
     app = make_celery(settings)
     if not any(a == "--loglevel" or a.startswith(("--loglevel=", "-l")) for a in args):
         args += ["--loglevel", "INFO"]

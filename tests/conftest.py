@@ -16,11 +16,25 @@ import pytest
 
 from kbgraph.config import Settings, load_settings
 
-# the scripted OpenAI-compatible server fixture (tests/ is on sys.path: it has no __init__.py)
-pytest_plugins = ["support.fixtures"]
+# the plugins below are imported by pytest_plugins; imported here first, their asserts would not be rewritten
+pytest.register_assert_rewrite("support.es_tidy", "support.es_cluster")
+from support.es_cluster import EsCluster  # noqa: E402
+from support.es_tidy import es_prefix  # noqa: E402
+
+# the scripted OpenAI-compatible server fixture (tests/ is on sys.path: it has no __init__.py); test
+# indices dropped by whoever made them, checked at the end (es_tidy); the 3-node cluster (es_cluster)
+pytest_plugins = ["support.fixtures", "support.es_tidy", "support.es_cluster"]
 
 REDIS_URL = os.environ.get("KBGRAPH_TEST_REDIS_URL", "redis://127.0.0.1:6379/11")
 POSTGRES_URL = os.environ.get("KBGRAPH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+# the S3 server tests/s3_server/s3-server.sh starts (.ci/run exports these; its defaults otherwise)
+S3_URL = os.environ.get("KBGRAPH_TEST_S3_URL", "http://127.0.0.1:8333")
+S3_KEY = os.environ.get("KBGRAPH_TEST_S3_KEY", "kbgraph-test")
+S3_SECRET = os.environ.get("KBGRAPH_TEST_S3_SECRET", "kbgraph-test-secret")
+# an identity that may read, write and list but not create buckets
+S3_LIMITED_KEY = os.environ.get("KBGRAPH_TEST_S3_LIMITED_KEY", "kbgraph-limited")
+S3_LIMITED_SECRET = os.environ.get("KBGRAPH_TEST_S3_LIMITED_SECRET", "kbgraph-limited-secret")
+S3_TEST_BUCKET = "kbgraph-test"
 
 
 # writes with refresh wait for the next scheduled refresh (refresh="wait_for"): tests keep it short
@@ -55,15 +69,63 @@ def scratch_redis_prefix() -> Iterator[str]:
         client.close()
 
 
+@contextmanager
+def scratch_postgres_database() -> Iterator[str]:
+    """The URL of a brand-new database on the test PostgreSQL (unreachable: skip, or fail in CI),
+    dropped afterwards."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import OperationalError
+
+    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    name = f"kbgraph_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+    except OperationalError as exc:
+        admin.dispose()
+        require_service("PostgreSQL", str(exc).splitlines()[0])
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def s3_overrides(**changes: object) -> dict[str, object]:
+    """Settings of an S3 blob store on the test server, under a fresh key prefix of the test bucket
+    (unreachable: skip, or fail in CI). Tests delete what they put under their prefix."""
+    from kbgraph.blob import BlobUnavailable, open_blob_store
+
+    overrides: dict[str, object] = {
+        "blob_store": "s3", "s3_endpoint_url": S3_URL, "s3_bucket": S3_TEST_BUCKET, "s3_access_key_id": S3_KEY,
+        "s3_secret_access_key": S3_SECRET, "s3_prefix": f"test-{uuid.uuid4().hex[:12]}/", **changes}
+    with open_blob_store(load_settings(**overrides)) as probe:
+        try:
+            probe.check()
+        except BlobUnavailable as exc:
+            require_service("S3", str(exc))
+    return overrides
+
+
 def store_overrides() -> dict[str, str]:
     """The document store tests run on: embedded SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
-    (each test session then uses its own index prefix, so it never touches other indexes; writes that
-    must be visible wait for the next scheduled refresh, so a short interval keeps the tests quick)."""
+    (each caller then gets its own index prefix, so it never touches other indexes, and its indices
+    are dropped when the fixture or test that asked is done: support/es_tidy.py; writes that must be
+    visible wait for the next scheduled refresh, so a short interval keeps the tests quick)."""
     url = os.environ.get("KBGRAPH_ES_URL")
     if not url:
         return {"store": "sqlite"}
-    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": f"kbgraph_test_{uuid.uuid4().hex[:8]}_",
+    return {"store": "elasticsearch", "es_url": url, "es_index_prefix": es_prefix(url),
             "es_refresh_interval": ES_TEST_REFRESH_INTERVAL}
+
+
+def cluster_overrides(cluster: EsCluster, **extra: object) -> dict[str, object]:
+    """The store on the 3-node cluster (support/es_cluster.py): every node's URL, one replica of
+    two shards, a fresh prefix dropped after whoever asked."""
+    return {"store": "elasticsearch", "es_url": cluster.url, "es_index_prefix": es_prefix(cluster.url),
+            "es_refresh_interval": ES_TEST_REFRESH_INTERVAL, "es_replicas": 1, "es_shards": 2, **extra}
 
 
 @pytest.fixture

@@ -25,9 +25,14 @@ from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaError
 from task_executor.celery_app import KBCelery
 from web.api import authenticate, blueprint
-from web.envelope import DATA_ERROR, EXCEPTION_ERROR, ApiError, exception_response, log_internal_error
+from kbgraph.store.base import StoreError
+from web.envelope import (
+    CONNECTION_ERROR, DATA_ERROR, EXCEPTION_ERROR, ApiError, exception_response, log_internal_error,
+    store_failure_message,
+)
 from web.limits import install_limits
-from web.services import EXTENSION, Services, services
+from web.ops import register_ops
+from web.services import EXTENSION, Services
 from web.ui import register_ui
 
 log = logging.getLogger(__name__)
@@ -44,24 +49,16 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions[EXTENSION] = Services.open(settings, celery)
+    register_ops(app)  # /health, /ready, /metrics; first: every request is timed, refused ones too
     app.before_request(authenticate)  # app-wide: an unknown /api/v1 route is authenticated too
     install_limits(app, settings)  # after authentication: a stranger learns nothing of the limits
     app.register_blueprint(blueprint)
     register_ui(app, settings)
 
-    @app.get("/health")
-    def health() -> Response:
-        svc = services()
-        checks = {}
-        for name, probe in (("redis", svc.pool.redis.ping), ("meta", lambda: svc.meta.list_kbs("default", limit=1))):
-            try:
-                probe()
-                checks[name] = "ok"
-            except Exception:  # report, do not fail: health is how the failure is seen
-                # the details (hosts, paths) go to the log only: /health answers anyone
-                checks[name] = f"error (id {log_internal_error(f'health check {name} failed')})"
-        healthy = all(v == "ok" for v in checks.values())
-        return jsonify({"status": "ok" if healthy else "degraded", **checks}), 200 if healthy else 503
+    @app.errorhandler(StoreError)
+    def store_error(exc: StoreError) -> Response:
+        # a clear answer in RAGFlow's envelope, never "Internal server error": the store is down or hung
+        return jsonify({"code": CONNECTION_ERROR, "message": store_failure_message(exc), "data": None})
 
     @app.errorhandler(ApiError)
     def api_error(exc: ApiError) -> Response:

@@ -5,16 +5,23 @@
     kbgraph-web apikey create --tenant acme [--name ci]
     kbgraph-web apikey list --tenant acme
     kbgraph-web setup-assets                            # npm-install and bundle the graph view's libraries
+    kbgraph-web db upgrade                              # the metadata schema to the newest revision
+    kbgraph-web db current | history                    # its revision; every revision
+    kbgraph-web db revision -m "what changes"           # (developers) a new revision from models.py
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
-from kbgraph.config import ConfigError, load_settings
-from kbgraph.meta import MetaDB, MetaError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from kbgraph.config import ConfigError, Settings, load_settings
+from kbgraph.meta import SCHEMA_HEAD, MetaDB, MetaError, database_revision, schema_history, upgrade_database
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--name", default="")
     listing = key_commands.add_parser("list", help="list a tenant's keys (hashes only)")
     listing.add_argument("--tenant", required=True)
+    db = commands.add_parser("db", help="the metadata database's schema (Alembic migrations)")
+    db_commands = db.add_subparsers(dest="action", required=True)
+    db_commands.add_parser("upgrade", help="create, adopt or upgrade the schema to the newest revision")
+    db_commands.add_parser("current", help="print the revision the database is at")
+    db_commands.add_parser("history", help="list the revisions, newest first")
+    revision = db_commands.add_parser("revision", help="(developers) write a new revision: the difference "
+                                      "between kbgraph/meta/models.py and the database, which must be up to date")
+    revision.add_argument("-m", "--message", required=True)
     return parser
 
 
@@ -53,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kbgraph-web: {exc}", file=sys.stderr)
         return 2
+    if args.command == "db":
+        return _db(settings, args.action, getattr(args, "message", ""))
     if args.command == "serve":
         from web.ui.assets import AssetsError, setup_assets
 
@@ -65,9 +82,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             create_app(settings).run(host=args.host, port=args.port, debug=args.debug, threaded=True)
         else:
+            from task_executor.metrics import use_multiprocess_dir
+
+            # the gunicorn workers' metrics, added up at each scrape; before prometheus_client loads
+            use_multiprocess_dir(settings.data_dir.resolve() / "metrics" / f"web-{os.getpid()}")
             from web.server import serve
 
-            serve(settings, args.host, args.port)
+            try:
+                serve(settings, args.host, args.port)
+            except (MetaError, SQLAlchemyError) as exc:  # the schema upgrade before the workers start
+                print(f"kbgraph-web: the metadata database {_shown(settings)}: {_first_line(exc)}", file=sys.stderr)
+                return 2
         return 0
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with MetaDB.open(settings.meta_url) as meta:
@@ -82,6 +107,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MetaError as exc:
             print(f"kbgraph-web: {exc}", file=sys.stderr)
             return 2
+    return 0
+
+
+def _shown(settings: Settings) -> str:
+    return make_url(settings.meta_url).render_as_string(hide_password=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _db(settings: Settings, action: str, message: str) -> int:
+    """``kbgraph-web db ...``: the schema's revision, upgraded, listed, or a new one written."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    url = settings.meta_url
+    try:
+        if action == "upgrade":
+            before = upgrade_database(url)
+            print(f"{_shown(settings)}: at revision {SCHEMA_HEAD} (was {before or 'none'})")
+        elif action == "current":
+            found = database_revision(url)
+            print(found or "none (no alembic_version table: `kbgraph-web db upgrade` creates or adopts the schema)")
+        elif action == "history":
+            print(schema_history(url).rstrip())
+        else:
+            from kbgraph.meta.migrate import write_revision
+
+            print(f"wrote {write_revision(url, message)}: read it against kbgraph/meta/models.py")
+    except (MetaError, SQLAlchemyError) as exc:
+        print(f"kbgraph-web: the metadata database {_shown(settings)}: {_first_line(exc)}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from flask import Response, request
@@ -236,7 +235,7 @@ def delete_datasets() -> Response:
     for dataset_id in ids:
         try:
             engine.delete_kb(own[dataset_id].name)  # its tasks go with it: running ones see that and stop
-            shutil.rmtree(svc.upload_dir(dataset_id), ignore_errors=True)
+            svc.delete_kb_files(dataset_id)
         except (KBGraphError, MetaError, StoreError) as exc:  # keep deleting the others, report this one
             errors.append(f"Delete dataset error for {dataset_id}: {exc}")
     if errors:

@@ -3,13 +3,15 @@ RAGFLOW_API.md §5."""
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 from flask import Response, request, send_file
 
+from kbgraph.blob import BlobError, BlobNotFound, document_file
 from kbgraph.meta import Document, KnowledgeBase, NotFound
 from task_executor.submit import cancel_documents, enqueue_documents, run_in_progress
+from task_executor.heartbeat import no_worker_running
 from task_executor.tasks import schedule_refresh
 from web.api import blueprint, dedupe, id_list, own_kb, tenant
 from web.envelope import ARGUMENT_ERROR, DATA_ERROR, EXCEPTION_ERROR, SERVER_ERROR, ApiError, json_body, ok
@@ -23,6 +25,8 @@ def _store_upload(svc: Services, kb: KnowledgeBase, name: str, stream: Any, kind
         return svc.store_upload(kb, name, stream, kind)
     except UploadTooLarge as exc:
         raise ApiError(ARGUMENT_ERROR, str(exc)) from None
+    except BlobError as exc:  # the blob store is down or refuses: say which and what to set
+        raise ApiError(SERVER_ERROR, f"{name}: the file could not be stored: {exc}") from None
 
 
 @blueprint.post("/datasets/<dataset_id>/documents")
@@ -95,7 +99,9 @@ def list_documents(dataset_id: str) -> Response:
     docs = docs[(page - 1) * page_size:page * page_size]
     since, until = _int("create_time_from", 0), _int("create_time_to", 0)
     docs = [d for d in docs if (not since or d.created >= since) and (not until or d.created <= until)]
-    return ok({"total": total, "docs": [document_row(d, kb) for d in docs]})
+    waiting = any(d.status in ("pending", "running") for d in docs)
+    no_worker = waiting and no_worker_running(svc.pool.redis, svc.settings)
+    return ok({"total": total, "docs": [document_row(d, kb, no_worker=no_worker) for d in docs]})
 
 
 @blueprint.get("/datasets/<dataset_id>/documents/<document_id>")
@@ -106,10 +112,16 @@ def download_document(dataset_id: str, document_id: str) -> Response:
         doc = svc.meta.get_document(kb.id, document_id)
     except NotFound:
         raise ApiError(DATA_ERROR, f"The dataset not own the document {document_id}.") from None
-    path = Path(doc.location) if doc.location else None
-    if path is None or not path.is_file() or path.stat().st_size == 0:
-        raise ApiError(DATA_ERROR, "This file is empty.")
-    return send_file(path, mimetype="application/octet-stream", as_attachment=True, download_name=doc.name)
+    try:
+        file = document_file(svc.blobs, kb.id, doc.id, doc.location)
+        if file.size == 0:
+            raise ApiError(DATA_ERROR, "This file is empty.")
+        stream = file.open()
+    except BlobNotFound:
+        raise ApiError(DATA_ERROR, "This file is empty.") from None
+    except BlobError as exc:
+        raise ApiError(SERVER_ERROR, f"{doc.name}: the file could not be read: {exc}") from None
+    return send_file(stream, mimetype="application/octet-stream", as_attachment=True, download_name=doc.name)
 
 
 def remove_documents(svc: Services, kb: KnowledgeBase, doc_ids: list[str]) -> int:
@@ -126,7 +138,7 @@ def remove_documents(svc: Services, kb: KnowledgeBase, doc_ids: list[str]) -> in
     for doc_id in doc_ids:
         svc.meta.request_cancel_document(kb.id, doc_id)  # a running index stops instead of writing on
         engine.delete_document(kb.name, doc_id, refresh=False)
-        (svc.upload_dir(kb.id) / doc_id).unlink(missing_ok=True)
+        svc.delete_document_file(kb.id, doc_id)
     if kb.graph.enabled:  # after a long batch the first refresh may have run already
         schedule_refresh(svc.celery, kb.tenant_id, kb.id)
     return len(doc_ids)

@@ -18,6 +18,7 @@ EXCEPTION_ERROR = 100
 ARGUMENT_ERROR = 101
 DATA_ERROR = 102
 OPERATING_ERROR = 103
+CONNECTION_ERROR = 105  # RAGFlow's RetCode.CONNECTION_ERROR: a service the answer needs cannot be reached
 PERMISSION_ERROR = 108
 AUTHENTICATION_ERROR = 109
 SERVER_ERROR = 500
@@ -58,6 +59,18 @@ def log_internal_error(what: str) -> str:
     error_id = uuid.uuid4().hex[:12]
     log.exception("%s [error id %s]", what, error_id)
     return error_id
+
+
+def store_failure_message(exc: BaseException) -> str:
+    """The answer to a request the document store failed (called while handling it: the details,
+    which name hosts and indices, are logged under the id the answer gives)."""
+    from kbgraph.store.base import StoreUnavailable
+
+    error_id = log_internal_error("the document store failed")
+    if isinstance(exc, StoreUnavailable):
+        return (f"The document store is unavailable: it cannot be reached or did not answer in time (error id "
+                f"{error_id}). Try again once it is back; the server log has the details")
+    return f"The document store could not answer this request (error id {error_id}); the server log has the details"
 
 
 def _no_constants(name: str) -> float:

@@ -17,8 +17,9 @@ from flask import Response, jsonify
 
 from kbgraph.chat import Conversation, Turn
 from kbgraph.meta import NotFound
+from kbgraph.store.base import StoreError
 from web.api import blueprint, tenant
-from web.envelope import ARGUMENT_ERROR, DATA_ERROR, ApiError, json_body
+from web.envelope import ARGUMENT_ERROR, DATA_ERROR, ApiError, json_body, store_failure_message
 from web.services import services
 from web.sessions import event_stream, sse
 
@@ -76,7 +77,8 @@ def _streamed(conversation: Conversation, chat_id: str, question: str, with_refe
                 answer += event.text
                 yield sse(_chunk(chat_id, {"content": event.text}, None, None))
     except Exception as exc:  # inside the stream, as RAGFlow reports it
-        yield sse(_chunk(chat_id, {"content": f"**ERROR**: {exc}"}, None, None))
+        message = store_failure_message(exc) if isinstance(exc, StoreError) else str(exc)
+        yield sse(_chunk(chat_id, {"content": f"**ERROR**: {message}"}, None, None))
     if conversation.answer is not None:
         answer = conversation.answer.text
         if with_reference:

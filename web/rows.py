@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kbgraph.meta import Document, KBCounts, KnowledgeBase, Task
+from task_executor.submit import NO_WORKER_MESSAGE, QUEUED_MESSAGE
 from web.schemas import DEFAULT_NAIVE, deep_merge
 
 RUN = {"pending": "UNSTART", "running": "RUNNING", "cancelled": "CANCEL", "done": "DONE", "failed": "FAIL"}
@@ -79,8 +80,11 @@ def _duration(started: int | None, finished: int | None) -> float:
     return round((finished - started) / 1000.0, 3) if started and finished and finished >= started else 0.0
 
 
-def _progress_msg(doc: Document) -> str:
+def _progress_msg(doc: Document, no_worker: bool = False) -> str:
     lines = [doc.message] if doc.message else []
+    if no_worker and doc.status in ("pending", "running"):
+        # "queued" forever is not what is happening: nothing will take the task until a worker runs
+        lines = [NO_WORKER_MESSAGE] if doc.message in (QUEUED_MESSAGE, "") else [*lines, NO_WORKER_MESSAGE]
     if doc.error:
         lines.append(doc.error)
     if doc.status == "done":
@@ -94,7 +98,8 @@ def document_parser_config(doc: Document, kb: KnowledgeBase) -> dict[str, Any]:
     return own if own is not None else (parser_config_of(kb) or {})
 
 
-def document_row(doc: Document, kb: KnowledgeBase) -> dict[str, Any]:
+def document_row(doc: Document, kb: KnowledgeBase, *, no_worker: bool = False) -> dict[str, Any]:
+    """``no_worker``: no worker is running (a waiting document says so instead of "queued")."""
     extra = doc.extra
     return {
         "id": doc.id, "name": doc.name, "thumbnail": "", "dataset_id": doc.kb_id,
@@ -104,7 +109,7 @@ def document_row(doc: Document, kb: KnowledgeBase) -> dict[str, Any]:
         "created_by": kb.tenant_id, "location": doc.name, "size": doc.size,
         "token_count": doc.token_count, "chunk_count": doc.chunk_count,
         "progress": -1.0 if doc.status == "failed" else float(doc.progress),
-        "progress_msg": _progress_msg(doc), "process_begin_at": http_date(doc.started),
+        "progress_msg": _progress_msg(doc, no_worker), "process_begin_at": http_date(doc.started),
         "process_duration": _duration(doc.started, doc.finished), "meta_fields": extra.get("meta_fields", {}),
         "run": RUN[doc.status], "status": "1" if doc.enabled else "0", "title": None,
         "create_time": doc.created, "create_date": http_date(doc.created),

@@ -14,8 +14,9 @@ from flask import Response, request, stream_with_context
 
 from kbgraph.chat import Conversation, references_by_message
 from kbgraph.meta import Assistant, ChatSession, NotFound
+from kbgraph.store.base import StoreError
 from web.api import blueprint, dedupe, tenant
-from web.envelope import DATA_ERROR, SERVER_ERROR, ApiError, json_body, ok
+from web.envelope import DATA_ERROR, SERVER_ERROR, ApiError, json_body, ok, store_failure_message
 from web.rows import http_date
 from web.services import services
 
@@ -153,7 +154,7 @@ def _answer_data(conversation: Conversation, session_id: str) -> dict[str, Any]:
 
 
 def _failure(exc: Exception) -> dict[str, Any]:
-    message = str(exc) or type(exc).__name__
+    message = store_failure_message(exc) if isinstance(exc, StoreError) else (str(exc) or type(exc).__name__)
     return {"code": SERVER_ERROR, "message": message, "data": {"answer": f"**ERROR**: {message}", "reference": []}}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from kbgraph.cli.root import main
-from kbgraph.config import Settings, settings_table
+from kbgraph.config import ENTITY_TYPES_HELP, Settings, settings_table
 
 
 @main.command("config")
@@ -20,3 +20,5 @@ def config_cmd(ctx: click.Context) -> None:
         if name == "vector_similarity_weight" and value is None:
             value = f"{settings.hybrid_vector_weight} (the {settings.embedding_provider} embedder's default)"
         click.echo(f"{name:<26} {env:<34} {value}")
+    click.echo("")
+    click.echo(click.wrap_text(ENTITY_TYPES_HELP, width=100))

@@ -58,6 +58,9 @@ def index(ctx: click.Context, paths: tuple[Path, ...], kb_name: str, force: bool
                                                  in sorted(report.ledger.decisions.items())), err=True)
         if report.count("cancelled"):
             summary += f", {report.count('cancelled')} cancelled"
+        if report.repaired:
+            click.echo("the graph's phases (PageRank, communities, reports) an earlier run left unfinished "
+                       "are finished now", err=True)
         if report.refresh is not None:
             r = report.refresh
             summary += f"; graph v{r.version}: {r.communities} communities, {r.reports_generated} new reports"

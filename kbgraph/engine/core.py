@@ -69,12 +69,29 @@ class EngineCore(ModelSelection):
         # when several workers share a knowledge base (task_executor passes one)
         self.kb_lock: KBLock = kb_lock or _ThreadLocks()
         self.meta = meta
-        self.store = store
         self.tenant = tenant
+        self._store = store
+        # the tenant's index is made on first use of the store, not when the engine opens: what needs
+        # only the metadata database (listing knowledge bases and documents, the web app's start)
+        # works while the store is down
+        self._store_ready = False
         self._embedder: Embedder | None = embedder  # built on first use unless shared by the caller
         self._kb_embedders: dict[str, Embedder] = {}  # knowledge bases indexed with another model
         self._chats: dict[tuple[tuple[tuple[str, str], ...], str], ChatModel | None] = {}
         self.ledger = UsageLedger()
+
+    @property
+    def store(self) -> DocStore:
+        """The document store, the tenant's index made on first use (a failure is tried again next time)."""
+        if not self._store_ready:
+            self._store.ensure_index(self.tenant)
+            self._store_ready = True
+        return self._store
+
+    @property
+    def store_handle(self) -> DocStore:
+        """The store without touching it (closing, probing)."""
+        return self._store
 
     @classmethod
     def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT, kb_lock: KBLock | None = None,
@@ -82,13 +99,12 @@ class EngineCore(ModelSelection):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         meta = MetaDB.open(settings.meta_url)
         meta.ensure_tenant(tenant)
-        store = open_store(settings)
-        store.ensure_index(tenant)
+        store = open_store(settings)  # opens no connection: the first request does
         _warm_up(settings)
         return cls(settings, meta, store, tenant, kb_lock, limits=limits)
 
     def close(self) -> None:
-        self.store.close()
+        self._store.close()
         self.meta.close()
 
     def __enter__(self) -> Self:

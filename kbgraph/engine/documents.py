@@ -28,25 +28,28 @@ class Documents(EngineCore):
 
     def delete_document(self, kb_name: str, name_or_id: str, *, refresh: bool = True) -> DeriveResult:
         from kbgraph.index.delete import delete_document
-        from kbgraph.index.refresh import refresh_kb
+        from kbgraph.index.repair import changing_rows, refresh_recorded
 
         kb = self.kb(kb_name)
         doc = self.document(kb, name_or_id)
         ctx = self.context(kb)
         with self.kb_lock(kb.id):
-            change = delete_document(ctx, doc.id)
+            with changing_rows(self.meta, kb, "a document's deletion"):
+                change = delete_document(ctx, doc.id)
             self.meta.delete_document(kb.id, doc.id)
             if refresh and kb.graph.enabled and change.changed:
-                refresh_kb(ctx)
+                refresh_recorded(ctx, self.meta, kb)
         return change
 
     def reset_document(self, kb: KnowledgeBase, doc: Document,
                        reason: str = "") -> tuple[Document, DeriveResult]:
         """Drop a document's chunks and exactly its part of the graph; it waits to be parsed again."""
         from kbgraph.index.delete import delete_document
+        from kbgraph.index.repair import changing_rows
 
         with self.kb_lock(kb.id):
-            change = delete_document(self.context(kb), doc.id)
+            with changing_rows(self.meta, kb, "a document's reset"):
+                change = delete_document(self.context(kb), doc.id)
             return self.meta.reset_document(kb.id, doc.id, reason), change
 
     def set_document_enabled(self, kb: KnowledgeBase, doc: Document, enabled: bool) -> Document:

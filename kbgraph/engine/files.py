@@ -58,6 +58,8 @@ class IndexReport:
     documents: list[DocOutcome] = field(default_factory=list)
     refresh: RefreshResult | None = None
     ledger: UsageLedger = field(default_factory=UsageLedger)
+    # the refresh finished graph phases an earlier run left unfinished (nothing was indexed this time)
+    repaired: bool = False
 
     def count(self, status: str) -> int:
         return sum(1 for d in self.documents if d.status == status)
@@ -74,7 +76,6 @@ class Indexing(EngineCore):
         and merged at once. Then the graph's KB phases are refreshed once, with their own progress.
         """
         from kbgraph.index.documents import DocOutcome, DocumentInput
-        from kbgraph.index.refresh import refresh_kb
         from kbgraph.index.run import IndexRun
 
         kb = self.kb(kb_name)
@@ -102,11 +103,25 @@ class Indexing(EngineCore):
         indexed = {o.name: o for o in run.run(inputs(), total=len(files))}
         report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
         progress(Progress("documents", len(files), len(files)))
-        if refresh and kb.graph.enabled and report.count("indexed"):
-            with self.kb_lock(kb.id):
-                report.refresh = refresh_kb(self.context(kb), progress=progress, cancel=cancel)
-            self._fail_unsummarized(report)
+        if refresh and kb.graph.enabled:
+            self._refresh_after_run(kb, report, progress, cancel)
         return report
+
+    def _refresh_after_run(self, kb: KnowledgeBase, report: IndexReport, progress: ProgressFn,
+                           cancel: CancelCheck) -> None:
+        """The graph's phases after a run that indexed something, or that found them left unfinished
+        by an earlier failure (kbgraph/index/repair.py): then even a run of unchanged files finishes them."""
+        from kbgraph.index.repair import refresh_recorded, repair_owed
+
+        kb = self.meta.get_kb(self.tenant, kb.id)  # its mark as the run left it
+        ctx = self.context(kb)
+        if not report.count("indexed"):
+            if report.count("cancelled") or not repair_owed(ctx, kb):
+                return
+            report.repaired = True
+        with self.kb_lock(kb.id):
+            report.refresh = refresh_recorded(ctx, self.meta, kb, progress=progress, cancel=cancel)
+        self._fail_unsummarized(report)
 
     def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
         """What indexing these files would roughly cost (chunks, LLM calls, seconds), from the sizes of

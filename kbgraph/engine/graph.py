@@ -116,7 +116,7 @@ class GraphSettings(EngineCore):
         """Extract the graph of every indexed document that lacks one (all of them when ``rebuild``,
         with the current extraction settings), then refresh the knowledge base's graph."""
         from kbgraph.index.documents import DocumentInput
-        from kbgraph.index.refresh import refresh_kb
+        from kbgraph.index.repair import refresh_recorded
         from kbgraph.index.run import IndexRun
 
         kb = self.kb(kb_name)
@@ -134,7 +134,8 @@ class GraphSettings(EngineCore):
         if report.count("cancelled"):
             return report
         with self.kb_lock(kb.id):
-            report.refresh = refresh_kb(self.context(kb), progress=progress, cancel=cancel)
+            report.refresh = refresh_recorded(self.context(kb), self.meta, kb, progress=progress, cancel=cancel)
+            kb = self.meta.get_kb(self.tenant, kb.id)  # without the repair mark the refresh cleared
             if rebuild and _REBUILD_MARK in kb.extra:
                 self.meta.update_kb(self.tenant, kb.id, extra=_without_rebuild_mark(kb.extra))
         return report
@@ -159,11 +160,11 @@ class GraphSettings(EngineCore):
 
     def refresh_graph(self, kb_name: str, *, force: bool = False,
                       progress: ProgressFn = no_progress) -> RefreshResult:
-        from kbgraph.index.refresh import refresh_kb
+        from kbgraph.index.repair import refresh_recorded
 
         kb = self.kb(kb_name)
         if not kb.graph.enabled:
             raise KBGraphError(f"knowledge base {kb_name!r} has no knowledge graph; switch it on with "
                                f"`kbgraph kb set {kb_name} --graph nlp`")
         with self.kb_lock(kb.id):
-            return refresh_kb(self.context(kb), force=force, progress=progress)
+            return refresh_recorded(self.context(kb), self.meta, kb, force=force, progress=progress)

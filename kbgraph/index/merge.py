@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from kbgraph.graph.derive.aliases import load_aliases
 from kbgraph.graph.derive.mentions import touched_keys, touched_pairs
-from kbgraph.graph.derive.recompute import DeriveResult, recompute
+from kbgraph.graph.derive.recompute import MENTION_BUDGET, DeriveResult, recompute
 from kbgraph.index.context import WRITE_ROWS, KBContext
 from kbgraph.index.graph_meta import bump_version, ensure_mention_format
 from kbgraph.store.base import any_of, eq
@@ -72,8 +72,6 @@ def replace_mentions(ctx: KBContext, doc_ids: Sequence[str], mentions: Sequence[
 # stored rows with (``recompute``'s ``added``): each row is derived from its mentions instead, a
 # batch of rows at a time, so a 50 MB file's merge holds a batch's mentions, not the file's
 _ADDED_MENTIONS = 50_000
-# ... and derives its rows in batches of at most this many mentions (counted first: a query more)
-_DERIVE_MENTIONS = 20_000
 
 
 def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], None] | None = None) -> DeriveResult:
@@ -100,7 +98,7 @@ def _merge(ctx: KBContext, doc_ids: list[str], progress: Callable[[int, int], No
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys | cited_keys, pairs | cited_pairs,
                        ctx.merge_describer(), None, load_aliases(ctx.store, ctx.tenant, ctx.kb_id),
                        ctx.vector_name, added=added, progress=progress,
-                       mention_budget=_DERIVE_MENTIONS if added is None else None)
+                       mention_budget=MENTION_BUDGET if added is None else None)
     bump_version(ctx, change, meta)  # nothing else writes the row while the merge holds the KB
     return change
 

@@ -1,6 +1,7 @@
 """The refresh of a knowledge base's graph after a batch of changes (``refresh_kb``): the stale
-phases, each stamped with the graph version it saw, in order: summaries and vectors of the rows
-merges left without them, resolution (if on), PageRank, then communities and their reports (if on).
+phases, each stamped with the graph version it saw, in order: the name links (a first name that
+only one full name of the knowledge base can stand for), summaries and vectors of the rows merges
+left without them, resolution (if on), PageRank, then communities and their reports (if on).
 
 With a remote model and no resolution, the summaries and vectors are fetched while the reports are
 written (``_refresh_overlapped``): all of them wait on the network.
@@ -17,7 +18,7 @@ from kbgraph.index.embed_rows import embed_pending
 from kbgraph.index.graph_meta import count_kind, load_graph_meta, save_graph_meta
 from kbgraph.index.pagerank import refresh_pagerank
 from kbgraph.index.refresh_state import GraphRows, RefreshResult, RowChanges, _graph_rows
-from kbgraph.index.resolution import refresh_resolution
+from kbgraph.index.resolution import refresh_name_links, refresh_resolution
 from kbgraph.index.schedule import _SummaryWatch
 from kbgraph.index.summaries import summarize_pending
 from kbgraph.llm.base import CancelCheck
@@ -28,6 +29,8 @@ from kbgraph.utils.progress import ProgressFn, never, no_progress
 
 def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, force: bool,
                     progress: ProgressFn, cancel: CancelCheck) -> GraphMeta:
+    if force or load_graph_meta(ctx).is_stale("pagerank"):  # the graph changed since the last refresh
+        refresh_name_links(ctx)  # re-derives rows: before the rows are read for the other phases
     rows = _graph_rows(ctx)
     # with a remote model the summaries and then the vectors are fetched while the reports are
     # written (all wait on the network): the reports of communities with a member waiting for its

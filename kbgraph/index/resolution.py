@@ -1,20 +1,27 @@
 """Entity resolution: the model's decisions on candidate pairs of entities being one, stored, and
-the entities whose alias groups they change re-derived (a merge is undone by dropping its decision).
+the entities whose alias groups they change re-derived (a merge is undone by dropping its decision);
+and the name links of the knowledge base (a first name or short form that only one full name can
+stand for, kbgraph.graph.derive.aliases.name_links), recomputed from the mentions by every refresh.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kbgraph.graph.derive.aliases import AliasMap, load_aliases
+from collections import Counter
+
+from kbgraph.graph.derive.aliases import (
+    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, name_links, stored_merges, with_name_links,
+)
+from kbgraph.graph.extract.nlp.types import FALLBACK_TYPE, kind_types
 from kbgraph.graph.derive.mentions import pairs_touching
-from kbgraph.graph.derive.recompute import DeriveResult, recompute
+from kbgraph.graph.derive.recompute import MENTION_BUDGET, DeriveResult, recompute
 from kbgraph.index.context import KBContext
 from kbgraph.index.graph_meta import bump_version, ensure_mention_format
 from kbgraph.index.refresh_state import RefreshResult
 from kbgraph.llm.base import CancelCheck
 from kbgraph.store.base import any_of, eq
-from kbgraph.store.records import Entity, RelationMention, ResolutionDecision
+from kbgraph.store.records import Entity, EntityMention, RelationMention, ResolutionDecision
 
 
 def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
@@ -34,7 +41,7 @@ def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
         ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("tgt_key_kwd", sorted(keys))],
         fields=["src_key_kwd", "tgt_key_kwd"])}
     change = recompute(ctx.store, ctx.tenant, ctx.kb_id, keys, pairs | raw_pairs, ctx.merge_describer(), None,
-                       after, ctx.vector_name)
+                       after, ctx.vector_name, mention_budget=MENTION_BUDGET)
     bump_version(ctx, change)
     return change
 
@@ -60,3 +67,44 @@ def refresh_resolution(ctx: KBContext, entities: list[Entity], result: RefreshRe
     result.resolution_merged = sum(1 for d in judged if d.same)
     record_decisions(ctx, [ResolutionDecision(ctx.kb_id, d.a, d.b, d.same) for d in judged])
 
+
+
+def refresh_name_links(ctx: KBContext) -> DeriveResult:
+    """Recompute the knowledge base's name links from its mentions; store the ones that changed and
+    re-derive the entities whose groups they change. Nothing is written when they are the same."""
+    merges, have = stored_merges(ctx.store, ctx.tenant, ctx.kb_id)
+    want = _wanted_name_links(ctx)
+    if want == have:
+        return DeriveResult()
+    gone = sorted(k for k in have if want.get(k) != have[k])
+    if gone:
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", NAME_LINK_KIND),
+                                                   any_of("key_a_kwd", gone)], refresh=False)
+    new = [name_link_doc(ctx.kb_id, k, f) for k, f in sorted(want.items()) if have.get(k) != f]
+    if new:
+        ctx.store.upsert(ctx.tenant, ctx.kb_id, new, refresh=False)
+    change = _regroup(ctx, AliasMap(with_name_links(merges, have)), AliasMap(with_name_links(merges, want)))
+    if not change.changed:
+        ctx.store.refresh(ctx.tenant)  # the links themselves, for the next merge to read
+    return change
+
+
+def _wanted_name_links(ctx: KBContext) -> dict[str, str]:
+    """The name links the stored mentions call for (none when the knowledge base has no person type)."""
+    person = kind_types(ctx.graph.entity_types)["person"]
+    if person == FALLBACK_TYPE:
+        return {}
+    people: Counter[str] = Counter(d["entity_key_kwd"] for d in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND), eq("entity_type_kwd", person)],
+        fields=["entity_key_kwd"]))
+    maybe = name_links(people, {})
+    if not maybe:
+        return {}
+    shorts = sorted(maybe)
+    mentions: dict[str, int] = {}
+    for start in range(0, len(shorts), 500):
+        batch = shorts[start:start + 500]
+        mentions.update(ctx.store.aggregate(
+            ctx.tenant, [ctx.kb_id], "entity_key_kwd",
+            [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", batch)], size=len(batch)))
+    return name_links(people, mentions)

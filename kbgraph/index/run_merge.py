@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager
 from kbgraph.index.context import KBContext, report_progress
 from kbgraph.index.documents import DocOutcome, InFlight
 from kbgraph.index.merge import merge_documents, replace_mentions
+from kbgraph.index.repair import rows_changing, rows_written
 from kbgraph.meta import DocumentStatus, MetaDB
 from kbgraph.meta.schemas import KnowledgeBase, NotFound as MetaNotFound
 from kbgraph.utils.progress import Progress, ProgressFn
@@ -90,6 +91,9 @@ class MergeAndRecord:
             report_progress(self.ctx, self._doc_progress, "merge", 0, len(good),
                              f"{mentions} mentions of {len(good)} document(s)")
             with self.kb_lock(self.kb.id):  # merges of one KB never interleave
+                # a failure from here on may leave rows the graph version does not count: the mark
+                # in the metadata database says so (kbgraph/index/repair.py)
+                owed = rows_changing(self.meta, self.kb.id, "a merge")
                 for flight in good:
                     if flight.stored_mentions and flight.mentions:
                         self.ctx.store.upsert(self.ctx.tenant, self.ctx.kb_id, flight.mentions, refresh=False)
@@ -104,6 +108,7 @@ class MergeAndRecord:
                                      f"rows of {mentions} mentions")
 
                 merged = merge_documents(self.ctx, [f.doc.id for f in good], progress=rows_derived)
+                rows_written(self.meta, self.kb.id, owed, "a merge")
             report_progress(self.ctx, self._doc_progress, "merge", len(good), len(good),
                              f"{merged.entities_written} entities updated")
             summary = f"{merged.entities_written} entities updated" + (

@@ -9,7 +9,10 @@ so. Callers use ``MetaDB`` and get frozen records back::
 """
 
 from kbgraph.meta.checks import MAX_CHUNK_TOKENS
+from kbgraph.meta.database import database_revision, upgrade_database
 from kbgraph.meta.documents import DocumentFile, DocumentStatus
+from kbgraph.meta.migrate import HEAD as SCHEMA_HEAD
+from kbgraph.meta.migrate import history as schema_history
 from kbgraph.meta.repo import MetaDB
 from kbgraph.meta.schemas import (
     DEFAULT_ENTITY_TYPES,
@@ -40,6 +43,7 @@ __all__ = [
     "DEFAULT_TENANT",
     "FINISHED",
     "MAX_CHUNK_TOKENS",
+    "SCHEMA_HEAD",
     "STATUSES",
     "AlreadyExists",
     "ApiKey",
@@ -60,5 +64,8 @@ __all__ = [
     "Task",
     "Tenant",
     "User",
+    "database_revision",
     "graph_config",
+    "schema_history",
+    "upgrade_database",
 ]

@@ -1,7 +1,7 @@
 """The metadata database's engine and sessions: what every group of tables stands on.
 
 ``open_engine`` connects (a SQLite file set up for several processes, or a server database such as
-PostgreSQL) and creates missing tables; ``Database`` holds the engine and hands out the short read
+PostgreSQL) and brings the schema to the newest revision (``kbgraph.meta.migrate``); ``Database`` holds the engine and hands out the short read
 and write transactions each call of ``MetaDB`` is made of. New row ids and times come from here too.
 
 Concurrency: read-modify-write calls lock what they change first (``SELECT ... FOR UPDATE`` on
@@ -23,10 +23,10 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-import kbgraph.meta.models as m
+from kbgraph.meta.migrate import WRITE_LOCK, current_revision, upgrade_schema
 from kbgraph.meta.schemas import MetaError
 
-_WRITE = {"kbgraph_write": True}
+_WRITE = WRITE_LOCK
 
 
 def now_ms() -> int:
@@ -67,8 +67,8 @@ def _server_engine(url: URL) -> Engine:
                         f"Python driver {exc.name!r}, which is not installed{hint}") from exc
 
 
-def open_engine(url: str) -> Engine:
-    """Connect to the metadata database at ``url`` and create its missing tables."""
+def connect(url: str) -> Engine:
+    """An engine for the metadata database at ``url``; its schema is left as it is."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database in (None, "", ":memory:"):
@@ -76,13 +76,41 @@ def open_engine(url: str) -> Engine:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(parsed)
         _setup_sqlite(engine)
-    else:
-        engine = _server_engine(parsed)
-    # under the write lock: two processes creating the tables in deferred transactions would
-    # deadlock (each holds a read lock the other's write needs) and one would fail at once
-    with engine.connect().execution_options(**_WRITE) as conn, conn.begin():
-        m.Base.metadata.create_all(conn)
+        return engine
+    return _server_engine(parsed)
+
+
+def open_engine(url: str) -> Engine:
+    """Connect to the metadata database at ``url`` and bring its schema to the newest revision
+    (created, adopted or upgraded: kbgraph.meta.migrate; one read when it is there already)."""
+    engine = connect(url)
+    try:
+        upgrade_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
     return engine
+
+
+def upgrade_database(url: str) -> str | None:
+    """Bring the database at ``url`` to the newest schema revision and close its connections (the
+    web server's master runs this before forking: no connection may cross the fork). Returns the
+    revision it had (None: none, it was empty or made by create_all)."""
+    engine = connect(url)
+    try:
+        return upgrade_schema(engine)
+    finally:
+        engine.dispose()
+
+
+def database_revision(url: str) -> str | None:
+    """The schema revision of the database at ``url`` (None: not under migrations yet)."""
+    engine = connect(url)
+    try:
+        with engine.connect() as conn:
+            return current_revision(conn)
+    finally:
+        engine.dispose()
 
 
 class Database:

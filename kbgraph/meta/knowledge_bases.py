@@ -170,6 +170,30 @@ class KnowledgeBasesMixin(Database):
             raise AlreadyExists(f"a knowledge base named {name!r} already exists") from None
         return KnowledgeBase.model_validate(row)
 
+    def set_kb_mark(self, kb_id: str, key: str, value: Any) -> Any:
+        """Set one key of the KB's ``extra`` (``None`` removes it) in one locked transaction, so that
+        writers of other keys lose nothing; returns the key's previous value (None if the KB is gone)."""
+        with self._write() as s:
+            row = s.scalar(select(m.KnowledgeBase).where(m.KnowledgeBase.id == kb_id).with_for_update())
+            if row is None:
+                return None
+            extra = dict(row.extra or {})
+            previous = extra.get(key)
+            if value is None:
+                extra.pop(key, None)
+            else:
+                extra[key] = value
+            if extra != row.extra:
+                row.extra = extra  # a new dict: the JSON column sees the change
+            return previous
+
+    def kbs_marked(self, key: str) -> list[KnowledgeBase]:
+        """Every knowledge base, of any tenant, whose ``extra`` holds ``key`` (a start-up sweep's
+        question; the JSON is read in Python, the same on SQLite and PostgreSQL)."""
+        with self._read() as s:
+            rows = s.scalars(select(m.KnowledgeBase).order_by(m.KnowledgeBase.created, m.KnowledgeBase.id))
+            return [KnowledgeBase.model_validate(r) for r in rows if key in (r.extra or {})]
+
     def delete_kb(self, tenant_id: str, kb_id: str) -> None:
         """Delete the KB with its documents and tasks, and drop it from the tenant's chats."""
         with self._write() as s:

@@ -7,7 +7,7 @@ flag a worker polls. Calls keyed by a task id alone (``update_task``, ``request_
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 import kbgraph.meta.models as m
@@ -161,6 +161,12 @@ class TasksMixin(Database):
         order = (m.Task.created.desc(), m.Task.id.desc()) if newest_first else (m.Task.created, m.Task.id)
         with self._read() as s:
             return [Task.model_validate(r) for r in s.scalars(query.order_by(*order).offset(offset).limit(limit))]
+
+    def count_tasks_by_status(self) -> dict[tuple[str, str], int]:
+        """(kind, status) -> how many task rows, over every knowledge base (what /metrics reports)."""
+        query = select(m.Task.kind, m.Task.status, func.count(m.Task.id)).group_by(m.Task.kind, m.Task.status)
+        with self._read() as s:
+            return {(kind, status): int(n) for kind, status, n in s.execute(query).all()}
 
     def running_tasks(self) -> list[tuple[str, Task]]:
         """(tenant id, task) of every task marked running, in any knowledge base: what a sweep for

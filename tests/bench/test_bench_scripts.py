@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from support.es_cluster import EsCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,3 +28,13 @@ def test_query_latency_builds_a_small_graph_and_times_every_mode(tmp_path: Path)
         assert result[mode]["queries"] == 12
         assert result[mode]["empty_results"] < 12  # the questions name entities the graph holds
         assert 0 < result[mode]["p50_ms"] <= result[mode]["p99_ms"]
+
+
+@pytest.mark.cluster
+def test_tenant_move_moves_a_written_tenant_and_times_it(es_cluster: EsCluster, tmp_path: Path):
+    env = {**os.environ, "KBGRAPH_ES_URL": es_cluster.url}
+    answer = subprocess.run([sys.executable, str(ROOT / "bench" / "tenant_move.py"), "--rows", "2000", "--shards", "2"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    result = json.loads(answer.stdout.strip().splitlines()[-1])
+    assert result["moved_equals_acknowledged"] and result["writes"] > 0 and result["listing_page_rows"] == 10

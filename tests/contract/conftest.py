@@ -1,8 +1,9 @@
 """The ``store`` fixture: every DocStore engine the contract suite runs on.
 
-SQLite always runs. Elasticsearch runs when KBGRAPH_ES_URL points at a cluster; its test indexes
-carry a random prefix and are dropped afterwards. Tests take fresh tenants from ``new_tenant``, so
-they never see each other's rows even though the store is shared by the session.
+SQLite always runs. Elasticsearch runs when KBGRAPH_ES_URL points at a node, and again on the
+3-node cluster (``es_cluster``: two shards, one replica, every node's URL given to the client); the
+test indexes carry a fresh prefix and are dropped afterwards. Tests take fresh tenants from
+``new_tenant``, so they never see each other's rows even though the store is shared by the session.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import cluster_overrides
 from kbgraph.store.base import DocStore
+from support.es_tidy import es_prefix
 
 
 # how to open another store object on the data of a session's store (the ``twin`` fixture), with
@@ -22,8 +25,11 @@ from kbgraph.store.base import DocStore
 _OPENERS: dict[int, Callable[[str], DocStore]] = {}
 
 
-@pytest.fixture(scope="session", params=["sqlite", "elasticsearch"])
+@pytest.fixture(scope="session", params=["sqlite", "elasticsearch", pytest.param("cluster", marks=pytest.mark.cluster)])
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocStore]:
+    from kbgraph.config import load_settings
+    from kbgraph.store import open_store
+
     if request.param == "sqlite":
         from kbgraph.store.sqlite import SQLiteStore
 
@@ -31,14 +37,16 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
         def opener(refresh_interval: str = "") -> DocStore:
             return SQLiteStore(path)
+    elif request.param == "cluster":
+        overrides = cluster_overrides(request.getfixturevalue("es_cluster"))
+
+        def opener(refresh_interval: str = "100ms") -> DocStore:
+            return open_store(load_settings(**{**overrides, "es_refresh_interval": refresh_interval}))
     else:
         url = os.environ.get("KBGRAPH_ES_URL")
         if not url:
             pytest.skip("KBGRAPH_ES_URL not set")
-        from kbgraph.config import load_settings
-        from kbgraph.store import open_store
-
-        prefix = f"kbgraph_test_{uuid.uuid4().hex[:10]}_"
+        prefix = es_prefix(url)
 
         def opener(refresh_interval: str = "100ms") -> DocStore:
             return open_store(load_settings(store="elasticsearch", es_url=url, es_index_prefix=prefix,

@@ -276,6 +276,31 @@ def test_numeric_order_pages_ties_and_missing_values(store: DocStore, tenant: st
     assert store.search(tenant, SearchRequest(kb_ids=[kb], order_by=[("rank_flt", "desc")], limit=2)).total == 10
 
 
+def test_listings_page_past_ten_thousand_rows(store: DocStore, tenant: str, kb: str) -> None:
+    """Any offset and limit, as deep as the rows go (Elasticsearch refuses from + size past 10,000:
+    the store walks the rows instead); rows without the ordering field come last, and a page may
+    start among them."""
+    rows = 10_050
+    docs = [{"id": f"r{i:05d}", "kind_kwd": "odd" if i % 2 else "even",
+             **({"n_int": (i * 7919) % 1000} if i % 101 else {})} for i in range(rows)]
+    for start in range(0, rows, 2500):
+        store.upsert(tenant, kb, docs[start:start + 2500], refresh=False)
+    store.refresh(tenant)
+    ordered = [d["id"] for d in sorted(docs, key=lambda d: ("n_int" not in d, -d.get("n_int", 0), d["id"]))]
+    by_n = [("n_int", "desc")]
+    page = store.search(tenant, SearchRequest(kb_ids=[kb], order_by=by_n, offset=10_000, limit=40, fields=["n_int"]))
+    assert ids_of(page) == ordered[10_000:10_040] and page.total == rows
+    assert all("n_int" not in hit.doc for hit in page.hits)  # the last rows are the ones without n_int
+    everything = store.search(tenant, SearchRequest(kb_ids=[kb], limit=rows + 10, fields=[], count_total=False))
+    assert ids_of(everything) == sorted(ordered)
+    odd = [i for i in ordered if int(i[1:]) % 2]
+    deep_odd = store.search(tenant, SearchRequest(kb_ids=[kb], where=[eq("kind_kwd", "odd")], order_by=by_n,
+                                                  offset=4_990, limit=20, fields=[]))
+    assert ids_of(deep_odd) == odd[4_990:5_010] and deep_odd.total == len(odd)
+    past_the_end = store.search(tenant, SearchRequest(kb_ids=[kb], offset=rows + 5, limit=10))
+    assert past_the_end.hits == [] and past_the_end.total == rows
+
+
 # ---------------------------------------------------------------------------- full text
 
 

@@ -19,3 +19,22 @@ def test_who_is_born_or_dies_is_a_person() -> None:
                   "Mira Castell died in 823 in Varrow.")
     assert found["Mira Castell"] == "person"
     assert types("Odile Marchetti was born in a glassblower's house.")["Odile Marchetti"] == "person"
+
+
+def test_the_knowledge_bases_types_are_the_only_ones_given() -> None:
+    """People, places, organizations and events go to the configured type that names their kind or a
+    synonym of it; what no configured type takes gets the fallback type, never a type not listed."""
+    text = ("Mira Castell founded the Lumen Guild in Varrow during the Flood Festival. "
+            "Tobias Wren said the Lumen Guild sold Lanternfall maps. Mr. Hector Vane lives in Varrow.")
+    found = {e.name: e.type for e in NLPExtractor(["person", "ghost", "place"]).extract(text).entities}
+    assert set(found.values()) <= {"person", "place", "other"}
+    assert found["Varrow"] == "place" and found["Hector Vane"] == "person" and found["Lumen Guild"] == "other"
+    found = {e.name: e.type for e in NLPExtractor(["People", "Company", "Location", "Misc"]).extract(text).entities}
+    assert found["Lumen Guild"] == "company" and found["Varrow"] == "location" and found["Hector Vane"] == "people"
+    assert found["Flood Festival"] == "misc"  # no event type listed: the catch-all takes it
+
+
+def test_the_default_types_are_unchanged() -> None:
+    found = types("Mr. Hector Vane joined the Lumen Guild. He sailed to the town of Varrow for the Flood Festival.")
+    assert found == {"Hector Vane": "person", "Lumen Guild": "organization", "Varrow": "geo",
+                     "Flood Festival": "event"}

@@ -50,6 +50,10 @@ def _document(seed: int) -> str:
 
 
 DOCS = {f"doc{n}": _document(n) for n in range(6)}
+# chat lines naming people by first name: the refresh links "Mira" and "Hector" to the one full name
+# the KB has for each (name links), until doc7 brings a second Mira
+DOCS["doc6"] = "Mira: the Glass Tower needs new cranes before winter\nTobias Wren: Hector said the roof leaks\n"
+DOCS["doc7"] = "Mira Lent: the Kestrel Bay ferry is late again\nHector: then we sail from Varrow\n"
 
 
 def _context(store: DocStore, tenant: str, kb_id: str, tmp: Path) -> KBContext:

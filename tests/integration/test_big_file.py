@@ -51,7 +51,7 @@ def test_a_file_larger_than_the_window_indexes_as_the_whole_text_does(settings, 
             # its merge derives rows from their mentions a few at a time, without holding the document's
             small.setattr(index_merge, "_ADDED_MENTIONS", 10)
             small.setattr(derive, "_DERIVE_ROWS", 7)
-            small.setattr(index_merge, "_DERIVE_MENTIONS", 40)
+            small.setattr(index_merge, "MENTION_BUDGET", 40)
             loaded: list[int] = []
             real_mentions = derive._entity_mentions
 

@@ -3,6 +3,7 @@ carry [ID:n] citations that resolve to real chunks, and later turns build on ear
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -88,7 +89,9 @@ def test_chat_command_in_the_terminal(engine, scripted_llm, settings):
            "KBGRAPH_LLM_MODEL": engine.settings.llm_model, "KBGRAPH_LLM_API_KEY": "test-key", "PATH": "/usr/bin:/bin",
            # the same document store the engine wrote to (Elasticsearch when KBGRAPH_ES_URL is set)
            "KBGRAPH_STORE": engine.settings.store, "KBGRAPH_ES_URL": engine.settings.es_url,
-           "KBGRAPH_ES_INDEX_PREFIX": engine.settings.es_index_prefix}
+           "KBGRAPH_ES_INDEX_PREFIX": engine.settings.es_index_prefix,
+           # the tree under test, where it is put first on the path (a worktree beside an editable install)
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     done = subprocess.run([sys.executable, "-m", "kbgraph.cli", "chat", "--kb", "lore"], input="Who founded the guild?\n",
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

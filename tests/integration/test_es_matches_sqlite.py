@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.graph_model import GraphModel
+from support.es_tidy import es_prefix
 from support.scripted_llm import ScriptedLLM
 
 from conftest import ES_TEST_REFRESH_INTERVAL, require_service
@@ -55,7 +55,7 @@ def _settings(root: Path, store: str, **extra: object) -> Settings:
                                     "embedding_dim": 64, **extra}
     if store == "elasticsearch":
         overrides.update(es_url=os.environ["KBGRAPH_ES_URL"], es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
-                         es_index_prefix=f"kbgraph_test_{uuid.uuid4().hex[:8]}_")
+                         es_index_prefix=es_prefix(os.environ["KBGRAPH_ES_URL"]))
     return load_settings(**overrides)
 
 

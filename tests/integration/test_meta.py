@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, func, select, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import func, select, text
 
-from conftest import POSTGRES_URL, require_service
+from conftest import scratch_postgres_database
 from kbgraph.meta import DEFAULT_TENANT, AlreadyExists, GraphConfig, MetaDB, MetaError, NotFound
 from kbgraph.meta import models as m
 
@@ -23,20 +20,8 @@ H2 = "b" * 64
 @pytest.fixture(scope="module")
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database for this module, dropped afterwards."""
-    admin = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    name = f"kbgraph_test_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
-    except OperationalError as exc:
-        admin.dispose()
-        require_service("PostgreSQL", str(exc).splitlines()[0])
-    try:
-        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_postgres_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -51,7 +36,9 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetaDB]:
     try:
         yield meta
     finally:
-        m.Base.metadata.drop_all(meta.engine)  # the next test starts from empty tables
+        m.Base.metadata.drop_all(meta.engine)  # the next test starts from empty tables...
+        with meta.engine.begin() as conn:  # ...made again by the migrations
+            conn.execute(text("DROP TABLE IF EXISTS alembic_version"))
         meta.close()
 
 

@@ -109,23 +109,26 @@ def test_internal_errors_answer_with_an_id_not_internals(limit_settings: Setting
         r = client.post("/api/v1/retrieval", headers={"Authorization": f"Bearer {key}"},
                         json={"question": "who", "dataset_ids": [dataset]})
     body: dict[str, Any] = r.get_json()
-    assert body["code"] == 100 and body["message"].startswith("Internal server error (id ")
+    # a store failure is named as one (code 105, RAGFlow's connection error), its details only logged
+    assert body["code"] == 105 and body["message"].startswith("The document store could not answer")
     assert "closed" not in body["message"] and "Store" not in body["message"]
-    error_id = body["message"].split("(id ")[1].split(")")[0]
+    error_id = body["message"].split("(error id ")[1].split(")")[0]
     logged = [rec for rec in caplog.records if error_id in rec.getMessage()]
     assert logged and logged[0].exc_info is not None  # the details are in the log, under the same id
     app.extensions["kbgraph"].close()
 
 
-def test_health_shows_no_internals(limit_settings: Settings, tmp_path: Path) -> None:
+def test_health_and_ready_show_no_internals(limit_settings: Settings, tmp_path: Path) -> None:
     from web import create_app
 
     broken = limit_settings.replace(redis_url="redis://127.0.0.1:1/0")
     app = create_app(broken)
-    r = app.test_client().get("/health")
+    client = app.test_client()
+    assert client.get("/health").status_code == 200  # the process is alive: nothing else is asked
+    r = client.get("/ready")
     body = r.get_json()
-    assert r.status_code == 503 and body["status"] == "degraded" and body["meta"] == "ok"
-    assert body["redis"].startswith("error (id ")
+    assert r.status_code == 503 and body["status"] == "not ready" and body["checks"]["meta"] == "ok"
+    assert body["checks"]["redis"].startswith("unavailable (id ") and "redis" in body["missing"]
     text = r.get_data(as_text=True)
     assert "127.0.0.1" not in text and str(limit_settings.data_dir) not in text and "Error" not in text
     app.extensions["kbgraph"].close()

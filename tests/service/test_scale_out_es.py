@@ -21,6 +21,7 @@ import pytest
 import redis
 import requests
 import sqlalchemy
+from support.es_tidy import es_prefix
 
 from conftest import ES_TEST_REFRESH_INTERVAL, POSTGRES_URL, REDIS_URL, require_service
 from kbgraph.engine import Engine
@@ -76,7 +77,7 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
         require_service("PostgreSQL", f"{POSTGRES_URL}: {exc.orig}")
     prefix = uuid.uuid4().hex[:8]
     yield load_settings(data_dir=tmp_path_factory.mktemp("scale") / "data", store="elasticsearch", es_url=es_url,
-                        es_index_prefix=f"kbgraph_test_{prefix}_", es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
+                        es_index_prefix=es_prefix(es_url), es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
                         database_url=POSTGRES_URL, redis_url=REDIS_URL, redis_prefix=f"kbgraph_test:{prefix}:",
                         embedding_provider="hash", embedding_dim=64, graph_refresh_delay=0.5)
     for key in client.scan_iter(match=f"kbgraph_test:{prefix}:*"):

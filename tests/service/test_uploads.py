@@ -4,6 +4,7 @@ name, a retried upload, the size limit at the door, and ``kill -9`` of the web s
 
 from __future__ import annotations
 
+import io
 import os
 import socket
 import time
@@ -17,6 +18,7 @@ import pytest
 import requests
 
 from conftest import REDIS_URL, scratch_redis_prefix
+from kbgraph.blob.base import document_key
 from kbgraph.config import Settings, load_settings
 from kbgraph.meta import MetaDB
 from support.processes import WebServer
@@ -149,3 +151,52 @@ def test_web_killed_mid_upload_leaves_no_row_and_no_debris(web_settings: Setting
         assert [d["name"] for d in docs] == ["kept.txt"]  # no row for the cut upload
         assert _download(restarted, key, ds, kept["id"]) == b"Varrow kept its harbor open.\n"
     assert sorted(p.name for p in folder.iterdir()) == sorted([kept["id"], fresh.name])
+
+
+class _WatchedUpload(io.RawIOBase):
+    """An upload's body that, between the blocks it hands over, looks at the upload folder as any
+    reader might (and records every file under a final name with its size), and can fail midway as a
+    client that goes away or a process that dies does."""
+
+    def __init__(self, folder: Path, total: int, fail_at: int | None = None) -> None:
+        self.folder, self.left, self.fail_at, self.sent = folder, total, fail_at, 0
+        self.seen: list[tuple[str, int]] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.folder.exists():
+            self.seen += [(p.name, p.stat().st_size) for p in self.folder.iterdir() if not p.name.startswith(".upload-")]
+        if self.fail_at is not None and self.sent >= self.fail_at:
+            raise ConnectionResetError("the client went away mid-upload")
+        n = min(len(buffer), self.left, 64 * 1024)
+        buffer[:n] = b"z" * n
+        self.left -= n
+        self.sent += n
+        return n
+
+
+def test_an_upload_is_never_seen_partly_written(web_settings: Settings, key: str) -> None:
+    """Every file a reader finds under a final name (a document's id) is complete, while an upload
+    is being written and after one failed midway: the bytes in flight live only under a temporary name."""
+    from kbgraph.blob.factory import open_blob_store
+    from web.uploads import store_upload
+
+    total = 150_000
+    blobs = open_blob_store(web_settings)
+    with MetaDB.open(web_settings.meta_url) as meta:
+        kb = meta.create_kb("up", f"atomic {uuid.uuid4().hex[:6]}")
+        folder = Path(blobs.location(document_key(kb.id, "x"))).parent
+        whole = _WatchedUpload(folder, total)
+        doc = store_upload(web_settings, meta, blobs, kb, "whole.txt", io.BufferedReader(whole), "doc")
+        assert all(size == total for _, size in whole.seen), whole.seen  # never a part of it
+        assert (folder / doc.id).stat().st_size == total
+
+        cut = _WatchedUpload(folder, total, fail_at=total // 2)
+        with pytest.raises(ConnectionResetError):
+            store_upload(web_settings, meta, blobs, kb, "cut.txt", io.BufferedReader(cut), "doc")
+        assert all(size == total for _, size in cut.seen), cut.seen
+        finals = {p.name: p.stat().st_size for p in folder.iterdir() if not p.name.startswith(".upload-")}
+        assert finals == {doc.id: total}  # the failed upload left nothing under a final name
+        assert [d.id for d in meta.list_documents(kb.id)] == [doc.id]

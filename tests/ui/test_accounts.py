@@ -65,7 +65,10 @@ def test_sign_up_stores_a_hash_and_sign_in_checks_it(app: Flask) -> None:
     right = client.post("/login", data={"email": "a@example.com", "password": "secret pass", "next": "//evil.example/x",
                                         "csrf_token": token(client, "/login")})
     assert right.status_code == 302 and right.location == "/kbs"  # never redirected off the site
-    assert client.get("/kbs").status_code == 200
+    page = client.get("/kbs")
+    assert page.status_code == 200
+    # the knowledge base form says what the entity types do for the nlp method (issue 41)
+    assert "The nlp method (no model)" in page.get_data(as_text=True) and "<code>other</code>" in page.get_data(as_text=True)
 
 
 def test_every_state_change_needs_the_csrf_token(app: Flask) -> None:

@@ -57,3 +57,22 @@ def test_auto_makes_graph_row_vectors_from_chunks_for_the_local_embedder_only(se
     assert not chosen("openai") and not chosen("hash")
     assert chosen("openai", chunk_value)
     assert not chosen("local", "text")
+
+
+@pytest.mark.parametrize("changes, setting", [
+    ({"blob_store": "nfs"}, "blob_store"),
+    ({"blob_store": "s3", "s3_bucket": "ab"}, "s3_bucket"),  # bucket names need 3 characters or more
+    ({"blob_store": "s3", "s3_bucket": "Upper_Case"}, "s3_bucket"),
+    ({"blob_store": "s3", "s3_prefix": "no-slash"}, "s3_prefix"),
+    ({"blob_store": "s3", "s3_prefix": "../up/"}, "s3_prefix"),
+    ({"blob_store": "s3", "s3_addressing_style": "dns"}, "s3_addressing_style"),
+])
+def test_blob_store_settings_are_checked(changes: dict[str, str], setting: str, tmp_path) -> None:
+    with pytest.raises(ConfigError, match=setting):
+        load_settings(data_dir=tmp_path, **changes)
+
+
+def test_the_local_blob_store_defaults_to_the_data_dir(tmp_path) -> None:
+    assert load_settings(data_dir=tmp_path).blob_path == tmp_path / "uploads"
+    assert load_settings(data_dir=tmp_path, blob_dir=tmp_path / "elsewhere").blob_path == tmp_path / "elsewhere"
+    assert load_settings(data_dir=tmp_path, blob_store="s3", s3_prefix="kbgraph/files/").s3_prefix == "kbgraph/files/"

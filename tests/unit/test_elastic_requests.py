@@ -38,11 +38,11 @@ from kbgraph.store.base import (
     none_of,
 )
 from kbgraph.store.elastic import ElasticStore
-from kbgraph.store.elastic.indices import index_name
+from kbgraph.store.elastic.indices import index_name, tenant_names
 from kbgraph.store.elastic.queries import build_filter, required_tokens
 
 MAPPINGS = json.loads((Path(__file__).resolve().parents[2] / "es_mappings" / "index.json").read_text())
-INDEX = "kbgraph_t1"
+INDEX = "kbgraph_t1.current"  # the tenant's alias: every read and write goes there
 
 Answer = tuple[int, Any]
 
@@ -193,6 +193,19 @@ def test_index_names_follow_es_rules() -> None:
     assert len(index_name("p", "x" * 400).encode()) <= 255
 
 
+def test_tenant_names_keep_tenants_apart_and_fit_the_length_limit() -> None:
+    names = tenant_names("kbgraph_", "t1")
+    assert (names.legacy, names.alias, names.generation(3)) == ("kbgraph_t1", "kbgraph_t1.current", "kbgraph_t1.3")
+    assert [names.generation_of(i) for i in ("kbgraph_t1", "kbgraph_t1.2", "kbgraph_t10.2", "kbgraph_t1.x")] == [
+        0, 2, None, None]
+    # a tenant's names never start like another tenant's: sanitized names hold no dot
+    assert not tenant_names("kbgraph_", "t1.2").legacy.startswith("kbgraph_t1.")
+    long = tenant_names("p_", "x" * 400)
+    for name in (long.legacy, long.alias, long.generation(999_999)):
+        assert len(name.encode()) <= 255
+    assert long.generation_of(long.generation(7)) == 7 and long.alias != tenant_names("p_", "x" * 399).alias
+
+
 def test_filter_covers_every_operator() -> None:
     # Query DSL pages: term, terms, ids, exists, range; Boolean query (filter / must_not)
     where = [eq("doc_id", "d1"), any_of("name_kwd", ["a", "b"]), none_of("entity_type_kwd", ["x"]),
@@ -218,40 +231,84 @@ def test_required_tokens_rounds_down_without_float_noise() -> None:
 
 # --- indices ---------------------------------------------------------------------------------
 
+GREEN = {"status": "green", "timed_out": False, "number_of_data_nodes": 2, "active_shards": 4}
+
+
 def test_ensure_index_creates_with_the_mapping_file(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("HEAD", f"/{INDEX}", (404, None))
+    es.script("HEAD", f"/_alias/{INDEX}", (404, None))
+    es.script("HEAD", "/kbgraph_t1", (404, None))
+    es.script("GET", "/_cluster/health", (200, GREEN))
+    es.script("GET", "/_cluster/health/kbgraph_t1.1", (200, GREEN))
     store.ensure_index("t1")
     store.ensure_index("t1")  # cached: no second round trip
-    info, template, head, put = es.requests
+    alias, legacy, info, nodes, put, health = es.requests
+    assert (alias.method, alias.path) == ("HEAD", f"/_alias/{INDEX}")  # Alias exists API
+    assert (legacy.method, legacy.path) == ("HEAD", "/kbgraph_t1")  # an index an older kbgraph made?
     assert (info.method, info.path) == ("GET", "/")  # the cluster's version decides the definition
     expected_settings = json.loads(json.dumps(MAPPINGS["settings"]))
     expected_settings["index"].update(number_of_shards=2, number_of_replicas=1, refresh_interval="5s")
-    # Create or update index template API: an index auto-created under the prefix gets the same definition
-    assert (template.method, template.path) == ("PUT", "/_index_template/kbgraph_template")
-    assert template.body == {"index_patterns": ["kbgraph_*"], "priority": 109, "_meta": {"managed_by": "kbgraph"},
-                             "template": {"settings": expected_settings, "mappings": MAPPINGS["mappings"]}}
-    assert (head.method, head.path) == ("HEAD", f"/{INDEX}")  # Index exists API
-    assert (put.method, put.path) == ("PUT", f"/{INDEX}")  # Create index API
-    assert put.body == {"settings": expected_settings, "mappings": MAPPINGS["mappings"]}
-    assert len(es.requests) == 4
+    assert (nodes.method, nodes.path) == ("GET", "/_cluster/health")  # enough data nodes for 1 replica?
+    # Create index API: generation 1 of the tenant, created with its alias in one request
+    assert (put.method, put.path) == ("PUT", "/kbgraph_t1.1")
+    assert put.body == {"settings": expected_settings, "mappings": MAPPINGS["mappings"], "aliases": {INDEX: {}}}
+    # Cluster health API: every copy of the new index's shards active before it is written to
+    assert (health.path, health.query) == ("/_cluster/health/kbgraph_t1.1",
+                                           {"wait_for_status": "green", "timeout": "60s"})
+    assert len(es.requests) == 6
+    assert not es.sent(path="/_index_template/.*")  # writes require the alias: no template is needed
+
+
+def test_ensure_index_refuses_more_replicas_than_nodes(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("HEAD", f"/_alias/{INDEX}", (404, None))
+    es.script("HEAD", "/kbgraph_t1", (404, None))
+    es.script("GET", "/_cluster/health", (200, {**GREEN, "number_of_data_nodes": 1}))
+    with pytest.raises(StoreError, match="1 data node.*KBGRAPH_ES_REPLICAS to 0"):
+        store.ensure_index("t1")
+    assert not es.sent("PUT")  # nothing created
+
+
+def test_ensure_index_says_when_copies_do_not_start(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("HEAD", f"/_alias/{INDEX}", (404, None))
+    es.script("HEAD", "/kbgraph_t1", (404, None))
+    es.script("GET", "/_cluster/health", (200, GREEN))
+    es.script("GET", "/_cluster/health/kbgraph_t1.1", (200, {**GREEN, "status": "yellow", "timed_out": True,
+                                                             "active_shards": 2, "unassigned_shards": 2}))
+    with pytest.raises(StoreError, match="only 2 of its shard copies are active.*not survive the loss of a node"):
+        store.ensure_index("t1")
+
+
+def test_ensure_index_adopts_an_index_made_before_aliases(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("HEAD", f"/_alias/{INDEX}", (404, None))
+    es.script("POST", "/_aliases", (200, {"acknowledged": True}))
+    store.ensure_index("t1")  # HEAD /kbgraph_t1 answers 200: an index of the old name is there
+    adopt = es.sent("POST", "/_aliases")[0]
+    # Aliases API: the alias points at the existing index; nothing is copied or created
+    assert adopt.body == {"actions": [{"add": {"index": "kbgraph_t1", "alias": INDEX}}]}
+    assert not es.sent("PUT")
 
 
 def test_from_9_2_vectors_stay_in_source(es: FakeElasticsearch, store: ElasticStore) -> None:
     """Elasticsearch 9.2 leaves dense vectors out of _source by default (index.mapping.exclude_source_vectors);
     kbgraph reads stored vectors back, so its indexes keep them."""
     es.script("GET", "/", (200, {"name": "n", "version": {"number": "9.2.1"}}))
-    es.script("HEAD", f"/{INDEX}", (404, None))
+    es.script("HEAD", f"/_alias/{INDEX}", (404, None))
+    es.script("HEAD", "/kbgraph_t1", (404, None))
+    es.script("GET", "/_cluster/health", (200, GREEN))
+    es.script("GET", "/_cluster/health/kbgraph_t1.1", (200, GREEN))
     store.ensure_index("t1")
-    template, create = es.sent("PUT", "/_index_template/kbgraph_template")[0], es.sent("PUT", f"/{INDEX}")[0]
-    for settings in (template.body["template"]["settings"], create.body["settings"]):
-        assert settings["index"]["mapping"]["exclude_source_vectors"] is False
+    create = es.sent("PUT", "/kbgraph_t1.1")[0]
+    assert create.body["settings"]["index"]["mapping"]["exclude_source_vectors"] is False
 
 
 def test_ensure_index_tolerates_a_concurrent_create(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("HEAD", f"/{INDEX}", (404, None))
-    es.script("PUT", f"/{INDEX}", (400, {"error": {"type": "resource_already_exists_exception",
-                                                   "reason": "index [kbgraph_t1/abc] already exists"}, "status": 400}))
-    store.ensure_index("t1")  # no exception
+    es.script("HEAD", f"/_alias/{INDEX}", (404, None))
+    es.script("HEAD", "/kbgraph_t1", (404, None))
+    es.script("GET", "/_cluster/health", (200, GREEN))
+    es.script("PUT", "/kbgraph_t1.1", (400, {"error": {"type": "resource_already_exists_exception",
+                                                       "reason": "index [kbgraph_t1.1/abc] already exists"},
+                                             "status": 400}))
+    es.script("GET", "/_cluster/health/kbgraph_t1.1", (200, GREEN))
+    store.ensure_index("t1")  # no exception: the other creator made it with the alias (HEAD answers 200)
 
 
 def test_mapping_file_types_every_record_field() -> None:
@@ -273,10 +330,26 @@ def test_mapping_file_types_every_record_field() -> None:
         assert properties[name] == {"type": "object", "enabled": False}
 
 
-def test_drop_index_ignores_a_missing_index(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("DELETE", f"/{INDEX}", INDEX_MISSING)
+def test_drop_index_deletes_every_index_of_the_tenant(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("GET", re.escape("/kbgraph_t1,kbgraph_t1.*/_alias"), (200, {
+        "kbgraph_t1.2": {"aliases": {INDEX: {}}}, "kbgraph_t1.3": {"aliases": {}},
+        "kbgraph_t10.1": {"aliases": {"kbgraph_t10.current": {}}}}))  # another tenant's: never matched, kept
+    es.script("DELETE", "/kbgraph_t1.2,kbgraph_t1.3", (200, {"acknowledged": True}))
+    es.script("GET", re.escape("/kbgraph_*/_alias"), (200, {}))  # nothing left under the prefix
+    es.script("DELETE", "/_index_template/kbgraph_template", (200, {"acknowledged": True}))
     store.drop_index("t1")
-    assert [(r.method, r.path) for r in es.requests] == [("DELETE", f"/{INDEX}")]  # Delete index API
+    # Delete index API with the indices named (wildcard deletes are refused by default)
+    assert [(r.method, r.path) for r in es.requests] == [
+        ("GET", "/kbgraph_t1,kbgraph_t1.*/_alias"), ("DELETE", "/kbgraph_t1.2,kbgraph_t1.3"),
+        ("GET", "/kbgraph_*/_alias"), ("DELETE", "/_index_template/kbgraph_template")]
+
+
+def test_drop_index_ignores_a_missing_index(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("GET", re.escape("/kbgraph_t1,kbgraph_t1.*/_alias"), (200, {}))
+    es.script("GET", re.escape("/kbgraph_*/_alias"), (200, {"kbgraph_t2.1": {"aliases": {"kbgraph_t2.current": {}}}}))
+    store.drop_index("t1")
+    assert [(r.method, r.path) for r in es.requests] == [("GET", "/kbgraph_t1,kbgraph_t1.*/_alias"),
+                                                         ("GET", "/kbgraph_*/_alias")]
 
 
 # --- writes ----------------------------------------------------------------------------------
@@ -286,24 +359,25 @@ def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElastic
             {"id": "b", "content_ltks": "y", "q_3_vec": [0.0, 0.0, 0.0]}]  # zero vector: dropped
     assert store.upsert("t1", "kb1", docs) == 2
     paths = [(r.method, r.path) for r in es.requests]
-    assert paths == [("GET", "/"), ("PUT", "/_index_template/kbgraph_template"), ("HEAD", f"/{INDEX}"),
-                     ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk"), ("POST", f"/{INDEX}/_refresh")]
+    assert paths == [("HEAD", f"/_alias/{INDEX}"), ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk"),
+                     ("POST", f"/{INDEX}/_refresh")]
     # refresh=True: one refresh once every chunk is in (refresh=wait_for on each chunk waited for the
-    # next scheduled refresh once per chunk); no refresh parameter on the bulk request
-    assert es.requests[4].query == {}
-    mapping = es.requests[3].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
+    # next scheduled refresh once per chunk); require_alias: a write to a tenant whose alias is gone
+    # fails instead of creating an index
+    assert es.requests[2].query == {"require_alias": "true"}
+    mapping = es.requests[1].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
     assert mapping == {"properties": {"q_3_vec": {"type": "dense_vector", "dims": 3, "index": True,
                                                   "similarity": "cosine",
                                                   "index_options": {"type": "hnsw", "m": 16, "ef_construction": 100}}}}
     # Bulk API: NDJSON action line {"index": {"_index", "_id"}} then the whole document
-    assert es.requests[4].body == [
+    assert es.requests[2].body == [
         {"index": {"_index": INDEX, "_id": "a"}},
         {"id": "a", "content_ltks": "x y", "q_3_vec": [1.0, 0.0, 0.0], "kb_id": "kb1"},
         {"index": {"_index": INDEX, "_id": "b"}},
         {"id": "b", "content_ltks": "y", "kb_id": "kb1"}]
     # a second upsert of the same vector size does not touch the mapping again
     store.upsert("t1", "kb1", [{"id": "c", "q_3_vec": [0.0, 1.0, 0.0]}], refresh=False)
-    assert [(r.method, r.path, r.query) for r in es.requests[6:]] == [("PUT", "/_bulk", {})]
+    assert [(r.method, r.path, r.query) for r in es.requests[4:]] == [("PUT", "/_bulk", {"require_alias": "true"})]
 
 
 def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -418,7 +492,7 @@ def test_delete_by_filter_scans_after_a_refresh_then_bulk_deletes(es: FakeElasti
     assert page.body["_source"] is False and page.body["stored_fields"] == "_none_"
     # Bulk API delete actions; no _delete_by_query (the reindex module is not on every cluster)
     assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}, {"delete": {"_index": INDEX, "_id": "b"}}]
-    assert bulk.query == {} and (refreshed.method, refreshed.path) == ("POST", f"/{INDEX}/_refresh")
+    assert bulk.query == {"require_alias": "true"} and (refreshed.method, refreshed.path) == ("POST", f"/{INDEX}/_refresh")
     assert not es.sent(path=r".*_by_query")
 
 
@@ -636,8 +710,30 @@ def test_listing_sorts_on_fields_then_id(es: FakeElasticsearch, store: ElasticSt
                                    "sort": [{"position_int": {"order": "asc"}}, {"id": {"order": "asc"}}],
                                    "from": 20, "size": 10, "_source": True, "track_total_hits": True}
     assert result.total == 7 and result.hits[0].doc == {"id": "a", "position_int": 0}
-    with pytest.raises(StoreError, match="scan"):
-        store.search("t1", SearchRequest(kb_ids=["kb1"], offset=9995, limit=10))
+
+
+def test_listing_past_the_window_walks_a_point_in_time(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """Paginate search results: from + size may not pass index.max_result_window; deeper pages
+    are reached with search_after in a point in time, the rows before the offset read as sort values."""
+    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "P1"}))
+    skipped = hits(*[(f"r{i:05d}", None, {}) for i in range(10_000)], total=10_004)
+    for i, hit in enumerate(skipped["hits"]["hits"]):
+        hit["sort"] = [i, f"r{i:05d}"]
+    es.script("POST", "/_search", (200, {**skipped, "pit_id": "P2"}))
+    page = hits(("r10000", None, {"id": "r10000", "position_int": 10_000}))
+    page["hits"]["hits"][0]["sort"] = [10_000, "r10000"]
+    es.script("POST", "/_search", (200, page))
+    result = store.search("t1", SearchRequest(kb_ids=["kb1"], order_by=[("position_int", "asc")],
+                                              offset=10_000, limit=5))
+    pit, skip, take, close = es.requests
+    sort = [{"position_int": {"order": "asc"}}, {"id": {"order": "asc"}}]
+    assert skip.body == {"pit": {"id": "P1", "keep_alive": "2m"}, "query": {"bool": {"filter": [KB_FILTER]}},
+                         "sort": sort, "size": 10_000, "_source": False, "track_total_hits": True}
+    assert take.body == {"pit": {"id": "P2", "keep_alive": "2m"}, "query": {"bool": {"filter": [KB_FILTER]}},
+                         "sort": sort, "size": 5, "_source": True, "track_total_hits": False,
+                         "search_after": [9_999, "r09999"]}
+    assert (close.method, close.path, close.body) == ("DELETE", "/_pit", {"id": "P2"})
+    assert [h.id for h in result.hits] == ["r10000"] and result.total == 10_004
 
 
 def test_search_on_a_missing_index_is_empty(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -662,6 +758,39 @@ def test_scan_pages_by_search_after_on_id(es: FakeElasticsearch, store: ElasticS
     assert page1.body == {"query": query, "sort": sort, "size": 2, "_source": source, "track_total_hits": False}
     assert page2.body == {"query": query, "sort": sort, "size": 2, "_source": source, "track_total_hits": False,
                           "search_after": ["b"]}
+
+
+LOST_SHARD = {"shard": 1, "index": INDEX, "node": None,
+              "reason": {"type": "no_shard_available_action_exception", "reason": None}}
+
+
+def lost(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer of a search one of whose shard copies was on a node that just died."""
+    return {**answer, "_shards": {"total": 2, "successful": 1, "skipped": 0, "failed": 1, "failures": [LOST_SHARD]}}
+
+
+def test_a_scan_page_that_lost_shards_to_a_node_is_asked_again(es: FakeElasticsearch,
+                                                               store: ElasticStore) -> None:
+    page = hits(("a", None, {"id": "a", "kb_id": "kb1"}), ("b", None, {"id": "b", "kb_id": "kb1"}))
+    for h in page["hits"]["hits"]:
+        h["sort"] = [h["_id"]]
+    es.script("POST", f"/{INDEX}/_search", (200, page))
+    es.script("POST", f"/{INDEX}/_search", (200, lost(hits())))  # the node holding shard 1 died
+    es.script("POST", f"/{INDEX}/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
+    assert [d["id"] for d in store.scan("t1", ["kb1"], batch_size=2)] == ["a", "b", "c"]
+    searches = es.sent("POST", f"/{INDEX}/_search")
+    # the page is asked again after the same last id once the replicas are promoted: nothing skipped
+    assert [s.body.get("search_after") for s in searches] == [None, ["b"], ["b"]]
+
+
+def test_a_search_that_lost_shards_to_a_node_is_asked_again(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_count", (200, lost({"count": 1})))
+    es.script("POST", f"/{INDEX}/_count", (429, {"error": {"type": "circuit_breaking_exception",
+                                                           "reason": "[parent] Data too large"}, "status": 429}))
+    es.script("POST", f"/{INDEX}/_count", (200, {"count": 7, "_shards": {"total": 2, "successful": 2, "failed": 0}}))
+    assert store.count("t1", ["kb1"]) == 7
+    # the client sends a 429 again at once (max_retries): kbgraph waits, then asks again
+    assert len(es.sent("POST", f"/{INDEX}/_count")) >= 3
 
 
 def test_count_and_terms_aggregation(es: FakeElasticsearch, store: ElasticStore) -> None:

@@ -16,7 +16,9 @@ from flask import Response, flash, redirect, render_template, request, stream_wi
 from kbgraph.chat.assistant import Conversation, references_by_message
 from kbgraph.llm.base import LLMError
 from kbgraph.meta import Assistant
+from kbgraph.store.base import StoreError
 from web.chats import DEFAULT_EMPTY_RESPONSE, DEFAULT_OPENER, DEFAULT_SYSTEM
+from web.envelope import store_failure_message
 from web.services import services
 from web.ui.common import PageError, engine, json_body, page_blueprint, tenant
 
@@ -192,6 +194,8 @@ def ask(assistant_id: str, session_id: str) -> Response:
                                   "reference": _reference_chunks(answer.reference if answer else {})})
         except LLMError as exc:
             yield _event({"error": str(exc)})
+        except StoreError as exc:
+            yield _event({"error": store_failure_message(exc)})
         except Exception as exc:  # the stream has started: the failure travels inside it
             log.exception("chat answer failed")
             yield _event({"error": f"The answer failed on the server ({type(exc).__name__}); the error is logged."})

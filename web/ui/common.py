@@ -16,6 +16,8 @@ from werkzeug.exceptions import HTTPException
 from kbgraph.engine import Engine, KBGraphError
 from kbgraph.config import Settings
 from kbgraph.meta import KnowledgeBase, MetaError, NotFound, User
+from kbgraph.store.base import StoreError
+from web.envelope import store_failure_message
 from web.services import services
 
 log = logging.getLogger(__name__)
@@ -101,6 +103,10 @@ def page_blueprint(name: str, *, login: bool = True) -> Blueprint:
     @bp.errorhandler(KBGraphError)
     def _user_error(exc: Exception) -> Any:
         return _error_response(str(exc), 400)
+
+    @bp.errorhandler(StoreError)
+    def _store(exc: StoreError) -> Any:
+        return _error_response(store_failure_message(exc), 503)
 
     @bp.errorhandler(HTTPException)
     def _http(exc: HTTPException) -> Any:

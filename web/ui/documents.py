@@ -13,12 +13,16 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, url_for
 
+from kbgraph.blob import BlobError
 from kbgraph.index import chunk_edit
 from kbgraph.meta import Document, KnowledgeBase, Task
+from kbgraph.store.base import StoreError
 from kbgraph.store.records import GraphMeta, graph_meta_id
-from task_executor.submit import cancel_documents, enqueue_documents
+from task_executor.heartbeat import no_worker_running
+from task_executor.submit import NO_WORKER_MESSAGE, QUEUED_MESSAGE, cancel_documents, enqueue_documents
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from web.documents import remove_documents
+from web.envelope import store_failure_message
 from web.uploads import UploadTooLarge
 from web.rows import file_type
 from web.services import services
@@ -41,9 +45,11 @@ def _task_row(task: Task | None) -> dict[str, Any] | None:
             "completion_tokens": task.completion_tokens, "started": task.started, "finished": task.finished}
 
 
-def _document_row(doc: Document, task: Task | None) -> dict[str, Any]:
+def _document_row(doc: Document, task: Task | None, no_worker: bool) -> dict[str, Any]:
+    waiting = no_worker and doc.status in ("pending", "running")
+    message = NO_WORKER_MESSAGE if waiting and doc.message in (QUEUED_MESSAGE, "") else doc.message
     return {"id": doc.id, "name": doc.name, "size": doc.size, "status": doc.status, "progress": doc.progress,
-            "message": doc.message, "error": doc.error, "chunks": doc.chunk_count, "tokens": doc.token_count,
+            "message": message, "error": doc.error, "no_worker": waiting, "chunks": doc.chunk_count, "tokens": doc.token_count,
             "started": doc.started, "finished": doc.finished, "in_graph": doc.extracted, "task": _task_row(task)}
 
 
@@ -53,7 +59,10 @@ def _graph_state(kb: KnowledgeBase, docs: list[Document]) -> dict[str, Any]:
     if not kb.graph.enabled:
         return {"enabled": False}
     svc = services()
-    found = svc.engine(tenant()).store.get(tenant(), [kb.id], [graph_meta_id(kb.id)])
+    try:
+        found = svc.engine(tenant()).store.get(tenant(), [kb.id], [graph_meta_id(kb.id)])
+    except StoreError as exc:  # the documents are still listed (metadata); the graph's state is not known
+        return {"enabled": True, "store_error": store_failure_message(exc)}
     meta = GraphMeta.from_doc(found[0]) if found else GraphMeta(kb_id=kb.id)
     queued = bool(svc.pool.redis.exists(refresh_pending_key(svc.settings.redis_prefix, kb.id)))
     build = None
@@ -86,8 +95,12 @@ def document_status(kb_id: str) -> dict[str, Any]:
     for task in meta.list_tasks(kb.id, kind="index", newest_first=True, limit=None):
         if task.doc_id is not None:
             latest.setdefault(task.doc_id, task)
-    rows = [_document_row(d, latest.get(d.id)) for d in sorted(docs, key=lambda d: (d.name.casefold(), d.id))]
-    return {"now": time.time_ns() // 1_000_000, "documents": rows, "graph": _graph_state(kb, docs)}
+    svc = services()
+    no_worker = no_worker_running(svc.pool.redis, svc.settings)
+    rows = [_document_row(d, latest.get(d.id), no_worker)
+            for d in sorted(docs, key=lambda d: (d.name.casefold(), d.id))]
+    return {"now": time.time_ns() // 1_000_000, "documents": rows, "no_worker": no_worker,
+            "graph": _graph_state(kb, docs)}
 
 
 @blueprint.post("/ui/api/kbs/<kb_id>/documents")
@@ -108,6 +121,8 @@ def upload(kb_id: str) -> dict[str, Any]:
             uploaded.append(svc.store_upload(kb, name, f.stream, kind))
         except UploadTooLarge as exc:
             refused.append(str(exc))
+        except BlobError as exc:  # the blob store is down or refuses: say which and what to set
+            refused.append(f"{name}: the file could not be stored: {exc}")
     if request.form.get("parse", "on") == "on" and uploaded:
         enqueue_documents(svc.settings, tenant(), kb.id, [d.id for d in uploaded], meta=svc.meta, app=svc.celery)
     return {"uploaded": [d.name for d in uploaded], "refused": refused}

@@ -3,7 +3,6 @@ the knowledge-graph switch."""
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, url_for
@@ -91,7 +90,7 @@ def delete_kb(kb_id: str) -> Response:
     for doc in svc.meta.list_documents(kb.id, limit=None):
         svc.meta.request_cancel_document(kb.id, doc.id)
     engine().delete_kb(kb.name)
-    shutil.rmtree(svc.upload_dir(kb.id), ignore_errors=True)
+    svc.delete_kb_files(kb.id)
     flash(f"Knowledge base {kb.name!r} deleted with its documents and graph.")
     return redirect(url_for("ui_kb.list_kbs"))
 

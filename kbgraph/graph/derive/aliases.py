@@ -1,5 +1,13 @@
-"""Entity keys merged by entity resolution, as derivation reads them: a row is derived under its
-canonical key from the mentions of every alias."""
+"""Entity keys merged, as derivation reads them: a row is derived under its canonical key from the
+mentions of every alias. Two sources: entity resolution's "same" decisions (an LLM's), and name
+links, a first name or short form that only one full name of the knowledge base can stand for
+("Jennifer" -> "Jennifer Moore" while the knowledge base has no other Jennifer; ``name_links``).
+
+Name links are a pure function of the knowledge base's mentions (which keys are people, and how
+often), computed by the refresh after a batch of changes (kbgraph.index.resolution) and stored as
+``name_link`` rows beside the decisions, so that the graph after any adds and deletes and a refresh
+equals a rebuild's: tests/graph/test_graph_exact.py and tests/graph/test_name_links.py check it.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from kbgraph.store.base import DocStore, eq
-from kbgraph.store.records import ResolutionDecision
+from kbgraph.store.base import DocStore, any_of
+from kbgraph.store.records import ResolutionDecision, stable_id
 
 
 @dataclass(frozen=True)
@@ -40,9 +48,71 @@ class AliasMap:
 NO_ALIASES = AliasMap()
 
 
+NAME_LINK_KIND = "name_link"
+_NAME_DOTS = "·•‧・"
+
+
 def load_aliases(store: DocStore, tenant: str, kb_id: str) -> AliasMap:
+    merges, links = stored_merges(store, tenant, kb_id)
+    return AliasMap(with_name_links(merges, links))
+
+
+def stored_merges(store: DocStore, tenant: str, kb_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Resolution's merges (alias -> canonical key) and the stored name links, read in one scan."""
     from kbgraph.graph.resolution import Decision, plan_merges
 
-    decisions = [ResolutionDecision.from_doc(d) for d in
-                 store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", ResolutionDecision.KIND)])]
-    return AliasMap(plan_merges(Decision(d.key_a, d.key_b, d.same) for d in decisions))
+    decisions: list[Decision] = []
+    links: dict[str, str] = {}
+    for d in store.scan(tenant, [kb_id], [any_of("knowledge_graph_kwd", [ResolutionDecision.KIND, NAME_LINK_KIND])]):
+        if d["knowledge_graph_kwd"] == NAME_LINK_KIND:
+            links[d["key_a_kwd"]] = d["key_b_kwd"]
+        else:
+            decision = ResolutionDecision.from_doc(d)
+            decisions.append(Decision(decision.key_a, decision.key_b, decision.same))
+    return plan_merges(decisions), links
+
+
+def with_name_links(canonical: Mapping[str, str], links: Mapping[str, str]) -> dict[str, str]:
+    """Resolution's merges with the name links added: a short form goes to its full name's canonical
+    key; one that resolution already groups keeps resolution's group (the model saw the two)."""
+    out = dict(canonical)
+    grouped = set(canonical) | set(canonical.values())
+    for short, full in sorted(links.items()):
+        target = out.get(full, full)
+        if short not in grouped and target != short:
+            out[short] = target
+    return out
+
+
+def name_link_doc(kb_id: str, short: str, full: str) -> dict:
+    return {"id": stable_id(NAME_LINK_KIND, kb_id, short), "kb_id": kb_id, "knowledge_graph_kwd": NAME_LINK_KIND,
+            "key_a_kwd": short, "key_b_kwd": full, "same_int": 1, "available_int": 0}
+
+
+def name_links(person_mentions: Mapping[str, int], mentions: Mapping[str, int]) -> dict[str, str]:
+    """Short key -> the one full name it stands for, from the knowledge base's keys.
+
+    ``person_mentions``: every key with mentions typed as a person, and how many;
+    ``mentions``: every mention of the short keys among them (any type). A short form is a one-word
+    key that is a person in most of its mentions ("jennifer"), or the last part of a transliterated
+    Chinese name ("罗迪奇" of "亚历山大·罗迪奇"); its full name is a person's key of two to four words
+    that starts or ends with it, or the dotted name it ends. Linked only when exactly one full name
+    of the knowledge base fits: with "Jennifer Moore" and "Jennifer Lopez" both known, "Jennifer"
+    stays itself (precision first)."""
+    by_part: dict[str, set[str]] = defaultdict(set)
+    for key in person_mentions:
+        words = key.split()
+        if 2 <= len(words) <= 4 and all(w[:1].isalpha() for w in words):
+            by_part[words[0]].add(key)
+            by_part[words[-1]].add(key)
+        elif len(words) == 1 and any(d in key for d in _NAME_DOTS):
+            parts = [p for p in key.translate({ord(d): "·" for d in _NAME_DOTS}).split("·") if len(p) >= 2]
+            for part in {parts[0], parts[-1]} if parts else ():
+                by_part[part].add(key)
+    links: dict[str, str] = {}
+    for short, count in person_mentions.items():
+        fulls = by_part.get(short, set())
+        if " " in short or len(short) < 2 or len(fulls) != 1 or count * 2 <= mentions.get(short, count):
+            continue
+        links[short] = next(iter(fulls))
+    return links

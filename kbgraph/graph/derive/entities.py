@@ -16,6 +16,7 @@ from kbgraph.graph.derive.fragments import (
 )
 from kbgraph.graph.derive.mentions import _entity_mentions
 from kbgraph.graph.describe import Describer
+from kbgraph.graph.keys import normalize_key
 from kbgraph.parse.tokenize import token_string, token_string_of
 from kbgraph.store.base import DocStore
 from kbgraph.store.records import Entity, EntityMention
@@ -47,7 +48,14 @@ def entity_facts(mentions: Sequence[EntityMention]) -> EntityFacts:
 
 def _description_input(key: str, facts: EntityFacts) -> tuple[str, str, list[str]]:
     """What an entity's description is made from: (kind, display name, fragments)."""
-    return "entity", _most_common(facts.names) or key, [text for _, text in facts.fragments]
+    return "entity", _display(key, facts.names), [text for _, text in facts.fragments]
+
+
+def _display(key: str, names: Mapping[str, int]) -> str:
+    """The name a row shows: its commonest surface of its own key ("Jennifer Moore", not the first
+    name a name link merged into it), else its commonest surface."""
+    own = {n: c for n, c in names.items() if n and normalize_key(n) == key}
+    return _most_common(own) or _most_common(names) or key
 
 
 def _entity_from_facts(kb_id: str, key: str, facts: EntityFacts, describe: Describe,
@@ -158,7 +166,7 @@ def entity_summary_input(key: str, mentions: Sequence[EntityMention]) -> tuple[s
 
 def display_name(key: str, mentions: Sequence[EntityMention]) -> str:
     """The name an entity row with these mentions shows."""
-    return _most_common(Counter(m.name for m in mentions)) or key
+    return _display(key, Counter(m.name for m in mentions))
 
 
 def entity_description_inputs(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str],

@@ -61,6 +61,12 @@ class _Derivation:
     done: int = 0
 
 
+# a derivation of many mentions (a large document's merge, a first name regrouped under its full
+# name) is cut into batches of at most this many mentions (counted first: a query more), so it
+# holds a batch's mentions in memory, not every one
+MENTION_BUDGET = 20_000
+
+
 def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[str],
               relation_pairs: Iterable[tuple[str, str]], describe: Describe,
               embed: EmbedTexts | None, aliases: AliasMap = NO_ALIASES,

@@ -4,9 +4,9 @@ to the wire that counts every attempt, failed or not, once."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from kbgraph.llm.base import Cancelled, Message, UsageLedger
+from kbgraph.llm.base import Cancelled, Message, Usage, UsageLedger
 from kbgraph.llm.layers.base import ChatBase, ChatLayer, ChatRequest, Completion, TextStream
 from kbgraph.parse.token_count import count_tokens
 
@@ -18,10 +18,23 @@ def count_message_tokens(messages: Sequence[Message]) -> int:
 
 _LEDGER_LOCK = threading.Lock()
 
+# called with every usage a ledger records, in every ledger of the process: (phase, Usage of this
+# one record). A service registers one to count model calls and tokens in its metrics
+UsageListener = Callable[[str, Usage], None]
+_LISTENERS: list[UsageListener] = []
+
+
+def add_usage_listener(listener: UsageListener) -> None:
+    """Have ``listener`` see every usage any ledger of this process records from now on."""
+    if listener not in _LISTENERS:
+        _LISTENERS.append(listener)
+
 
 def record_usage(ledger: UsageLedger | None, phase: str, *, calls: int = 0, cached: int = 0,
                  prompt: int = 0, completion: int = 0, failures: int = 0) -> None:
     """Add to ``ledger`` under one process-wide lock (Usage fields are plain ints)."""
+    for listener in _LISTENERS:
+        listener(phase, Usage(calls, cached, prompt, completion, failures))
     if ledger is None:
         return
     with _LEDGER_LOCK:

@@ -1,4 +1,5 @@
-"""The Elasticsearch DocStore: one index per tenant, scoring as ``kbgraph.store.base`` defines it.
+"""The Elasticsearch DocStore: one index per tenant behind an alias, scoring as ``kbgraph.store.base``
+defines it; on one node or a cluster of many (docs/cluster.md).
 
 Request bodies are built by small pure functions (queries.py, indices.py, bulk.py; unit-tested in
 tests/unit/test_elastic_requests.py against what goes over the wire); ``ElasticStore`` (store.py)
@@ -41,7 +42,10 @@ The package, one file per concern:
 - store.py: ``ElasticStore``, the DocStore operations;
 - cluster.py: ``Cluster``, every request sent and its answer checked; ``connect`` makes the client;
 - queries.py: filters, text and kNN queries, sorts, aggregations and each search request's arguments;
-- indices.py: index names, the index definition and template, vector mappings;
+- indices.py: index and alias names, the index definition, vector mappings;
+- tenants.py: a tenant's alias and index created, adopted (an index made before aliases) and dropped;
+- listing.py: listings past the result window (a point in time and ``search_after``);
+- admin.py and copier.py: a tenant moved to a new index while in use, replicas changed, index states;
 - bulk.py: values cleaned for JSON, bulk actions, reports of failed items;
 - scored.py: the scored searches of a batch, in three round trips;
 - hits.py: text and kNN hits fused with ``base.fuse``, sources shaped for callers;

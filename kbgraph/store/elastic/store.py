@@ -1,7 +1,8 @@
-"""``ElasticStore``: the DocStore contract on Elasticsearch, one index per tenant.
+"""``ElasticStore``: the DocStore contract on Elasticsearch, one index per tenant behind its alias.
 
 It decides which requests an operation needs and reads their answers; queries.py builds them,
-cluster.py sends them, indices.py names the indices and defines their mappings, bulk.py prepares
+cluster.py sends them, indices.py names the indices and defines their mappings, tenants.py sets a
+tenant's alias and index up, listing.py walks listings past the result window, bulk.py prepares
 writes, hits.py fuses and shapes search hits.
 """
 
@@ -21,14 +22,16 @@ from kbgraph.store.elastic.bulk import (
 from kbgraph.store.elastic.cluster import Cluster, connect
 from kbgraph.store.elastic.hits import shape_doc, source_doc
 from kbgraph.store.elastic.indices import (
-    definition_for, index_body, index_name, load_index_body, template_pattern, vector_fields, vector_mapping,
+    definition_for, index_body, load_index_body, vector_fields, vector_mapping,
 )
 from kbgraph.store.elastic.json_codec import use_orjson
+from kbgraph.store.elastic.listing import deep_listing
 from kbgraph.store.elastic.queries import (
     MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, aggregation_search, build_filter, checked_kb, checked_kbs, hit_id, ids_search,
     listing_search, mget_request, msearch_lines, only_ids, scan_page, scan_source, similarity_search,
 )
 from kbgraph.store.elastic.scored import HIT_PATHS, scored_searches
+from kbgraph.store.elastic.tenants import TenantIndices
 from kbgraph.utils.read_ahead import read_ahead
 
 MGET_BATCH = 1000
@@ -46,9 +49,10 @@ class ElasticStore(DocStore):
 
     def __init__(self, client: Elasticsearch, url: str, *, index_prefix: str = "kbgraph_", shards: int = 1,
                  replicas: int = 0, refresh_interval: str = "1s", bulk_bytes: int = 5_000_000,
-                 bulk_chunk_docs: int = 500, bulk_retries: int = 3, bulk_backoff: float = 1.0) -> None:
+                 bulk_chunk_docs: int = 500, bulk_retries: int = 3, bulk_backoff: float = 1.0,
+                 query_timeout: float | None = None) -> None:
         use_orjson(client)  # rows carry vectors: orjson writes and reads them ~6x faster (json_codec.py)
-        self._cluster = Cluster(client, url)
+        self._cluster = Cluster(client, url, query_timeout=query_timeout)
         self._prefix = index_prefix
         self._template = load_index_body()
         self._body = index_body(self._template, shards, replicas, refresh_interval)
@@ -56,20 +60,21 @@ class ElasticStore(DocStore):
         self._bulk_chunk_docs = bulk_chunk_docs
         self._bulk_retries = bulk_retries
         self._bulk_backoff = bulk_backoff
-        self._ready: set[str] = set()  # indices known to exist with our mapping
         # indices this store wrote to without a refresh since it last refreshed them: its next read
         # of one refreshes it first (once), so it reads its own writes (see DocStore's contract)
         self._unrefreshed: set[str] = set()
         self._unrefreshed_lock = threading.Lock()
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
-        self._template_put = False
+        self.tenants = TenantIndices(self._cluster, index_prefix, self._definition)
+        self._cluster.forget = self._forget
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ElasticStore":
         # the request timeout (es_request_timeout) is the client's, set by connect()
         return cls(connect(settings), settings.es_url, index_prefix=settings.es_index_prefix,
                    shards=settings.es_shards, replicas=settings.es_replicas,
-                   refresh_interval=settings.es_refresh_interval, bulk_bytes=settings.es_bulk_bytes)
+                   refresh_interval=settings.es_refresh_interval, bulk_bytes=settings.es_bulk_bytes,
+                   query_timeout=settings.es_query_timeout)
 
     @property
     def _client(self) -> Elasticsearch:
@@ -79,42 +84,29 @@ class ElasticStore(DocStore):
     # -- indices -----------------------------------------------------------------------------
 
     def index_for(self, tenant_id: str) -> str:
-        return index_name(self._prefix, tenant_id)
+        """The tenant's alias: every read and write goes there (tenants.py, admin.py)."""
+        return self.tenants.alias(tenant_id)
 
     def _definition(self) -> dict[str, Any]:
         """The index definition for this cluster (see indices.definition_for)."""
         return definition_for(self._body, self._cluster.version())
 
-    def _put_template(self) -> None:
-        """An index template for every index under our prefix, so an index auto-created by a write
-        that races a drop (bulk creates a missing index) gets kbgraph's mapping, never dynamic
-        defaults. More specific (longer) prefixes win where patterns overlap."""
-        if self._template_put:
-            return
-        pattern = template_pattern(self._prefix)
-        self._cluster.put_index_template(
-            index_name(self._prefix, "template"), index_patterns=[pattern], priority=100 + len(pattern),
-            template={"settings": self._definition()["settings"], "mappings": self._body["mappings"]},
-            meta={"managed_by": "kbgraph"})
-        self._template_put = True
+    def _forget(self, alias: str) -> None:
+        """The cluster says the alias is gone (dropped by another process): what this store knew of
+        it is forgotten, and the next write creates the tenant's index again."""
+        self.tenants.forget(alias)
+        self._vectors.pop(alias, None)
 
     def ensure_index(self, tenant_id: str) -> None:
-        index = self.index_for(tenant_id)
-        if index in self._ready:
-            return
-        self._put_template()
-        if not self._cluster.index_exists(index):
-            self._cluster.create_index(index, self._definition()["settings"], self._body["mappings"])
-        self._ready.add(index)
+        """The tenant's alias and index exist (created, or an older kbgraph's index adopted: tenants.py)."""
+        self.tenants.ensure(tenant_id)
 
     def drop_index(self, tenant_id: str) -> None:
-        index = self.index_for(tenant_id)
-        self._ready.discard(index)
-        self._vectors.pop(index, None)
-        self._cluster.delete_index(index)
+        self._vectors.pop(self.index_for(tenant_id), None)
+        self.tenants.drop(tenant_id)
 
     def index_exists(self, tenant_id: str) -> bool:
-        return self._cluster.index_exists(self.index_for(tenant_id))
+        return self.tenants.exists(tenant_id)
 
     def refresh(self, tenant_id: str) -> None:
         self._refresh_index(self.index_for(tenant_id))
@@ -317,10 +309,12 @@ class ElasticStore(DocStore):
                 else self._list(index, build_filter(r.kb_ids, r.where), r) for r in requests]
 
     def _list(self, index: str, query: dict[str, Any], request: SearchRequest) -> SearchResult:
-        """Neither text nor vector: a filtered listing in field order, then id."""
+        """Neither text nor vector: a filtered listing in field order, then id (past the result
+        window: a walk in a point in time, listing.py)."""
+        if request.offset < 0 or request.limit < 0:
+            raise StoreError("offset and limit must be >= 0")
         if request.offset + request.limit > MAX_RESULT_WINDOW:
-            raise StoreError(f"offset+limit={request.offset + request.limit} is past Elasticsearch's result window "
-                             f"of {MAX_RESULT_WINDOW}; use DocStore.scan() to read everything")
+            return deep_listing(self._cluster, index, query, request)
         answer = self._cluster.search("search", index, **listing_search(query, request))
         if answer is None:
             return SearchResult()

@@ -32,7 +32,8 @@
     return el("tr", { "data-id": d.id, "data-status": d.status, class: "doc-" + d.status },
       el("td", {}, box),
       el("td", {}, el("a", { href: table.dataset.base + "/documents/" + d.id }, d.name)),
-      el("td", {}, el("span", { class: "badge st-" + d.status }, LABEL[d.status] || d.status),
+      el("td", {}, el("span", { class: "badge st-" + (d.no_worker ? "waiting" : d.status) },
+        d.no_worker ? "no worker" : (LABEL[d.status] || d.status)),
         d.error ? el("p", { class: "error" }, d.error) : null),
       el("td", {}, el("progress", { max: 100, value: pct, "aria-label": d.name + " progress" }, pct + "%"),
         el("span", { class: "pct" }, " " + pct + "%"), el("p", { class: "meta phase" }, phase)),
@@ -51,13 +52,15 @@
       : [button("parse", d.status === "done" || d.status === "failed" ? "Re-parse" : "Parse"), button("delete", "Delete", "danger")];
   }
 
-  function describeGraph(g, docs) {
+  function describeGraph(g, docs, noWorker) {
     if (!g.enabled) return "Knowledge graph off.";
+    if (g.store_error) return g.store_error;
     const parts = [];
     if (g.build && (g.build.status === "running" || g.build.status === "pending"))
       parts.push(`Building the knowledge graph: ${Math.round(g.build.progress * 100)}% (${g.build.message})`);
     else if (g.build && g.build.status === "failed") parts.push("Graph build failed: " + (g.build.error || g.build.message));
-    if (g.refresh === "queued") parts.push("Graph refresh queued (PageRank, communities)…");
+    if (g.refresh === "queued" && noWorker) parts.push("Graph refresh waiting: no worker is running (start kbgraph-worker).");
+    else if (g.refresh === "queued") parts.push("Graph refresh queued (PageRank, communities)…");
     else if (g.refresh === "running") {
       const t = g.refresh_task;
       parts.push(t && t.status === "running"
@@ -84,7 +87,7 @@
     for (const id of [...selected]) if (!ids.has(id)) selected.delete(id);
     body.replaceChildren(...(data.documents.length ? data.documents.map((d) => row(d, data.now))
       : [el("tr", {}, el("td", { colspan: 8 }, "No documents yet: upload some above."))]));
-    graphState.textContent = describeGraph(data.graph, data.documents);
+    graphState.textContent = describeGraph(data.graph, data.documents, data.no_worker);
     const working = busy(data);
     table.dataset.busy = working ? "yes" : "no";
     timer = setTimeout(refresh, working ? 1000 : 5000);

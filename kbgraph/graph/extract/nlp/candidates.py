@@ -6,6 +6,7 @@ the short form of exactly one longer name is that entity).
 from __future__ import annotations
 
 import bisect
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -13,6 +14,10 @@ from functools import lru_cache
 from kbgraph.graph.extract.nlp.sentences import _SPACES
 from kbgraph.graph.extract.nlp.words import _EVENT_HEADS, _HOLIDAYS, _ORG_HEADS, _TITLE_ABBR
 from kbgraph.graph.keys import normalize_key
+
+_CJK_KEY = re.compile(r"^[\u4e00-\u9fff·•‧・]+$")
+# words initials skip ("BBC" is British Broadcasting Corporation, "UoL" aside)
+_INITIALS_SKIP = frozenset("of the and & for de du la von van".split())
 
 
 @dataclass
@@ -61,25 +66,22 @@ def _take_title(text: str, start: int, end: int, starts: list[int], cands: dict[
 
 def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[int, int, str]]
                       ) -> list[tuple[int, int, str]]:
-    """A one-word name that is the first or last word of exactly one longer name of the chunk ("Dev"
-    and "Dev Patel", "Wren" and "Tobias Wren") is that entity: its occurrences and votes move there."""
-    longer: dict[str, set[str]] = defaultdict(set)
-    for key in cands:
-        parts = key.split()
-        # "Mrs. Fezziwig" is not "Fezziwig" (Mr. Fezziwig, titles dropped): titled names take no short form
-        if len(parts) >= 2 and parts[0].rstrip(".") not in _TITLE_ABBR:
-            longer[parts[0]].add(key)
-            # "Maharashtra" is not the short form of "Chief Minister of Maharashtra": what follows
-            # "of" names another entity (``_of_tail``)
-            if parts[-2] != "of":
-                longer[parts[-1]].add(key)
+    """A name that is the short form of exactly one longer name of the chunk is that entity: its
+    occurrences and votes move there. Short forms: a first or last word ("Dev" and "Dev Patel",
+    "Wren" and "Tobias Wren"; not "California" of "Southern California", whose first word is an
+    ordinary one), initials ("CW" and "Conor Wynne", "UK" and "United Kingdom"), and in Chinese the
+    last part of a transliterated name ("罗迪奇", "亚历山大·罗迪奇"), the end of an organization's
+    name after its place ("建业", "河南建业") or the start of a longer name ("鑫诺", "鑫诺卫星公司")."""
+    longer = _short_forms(cands)
     moved: dict[str, str] = {}
     for key, cand in cands.items():
-        if " " in key or key not in longer or len(longer[key]) != 1 or cand.name_part:
+        if key not in longer or len(longer[key]) != 1 or cand.name_part:
             continue
         target = next(iter(longer[key]))
         full = cands[target]
-        if full.votes and cand.votes and full.votes.most_common(1)[0][0] != cand.votes.most_common(1)[0][0]:
+        initials = cand.name.isupper() and " " not in key
+        if not initials and full.votes and cand.votes \
+                and full.votes.most_common(1)[0][0] != cand.votes.most_common(1)[0][0]:
             continue  # "Harbor" (a place) is not "Tin Harbor"'s short form only because it is its last word
         moved[key] = target
         full.proven = full.proven or cand.proven
@@ -89,3 +91,54 @@ def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[in
     for key in moved:
         del cands[key]
     return [(si, off, moved.get(key, key)) for si, off, key in occurrences]
+
+
+def _short_forms(cands: dict[str, "_Candidate"]) -> dict[str, set[str]]:
+    """Short key -> the longer keys it may stand for."""
+    from kbgraph.graph.extract.nlp.lexicon import ordinary_word
+
+    longer: dict[str, set[str]] = defaultdict(set)
+    for key, cand in cands.items():
+        parts = key.split()
+        if _CJK_KEY.match(key):
+            _chinese_short_forms(key, cand, cands, longer)
+            continue
+        # "Mrs. Fezziwig" is not "Fezziwig" (Mr. Fezziwig, titles dropped): titled names take no short form
+        if len(parts) < 2 or parts[0].rstrip(".") in _TITLE_ABBR:
+            continue
+        longer[parts[0]].add(key)
+        # "Maharashtra" is not the short form of "Chief Minister of Maharashtra": what follows
+        # "of" names another entity (``_of_tail``); "Southern California" is no Californian's name
+        person = bool(cand.votes) and cand.votes.most_common(1)[0][0] == "person"
+        if parts[-2] != "of" and (person or not ordinary_word(parts[0])):
+            longer[parts[-1]].add(key)
+        letters = "".join(p[0] for p in parts if p not in _INITIALS_SKIP and p[0].isalpha())
+        if 2 <= len(letters) <= 5:
+            longer[letters].add(key)
+    for key in list(longer):
+        if key in cands and " " not in key and not _CJK_KEY.match(key) and len(key) <= 5 \
+                and not cands[key].name.isupper() and key not in {k.split()[0] for k in longer[key]} \
+                and key not in {k.split()[-1] for k in longer[key]}:
+            del longer[key]  # initials stand only for a name written in capitals ("CW", not "Cw")
+    return longer
+
+
+def _chinese_short_forms(key: str, cand: "_Candidate", cands: dict[str, "_Candidate"],
+                         longer: dict[str, set[str]]) -> None:
+    top = cand.votes.most_common(1)[0][0] if cand.votes else ""
+    for dot in "·•‧・":
+        if dot in key:  # "罗迪奇" or "亚历山大" of "亚历山大·罗迪奇"
+            longer[key.rsplit(dot, 1)[1]].add(key)
+            longer[key.split(dot, 1)[0]].add(key)
+    if len(key) < 3 or top == "geo":
+        return
+    for cut in range(2, len(key) - 1):
+        head, tail = key[:cut], key[cut:]
+        if tail in cands and top == "organization" and _votes_top(cands.get(head)) == "geo":
+            longer[tail].add(key)  # "河南建业" -> "建业"
+        if head in cands and _votes_top(cands[head]) not in ("geo", "person"):
+            longer[head].add(key)  # "鑫诺卫星公司" -> "鑫诺"
+
+
+def _votes_top(cand: "_Candidate | None") -> str:
+    return cand.votes.most_common(1)[0][0] if cand is not None and cand.votes else ""

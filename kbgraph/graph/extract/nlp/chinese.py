@@ -18,24 +18,30 @@ from functools import lru_cache
 from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
+from kbgraph.graph.extract.nlp.chinese_tokens import mended, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
                           "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
                           "覃武戴莫孔向汤欧阳司马上官诸葛")
-_CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept"}
+_CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept",
+             "nev": "event"}
 # words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
 _CJK_ORG_SUFFIXES = frozenset("""
 公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室
+俱乐部 委员会 理事会 联合会 改善会 基金 中学 高中 小学
 """.split())
 # ...after a rare head only (a firm's coined name, "澄江机器人", "青禾科技"): a common word or a big place
 # before them is a description ("工业机器人", "中国汽车市场"), not a firm
 _CJK_INDUSTRY_SUFFIXES = frozenset("""
 科技 技术 电子 能源 汽车 机器人 生物 医药 药业 制药 传媒 智能 医疗 教育 游戏 音乐 旅游 快递 物流 食品
-钢铁 家居 光电 半导体 电池 纺织 航天 航空 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
+钢铁 家居 光电 半导体 电池 纺织 航天 航空 卫星 宇航 卫星通信
+书店 书局 茶庄 茶楼 酒楼 饭店 酒店 餐厅 商店 超市 药店 药房 商行 面馆 咖啡馆 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
 网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
 微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
 """.split()) | _CJK_ORG_SUFFIXES
+# a country's or city's name before these is a company ("英国航空", "中国移动"), however common the name
+_CJK_NATIONAL_SUFFIXES = frozenset("航空 石油 石化 电信 移动 联通 邮政 铁路 海运 航运".split())
 # 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
 _CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
 _CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
@@ -87,11 +93,19 @@ def _cjk_titles(text: str) -> list[tuple[int, int]]:
         group = next(g for g in range(1, 6) if m.group(g) is not None)
         inner = m.group(group)
         title = inner.strip()
-        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
+        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title) \
+                or not _nominal(title):
             continue
         start = m.start(group) + len(inner) - len(inner.lstrip())
         found.append((start, start + len(title)))
     return found
+
+
+def _nominal(title: str) -> bool:
+    """Whether a quoted phrase can be a title: it holds a noun, a name or a Latin word; quoted words
+    of judgement ("非常合理", "很好") are speech."""
+    return any(p.flag[:1] in ("n", "j", "i", "l") or p.flag == "eng" or p.flag == "x" and p.word.strip()
+               for p in _jieba_posseg().cut(title))
 
 
 @lru_cache(maxsize=1)
@@ -99,6 +113,10 @@ def _jieba_frequencies() -> dict[str, int]:
     import jieba
     jieba.initialize()
     return jieba.dt.FREQ
+
+
+def _frequency(word: str) -> int:
+    return _jieba_frequencies().get(word, 0)
 
 
 def _cjk_word(word: str) -> bool:
@@ -142,8 +160,9 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
         # ("推出扫地机器人", "新推出的扫地机器人"); only a name tag or a strong suffix makes a firm there
         described = i > 0 and (pairs[i - 1][1][:1] in ("m", "q") or pairs[i - 1][0] in _CJK_MAKING_VERBS) \
             and flag not in _CJK_NAME_TAGS and not strong
-        if end > i + width and flag != "nt" and not described and _org_head(head, "nr" if width == 2 else flag,
-                                                                             strong):
+        national = flag == "ns" and end == i + width + 1 and pairs[i + width][0] in _CJK_NATIONAL_SUFFIXES
+        if end > i + width and (flag != "nt" or strong) and not described \
+                and (national or _org_head(head, "nr" if width == 2 else flag, strong)):
             org = head + "".join(p[0] for p in pairs[i + width:end])
             if glued:
                 out.append((word[0], "c"))
@@ -166,7 +185,8 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
         _take_title(text, start, end, starts, cands, occurrences)
     # (sentence, offset in the text, word, tag) outside the titles
     words: list[tuple[int, int, str, str]] = []
-    # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7") stands for the firm
+    # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7"), or a club's after its city
+    # ("建业" of "河南建业"), stands for it
     heads: dict[str, set[str]] = defaultdict(set)
     for si, (s, e) in enumerate(spans):
         cuts = [s] + [x for t in titles if s <= t[0] < e for x in t] + [e]
@@ -175,16 +195,23 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
             if not _CJK_CHAR.search(piece):
                 continue
             pos = 0
-            for word, flag in _whole_orgs(_whole_names([(p.word, p.flag) for p in posseg.cut(piece)]), heads):
+            pairs = _whole_orgs(_whole_names(plain([(p.word, p.flag) for p in posseg.cut(piece)])), heads)
+            for word, flag in mended(pairs, _frequency, _CJK_RARE, heads):
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
+    tags = posseg.dt.word_tag_tab
+    for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
+        if flag == "nt" and len(word) >= 4:
+            for cut in (2, 3):
+                if tags.get(word[:cut]) == "ns" and len(word) - cut >= 2 and word[cut:] not in _CJK_STOP:
+                    heads[word[cut:]].add(word)
     for si, offset, word, flag in words:
         etype = _CJK_TAGS.get(flag)
+        if len(heads.get(word, ())) == 1 and word not in heads[word]:
+            word, etype = next(iter(heads[word])), "organization"
         if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP:
             continue
-        if len(heads.get(word, ())) == 1:
-            word, etype = next(iter(heads[word])), "organization"
         key = _key(word)
         if not key:
             continue

@@ -7,10 +7,13 @@ extractor.
 
 from __future__ import annotations
 
-from kbgraph.graph.extract.nlp.candidates import _Candidate, _link_short_names
+import bisect
+
+from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _link_short_names, _proven_candidate
 from kbgraph.graph.extract.nlp.chinese import _cjk_titles, chinese_names
 from kbgraph.graph.extract.nlp.names import latin_names
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _sentences, _without_boilerplate
+from kbgraph.graph.extract.nlp.structure import Structure, read_structure
 
 
 def find_names(text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate], list[tuple[int, int, str]],
@@ -20,17 +23,33 @@ def find_names(text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate],
     spans = _sentences(text)
     starts = [s for s, _ in spans]
     names_text = _without_boilerplate(text, spans)
+    structure = read_structure(names_text)
+    names_text = structure.blanked(names_text)  # labels, tags, dates: same length, offsets hold
     cands: dict[str, _Candidate] = {}
     # (sentence index, char offset, key) of every accepted-or-pending occurrence
     occurrences: list[tuple[int, int, str]] = []
+    _structure_people(structure, starts, cands, occurrences)
     cjk = _CJK_CHAR.search(names_text) is not None
     cjk_titles = _cjk_titles(names_text) if cjk else []
-    latin_names(names_text, spans, starts, cands, occurrences, cjk_titles)
+    latin_names(names_text, spans, starts, cands, occurrences, cjk_titles, structure.utterances, structure.values,
+                structure.named_values)
     if cjk:
         chinese_names(names_text, spans, starts, cjk_titles, cands, occurrences)
     occurrences = _link_short_names(cands, occurrences)
     keep = {k for k, c in cands.items() if c.proven}
     return spans, cands, occurrences, keep
+
+
+def _structure_people(structure: Structure, starts: list[int], cands: dict[str, _Candidate],
+                      occurrences: list[tuple[int, int, str]]) -> None:
+    """The people the chunk's structure names (senders, IRC nicks), persons wherever they stand."""
+    for name, places in structure.people.items():
+        key = _key(name)
+        if not key:
+            continue
+        for start, _end in sorted(places):
+            cand = _proven_candidate(cands, occurrences, name, key, start, bisect.bisect_right(starts, start) - 1)
+            cand.votes["person"] += 3
 
 
 def proper_names(text: str) -> list[str]:

@@ -2,8 +2,9 @@
 
 Entities are the chunk's proper names (detect.py: Latin script in names.py, Chinese in chinese.py).
 Types come from cheap cues, voted per entity within the chunk (names.py, chinese.py); a name sharing
-a word with a person's name is a person too; a name without votes is a "concept". Then they are
-mapped to the knowledge base's types (``finalize.map_entity_type``). Description: the first one or
+a word with a person's name is a person too; a name without votes is a "concept". Then each kind
+is given the knowledge base's type that takes it, or the fallback type "other" (types.py).
+Description: the first one or
 two sentences the entity appears in (about 300 characters, cut around the mention). Weight: the
 number of sentences mentioning it. Relations: two entities in one sentence (relations.py).
 """
@@ -14,11 +15,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, ChunkExtraction, ExtractedEntity
-from kbgraph.graph.extract.finalize import finalize, map_entity_type
+from kbgraph.graph.extract.finalize import finalize
 from kbgraph.graph.extract.nlp.candidates import _Candidate
 from kbgraph.graph.extract.nlp.detect import find_names, proper_names
 from kbgraph.graph.extract.nlp.relations import cooccurrence_relations, sentence_mentions
 from kbgraph.graph.extract.nlp.sentences import MAX_DESCRIPTION_CHARS, _excerpt
+from kbgraph.graph.extract.nlp.types import kind_types
 from kbgraph.graph.extract.nlp.words import _CONNECTORS, _TITLE_ABBR, _TITLES_KEEP
 from kbgraph.llm.base import Cancelled, CancelCheck
 
@@ -30,6 +32,7 @@ class NLPExtractor:
                  max_description_chars: int = MAX_DESCRIPTION_CHARS) -> None:
         self.entity_types = list(entity_types) or list(DEFAULT_ENTITY_TYPES)
         self.max_description_chars = max_description_chars
+        self.kind_types = kind_types(self.entity_types)
 
     # -- entry -----------------------------------------------------------------------------------
     def extract(self, text: str, *, cancel: CancelCheck | None = None) -> ChunkExtraction:
@@ -68,7 +71,7 @@ class NLPExtractor:
             guessed = best[0]
         else:
             guessed = "concept"
-        return map_entity_type(guessed, self.entity_types)
+        return self.kind_types.get(guessed, self.kind_types["concept"])
 
     def _build(self, text: str, spans: list[tuple[int, int]], cands: dict[str, _Candidate], keep: set[str],
                occurrences: list[tuple[int, int, str]]) -> ChunkExtraction:

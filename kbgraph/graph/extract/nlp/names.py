@@ -15,8 +15,10 @@ from __future__ import annotations
 import bisect
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
+from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word
 from kbgraph.graph.extract.nlp.sentences import _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
@@ -31,7 +33,16 @@ _SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?<?([A-Z][\w'’.\
 _QUOTED = re.compile(r"[\"“]([A-Z0-9][^\"“”\n]{1,60}?)[\"”]")
 # CamelCase handles and names ("LiHua", "JonasVale"), not Mc/Mac names ("McRae")
 _CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
-_TOKEN = re.compile(rf"[{_LATIN}]+(?:['’\-][{_LATIN}]+)*")  # "--" (a dash) splits words
+# a word, digits inside it and a version after it kept ("XFree86", "RH7.3", "T20"); "--" (a dash)
+# splits words, and a word never starts inside another or a number ("650M", "3C5X9")
+_TOKEN = re.compile(rf"(?<![0-9{_LATIN}])[{_LATIN}][{_LATIN}0-9]*(?:['’\-][{_LATIN}0-9]+)*(?:\.[0-9]+[{_LATIN}0-9]*)*")
+_AMPERSAND_GAP = re.compile(r"^[ \t]+&[ \t]+$")  # "Wandel & Goltermann", "Marks & Spencer"
+# a company's legal form written in lower case after its name: "British Sky Broadcasting Group plc"
+_LEGAL_FORM_AFTER = re.compile(r" (plc|ltd|inc|llc|gmbh|ag|sa|bv|nv|oy|ab|as|co)\b\.?")
+# a model number or version right after a name: "Zyxel 643", "Redhat 7.3", "Channel 4" (not a year,
+# not a time of day)
+_VERSION_AFTER = re.compile(r" (\d{1,3}(?:\.\d+)*|\d+(?:\.\d+)+)(?![\d:.,]\d|[\w])")
+_ROMAN = re.compile(r"^(?:I{1,3}|IV|V|VI{1,3}|IX|X|XI{1,3})$")
 _WS_GAP = re.compile(r"^\s+$")
 _PLAIN_GAP = re.compile(r"^[\s,]+$")
 _TITLE_GAP = re.compile(r"^\.?\s+$")
@@ -69,17 +80,26 @@ def _quoted_titles(text: str) -> list[tuple[int, int]]:
     return found
 
 
-def _shouting(toks: list[tuple[str, int, int]], i: int) -> bool:
-    return 0 <= i < len(toks) and len(toks[i][0]) >= 2 and toks[i][0].isupper()
+def _shouting(toks: list[tuple[str, int, int]], i: int, text: str = "") -> bool:
+    """Token ``i`` is an all-caps word right beside its neighbour (only a space between): a word of
+    an all-caps heading; a list ("BBC, ITV and Channel 4") is not one."""
+    if not (0 <= i < len(toks) and len(toks[i][0]) >= 2 and toks[i][0].isupper() and toks[i][0].isalpha()):
+        return False
+    if not text:
+        return True
+    gaps = [text[toks[j][2]:toks[j + 1][1]] for j in (i - 1, i) if 0 <= j and j + 1 < len(toks)]
+    return any(_WS_GAP.match(g) for g in gaps)
 
 
 def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
                 cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
-                skip: list[tuple[int, int]]) -> None:
+                skip: list[tuple[int, int]], utterances: Sequence[int] = (), values: Sequence[int] = (),
+                named_values: Mapping[int, str] | None = None) -> None:
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
     are no names of their own."""
-    toks = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    toks = [(m.group(0) if not _embedded(text, m.start(), m.end()) else m.group(0).lower(), m.start(), m.end())
+            for m in _TOKEN.finditer(text)]
     if not toks:
         return
     speakers = {m.start(1) for m in _SPEAKER.finditer(text)}
@@ -89,7 +109,12 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
     lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
     initial = _initial_words(text, spans, toks, sent_of, lower_words)
-    runs = _capitalized_runs(text, toks, sent_of)
+    value_first = _phrase_firsts(text, toks, values)
+    for i in value_first | _phrase_firsts(text, toks, utterances) | _line_firsts(text, toks):
+        initial[i] = True
+    named = _named_tokens(text, toks, named_values or {})
+    runs = [run for run in _capitalized_runs(text, toks, sent_of)
+            if run[0] in named or not (run[0] in value_first and _ordinary_phrase(toks, run))]
 
     noninitial_caps: set[str] = set()
     for run in runs:
@@ -100,6 +125,9 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     for run in runs:
         if any(start <= toks[run[0]][1] < end for start, end in titles + skip):
             continue  # a word of a quoted title: the title is the name
+        if run[0] in named:  # "Name: Acme Robotics": the label says it is a name, whatever its words
+            _take_named_value(text, toks, run, named[run[0]], sent_of, cands, occurrences)
+            continue
         _take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                   toks[run[0]][1] in speakers)
         tail = _of_tail(toks, run)
@@ -121,18 +149,91 @@ def _initial_words(text: str, spans: list[tuple[int, int]], toks: list[tuple[str
             initial[i] = not re.search(rf"[{_LATIN}\u4e00-\u9fff]", text[spans[si][0]:s])
             continue
         gap = text[toks[i - 1][2]:s].rstrip("_*([ ")
-        initial[i] = gap.endswith(("\"", "“", "‘", ":")) or (gap.endswith("'") and gap[:-1][-1:].isspace())
+        initial[i] = gap.endswith(("\"", "“", "‘", ":")) or (gap.endswith("'") and gap[:-1][-1:].isspace()) \
+            or (gap == "/" and initial[i - 1])  # "Easier/Quicker way"
     # a title line names what follows ("Maharashtra\nThe politics of the state..."): its words are
     # capitalized as names, not by their position, unless the text also writes them in lower case
     for si in _heading_lines(text, spans):
         for i in range(bisect.bisect_left(sent_of, si), bisect.bisect_right(sent_of, si)):
-            if toks[i][0].lower() not in lower_words:
+            # a short line of ordinary words is a chat line or a subject as often as a title
+            # ("Got it", "Sounds good"): its ordinary words prove nothing
+            if toks[i][0].lower() not in lower_words and not ordinary_word(toks[i][0]):
                 initial[i] = False
     return initial
 
 
+def _phrase_firsts(text: str, toks: list[tuple[str, int, int]], phrase_starts: Sequence[int]) -> set[int]:
+    """The tokens that open an utterance after its speaker or a field's value."""
+    firsts: set[int] = set()
+    begins = [s for _, s, _ in toks]
+    for pos in sorted(set(phrase_starts)):
+        i = bisect.bisect_left(begins, pos)
+        if i < len(toks) and not text[pos:toks[i][1]].strip(" \t*-_\"'“‘(["):
+            firsts.add(i)
+    return firsts
+
+
+def _named_tokens(text: str, toks: list[tuple[str, int, int]], named_values: Mapping[int, str]) -> dict[int, str]:
+    """Token index -> kind of name, for the first token of each value a label says is a name."""
+    begins = [s for _, s, _ in toks]
+    out: dict[int, str] = {}
+    for pos, kind in named_values.items():
+        i = bisect.bisect_left(begins, pos)
+        if i < len(toks) and not text[pos:toks[i][1]].strip(" \t\"'“‘(["):
+            out[i] = kind
+    return out
+
+
+def _take_named_value(text: str, toks: list[tuple[str, int, int]], run: list[int], kind: str,
+                      sent_of: list[int], cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
+    """A field value its label says is a name ("Name: Acme Robotics", "City: Reading"): that name."""
+    end = toks[run[-1]][2]
+    after = _LEGAL_FORM_AFTER.match(text, end)
+    name = _SPACES.sub(" ", text[toks[run[0]][1]:after.end(1) if after else end])
+    key = _key(name)
+    if not key:
+        return
+    cand = cands.get(key)
+    if cand is None:
+        cand = cands[key] = _Candidate(name=name, key=key, first_pos=toks[run[0]][1])
+    cand.proven = True
+    si = sent_of[run[0]]
+    if not cand.sentences or cand.sentences[-1] != si:
+        cand.sentences.append(si)
+    occurrences.append((si, toks[run[0]][1], key))
+    cand.votes[kind] += 3
+
+
+def _line_firsts(text: str, toks: list[tuple[str, int, int]]) -> set[int]:
+    """The tokens that open a line: capitalized by their place as often as not (a chat line, a list
+    item), whatever the sentence splitter made of the lines around them."""
+    firsts: set[int] = set()
+    for i, (_tok, start, _end) in enumerate(toks):
+        line_start = text.rfind("\n", 0, start) + 1
+        if not re.search(rf"[{_LATIN}\u4e00-\u9fff]", text[line_start:start]):
+            firsts.add(i)
+    return firsts
+
+
+def _ordinary_phrase(toks: list[tuple[str, int, int]], run: list[int]) -> bool:
+    """A run of ordinary words at a field value's start ("Health Care", "Aerospace & Defense"): a
+    category, not a name."""
+    words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
+    return len(words) >= 2 and all(ordinary_word(w) or w.lower() in _CONNECTORS for w in words)
+
+
 def _capital(tok: str) -> bool:
     return tok[0].isupper() and not _CONTRACTION.search(tok)
+
+
+def _embedded(text: str, start: int, end: int) -> bool:
+    """A word inside a path, file name, address or identifier ("beatles/SGT.WAV",
+    "SAL_DO_NOT_USE", "user@Host"): no name of its own."""
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    after2 = text[end + 1] if end + 1 < len(text) else " "
+    return before in "/\\_@." and not (before == "." and start > 1 and text[start - 2].isspace()) \
+        or after in "/\\_@" or (after == "." and after2.isalnum())
 
 
 def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list[int]) -> list[list[int]]:
@@ -156,12 +257,18 @@ def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list
             gap = text[toks[j][2]:toks[k][1]]
             title = toks[j][0].lower() in _TITLE_ABBR or (
                 len(toks[j][0]) == 1 and toks[j][0].isupper())
+            if _AMPERSAND_GAP.match(gap) and _capital(toks[k][0]):
+                run.append(k)
+                j = k
+                continue
             if not (_WS_GAP.match(gap) or (title and _TITLE_GAP.match(gap))):
                 break
             if _capital(toks[k][0]):
                 run.append(k)
                 j = k
                 continue
+            if len(run) >= 2 and _ROMAN.match(toks[j][0]):
+                break  # "Charles III of West Francia": a regnal name ends at its number
             # connectors ("of", "the") only inside a name: the next word must be capitalized again
             m = k
             while m < n and toks[m][0] in _CONNECTORS and sent_of[m] == sent_of[j] and m - k < 2 \
@@ -178,41 +285,104 @@ def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list
     return runs
 
 
-def _trimmed_run(toks: list[tuple[str, int, int]], run: list[int], initial: list[bool], lower_words: set[str],
-                 speaker: bool) -> tuple[list[str], list[int], int] | None:
+def _trimmed_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initial: list[bool],
+                 lower_words: set[str], speaker: bool) -> tuple[list[str], list[int], int] | None:
     """The words of a run that make the name and their token indices (roles, honorifics, leading and
     trailing stop words cut), and the person votes the cut honorifics and a speaker's place give;
     None when no name is left (a heading, a lone title, an all-caps heading word)."""
     words = [_POSSESSIVE.sub("", toks[i][0]) for i in run]
-    idxs = list(run)
-    caps = [w for w in words if len(w) >= 2 and w.isupper()]
-    if len(caps) >= 2:
-        return None  # "MARLEY'S GHOST", "A CHRISTMAS CAROL": a heading
+    caps = [w for w in words if len(w) >= 2 and w.isupper() and w.isalpha() and not _ROMAN.match(w)]
+    if len(caps) >= 3 or (len(caps) == 2 and max(len(w) for w in caps) >= 5):
+        return None  # "MARLEY'S GHOST", "A CHRISTMAS CAROL": a heading ("ILUG IRC" is two names)
     person = 3 if speaker else 0  # "AdamSmith: ..." at the start of a chat line
+    words, idxs, person = _cut_titles(words, list(run), person)
+    words, idxs = _cut_edges(words, idxs, initial, lower_words)
+    if not words or len(words) > MAX_NAME_WORDS:
+        return None
+    if len(words) == 1 and not _single_word_name(text, toks, idxs[0], run):
+        return None
+    return words, idxs, person
+
+
+def _cut_titles(words: list[str], idxs: list[int], person: int) -> tuple[list[str], list[int], int]:
+    """Roles and honorifics in front of a name cut, the person votes the honorifics give."""
     # a role in front: "CEO of Corvid Interactive" is Corvid Interactive (the connector goes below)
     while len(idxs) > 1 and words[0].lower() in _ROLES:
         words, idxs = words[1:], idxs[1:]
-    # honorifics
     while idxs and words[0].lower() in _TITLES_DROP and len(idxs) > 1:
         person += 3
         words, idxs = words[1:], idxs[1:]
-    if words and words[0].lower() in _TITLES_KEEP:
-        person += 3 if len(words) > 1 else 0
-    # leading stop words, and words that are common words capitalized by their position
-    while words and (words[0].lower() in _STOP or words[0].lower() in _CONNECTORS
-                     or (initial[idxs[0]] and words[0].lower() in lower_words and len(words) > 1)):
+    if len(words) >= 3 and words[0].lower() in _TITLES_KEEP and _ROMAN.match(words[-1]):
+        person += 3  # "King Charles III" is Charles III: a regnal number names the person alone
         words, idxs = words[1:], idxs[1:]
-    while words and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECTORS):
-        words, idxs = words[:-1], idxs[:-1]
-    if not words or len(words) > MAX_NAME_WORDS:
-        return None
-    if len(words) == 1:
-        w = words[0]
-        if len(w) < 2 or w.lower() in _TITLE_ABBR:
-            return None
-        if w.isupper() and (len(w) > 6 or _shouting(toks, run[0] - 1) or _shouting(toks, run[-1] + 1)):
-            return None  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
+    elif words and words[0].lower() in _TITLES_KEEP:
+        person += 3 if len(words) > 1 else 0
     return words, idxs, person
+
+
+def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
+               lower_words: set[str]) -> tuple[list[str], list[int]]:
+    """Leading and trailing words that are no part of the name: stop words and connectors, words
+    capitalized by their place ("Following BSkyB's", "Burnt the ISO"), generic abbreviations at an
+    edge ("Windows CD", "ILUG IRC channel")."""
+    generic = False
+    while words and ((words[0].lower() in _STOP and not _initial_letter(words, idxs))
+                     or words[0].lower() in _CONNECTORS
+                     or (len(words) > 1 and initial[idxs[0]] and _lead_word(words[0], words[1], lower_words))
+                     or (len(words) > 1 and _edge_acronym(words[0]))):
+        generic = generic or _edge_acronym(words[0])
+        words, idxs = words[1:], idxs[1:]
+    # "Mark Page": a surname may be a word that is a stop word elsewhere (page, part, title)
+    surname = len(words) == 2 and words[0].lower() in _FIRST_NAMES and words[1].lower() not in _CONNECTORS
+    while words and not surname and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECTORS
+                                     or (len(words) > 1 and _edge_acronym(words[-1]))):
+        generic = generic or _edge_acronym(words[-1])
+        words, idxs = words[:-1], idxs[:-1]
+    if generic and len(words) == 1 and ordinary_word(words[0]):
+        return [], []  # "BIOS Setup", "Legacy ISA": a thing's description, not a name
+    return words, idxs
+
+
+def _initial_letter(words: list[str], idxs: list[int]) -> bool:
+    """"A. O. Smith": a capital letter run into the name by its period is an initial, not "a"."""
+    return len(words) > 1 and len(words[0]) == 1 and words[0].isupper() and len(words[1]) <= 2 \
+        and words[1][:1].isupper()
+
+
+def _edge_acronym(word: str) -> bool:
+    """A generic abbreviation at a name's edge is no part of it ("Windows CD", "ILUG IRC channel"),
+    unless it is one that brands carry ("Pick TV", "Kiss FM")."""
+    return generic_acronym(word) and word.lower() not in ("tv", "fm", "hd", "it")
+
+
+def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: list[int]) -> bool:
+    """Whether a name of one word, token ``i``, can be a name at all."""
+    w = _POSSESSIVE.sub("", toks[i][0])
+    if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
+        return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
+    if w.isupper() and w.isalpha() and (len(w) > 6 or _shouting(toks, run[0] - 1, text)
+                                        or _shouting(toks, run[-1] + 1, text)):
+        return False  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
+    return True
+
+
+def _handle(name: str, seen: set[str]) -> bool:
+    """A CamelCase word that is a handle made of names ("JonasVale", "LiHua"), not a name written
+    so ("SoCal", "PayPal", "AbbVie", "SaskTel"): a known given name first, or a first part the chunk
+    also writes as a word of its own ("Theo" beside "TheoMarsh"); ``seen``: the chunk's words. A
+    handle at a chat line's start ("TheoMarsh: ...") is a speaker's, split whatever its parts."""
+    parts = re.findall(r"[A-Z][a-z]+", name)
+    return parts[0].lower() in _FIRST_NAMES or (parts[0] in seen and len(parts[0]) >= 3)
+
+
+def _lead_word(word: str, following: str, lower_words: set[str]) -> bool:
+    """A first word capitalized by its place that is no part of the name after it: written in lower
+    case elsewhere in the chunk, or an ordinary adverb, gerund or interjection ("Following BSkyB's
+    launch", "Initially Sky", "Absolutely Jennifer"), or an ordinary word before "the" ("Burnt the
+    ISO"); an ordinary adjective may be ("United Kingdom")."""
+    low = word.lower()
+    return low in lower_words or (ordinary_word(word) and (low.endswith(("ly", "ing")) or low in _STOP
+                                                          or following.lower() == "the"))
 
 
 def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initial: list[bool],
@@ -220,14 +390,19 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
               cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]],
               speaker: bool = False, name_part: bool = False) -> None:
     """The name a run of capitalized words makes, if any, added to ``cands`` and ``occurrences``."""
-    trimmed = _trimmed_run(toks, run, initial, lower_words, speaker)
+    trimmed = _trimmed_run(text, toks, run, initial, lower_words, speaker)
     if trimmed is None:
         return
     words, idxs, person = trimmed
     first, last = idxs[0], idxs[-1]
     end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
+    if len(words) == 1 and "-" in words[0] and words[0].rsplit("-", 1)[1].islower():
+        end = toks[first][1] + words[0].rindex("-")  # "Linux-native utilities" name Linux
+    elif end == toks[last][2] and not person:
+        after = _VERSION_AFTER.match(text, end) or _LEGAL_FORM_AFTER.match(text, end)
+        end = after.end(1) if after else end
     name = _SPACES.sub(" ", text[toks[first][1]:end])
-    if len(words) == 1 and _CAMEL.match(name):
+    if len(words) == 1 and _CAMEL.match(name) and (speaker or _handle(name, {t for t, _, _ in toks if t[:1].isupper()})):
         name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)  # "LiHua" is Li Hua: one key for both spellings
     key = _key(name)
     if not key:
@@ -238,8 +413,10 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
     if (prev_tok and prev_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[prev_tok[2]:toks[run[0]][1]])) or (
             next_tok and next_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[toks[run[-1]][2]:next_tok[1]])):
         person += 2
+    # a word capitalized where any word is (a sentence's, line's or field's first) is a name when it
+    # is no ordinary word ("Eircom", "Waider"), or the chunk also capitalizes it elsewhere
     proven = (len(words) > 1 or not initial[first] or words[0] in noninitial_caps or person > 0
-              or (words[0].isupper() and len(words[0]) >= 2))
+              or (words[0].isupper() and len(words[0]) >= 2) or not ordinary_word(words[0]))
     cand = cands.get(key)
     if cand is None:
         cand = cands[key] = _Candidate(name=name, key=key, first_pos=toks[first][1])

@@ -1,0 +1,249 @@
+"""jieba's (word, tag) pairs mended where its default tags cut or misread names, by general rules:
+
+- a transliterated name joined by "·" is one person ("凯尔" + "·" + "内斯" is 凯尔·内斯, never 内斯);
+- a regnal name is one person ("路" + "易九世" is 路易九世; "和亨" + "利八世" is 亨利八世);
+- a designation is one name: a name and its serial number ("中星" + "九号" is 中星九号, "长征三号" +
+  "乙" is 长征三号乙);
+- a city's or province's name right before a coined name is one organization, a club or a firm
+  ("成都" + "谢菲联", "深圳" + "健力宝"): only a rare word or a name tag makes the second part;
+- a person's name (nr) must look like one: a surname first (one of the commonest few hundred, or a
+  compound one), or transliteration characters throughout; jieba's person tag on 西兰花, 今天上午,
+  友谊赛 is dropped, and a function character it glued on ("由金晨") is cut off;
+- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) are none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from kbgraph.graph.extract.nlp.chinese_words import COMPOUND_SURNAMES, ORDINARY, SURNAMES, TRANSLITERATION
+
+Pair = tuple[str, str]
+_DOTS = frozenset("·•‧・")
+_PERSON_TAGS = frozenset("nr nrfg nrt".split())
+_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
+_NUMERALS = "一二三四五六七八九十"
+# tags of words that are no part of a name after it (verbs, prepositions, particles...)
+_VERBAL = frozenset("v vd vn p c u uj ul uz ud ug uv d r f m q x".split())
+_REGNAL = re.compile(rf"[{_NUMERALS}]{{1,3}}世$")
+_SERIAL = re.compile(rf"^[{_NUMERALS}]{{1,3}}号$")
+_SERIAL_END = re.compile(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号$")
+_CJK_WORD = re.compile(r"^[\u4e00-\u9fff]+$")
+# conjunctions and prepositions that jieba's guessing glues to a name after them ("由金晨", "和朗峰")
+FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
+_GLUED_CHARS = FUNCTION_CHARS | {"原"}  # "原广三" (the former ...)
+# a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
+# in "在中国效力" is a verb it tags as a noun
+_COINED_NOUN = 300
+_OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
+# characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
+# cannot be one (no surname first) and ends so is a place
+_PLACE_ENDINGS = frozenset("城庄村镇县区市省州山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
+# a club's name may go on with these ("成都谢菲联" + "足球俱乐部"); "队" after it is a description
+_CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
+# a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
+_EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
+# "茂名" + "站", "广茂" + "铁路", "广三" + "线"
+_INFRA_SUFFIXES = frozenset("""
+站 火车站 东站 西站 南站 北站 铁路 线 联络线 支线 干线 机场 国际机场 港 码头 大桥 隧道 公路 高速公路 高速 运河 水库 大坝
+""".split())
+
+def _transliterated(word: str) -> bool:
+    return len(word) >= 2 and all(ch in TRANSLITERATION for ch in word)
+
+
+def person_like(word: str) -> bool:
+    """Whether a word jieba tags as a person can be a person's name."""
+    if any(d in word for d in _DOTS) or (_REGNAL.search(word) and len(word) >= 3):
+        return True  # "凯尔·内斯", "路易九世"
+    if word in ORDINARY or not _CJK_WORD.match(word):
+        return False
+    if word[:2] in COMPOUND_SURNAMES and 3 <= len(word) <= 4:
+        return True
+    if word[0] in SURNAMES and 2 <= len(word) <= 3:
+        return True
+    return _transliterated(word)
+
+
+def _dotted(pairs: list[Pair]) -> list[Pair]:
+    """"凯尔" "·" "内斯" -> "凯尔·内斯" (nr); "杰西卡" "·" "拉" "布罗卡" -> "杰西卡·拉布罗卡" (jieba cut the
+    part after the dot again); "唐纳德" "特朗普" -> "唐纳德特朗普" (a transliterated given name and
+    surname written without the dot)."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        after_dot = _name_part((word, flag)) or all(ch in TRANSLITERATION for ch in word)  # "拉" (v) in 杰西卡·拉布罗卡
+        if out and len(out) >= 2 and out[-1][0] in _DOTS and _name_part(out[-2]) and after_dot:
+            dot = out.pop()[0]
+            prev = out.pop()[0]
+            out.append((prev + dot + word, "nr"))
+            continue
+        if out and _transliterated(word) and flag not in _VERBAL and out[-1][1] == "nr" \
+                and any(d in out[-1][0] for d in _DOTS) and len(out[-1][0].rsplit("·", 1)[-1]) + len(word) <= 6:
+            out.append((out.pop()[0] + word, "nr"))  # the rest of the part after the dot
+            continue
+        if out and _transliterated(word) and _transliterated(out[-1][0]) and len(word) >= 2 \
+                and len(out[-1][0]) >= 2 and {flag, out[-1][1]} & _PERSON_TAGS and flag not in _VERBAL:
+            out.append((out.pop()[0] + word, "nr"))
+            continue
+        out.append((word, flag))
+    return out
+
+
+def _name_part(pair: Pair) -> bool:
+    word, flag = pair
+    if any(d in word for d in _DOTS):
+        return True  # a name already joined ("凯尔·内斯" + "·" + "三世")
+    return bool(_CJK_WORD.match(word)) and (_transliterated(word) or (flag in _NAME_TAGS and len(word) <= 4))
+
+
+def _regnal(pairs: list[Pair]) -> list[Pair]:
+    """"路" + "易九世" -> "路易九世"; "和亨" + "利八世" -> "和" + "亨利八世"."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        m = _REGNAL.search(word)
+        if m and out and _CJK_WORD.match(word):
+            head = word[:m.start()]
+            prev, prev_flag = out[-1]
+            take = 0
+            while take < min(3, len(prev)) and prev[len(prev) - take - 1] in TRANSLITERATION:
+                take += 1
+            if take and len(head) + take >= 2 and (not head or all(ch in TRANSLITERATION for ch in head)):
+                out.pop()
+                if take < len(prev):
+                    out.append((prev[:len(prev) - take], "x" if prev[:len(prev) - take] in FUNCTION_CHARS else prev_flag))
+                out.append((prev[len(prev) - take:] + word, "nr"))
+                continue
+            if len(head) >= 2 and all(ch in TRANSLITERATION for ch in head):
+                out.append((word, "nr"))
+                continue
+        out.append((word, flag))
+    return out
+
+
+def _designations(pairs: list[Pair]) -> list[Pair]:
+    """"中星" + "九号" -> "中星九号"; "长征三号" + "乙" -> "长征三号乙" (nz): a name and its serial
+    (not the kind of thing after it: a question says 鑫诺二号 where its article says 鑫诺二号通信卫星,
+    and one key must serve both)."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if word == "线" and out and out[-1][1] == "nz" and out[-1][0].endswith("号"):
+            out.append((out.pop()[0] + word, "ns"))  # "北京地铁十九号" + "线": a line, not a vehicle
+            continue
+        if word == "号" and out and 2 <= len(out[-1][0]) <= 3 and _CJK_WORD.match(out[-1][0]) \
+                and out[-1][1] in _NAME_TAGS and out[-1][0] not in ORDINARY:
+            out.append((out.pop()[0] + word, "nt"))  # "福顺" + "号": a shop's old-style name
+            continue
+        if re.match(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号[甲乙丙丁]?$", word):
+            out.append((word, "nz"))  # "长征三号甲", whatever jieba tagged it
+            continue
+        if out and _SERIAL.match(word) and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 4 \
+                and (out[-1][1] in _NAME_TAGS or out[-1][1] in ("n", "j", "nz", "x")) and out[-1][0] not in ORDINARY:
+            out.append((out.pop()[0] + word, "nz"))
+            continue
+        if out and len(word) == 1 and word in "甲乙丙丁" and (_SERIAL_END.match(out[-1][0])
+                                                          or (out[-1][1] == "nz" and out[-1][0].endswith("号"))):
+            out.append((out.pop()[0] + word, "nz"))
+            continue
+        out.append((word, flag))
+    return out
+
+
+def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
+           tails: dict[str, set[str]] | None = None) -> list[Pair]:
+    """"成都" + "谢菲联" -> "成都谢菲联" (nt): a place and a coined name right after it (a rare word
+    or one jieba tags as a name, not a place), with a team suffix after it if any."""
+    out: list[Pair] = []
+    i = 0
+    while i < len(pairs):
+        word, flag = pairs[i]
+        nxt = pairs[i + 1] if i + 1 < len(pairs) else None
+        if nxt and nxt[0] == "站" and 2 <= len(word) <= 3 and _CJK_WORD.match(word) and word not in ORDINARY \
+                and (flag == "ns" or (flag in ("n", "a", "j", "nz") and freq(word) < rare)):
+            out.append((word + "站", "ns"))  # "茂名" + "站" (jieba reads 站 as "to stand")
+            i += 2
+            continue
+        if flag == "ns" and nxt and nxt[0] in _INFRA_SUFFIXES or (
+                nxt and nxt[0] in _INFRA_SUFFIXES and nxt[0] not in ("港", "线") and _CJK_WORD.match(word)
+                and 2 <= len(word) <= 4 and word not in ORDINARY
+                and (flag in _NAME_TAGS or flag == "j" or freq(word) < _COINED_NOUN)):
+            name, end = word + nxt[0], i + 2
+            while end < len(pairs) and pairs[end][0] in _INFRA_SUFFIXES:
+                name, end = name + pairs[end][0], end + 1
+            if end < len(pairs) and pairs[end][0] in _OPERATOR_SUFFIXES:
+                out.append((name + pairs[end][0], "nt"))  # "广州铁路" + "集团": the operator
+                i = end + 1
+                continue
+            out.append((name, "ns"))
+            i = end
+            continue
+        if flag == "ns" and nxt and ((2 <= len(word) <= 3 and _coined(nxt, freq, rare))
+                                     or (nxt[1] == "nt" and nxt[0] not in ORDINARY)):
+            name, end = word + nxt[0], i + 2
+            while end < len(pairs) and pairs[end][0] in _CLUB_SUFFIXES:
+                name, end = name + pairs[end][0], end + 1
+            if tails is not None and nxt[1] != "nt":
+                tails.setdefault(nxt[0], set()).add(name)  # "建业" alone is 河南建业
+            out.append((name, "nt"))
+            i = end
+            continue
+        out.append((word, flag))
+        i += 1
+    return out
+
+
+def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
+    word, flag = pair
+    if not _CJK_WORD.match(word) or not 2 <= len(word) <= 4 or word in ORDINARY or flag == "ns":
+        return False
+    if word[0] in FUNCTION_CHARS and flag in _PERSON_TAGS:
+        return False
+    if flag in ("nr", "nrt", "nz", "nt", "j"):
+        return freq(word) < rare  # "谢菲联", "健力宝"; not a language or a people ("加拿大" + "中文")
+    return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
+
+
+def _events(pairs: list[Pair]) -> list[Pair]:
+    """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if word in _EVENT_SUFFIXES and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
+                and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL:
+            out.append((out.pop()[0] + word, "nev"))
+            continue
+        out.append((word, flag))
+    return out
+
+
+def _unglued(pairs: list[Pair]) -> list[Pair]:
+    """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
+    into the name after it (a person's must then start with a surname)."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY:
+            out += [(word[0], "p"), (word[1:], flag)]
+            continue
+        out.append((word, flag))
+    return out
+
+
+def plain(pairs: list[Pair]) -> list[Pair]:
+    """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) dropped
+    to "n", before any rule reads them."""
+    return [(w, "n") if f in _NAME_TAGS and w in ORDINARY else (w, f) for w, f in pairs]
+
+
+def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
+           tails: dict[str, set[str]] | None = None) -> list[Pair]:
+    """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
+    to "n"); ``tails`` collects the coined part of each place-and-name organization."""
+    pairs = _events(_clubs(_designations(_regnal(_dotted(_unglued(plain(pairs))))), freq, rare, tails))
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
+            flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
+        elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
+            flag = "n"
+        out.append((word, flag))
+    return out

@@ -1,0 +1,116 @@
+"""What an English word is when capitalization proves nothing: an ordinary word (SCOWL's common
+words, english_words.txt.gz, with its licence in its header), an interjection or chat abbreviation,
+a generic abbreviation (CD, USB, GMT), an adjective of nationality, language or faith, or a field
+label of an e-mail or chat header. All general word lists: none names anything a text is about.
+
+The Latin-script name finder (names.py) asks these where a capitalized word stands where any word
+is capitalized (a sentence's or line's first word, a field's value) and where a line starts with a
+label ("Time:", "Region:") that may be a field or a speaker.
+"""
+
+from __future__ import annotations
+
+import gzip
+from functools import lru_cache
+from pathlib import Path
+
+from kbgraph.graph.extract.nlp.words import _FIRST_NAMES, _STOP
+
+_WORDS_FILE = Path(__file__).with_name("english_words.txt.gz")
+
+# interjections, greetings and chat abbreviations: a chat line starts with them ("Absolutely!", "Bye")
+_INTERJECTIONS = frozenset("""
+absolutely alright aha ahh ahem argh aw aww awesome bah bingo blah bravo brb btw bye byebye cheers cya damn
+dang darn definitely doh duh eek eh er erm exactly fine fwiw gee gg gl golly gosh gotcha gr8 grr ha hah haha
+hahaha heh hehe hey hi hiya hm hmm hmmm holla hooray howdy huh hurray idk iirc ikr imho imo indeed jeez k kk
+lmao lmfao lol lolz meh mhm mm mmm nah nay nope np ok okay okie omg oof ooh oops ouch ow phew pls plz rofl
+shh smh sorry sup sure tbh thanks thank thankyou thx totally ttyl ty ugh uh uhh um umm uhm whoa whoops woah
+woo woohoo wow wtf xd yay yeah yeh yep yes yikes yo yup yum
+hth afaik ymmv rtfm otoh ianal iow imnsho tia tyvm lmk wfh ooo nvm ftw irl
+dunno gonna wanna gotta kinda sorta lemme gimme ya yah im ive dont cant wont didnt doesnt isnt wasnt arent
+werent shouldnt wouldnt couldnt thats whats hows wheres theres heres youre theyre weve youve theyve tho
+thru cuz coz cos anyhoo anyways methinks
+""".split())
+
+# abbreviations of ordinary things (technology, units, time zones, business and mail words): written
+# in capitals like names, but no one's name ("a 650M CD", "the PCMCIA card", "17:13 IST")
+_GENERIC_ACRONYMS = frozenset("""
+ac adsl ai aka am api ascii asap atm av bbs bios bps btw cad cc cd cdrom cd-rom cgi cli cmos cpu crt csv cvs
+dc ddr dhcp diy dm dns doc dos dpi dsl dvd eod eta faq fm fps ftp fyi gb gcc gdp ghz gmt gnu gps gpu gui hd
+hdd hdmi hq hr html http https hz id ide io ip ipv irc irq isa isdn iso isp it kb khz km lan lcd led lol
+mb mbps mhz mp mpeg ms mtu na nb nfs nic nt ntfs ocr oem os osi pc pci pcmcia pda pdf php pin pnp pop pr
+ps psu qa ram rfc rgb rom rpm rsvp rss sata scsi sdk sla sms smtp sql ssd ssh ssl sms tb tbd tcp tft tls
+tv ui uk usa usb utc vat vga vip vm vpn wan wifi www xml
+bst cest cet edt est gmt hkt ist jst mdt mst pdt pst utc
+am pm ad bc bce ce
+ppp pppoe pppoa l2tp ipsec voip sip snmp ldap nat vnc rdp smb cifs ntp imap pop3 mime uri url
+wav wave riff mp3 mp4 jpg jpeg png gif tif tiff bmp avi mov mkv ogg flac aac zip rar tar gz tgz exe dll txt
+rtf xls xlsx ppt pptx docx odt tex ps eps svg wi-fi
+""".split()) - {"uk", "usa", "gnu"}
+
+# adjectives of nationality, language, people or faith: "French", "Frankish", "Catholic" are no
+# entity of their own (the country, the people as a noun, "the Normans", are)
+_NATIONALITIES = frozenset("""
+african albanian algerian american andalusian anglo angolan arab arabic argentine argentinian armenian
+asian assyrian australian austrian aztec babylonian balkan baltic bangladeshi basque bavarian belgian
+bengali bolivian bosnian brazilian breton british bulgarian burmese byzantine cambodian canadian cantonese
+carolingian catalan catholic caucasian celtic chilean chinese christian colombian congolese cornish
+croatian cuban cypriot czech danish dutch egyptian english estonian ethiopian european filipino finnish
+flemish frankish french gaelic galician georgian german germanic gothic greek haitian hawaiian hebrew
+hellenic hindu hispanic hungarian icelandic indian indonesian iranian iraqi irish islamic israeli italian
+jamaican japanese javanese jewish jordanian kenyan korean kurdish latin latvian lebanese libyan lithuanian
+lombard macedonian malay malaysian maltese mandarin maori mediterranean mexican mongolian moorish moroccan
+muslim neapolitan nepalese nigerian nordic norse norwegian ottoman pakistani palestinian persian peruvian
+polish portuguese protestant prussian punjabi roman romanesque romanian russian saxon scandinavian scottish
+serbian siamese sicilian slavic slovak slovenian somali spanish sudanese swedish swiss syrian taiwanese
+tamil thai tibetan turkish ukrainian uzbek venetian vietnamese viking welsh western eastern northern southern
+yiddish yugoslav zulu
+""".split())
+
+# field labels of e-mail and chat headers and of exported records: structure, never a speaker
+_HEADER_LABELS = frozenset("""
+from to cc bcc date sent subject re fw fwd reply-to received time timestamp message-id organization
+organisation attachment attachments importance priority participants channel room topic
+""".split())
+
+
+@lru_cache(maxsize=1)
+def _common_words() -> frozenset[str]:
+    with gzip.open(_WORDS_FILE, "rt", encoding="utf-8") as f:
+        return frozenset(line.strip() for line in f if line.strip() and not line.startswith("#"))
+
+
+def ordinary_word(word: str) -> bool:
+    """An ordinary English word or interjection ("Absolutely", "Keep", "Region", "Bye"), not a
+    common given name ("Mark", "Bill", "Rose" name people as often as things)."""
+    low = word.lower().rstrip(".")
+    if low.endswith(("'s", "’s")):
+        low = low[:-2]
+    if low in _FIRST_NAMES:
+        return False
+    return low in _STOP or low in _INTERJECTIONS or low in _common_words()
+
+
+def interjection(word: str) -> bool:
+    """An interjection or chat abbreviation ("Lol", "Im", "Brb"), wherever it stands."""
+    return word.lower().replace("’", "'") in _INTERJECTIONS and word.lower() not in _FIRST_NAMES
+
+
+def generic_acronym(word: str) -> bool:
+    """An abbreviation of an ordinary thing ("CD", "PCMCIA", "GMT"), however it is written."""
+    return word.lower().rstrip(".") in _GENERIC_ACRONYMS
+
+
+def nationality_word(word: str) -> bool:
+    """An adjective of nationality, language, people or faith ("French", "Frankish", "Catholic"),
+    also in a hyphenated compound whose every part is one or is an ordinary word ("Roman-Gaulish",
+    "Carolingian-based")."""
+    parts = [p for p in word.lower().replace("’", "'").split("-") if p]
+    if not parts or not any(p in _NATIONALITIES for p in parts):
+        return False
+    return all(p in _NATIONALITIES or p in _common_words() for p in parts)
+
+
+def header_label(label: str) -> bool:
+    """A field label of a mail or chat header ("From", "Date", "Subject", "Time")."""
+    return label.strip().lower() in _HEADER_LABELS

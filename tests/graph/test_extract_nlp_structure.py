@@ -1,0 +1,73 @@
+"""The nlp extractor on text of the kinds users index, read as structure where it is structure (issue
+41): chat logs with a header and speaker prefixes, e-mails, IRC logs, spreadsheet rows, Chinese news.
+No ordinary word or interjection is an entity; a field label, header or subject tag is none either."""
+
+from __future__ import annotations
+
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
+from kbgraph.parse.readers.structured import _read_csv
+
+
+def entities(text: str) -> dict[str, str]:
+    return {e.name: e.type for e in NLPExtractor().extract(text).entities}
+
+
+CHAT_LOG = (
+    "Time: 2024-03-14 09:12\n"
+    "Participants: Jennifer Moore, Tom Reyes\n"
+    "Jennifer Moore: Absolutely, the Harbour Street lease is signed\n"
+    "Tom Reyes: Got it\n"
+    "Jennifer Moore: Keep me posted on the movers\n"
+    "Tom Reyes: Sounds good. Bye\n"
+    "Jennifer Moore: Thanks Tom, see you in Dublin\n"
+)
+
+
+def test_a_chat_logs_header_and_its_ordinary_words_are_no_entities() -> None:
+    found = entities(CHAT_LOG)
+    assert found["Jennifer Moore"] == "person" and found["Tom Reyes"] == "person"
+    assert {"Harbour Street", "Dublin"} <= set(found)
+    ordinary = {"Time", "Participants", "Absolutely", "Got", "Keep", "Sounds", "Bye", "Thanks"}
+    assert not ordinary & set(found), ordinary & set(found)
+    # "Tom" in the last line is Tom Reyes, not an entity of its own
+    assert "Tom" not in found
+
+
+def test_an_emails_headers_and_subject_tag_are_structure_and_its_sender_a_person() -> None:
+    mail = ("Re: [ILUG] Backup solutions\nFrom: Wynne, Conor\nDate: Fri, 16 Aug 2002 10:35:36 +0100\n\n"
+            "Eircom took the Zyxel 643 back. I use Amanda for backups.\n\nCW\n")
+    found = entities(mail)
+    assert found.get("Conor Wynne") == "person"  # "Wynne, Conor" read as the name it is
+    assert not {"Re", "ILUG", "Date", "From", "IST", "Backup", "Wynne", "Conor", "CW"} & set(found)
+    assert {"Eircom", "Zyxel 643", "Amanda"} <= set(found)
+
+
+def test_an_irc_logs_nicks_are_people_whatever_their_case() -> None:
+    log = ("[02:26] <zelot> hi, where can i get some help with mount?\n"
+           "[02:27] <Bashing-om> zelot: If you are on a supported release, this is a good place to ask.\n"
+           "=== tim241_ is now known as Tim241\n"
+           "[02:31] <ObrienDave> motherboard\n"
+           "[02:31] <TuxThePenguin> Makes sense to me :)\n")
+    found = entities(log)
+    assert {"zelot", "Bashing-om", "ObrienDave", "TuxThePenguin"} <= set(found)
+    assert "tim241" in {name.lower().rstrip("_") for name in found}  # one key for tim241_ and Tim241
+    assert found["zelot"] == "person"
+    assert "Makes" not in found  # an utterance's first word is capitalized by its place
+
+
+def test_spreadsheet_column_headers_and_categories_are_no_entities() -> None:
+    text, _ = _read_csv("sales.csv", b"Region,Name,Sector,Revenue\nNorth,Jennifer Moore,Health Care,1200\n"
+                                     b"South,Acme Robotics,Information Technology,900\n")
+    found = entities(text)
+    assert {"Jennifer Moore", "Acme Robotics"} <= set(found)
+    assert not {"Region", "Name", "Sector", "Revenue", "North", "South", "Health Care",
+                "Information Technology"} & set(found)
+
+
+def test_chinese_ordinary_words_are_no_persons_and_names_stay_whole() -> None:
+    found = entities("西兰花今天上午去滑冰。凯尔·内斯宣布退役。法国国王路易九世到访。鑫诺二号由长征三号乙发射。"
+                     "他曾加盟成都谢菲联，后来回到河南建业，建业给了他队长袖标。")
+    assert not {"西兰花", "今天上午", "滑冰", "内斯", "易九世", "加盟"} & set(found)
+    assert found["凯尔·内斯"] == "person" and found["路易九世"] == "person"
+    assert {"鑫诺二号", "长征三号乙", "成都谢菲联"} <= set(found)
+    assert "建业" not in found  # the club's short name is 河南建业 in this text
