@@ -31,11 +31,14 @@ from kbgraph.search.chains import (
     ChainParams,
     NeighbourFn,
     base_scores,
-    chain_scores,
-    chain_targets,
+    best_chains,
+    chain_starts,
+    chain_steps,
     naive_cosines,
+    place_chains,
     read_vectors,
     sample_ids,
+    unit,
 )
 from kbgraph.search.batch import SearchBatch
 from kbgraph.search.chunks import ChunkHit
@@ -266,32 +269,40 @@ def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: En
 
 
 def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
-                         question: np.ndarray, naive: Sequence[ChunkHit], walked: dict[str, float],
-                         params: PPRParams, vector_weight: float, floor: float,
-                         facts: dict[int, dict[str, float]] | None = None, named: Mapping[int, float] | None = None
-                         ) -> dict[str, float] | None:
-    """Chunk scores in (0, 1) from passage chains (``kbgraph.search.chains``) over the naive hits
-    and the walk's best chunks; None when no candidate has a stored vector of the question's size."""
+                         question: np.ndarray, naive: Sequence[ChunkHit], params: PPRParams, floor: float,
+                         vector_weight: float, facts: dict[int, dict[str, float]] | None = None,
+                         named: Mapping[int, float] | None = None) -> dict[str, float] | None:
+    """Chunk scores in (0, 1] that rank naive's hits in naive's order with the passages chains
+    reach (``kbgraph.search.chains``) placed among them; None when no chain reaches a passage.
+    ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it);
+    ``vector_weight``: naive's weight of the vector score against the full-text one."""
     chains = params.chains
     assert chains is not None
-    dim = len(question)
-    sample = vector_sample(store, tenant, kb_ids, graph, dim, chains.sample_size)
-    walk_best = sorted(walked, key=lambda c: (-walked[c], c))[:params.chain_walk_candidates]
-    known = naive_cosines(naive, floor)  # naive measured these: none to measure
-    unknown = [c for c in dict.fromkeys([h.chunk_id for h in naive] + walk_best) if c not in known]
-    unit = question / (np.linalg.norm(question) or 1.0)
-    field_name = vector_field(dim)
-    measured = store.vector_cosines(tenant, kb_ids, unknown, field_name, unit) if unknown else {}
-    if not (measured or known) or not len(sample):
+    starts = chain_starts(naive, chains)
+    steps = chain_steps(chain_graph(graph), starts, chains, named)
+    if not steps:
         return None
-    view = chain_graph(graph)
-    base = base_scores({}, question, sample, naive, chains, vector_weight, floor, known, measured=measured)
-    targets = sorted(chain_targets(view, base, chains, named) - set(base))
-    reached = store.vector_cosines(tenant, kb_ids, targets, field_name, unit) if targets else {}
-    base.update(base_scores({}, question, sample, naive, chains, vector_weight, floor, measured=reached))
-    final, _ = chain_scores(view, base, chains, facts, named)
-    # a logistic keeps the order and gives the page a score in (0, 1)
-    return {cid: 1.0 / (1.0 + math.exp(-z)) for cid, z in final.items()}
+    sample = vector_sample(store, tenant, kb_ids, graph, len(question), chains.sample_size)
+    if not len(sample):
+        return None
+    known = naive_cosines(naive, floor)  # naive measured these: none to measure
+    unknown = sorted(({t for step in steps for t in step.targets} | {h.chunk_id for h in naive}) - set(known))
+    measured = store.vector_cosines(tenant, kb_ids, unknown, vector_field(len(question)), unit(question)) \
+        if unknown else {}
+    # naive's score of every passage in z units (a passage naive did not find: its cosine alone)
+    base = base_scores({}, question, sample, naive, chains, vector_weight, floor, known, measured)
+    top = naive[0].similarity if naive else 0.0
+    shares = {h.chunk_id: h.similarity / top for h in naive} if top > 0 else {}
+    found = best_chains(steps, base, shares, chains, facts)
+    if not found:
+        return None
+    placed = place_chains([h.chunk_id for h in naive], starts, found, base, chains)
+    return naive_order(placed)
+
+
+def naive_order(order: Sequence[str]) -> dict[str, float]:
+    """Scores in (0, 1] that keep this order."""
+    return {cid: 1.0 - i / (len(order) + 1) for i, cid in enumerate(order)}
 
 
 def top_entities(graph: EntityGraph, walk: np.ndarray, limit: int) -> dict[tuple[str, str], float]:
@@ -339,30 +350,47 @@ class PPRResult:
     chunks: list[RetrievedChunk] = field(default_factory=list)
     context: str = ""
     citations: dict[int, str] = field(default_factory=dict)
+    # the naive hits that match the question (the chains' starts): no graph evidence ranks above them
+    matching: list[str] = field(default_factory=list)
 
 
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                  vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
-                 embedder: Embedder | None = None, vector_weight: float = 0.5, batch: SearchBatch | None = None,
-                 state: GraphState | None = None) -> PPRResult:
-    """``vector_weight``: the knowledge base's weight of vector against text similarity (as naive
-    search uses it), for the chains' scores; ``batch``: the query's searches (shared with its kg
-    part); ``state``: the graph state the query read (read here when not given)."""
-    floor = embedder.similarity_floor if embedder is not None else 0.0
+                 embedder: Embedder | None = None, batch: SearchBatch | None = None,
+                 state: GraphState | None = None, walk: bool = True, vector_weight: float = 0.5) -> PPRResult:
+    """``naive``: the question's chunk search hits, whose order the chunks keep (with the passages
+    chains reach placed among them; the walk's own ranking only when there are none and no chains);
+    ``batch``: the query's searches (shared with its kg part); ``state``: the graph state the query
+    read (read here when not given); ``vector_weight``: naive's weight of vector against text
+    similarity, which the chains weigh naive's hits by. ``walk=False`` leaves the walk out when the chains rank the
+    chunks: the result then has no entities (the kg and mix modes take theirs from the kg part)."""
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
     batch = batch if batch is not None else SearchBatch(store, tenant)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state, batch)
     about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg,
                              batch)
-    entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
-    scores, walk = chunk_scores(graph, entity_seeds, naive, params, confidence)
-    if params.chains is not None and vector is not None:
-        facts = fact_ends(seeds, graph, params, about)
-        named = named_weights(seeds, graph, params)
-        scores = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
-                                      scores, params, vector_weight, floor, facts, named) or scores
+    chaining = params.chains is not None and vector is not None and bool(naive)
+    walked: np.ndarray | None = None
+    if walk or not chaining:
+        entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
+        scores, walked = chunk_scores(graph, entity_seeds, naive, params, confidence)
+    if chaining:
+        assert vector is not None
+        chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
+                                       params, embedder.similarity_floor if embedder is not None else 0.0,
+                                       vector_weight, fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
+        scores = chained if chained is not None else naive_order([h.chunk_id for h in naive])
+    chunks = _ranked_chunks(store, tenant, kb_ids, graph, naive, scores, params)
+    entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
+    return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
+                     citations=citation_map(chunks),
+                     matching=chain_starts(naive, params.chains) if params.chains is not None else [])
 
+
+def _ranked_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
+                   naive: Sequence[ChunkHit], scores: dict[str, float], params: PPRParams) -> list[RetrievedChunk]:
+    """The best-scored chunks with naive's similarity parts where naive found them."""
     by_id = {h.chunk_id: h for h in naive}
     chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr",
                           {h.chunk_id: chunk_row(h) for h in naive})
@@ -372,14 +400,15 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
             chunk.similarity, chunk.vector_similarity, chunk.term_similarity = (
                 hit.similarity, hit.vector_similarity, hit.term_similarity)
             chunk.sources = ["naive", "ppr"] if chunk.chunk_id in graph.chunk_index else ["naive"]
-    chunks = fit_chunks(chunks, params.budget.chunks)
+    return fit_chunks(chunks, params.budget.chunks)
 
-    # the entities the walk settled on, for the structured result and the context
-    entity_mass = top_entities(graph, walk, params.entity_top_n * 3)
+
+def _walked_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph, walked: np.ndarray,
+                     seeds: Seeds, params: PPRParams) -> list[EntityHit]:
+    """The entities the walk settled on, for the structured result and the context."""
+    entity_mass = top_entities(graph, walked, params.entity_top_n * 3)
     top = max(entity_mass.values(), default=0.0)
     normalized = {n: m / top for n, m in entity_mass.items()} if top > 0 else {}
     docs = entity_rows(store, tenant, kb_ids, normalized, seeds.docs, params.entity_top_n)
     entities = rank_entities(normalized, {}, docs, 0.0)[:params.entity_top_n]
-    entities = within_budget(entities, entity_row, params.budget.entities)
-    return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
-                     citations=citation_map(chunks))
+    return within_budget(entities, entity_row, params.budget.entities)

@@ -1,13 +1,15 @@
 """One entry point for every retrieval mode: naive | kg | ppr | global | mix.
 
-``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, `ppr` and
-`kg` retrieval and fuses the naive ranking with ppr's (naive's own order with the later hops its
-passage chains reach, ``kbgraph.search.chains``) by weighted reciprocal rank
-(``kbgraph.search.fusion``), so a chunk found by both rises, a chunk only the graph reaches (the
-second hop of a question) can enter the page, and the chunks that match the question's words are
-not pushed out by graph evidence; its context holds the graph's entities, relations and reports as
-well as the chunks. ``kg`` fuses naive, its own graph ranking and the bridge passages of the
-question's facts the same way; ``ppr`` keeps its own order (the chains' scores start from naive's).
+``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, the chains
+of the ppr part and `kg` retrieval. Its chunks are naive's, in naive's order, with the later hops of
+the question that passage chains reach on evidence (``kbgraph.search.chains``) placed after the
+passages that match the question: those never move down, and a chunk only the graph reaches (the
+second hop of a question) takes the place of naive's weaker hits. Its context holds the graph's
+entities, relations and reports as well as the chunks. ``kg`` fuses that ranking with its own graph
+ranking and the bridge passages of the question's facts by weighted reciprocal rank
+(``kbgraph.search.fusion``), under the passages that match the question; ``ppr`` is the chains'
+ranking with the entities of a Personalized PageRank walk (the kg and mix modes take theirs from
+the kg part, and walk no graph).
 """
 
 from __future__ import annotations
@@ -53,31 +55,28 @@ GRAPH_MODES = frozenset({"kg", "ppr", "global", "mix"})
 
 @dataclass(frozen=True)
 class MixParams:
-    """How the graph modes fuse their chunk rankings with naive search (``kbgraph.search.fusion``).
+    """How the graph modes rank chunks (``kbgraph.search.fusion``).
 
-    Weights are those of reciprocal rank fusion, the naive ranking's being 1: ``mix`` fuses naive and
-    the ppr ranking (naive's own order with the later hops its passage chains reach, see
-    ``kbgraph.search.chains``; kg support too at ``kg_weight``; at 0 kg gives mix its context only);
-    ``kg`` fuses naive, the same ppr ranking, kg support at ``kg_mode_weight`` and the bridge passages
-    of the question's facts: its own graph ranking leading (at 1.25) had put a graph-connected chunk
-    first where naive's first was right (hits@1 0.64 against naive's 0.93 on the larger Chinese set,
-    0.46 against 0.67 on the larger chat logs). Tuned on MuSiQue,
-    HotpotQA, the chat-log and Chinese sets in bench/data and the sample corpus together: kg support
-    in mix's ranking gained 2 points of MuSiQue recall@5 and lost supporting documents of the sample
-    questions to a well-connected one (the Glass Tower).
+    Every graph mode starts from the ppr part's ranking: naive's own order with the passages its
+    chains reach on evidence placed after the passages that match the question
+    (``kbgraph.search.chains``). ``mix`` takes it as it is (kg support fused in at ``kg_weight``:
+    at 0 kg gives mix its context only); ``kg`` fuses it (weight 1) with kg support at
+    ``kg_mode_weight`` and the bridge passages of the question's facts at ``bridge_weight``, under
+    the passages that match the question, which keep their places (``leading``). Measured on the
+    dev half of every evaluation set (bench/README.md): kg support at 0.5 in mix gained there
+    (MuSiQue +3, the larger chat logs +4.6 points recall@5) and lost supporting documents of the
+    sample corpus to a well-connected page (the Glass Tower's, over the Tidewardens' page a chain
+    had placed second: tests/search/test_pipeline_retrieval.py), so mix keeps it at 0.
     """
 
     candidates: int = 32  # naive and graph chunks considered before fusing
-    # above naive's 1: the ppr ranking holds naive's order already, and where the two swap a pair the
-    # chain's hop wins the tie (MuSiQue mix recall@5 0.68 at 1.25, 0.65 at 1, 0.63 at 0.5)
-    ppr_weight: float = 1.25
     kg_weight: float = 0.0
     # kg mode: the passages the question's facts lead to (kg.facts.bridge_scores). mix takes no bridges: the
     # chains lead there only from a passage stating the fact, where a bridge followed a fact stated
     # anywhere (the sample corpus's flood question: the Long Quay to the Glass Tower's page)
     bridge_weight: float = 0.25
-    # the kg mode (asked for by name): its support beside naive and ppr's ranking; kg's own order is
-    # too coarse to lead (at 1.25 kg mode's recall@5 fell under naive's on HotpotQA and the Chinese sets)
+    # the kg mode (asked for by name): its support beside the chains' ranking; kg's own order is too
+    # coarse to lead (at 1.25 kg mode's recall@5 fell under naive's on HotpotQA and the Chinese sets)
     kg_mode_weight: float = 0.5
     fusion: FusionParams = field(default_factory=FusionParams)
     # the graph's part of the fusion (kg and mix) counts only what the graph adds: once the question's
@@ -123,16 +122,17 @@ def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: Cha
 
 def _graph_result(result: RetrievalResult, naive: list[ChunkHit], found_ppr: PPRResult | None,
                   graph: GraphResult | None, mix: MixParams, top_n: int, budget: Budget) -> None:
-    """A graph mode's result from its parts: ppr keeps the walk's order; kg and mix fuse naive's
-    ranking with the graph's (see the module docstring)."""
+    """A graph mode's result from its parts: ppr's chunks are naive's order with the passages its
+    chains reach placed among them; mix and kg fuse that ranking with the kg part's (see the
+    module docstring and ``MixParams``)."""
     graph_lists: list[tuple[list[RetrievedChunk], float]] = []
+    anchor: list[ChunkHit] | list[RetrievedChunk] = naive
     if found_ppr is not None:
         result.entities = found_ppr.entities
+        anchor = found_ppr.chunks
         if result.mode == "ppr":
-            # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
             result.chunks = fit_chunks(found_ppr.chunks[:top_n], budget.chunks)
             result.context = render_context(result.chunks, result.entities)
-        graph_lists.append((found_ppr.chunks, mix.ppr_weight))
     if graph is not None:
         result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
         weight = mix.kg_weight if result.mode == "mix" else mix.kg_mode_weight
@@ -140,9 +140,16 @@ def _graph_result(result: RetrievalResult, naive: list[ChunkHit], found_ppr: PPR
             graph_lists.append((graph.chunks, weight))
         if result.mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
             graph_lists.append((graph.bridges, mix.bridge_weight))
-        fused = fuse_rankings(naive, graph_lists, mix.fusion)
+        fused = leading(fuse_rankings(anchor, graph_lists, mix.fusion), found_ppr.matching if found_ppr else [])
         result.chunks = fit_chunks(fused[:top_n], budget.chunks)
         result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
+
+
+def leading(ranked: list[RetrievedChunk], matching: Sequence[str]) -> list[RetrievedChunk]:
+    """``ranked`` with the naive hits that match the question first, in naive's order: graph
+    evidence orders what follows them, never pushes one of them down."""
+    first = {cid: i for i, cid in enumerate(matching)}
+    return sorted(ranked, key=lambda c: first.get(c.chunk_id, len(first)))
 
 
 def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[], GraphResult] | None,
@@ -158,12 +165,8 @@ def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[]
 
 def _ppr_params(given: PPRParams | None, mix: MixParams, top_n: int, budget: Budget, s: Settings) -> PPRParams:
     """The ppr part's parameters in a query: a page of candidates for fusion, no chunk budget (the
-    fused page is fitted), the chains' text share from the settings unless given."""
-    params = replace(given or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
-                     budget=replace(budget, chunks=1 << 30))
-    if params.chains is not None and params.chains.text_share is None:
-        params = replace(params, chains=replace(params.chains, text_share=s.chain_text_share))
-    return params
+    fused page is fitted)."""
+    return replace(given or PPRParams(), chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30))
 
 
 def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str, mode: str = "mix", *,
@@ -227,8 +230,9 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
 
         def ppr_part() -> PPRResult:
             assert ppr is not None
-            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder,
-                                vector_weight=s.hybrid_vector_weight, batch=batch, state=state)
+            # the kg and mix modes take their entities from the kg part: their ppr part needs no walk
+            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder, batch=batch,
+                                state=state, walk=mode == "ppr", vector_weight=s.hybrid_vector_weight)
 
         found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
                                          store.remote)
