@@ -50,19 +50,25 @@ class ChainParams:
     """One line each; the dev-half measurements behind the values are in bench/README.md."""
 
     first: int = 5  # naive's first passages chains may start from
-    # ... those scoring at least this share of naive's best: they match the question (dev: 0.5 let
-    # chains start from passages that share a word or two with it, and MuSiQue recall@5 fell 11 points)
+    # ... those scoring at least this share of naive's best: they match the question (dev half: at
+    # 0.5 chains also started from passages sharing a word or two with it, MuSiQue recall@5 -13 points)
     start_share: float = 0.9
+    # ... and whose own cosine z reaches this, unless it states one of the question's facts the chain
+    # follows: with an embedder that cannot tell the question's passages from the rest (the hash
+    # embedder on a small knowledge base: the best passage 1 z above a random one) no z is evidence
+    min_start_z: float = 1.5
     lead: float = 2.0  # z a chain loses per unit of ln(its start's share of naive's best score)
     specificity: float = 0.5  # z a step costs per unit of ln(passages citing its entity)
     # an entity cited by more passages than this takes no step at all (a header word, a list's name)
     max_mentions: int = 64
     fit: float = 1.0  # weight of the chained passage's own cosine z to the question
-    min_z: float = 1.0  # that z must reach this: the passage matches the question on its own
+    # that z must reach this: the passage matches the question on its own (dev half: 1.0 and 1.5 within
+    # a point everywhere but the larger chat logs, +2.3 points recall@5 at 1.0; 2.0 lost hops)
+    min_z: float = 1.0
     # and the chain's evidence this: a step through an entity of ~55 passages (cost 2 z) needs a
-    # passage matching the question at 1 z above min_z
+    # passage matching the question 1 z above min_z
     min_evidence: float = -1.0
-    max_chained: int = 2  # chained passages placed ahead of naive's weaker hits
+    max_chained: int = 2  # chained passages placed ahead of naive's weaker hits (dev: 1 and 3 lost)
     # passages read to score the chains' far ends: on a large graph five passages' entities can reach
     # thousands, and those of the most specific entities of the best starts come first
     max_reads: int = 512
@@ -79,11 +85,6 @@ class ChainParams:
     # one fully named, and continuous between
     named_cost: float = 1.0
     sample_size: int = 256  # passages whose cosines give the question's mean and spread
-    # z units one unit of full-text score may be worth in naive's scores (``base_scores``): where
-    # the cosines spread little next to it (the hash embedder, or any embedder naive weighs at 0.3)
-    # it comes to 20-50 z and no chain could pass a naive hit sharing a word with the question;
-    # past this all naive scores are scaled down together, so naive's order stays
-    max_text_z: float = 15.0
 
 
 class NeighbourFn:
@@ -233,72 +234,34 @@ def best_chains(steps: Sequence[Step], target_z: Mapping[str, float], shares: Ma
     best: dict[str, Chain] = {}
     for step in steps:
         fact = params.fact_bonus * facts.get(step.entity, {}).get(step.start, 0.0)
+        if target_z.get(step.start, -math.inf) < params.min_start_z and fact < params.fact_gate:
+            continue
         head = params.lead * math.log(max(shares.get(step.start, 0.0), 1e-6)) - step.cost + fact
         for target in step.targets:
             z = target_z.get(target)
-            if z is None or (z < params.min_z and fact < params.fact_gate):
+            if z is None or (z + fact < params.min_z and fact < params.fact_gate):
                 continue
-            evidence = head + params.fit * z
+            # along a fact, a passage sharing no words with the question (z under 0) is what the fact leads to
+            evidence = head + params.fit * max(z, 0.0)
             held = best.get(target)
             if evidence >= params.min_evidence and (held is None or evidence > held.evidence):
                 best[target] = Chain(step.start, step.entity, target, evidence, fact / (params.fact_bonus or 1.0))
     return sorted(best.values(), key=lambda c: (-c.evidence, c.target))
 
 
-def place_chains(order: Sequence[str], starts: Sequence[str], chains: Sequence[Chain], z: Mapping[str, float],
-                 params: ChainParams) -> list[str]:
-    """Naive's order with the chained passages (best first, at most ``max_chained``) placed after
-    the passages that match the question (``starts``, which keep their places): each ahead of the
-    first of naive's other hits whose own score (``z``: naive's score in z units, ``base_scores``)
-    is under the chain's evidence, or, when the chain follows one of the question's facts (the
-    part of the question the passages matching its words do not answer), right after those."""
+def place_chains(order: Sequence[str], starts: Sequence[str], chains: Sequence[Chain], params: ChainParams
+                 ) -> list[str]:
+    """Naive's order with the chained passages (best first, at most ``max_chained``) placed right
+    after the passages that match the question (``starts``, a prefix of naive's order, which keep
+    their places) and ahead of naive's weaker hits; a chained passage naive ranks among those
+    already stays where it is."""
     protected = [c for c in order if c in set(starts)]
-    pending = [c for c in chains if c.target not in set(protected)][:params.max_chained]
-    chained = {c.target for c in pending}
-    out = list(protected)
-    for cid in order:
-        if cid in out or cid in chained:
-            continue
-        for chain in [c for c in pending if c.fact >= params.fact_gate or c.evidence > z.get(cid, -math.inf)]:
-            out.append(chain.target)
-            pending.remove(chain)
-        out.append(cid)
-    return out + [c.target for c in pending]
+    chained = [c.target for c in chains if c.target not in set(protected)][:params.max_chained]
+    taken = set(protected) | set(chained)
+    return protected + chained + [c for c in order if c not in taken]
 
 
 def naive_cosines(naive: Sequence[ChunkHit], floor: float) -> dict[str, float]:
     """The cosines naive search already measured (its vector score is the cosine rescaled from the
     embedder's ``floor``); a hit scored 0 lay at or below the floor and is left out (read its vector)."""
     return {h.chunk_id: floor + h.vector_similarity * (1.0 - floor) for h in naive if h.vector_similarity > 0}
-
-
-def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np.ndarray,
-                naive: Sequence[ChunkHit], params: ChainParams, vector_weight: float,
-                floor: float = 0.0, cosines: dict[str, float] | None = None,
-                measured: dict[str, float] | None = None) -> dict[str, float]:
-    """Chunk id -> naive search's score of the chunk in z units: the question's z-scored cosine
-    plus its full-text score (naive's hits only; 0 for the others, as for any chunk naive search
-    found no word of the question in), weighed as naive weighs them (``vector_weight``; ``floor``:
-    the embedder's cosine of unrelated texts, which naive rescales from), its full-text part capped
-    at ``max_text_z`` z units per unit (all scaled down together).
-    The cosines come from ``vectors``, or ``measured`` (float32 cosines to the unit question, as
-    ``DocStore.vector_cosines`` gives them); ``cosines``: chunks whose cosine is known already
-    (``naive_cosines``), scored after those."""
-    q = unit(question)
-    mean, spread = reference(sample, q)
-    if measured is None:
-        ids = list(vectors)
-        values = _cosines(np.stack([vectors[c] for c in ids]), q) if ids else np.zeros(0)
-    else:
-        ids, values = list(measured), np.fromiter(measured.values(), dtype=np.float32, count=len(measured))
-    out = dict(zip(ids, ((values - mean) / spread).tolist()))
-    out.update({cid: (cos - mean) / spread for cid, cos in (cosines or {}).items() if cid not in out})
-    vector_weight = min(max(vector_weight, 0.05), 1.0)
-    # one unit of full-text score is worth (1 - w) / w units of rescaled cosine, i.e. that times
-    # (1 - floor) / spread z units
-    term = (1.0 - vector_weight) / vector_weight * (1.0 - floor) / spread
-    scale = min(1.0, params.max_text_z / term) if term > 0 and params.max_text_z > 0 else 1.0
-    for hit in naive:
-        if hit.chunk_id in out:
-            out[hit.chunk_id] += term * hit.term_similarity
-    return {cid: scale * z for cid, z in out.items()} if scale < 1.0 else out

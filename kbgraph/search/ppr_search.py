@@ -30,13 +30,13 @@ from kbgraph.search.chains import (
     ChainGraph,
     ChainParams,
     NeighbourFn,
-    base_scores,
     best_chains,
     chain_starts,
     chain_steps,
     naive_cosines,
     place_chains,
     read_vectors,
+    reference,
     sample_ids,
     unit,
 )
@@ -204,7 +204,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
               about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
     """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
     end of the question's facts (the anchors' relations to other entities scoring at least
-    ``fact_filter`` x the best one, as ``kg.facts.ranked_facts`` sets the bar). A fact counts by its anchor's
+    ``fact_filter`` x the best one, as ``kg.facts.ranked_facts`` sets the bar, and kg's
+    ``fact_min_score``). A fact counts by its anchor's
     weight (``kg.facts.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
     ramp's low end adds little."""
     anchors = anchor_weights(seeds, params)
@@ -223,7 +224,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     strength = max(anchors.values())
     out: dict[int, dict[str, float]] = {}
     for value, score, _, node, chunks in sorted(leads, key=lambda lead: (-lead[0], lead[2])):
-        if score < params.fact_filter * best:
+        # a fact matching the rest of the question less than kg's bar is a co-occurrence, not what it asks
+        if score < max(params.fact_filter * best, params.kg.fact_min_score):
             continue
         stated = out.setdefault(node, {})
         for chunk in chunks:
@@ -270,12 +272,11 @@ def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: En
 
 def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
                          question: np.ndarray, naive: Sequence[ChunkHit], params: PPRParams, floor: float,
-                         vector_weight: float, facts: dict[int, dict[str, float]] | None = None,
+                         facts: dict[int, dict[str, float]] | None = None,
                          named: Mapping[int, float] | None = None) -> dict[str, float] | None:
     """Chunk scores in (0, 1] that rank naive's hits in naive's order with the passages chains
     reach (``kbgraph.search.chains``) placed among them; None when no chain reaches a passage.
-    ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it);
-    ``vector_weight``: naive's weight of the vector score against the full-text one."""
+    ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it)."""
     chains = params.chains
     assert chains is not None
     starts = chain_starts(naive, chains)
@@ -286,17 +287,17 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
     if not len(sample):
         return None
     known = naive_cosines(naive, floor)  # naive measured these: none to measure
-    unknown = sorted(({t for step in steps for t in step.targets} | {h.chunk_id for h in naive}) - set(known))
+    unknown = sorted(({t for step in steps for t in step.targets} | set(starts)) - set(known))
     measured = store.vector_cosines(tenant, kb_ids, unknown, vector_field(len(question)), unit(question)) \
         if unknown else {}
-    # naive's score of every passage in z units (a passage naive did not find: its cosine alone)
-    base = base_scores({}, question, sample, naive, chains, vector_weight, floor, known, measured)
     top = naive[0].similarity if naive else 0.0
     shares = {h.chunk_id: h.similarity / top for h in naive} if top > 0 else {}
-    found = best_chains(steps, base, shares, chains, facts)
+    mean, spread = reference(sample, unit(question))
+    target_z = {c: (cos - mean) / spread for c, cos in {**known, **measured}.items()}
+    found = best_chains(steps, target_z, shares, chains, facts)
     if not found:
         return None
-    placed = place_chains([h.chunk_id for h in naive], starts, found, base, chains)
+    placed = place_chains([h.chunk_id for h in naive], starts, found, chains)
     return naive_order(placed)
 
 
@@ -357,12 +358,11 @@ class PPRResult:
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                  vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
                  embedder: Embedder | None = None, batch: SearchBatch | None = None,
-                 state: GraphState | None = None, walk: bool = True, vector_weight: float = 0.5) -> PPRResult:
+                 state: GraphState | None = None, walk: bool = True) -> PPRResult:
     """``naive``: the question's chunk search hits, whose order the chunks keep (with the passages
     chains reach placed among them; the walk's own ranking only when there are none and no chains);
     ``batch``: the query's searches (shared with its kg part); ``state``: the graph state the query
-    read (read here when not given); ``vector_weight``: naive's weight of vector against text
-    similarity, which the chains weigh naive's hits by. ``walk=False`` leaves the walk out when the chains rank the
+    read (read here when not given). ``walk=False`` leaves the walk out when the chains rank the
     chunks: the result then has no entities (the kg and mix modes take theirs from the kg part)."""
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
@@ -379,7 +379,7 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
         assert vector is not None
         chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
                                        params, embedder.similarity_floor if embedder is not None else 0.0,
-                                       vector_weight, fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
+                                       fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
         scores = chained if chained is not None else naive_order([h.chunk_id for h in naive])
     chunks = _ranked_chunks(store, tenant, kb_ids, graph, naive, scores, params)
     entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []

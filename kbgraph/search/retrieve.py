@@ -232,7 +232,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             assert ppr is not None
             # the kg and mix modes take their entities from the kg part: their ppr part needs no walk
             return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder, batch=batch,
-                                state=state, walk=mode == "ppr", vector_weight=s.hybrid_vector_weight)
+                                state=state, walk=mode == "ppr")
 
         found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
                                          store.remote)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from kbgraph.search.chains import (
-    Chain,
     ChainGraph,
     ChainParams,
     NeighbourFn,
@@ -133,39 +132,31 @@ def test_no_chain_runs_through_an_entity_the_question_names() -> None:
 
 def test_a_chained_passage_never_pushes_a_passage_that_matches_the_question_down() -> None:
     order = ["journal", "second", "distractor", "weak", "presidents"]
-    found = chains()  # the presidents' page, evidence 1.95
-    naive_z = {"journal": 6.0, "second": 5.0, "distractor": 1.0, "weak": 0.2}
-    # the two passages matching the question keep their places; the chained page passes the hits
-    # naive scores under its evidence
-    assert place_chains(order, ["journal", "second"], found, naive_z, PARAMS) == \
+    found = chains()
+    # the two passages matching the question keep their places; the chained page comes next, ahead
+    # of naive's weaker hits
+    assert place_chains(order, ["journal", "second"], found, PARAMS) == \
         ["journal", "second", "presidents", "distractor", "weak"]
-    # one naive ranks above its chained place already stays where it is
-    assert place_chains(["journal", "presidents", "weak"], ["journal", "presidents"], found, naive_z, PARAMS) == \
+    # one naive ranks among the passages matching the question stays where it is
+    assert place_chains(["journal", "presidents", "weak"], ["journal", "presidents"], found, PARAMS) == \
         ["journal", "presidents", "weak"]
     # without chains naive's order is untouched
-    assert place_chains(order, ["journal"], [], naive_z, PARAMS) == order
-
-
-def test_a_chained_passage_passes_only_naive_hits_scoring_under_its_evidence() -> None:
-    order = ["journal", "distractor", "weak", "presidents"]
-    found = chains()
-    strong_distractor = {"journal": 6.0, "distractor": 3.0, "weak": 0.2}
-    assert place_chains(order, ["journal"], found, strong_distractor, PARAMS) == \
-        ["journal", "distractor", "presidents", "weak"]
-    # a chain along one of the question's facts answers what the distractor (repeating the
-    # question's words for another society) does not: it comes right after the matching passage
-    along_fact = [Chain(c.start, c.entity, c.target, c.evidence, fact=1.0) for c in found]
-    assert place_chains(order, ["journal"], along_fact, strong_distractor, PARAMS) == \
-        ["journal", "presidents", "distractor", "weak"]
+    assert place_chains(order, ["journal"], [], PARAMS) == order
 
 
 def test_at_most_max_chained_passages_go_ahead_of_naives_weaker_hits() -> None:
     cites = {**CITES, "founding": ["brenford society"], "charter": ["brenford society"]}
     found = chains(cites=cites, z={**Z, "founding": 2.0, "charter": 1.5})
     assert [c.target for c in found] == ["presidents", "founding", "charter"]
-    placed = place_chains(["journal", "distractor", "weak", "charter"], ["journal"], found,
-                          {"journal": 6.0, "distractor": 0.5, "weak": 0.2, "charter": 1.5}, PARAMS)
+    placed = place_chains(["journal", "distractor", "weak", "charter"], ["journal"], found, PARAMS)
     assert placed == ["journal", "presidents", "founding", "distractor", "weak", "charter"]
+
+
+def test_a_start_the_embedder_cannot_tell_from_the_rest_leads_only_along_a_fact() -> None:
+    society = entity_number(CITES, "brenford society")
+    vague = {**Z, "journal": PARAMS.min_start_z - 0.1}
+    assert chains(z=vague) == []
+    assert [c.target for c in chains(z=vague, facts={society: {"journal": 1.0}})][:1] == ["presidents"]
 
 
 def test_the_chunks_read_are_bounded_and_the_most_specific_steps_come_first() -> None:
