@@ -71,7 +71,7 @@ class ChainParams:
     max_chained: int = 2  # chained passages placed ahead of naive's weaker hits (dev: 1 and 3 lost)
     # passages read to score the chains' far ends: on a large graph five passages' entities can reach
     # thousands, and those of the most specific entities of the best starts come first
-    max_reads: int = 512
+    max_reads: int = 128
     # added toward a chain through an entity at the far end of one of the question's facts (the
     # anchors' relations that match the rest of the question: "the guild *founded by* Mira Castell")
     # when the chain starts from a passage stating that fact, times the fact's score relative to the

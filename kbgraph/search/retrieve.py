@@ -226,7 +226,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
 
         def kg_part() -> GraphResult:
             assert kg is not None
-            return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state)
+            return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state,
+                               with_chunks=mode == "kg" or mix.kg_weight > 0)
 
         def ppr_part() -> PPRResult:
             assert ppr is not None

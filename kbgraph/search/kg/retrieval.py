@@ -55,9 +55,12 @@ class GraphResult:
 
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None,
-                batch: SearchBatch | None = None, state: GraphState | None = None) -> GraphResult:
+                batch: SearchBatch | None = None, state: GraphState | None = None,
+                with_chunks: bool = True) -> GraphResult:
     """``batch``: the query's searches (shared with its ppr part, whose seed and fact searches are
-    the same); ``state``: the graph state the query read (read here when not given)."""
+    the same); ``state``: the graph state the query read (read here when not given);
+    ``with_chunks=False`` leaves out the chunks the graph supports and the bridges (the mix mode
+    does not rank by them: its entities, relations and reports are what it takes)."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
@@ -81,10 +84,13 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
 
-    support = _chunk_support(store, tenant, kb_ids, entities, relations, params, state)
-    chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-    bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
-    bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
+    chunks: list[RetrievedChunk] = []
+    bridges: list[RetrievedChunk] = []
+    if with_chunks:
+        support = _chunk_support(store, tenant, kb_ids, entities, relations, params, state)
+        chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
+        bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
+        bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
     return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))
 

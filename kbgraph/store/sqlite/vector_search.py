@@ -89,11 +89,15 @@ class VectorSearch:
             m = _VEC.match(field_name)
             if tag is None or code is None or not m or int(m.group(1)) != len(query):
                 return {}
-            where = [Condition("id", "in", list(ids)), Condition("available_int", "not_in", [0])]
-            sql, params = self._where(conn, tag, list(dict.fromkeys(kb_ids)), where)
+            # the named rows by the id index first: the knowledge base's rows are many, the named few
+            rowids = [r[0] for r in conn.execute(
+                f"SELECT rowid FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?))", (_json_array(list(ids)),))]
+            sql, params = self._where(conn, tag, list(dict.fromkeys(kb_ids)),
+                                      [Condition("available_int", "not_in", [0])], by_rowid=True)
             groups: dict[tuple[str, str | None], list[tuple[int, str]]] = {}
             for rowid, doc_id, kb, kind in conn.execute(
-                    f"SELECT d.rowid, d.id, d.kb_id, d.kg FROM {tag}_docs d WHERE {sql}", params):
+                    f"SELECT d.rowid, d.id, d.kb_id, d.kg FROM {tag}_docs d "
+                    f"WHERE d.rowid IN (SELECT value FROM json_each(?)) AND {sql}", [_json_array(rowids), *params]):
                 groups.setdefault((kb, kind), []).append((rowid, doc_id))
             found: dict[str, float] = {}
             for (kb, kind), rows in groups.items():
