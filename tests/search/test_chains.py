@@ -191,3 +191,16 @@ def test_a_cosine_naive_measured_is_read_back_from_its_rescaled_score() -> None:
     assert naive_cosines([measured], floor) == {"c": pytest.approx(0.96)}
     # a hit naive scored 0 lay at or below the floor: its cosine is unknown, its vector is read
     assert naive_cosines([ChunkHit(**{**measured.__dict__, "vector_similarity": 0.0})], floor) == {}
+
+
+def test_graph_evidence_orders_what_follows_the_passages_that_match_the_question() -> None:
+    from kbgraph.search.context import RetrievedChunk
+    from kbgraph.search.retrieve import leading
+
+    def chunk(cid: str) -> RetrievedChunk:
+        return RetrievedChunk(chunk_id=cid, kb_id="k", doc_id=cid, doc_name=cid, content="", position=0, score=0.0)
+
+    # the kg mode's fused ranking put a graph-supported page first: the matching passages go back on top
+    fused = [chunk(c) for c in ("hub page", "second", "journal", "bridge")]
+    assert [c.chunk_id for c in leading(fused, ["journal", "second"])] == ["journal", "second", "hub page", "bridge"]
+    assert [c.chunk_id for c in leading(fused, [])] == ["hub page", "second", "journal", "bridge"]
