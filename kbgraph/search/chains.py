@@ -9,28 +9,26 @@ that matches the question through an entity ``e`` it cites to another passage ``
 A chain follows evidence only:
 
 - it **starts** from one of naive search's first ``first`` passages scoring at least
-  ``start_share`` of naive's best: a passage that matches the question (never one a graph walk
-  reached, nor a weak naive hit);
+  ``start_share`` of naive's best and whose own cosine z (against a sample of the knowledge base's
+  passages) reaches ``min_start_z``: a passage that matches the question (never one a graph walk
+  reached, nor a weak naive hit), unless the step follows one of the question's facts (below);
 - it **steps** through an entity cited by 2 to ``max_mentions`` passages that the question does not
   name (a passage citing a named entity is the question's own); each step costs ``specificity`` x
   ln(passages citing the entity) in z units, so a busy sender or a header word needs far stronger
   evidence at the far end than a name two passages alone share (HippoRAG's node specificity);
-- it **lands** only on a passage that matches the question on its own (its cosine to the question,
-  as a z-score against a sample of the knowledge base's passages, at least ``min_z``), or by way of
-  one of the question's facts: ``a`` states a relation of an entity the question names that matches
-  the rest of the question ("the guild *founded by* Mira Castell"), ``e`` is its far end, and the
-  fact scores at least ``fact_gate`` of the best one; and the chain's evidence ``fit x z(b) + lead x
-  ln(share of a) - step cost + fact_bonus x fact`` is at least ``min_evidence``.
+- it **lands** only on a passage that matches the question on its own (cosine z at least
+  ``min_z``), or by way of one of the question's facts: ``a`` states a relation of an entity the
+  question names that matches the rest of the question ("the guild *founded by* Mira Castell",
+  kg's ``fact_min_score`` at least), ``e`` is that relation's far end, and the fact scores at least
+  ``fact_gate`` of the best one; and the chain's evidence ``fit x max(z(b), 0) + lead x ln(share
+  of a) - step cost + fact_bonus x fact`` is at least ``min_evidence``.
 
-Where the chained passages go (``place_chains``): after the passages that match the question, which
-keep naive's order and places, each ahead of the first of naive's other hits whose own score (in
-the same z units, full text included) is under the chain's evidence, or, for a chain along one of
-the question's facts, right after the passages matching the question (they answer the part of the
-question those did not: "the guild *founded by* Mira Castell" is not the other guilds' pages that
-repeat "guild", "emblem" and "founded"); at most ``max_chained`` of them. A passage that matches
-the question is never pushed down by a chain's passage, and naive's order is otherwise left as it
-is. Parameters were chosen on the dev half of every evaluation set (bench/eval_retrieval.py
-``--split dev``) and checked on the held-out half (bench/README.md).
+Where the chained passages go (``place_chains``): right after the passages that match the question
+(the starts' share: a prefix of naive's order), which keep their places, ahead of naive's weaker
+hits, at most ``max_chained`` of them. A passage that matches the question is never pushed down by
+a chain's passage, and naive's order is otherwise left as it is. Parameters were chosen on the dev
+half of every evaluation set (bench/eval_retrieval.py ``--split dev``) and checked on the held-out
+half (bench/README.md, "Chains that follow evidence").
 """
 
 from __future__ import annotations
@@ -123,7 +121,6 @@ class Chain:
     entity: int
     target: str
     evidence: float  # see the module docstring
-    fact: float = 0.0  # the score (relative to the best) of the question's fact the step follows
 
 
 def z_scores(vectors: np.ndarray, question: np.ndarray, sample: np.ndarray) -> tuple[np.ndarray, float]:
@@ -226,8 +223,7 @@ def _steps(graph: ChainGraph, starts: Sequence[str], params: ChainParams, named:
 def best_chains(steps: Sequence[Step], target_z: Mapping[str, float], shares: Mapping[str, float],
                 params: ChainParams, facts: Mapping[int, Mapping[str, float]] | None = None) -> list[Chain]:
     """The best chain to each passage the steps reach that the evidence rules of the module
-    docstring let through, best first. ``target_z``: the passages' match to the question in z
-    units (``base_scores``: cosine z, and naive's full-text score where naive found the passage; a
+    docstring let through, best first. ``target_z``: the passages' cosine z to the question (a
     passage without one is not reached); ``shares``: start -> its share of naive's best score;
     ``facts``: entity node -> {passage stating the fact: its score relative to the best fact}."""
     facts = facts or {}
@@ -245,7 +241,7 @@ def best_chains(steps: Sequence[Step], target_z: Mapping[str, float], shares: Ma
             evidence = head + params.fit * max(z, 0.0)
             held = best.get(target)
             if evidence >= params.min_evidence and (held is None or evidence > held.evidence):
-                best[target] = Chain(step.start, step.entity, target, evidence, fact / (params.fact_bonus or 1.0))
+                best[target] = Chain(step.start, step.entity, target, evidence)
     return sorted(best.values(), key=lambda c: (-c.evidence, c.target))
 
 
