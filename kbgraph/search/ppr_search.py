@@ -351,7 +351,9 @@ class PPRResult:
     chunks: list[RetrievedChunk] = field(default_factory=list)
     context: str = ""
     citations: dict[int, str] = field(default_factory=dict)
-    # the naive hits that match the question (the chains' starts): no graph evidence ranks above them
+    # the ranking's first chunks through the last naive hit that matches the question (the chains'
+    # starts, with any chain along the question's facts placed among them): kg's and mix's fused
+    # rankings keep them first
     matching: list[str] = field(default_factory=list)
 
 
@@ -385,7 +387,19 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
     entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
     return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
                      citations=citation_map(chunks),
-                     matching=chain_starts(naive, params.chains) if params.chains is not None else [])
+                     matching=_leading(chunks, chain_starts(naive, params.chains) if params.chains is not None else []))
+
+
+def _leading(chunks: Sequence[RetrievedChunk], starts: Sequence[str]) -> list[str]:
+    """The ranking's first chunks up to the last passage that matches the question (with the chained
+    passages placed among those, along the question's facts)."""
+    wanted, out = set(starts), []
+    for chunk in chunks:
+        if not wanted:
+            break
+        out.append(chunk.chunk_id)
+        wanted.discard(chunk.chunk_id)
+    return out
 
 
 def _ranked_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,

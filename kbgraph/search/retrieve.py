@@ -165,8 +165,9 @@ def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[]
 
 def _ppr_params(given: PPRParams | None, mix: MixParams, top_n: int, budget: Budget, s: Settings) -> PPRParams:
     """The ppr part's parameters in a query: a page of candidates for fusion, no chunk budget (the
-    fused page is fitted)."""
-    return replace(given or PPRParams(), chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30))
+    fused page is fitted), the chains told the page asked for."""
+    params = replace(given or PPRParams(), chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30))
+    return replace(params, chains=replace(params.chains, page=top_n)) if params.chains is not None else params
 
 
 def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str, mode: str = "mix", *,

@@ -144,6 +144,21 @@ def test_a_chained_passage_never_pushes_a_passage_that_matches_the_question_down
     assert place_chains(order, ["journal"], [], PARAMS) == order
 
 
+def test_a_chain_along_the_questions_fact_goes_right_after_its_start_within_the_page() -> None:
+    society = entity_number(CITES, "brenford society")
+    found = chains(facts={society: {"journal": 1.0}})
+    assert found[0].target == "presidents" and found[0].along_fact
+    # the registry of other societies repeats the question's words and matches it as well as the
+    # journal: the page the journal's fact leads to answers what it does not, and goes first
+    order = ["journal", "registry", "distractor", "presidents"]
+    assert place_chains(order, ["journal", "registry"], found[:1], PARAMS) == \
+        ["journal", "presidents", "registry", "distractor"]
+    # but no passage matching the question leaves the page for it
+    assert place_chains(order, ["journal", "registry"], found[:1], ChainParams(page=2)) == \
+        ["journal", "registry", "presidents", "distractor"]
+    assert not chains()[0].along_fact
+
+
 def test_at_most_max_chained_passages_go_ahead_of_naives_weaker_hits() -> None:
     cites = {**CITES, "founding": ["brenford society"], "charter": ["brenford society"]}
     found = chains(cites=cites, z={**Z, "founding": 2.0, "charter": 1.5})
