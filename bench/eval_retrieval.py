@@ -2,6 +2,7 @@
 
     python bench/eval_retrieval.py [DATASET_DIR ...] [--modes naive,kg,ppr,mix] [--limit N] [--json]
                                    [--embedding local|hash] [--data-dir DIR] [--set PART.FIELD=VALUE ...]
+                                   [--split all|dev|heldout] [--dump DIR]
 
 With no DATASET_DIR it runs the suite: the shared dev sets (MuSiQue and HotpotQA, where
 ../shared/data or $KBGRAPH_EVAL_DATA holds them) and every set under bench/data/ (our own: chat
@@ -28,11 +29,16 @@ reused by later runs (unchanged passages are skipped), so the retrieval code can
 re-measured without re-indexing. No LLM is used: query analysis falls back to the nlp extractor.
 Similarity threshold 0, so every mode ranks the same candidate pool. ``--set`` overrides a
 retrieval parameter for an experiment, e.g. ``--set ppr.damping=0.6 --set mix.rrf_k=20``.
+``--split dev`` / ``--split heldout`` keeps one fixed half of each set's questions (``split_of``: a
+hash of the question's text), so a parameter tuned on the dev half is judged on the other;
+``--dump DIR`` writes every question's ranking per set and mode (for bench/bridge_report.py-style
+reading).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -85,6 +91,12 @@ def load(dataset: Path) -> tuple[list[dict], list[Question]]:
         hops = int(q.get("hops") or (2 if len(gold) > 1 else 1))
         questions.append(Question(q["question"], gold, hops))
     return corpus, questions
+
+
+def split_of(question: str) -> str:
+    """``dev`` or ``heldout``: a fixed half of every set's questions by a hash of the question's text
+    (parameters are tuned on the dev half; the held-out half says whether a change carries over)."""
+    return "dev" if hashlib.sha1(question.encode("utf-8")).digest()[0] % 2 == 0 else "heldout"
 
 
 def write_passages(corpus: list[dict], folder: Path) -> None:
@@ -211,6 +223,8 @@ def parameter_overrides(items: list[str]) -> dict[str, Any]:
 def run_dataset(dataset: Path, modes: list[str], args: argparse.Namespace, overrides: dict[str, Any]
                 ) -> dict[str, dict[str, float]]:
     corpus, questions = load(dataset)
+    if args.split != "all":
+        questions = [q for q in questions if split_of(q.text) == args.split]
     if args.limit:
         questions = questions[:args.limit]
     data_dir = args.data_dir / f"{dataset.name}-{args.embedding}"
@@ -221,7 +235,12 @@ def run_dataset(dataset: Path, modes: list[str], args: argparse.Namespace, overr
     with Engine.open(settings) as engine:
         index_s = build_index(engine, corpus, data_dir, args.json)
         for mode in modes:
-            metrics, _ = evaluate(engine, questions, mode, overrides)
+            metrics, rankings = evaluate(engine, questions, mode, overrides)
+            if args.dump is not None:
+                args.dump.mkdir(parents=True, exist_ok=True)
+                (args.dump / f"{dataset.name}-{mode}.json").write_text(json.dumps(
+                    [{"question": q.text, "gold": sorted(q.gold), "hops": q.hops, "ranked": r}
+                     for q, r in zip(questions, rankings)], ensure_ascii=False))
             out[mode] = {**metrics, "index_s": round(index_s, 1), "questions": len(questions),
                          "passages": len(corpus)}
             if not args.json:
@@ -250,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("datasets", type=Path, nargs="*", help="dataset folders (default: the whole suite)")
     parser.add_argument("--modes", default="naive,kg,ppr,mix")
     parser.add_argument("--limit", type=int, default=0, help="only the first N questions (the corpus stays whole)")
+    parser.add_argument("--split", choices=["all", "dev", "heldout"], default="all",
+                        help="every question, or the dev / held-out half of each set (split_of)")
+    parser.add_argument("--dump", type=Path, default=None,
+                        help="write each set's and mode's rankings per question to DIR/<set>-<mode>.json")
     parser.add_argument("--json", action="store_true", help="print only the metrics as one JSON object")
     parser.add_argument("--embedding", choices=["local", "hash"], default="local")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/kbgraph-eval"),

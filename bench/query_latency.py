@@ -12,7 +12,7 @@ without an LLM (hash embedder, `nlp` query analysis), after a warm-up, and p50/p
     python bench/query_latency.py --data-dir /tmp/kbgraph-qlat          # build (first run) + measure
     python bench/query_latency.py --data-dir /tmp/kbgraph-qlat --entities 20000 --relations 60000
 
-Target on the 2-core development machine: p50 <= 30 ms, p99 <= 100 ms for both modes.
+Target on the 2-core development machine (issue 41): p50 <= 20 ms, p99 <= 100 ms for both modes.
 """
 
 from __future__ import annotations

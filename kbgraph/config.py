@@ -275,11 +275,6 @@ class Settings:
         except AttributeError:  # not on Linux
             return max(1, os.cpu_count() or 1)
 
-    @property
-    def chain_text_share(self) -> float:
-        """The full-text share of the passage chains' scores for this embedder (EMBEDDER_CHAIN_TEXT_SHARE)."""
-        return EMBEDDER_CHAIN_TEXT_SHARE.get(self.embedding_provider, 1.0)
-
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
 
@@ -290,13 +285,6 @@ class Settings:
 # the hash embedder is only lexical hashing, and an unknown OpenAI-compatible model keeps
 # RAGFlow's 0.3.
 EMBEDDER_VECTOR_WEIGHT: dict[str, float] = {"local": 0.7, "hash": 0.3, "openai": 0.3}
-
-# The share of naive search's full-text score in the ppr mode's passage-chain scores
-# (kbgraph/search/chains.py) per embedding provider. The bundled e5 embedder's cosines rank the hops
-# of multi-hop questions better than its hybrid weight lets them (MuSiQue ppr recall@5 0.76 at 0.5,
-# 0.72 at 1); the hash embedder's cosines say little, and an unmeasured embedder keeps naive's own
-# order (1).
-EMBEDDER_CHAIN_TEXT_SHARE: dict[str, float] = {"local": 0.5, "hash": 1.0, "openai": 1.0}
 
 
 # "store" is not among them: it names an engine registered in kbgraph.store.factory, which checks
@@ -516,4 +504,4 @@ def settings_table() -> list[tuple[str, str, Any]]:
     return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
 
 
-__all__ = ["DATA_DIR_NAME", "find_data_dir", "EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ENTITY_TYPES_HELP", "NLP_FALLBACK_TYPE", "ConfigError", "Settings", "load_settings", "settings_table"]
+__all__ = ["DATA_DIR_NAME", "find_data_dir", "EMBEDDER_VECTOR_WEIGHT", "ENTITY_TYPES_HELP", "NLP_FALLBACK_TYPE", "ConfigError", "Settings", "load_settings", "settings_table"]

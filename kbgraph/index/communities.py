@@ -35,6 +35,11 @@ def refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity],
                                      max_cluster_size=ctx.settings.max_cluster_size)
     report_progress(ctx, progress, "communities", 1, 1, f"{len(communities)} communities")
     result.communities = len(communities)
+    _label_entities(entities, communities, changes)
+    if summaries is None:
+        # the entities' last change of the refresh: their rewrites go to the store while the reports
+        # are written (a summary pass running beside would rewrite some of them after)
+        changes.write_behind()
     reports = CommunityReports(ctx, communities, entities, relations)
     _write_reports(reports, meta.version, result, progress, cancel, summaries)
     result.reports_reused = len(reports.wanted) - len(reports.todo)
@@ -42,7 +47,6 @@ def refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity],
     for rid in reports.todo:
         ctx.ledger.count(f"report: {reports.authors[rid]}")
     result.reports_removed = _drop_stale_reports(reports)
-    _label_entities(entities, communities, changes)
     meta.report_count = len(reports.wanted)
 
 
@@ -110,8 +114,9 @@ def _drop_stale_reports(reports: CommunityReports) -> int:
     ctx = reports.ctx
     stale = sorted(reports.existing.keys() - reports.wanted.keys())
     if stale:
+        # visible to other readers with the refresh's last write (refresh_kb)
         ctx.store.delete(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", CommunityReport.KIND),
-                                                   Condition("id", "in", stale)])
+                                                   Condition("id", "in", stale)], refresh=False)
     return len(stale)
 
 

@@ -60,7 +60,9 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
         chunks = _single_chunk_vectors(ctx, [row for row, _ in batch if row.id in single])
         for (row, _), vector in zip(batch, vectors):
             if row.id not in single:
-                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1})
+                # a relation's vector is its last change of the refresh; an entity's PageRank and
+                # communities are still to come, and join its vector in one rewrite (RowChanges)
+                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1}, settled=isinstance(row, Relation))
             elif row.chunk_ids[0] in chunks:
                 row.vector = entity_vector_from_chunk(chunks[row.chunk_ids[0]], vector)
                 row.vector_from_chunks = True
@@ -115,7 +117,7 @@ def _relation_vectors_from_chunks(ctx: KBContext, relations: list[Relation], int
             left.append(relation)
             continue
         relation.vector, relation.vector_from_chunks = vector, True
-        changes.add(relation.id, {ctx.vector_name: vector, "embedded_int": 2})
+        changes.add(relation.id, {ctx.vector_name: vector, "embedded_int": 2}, settled=True)
         done += 1
     if into is None:
         changes.write()

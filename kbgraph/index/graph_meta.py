@@ -18,7 +18,11 @@ def load_graph_meta(ctx: KBContext) -> GraphMeta:
 
 
 def save_graph_meta(ctx: KBContext, meta: GraphMeta) -> None:
-    ctx.store.upsert(ctx.tenant, ctx.kb_id, [meta.to_doc()])
+    """The row written after the rows it describes are visible to every reader: caches keyed by
+    the version (kbgraph/search/graph_cache.py) read it with a realtime get, and a reader seeing the
+    new version before the rows would cache the old graph under it."""
+    ctx.store.refresh(ctx.tenant)
+    ctx.store.upsert(ctx.tenant, ctx.kb_id, [meta.to_doc()], refresh=False)
 
 
 def count_kind(ctx: KBContext, kind: str) -> int:

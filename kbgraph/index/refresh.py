@@ -149,8 +149,7 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     changes.write()
     meta.entity_count = count_kind(ctx, Entity.KIND)
     meta.relation_count = count_kind(ctx, Relation.KIND)
-    ctx.store.refresh(ctx.tenant)
-    save_graph_meta(ctx, meta)
+    save_graph_meta(ctx, meta)  # after a refresh: every row written here is visible with it
     result.version = meta.version
     return result
 

@@ -1,28 +1,37 @@
 """Passage chains: the later hops of a multi-hop question, reached through an entity two passages share.
 
-A multi-hop question names the subject of its first passage only ("the first president of the
-association which published *Journal X*"); the passage that answers it is about the first hop's
-answer (the association), which the question never names, so it ranks low on its own. In the
-graph the two passages share that entity. A chain ``a -> e -> b`` runs from one of the question's
-best passages ``a`` through an entity ``e`` it cites to another passage ``b`` citing ``e``, and
-scores, in the units of the question's similarity z-score (its cosine to a passage, measured
-against a sample of the knowledge base's passages, plus the passage's full-text score):
+A multi-hop question names the subject of its first passage only ("which window manager does *the
+person running Red Hat 7.3 on a Compaq server* use?"); the passage that answers it is about the
+first hop's answer (that person), which the question never names, so naive search ranks it low. In
+the graph the two passages share that entity. A chain ``a -> e -> b`` runs from a passage ``a``
+that matches the question through an entity ``e`` it cites to another passage ``b`` citing ``e``.
 
-    chain(a, e, b) = lead * z(a) - step - specificity * ln(chunks citing e) + fit * (z(b) - best z among e's chunks)
+A chain follows evidence only:
 
-- ``lead``, ``step``: the chain is as good as the passage it starts from, less one step;
-- ``specificity``: an entity cited by few passages leads somewhere (HippoRAG's node specificity);
-  one cited by hundreds (a country, the narrator of every chat log) leads nowhere in particular;
-- ``fit``: among the passages of ``e``, the one that matches the rest of the question best (the
-  association's page that talks about its *first president*) takes the chain;
-- no chain runs through an entity the question names (a passage citing it is the question's own);
-- plus ``fact_bonus`` when ``a`` states one of the question's facts (a relation of an entity the
-  question names that matches the rest of the question) and ``e`` is its far end.
+- it **starts** from one of naive search's first ``first`` passages scoring at least
+  ``start_share`` of naive's best and whose own cosine z (against a sample of the knowledge base's
+  passages) reaches ``min_start_z``: a passage that matches the question (never one a graph walk
+  reached, nor a weak naive hit), unless the step follows one of the question's facts (below);
+- it **steps** through an entity cited by 2 to ``max_mentions`` passages that the question does not
+  name (a passage citing a named entity is the question's own); each step costs ``specificity`` x
+  ln(passages citing the entity) in z units, so a busy sender or a header word needs far stronger
+  evidence at the far end than a name two passages alone share (HippoRAG's node specificity);
+- it **lands** only on a passage that matches the question on its own (cosine z at least
+  ``min_z``), or by way of one of the question's facts: ``a`` states a relation of an entity the
+  question names that matches the rest of the question ("the guild *founded by* Mira Castell",
+  kg's ``fact_min_score`` at least), ``e`` is that relation's far end, and the fact scores at least
+  ``fact_gate`` of the best one; and the chain's evidence ``fit x max(z(b), 0) + lead x ln(share
+  of a) - step cost + fact_bonus x fact`` is at least ``min_evidence``.
 
-A passage's score is the better of its own z and its best chain, so the question's direct passages
-keep their places and a second hop joins them right after the passage that leads to it. Tuned on
-MuSiQue, HotpotQA, the chat logs and the Chinese news set together (bench/README.md); every
-parameter was flat within a point or two around its value.
+Where the chained passages go (``place_chains``): right after the passages that match the question
+(the starts' share: a prefix of naive's order), ahead of naive's weaker hits, at most
+``max_chained`` of them; a chain along one of the question's facts right after its start, since it
+answers the part of the question the passages matching the question's words do not ("the guild
+*founded by* Mira Castell", where a registry of other guilds repeats "guild", "emblem" and
+"founded"). A passage that matches the question never leaves the page for a chain's passage, and
+naive's order is otherwise left as it is. Parameters were chosen on the dev
+half of every evaluation set (bench/eval_retrieval.py ``--split dev``) and checked on the held-out
+half (bench/README.md, "Chains that follow evidence").
 """
 
 from __future__ import annotations
@@ -39,43 +48,45 @@ from kbgraph.store.base import DocStore, vector_field
 
 @dataclass(frozen=True)
 class ChainParams:
-    first: int = 5  # the question's best passages chains start from
-    lead: float = 1.0
-    step: float = 1.0  # taken off every chain: one more step away from the question
-    specificity: float = 0.5
-    fit: float = 0.3
-    # naive search ranks by vector_weight x rescaled cosine + (1 - vector_weight) x full-text score;
-    # the chains' base is that score in z units, its full-text part times this share: 1 ranks the
-    # naive hits exactly as naive does, less lets the cosine lead; None: the embedder's own
-    # (kbgraph.config.EMBEDDER_CHAIN_TEXT_SHARE)
-    text_share: float | None = None
-    # an entity cited by more chunks than this starts no chain: at specificity 0.5 it would cost
-    # 2.1 z, more than any chain of the evaluation sets overcame, and reading its chunks costs time
+    """One line each; the dev-half measurements behind the values are in bench/README.md."""
+
+    first: int = 5  # naive's first passages chains may start from
+    # ... those scoring at least this share of naive's best: they match the question (dev half: at
+    # 0.5 chains also started from passages sharing a word or two with it, MuSiQue recall@5 -13 points)
+    start_share: float = 0.9
+    # ... and whose own cosine z reaches this, unless it states one of the question's facts the chain
+    # follows: with an embedder that cannot tell the question's passages from the rest (the hash
+    # embedder on a small knowledge base: the best passage 1 z above a random one) no z is evidence
+    min_start_z: float = 1.5
+    lead: float = 2.0  # z a chain loses per unit of ln(its start's share of naive's best score)
+    specificity: float = 0.5  # z a step costs per unit of ln(passages citing its entity)
+    # an entity cited by more passages than this takes no step at all (a header word, a list's name)
     max_mentions: int = 64
-    # chunks read to score the chains' far ends: on a large graph five passages' entities can reach
-    # thousands, and the far ends of the most promising links come first
-    max_reads: int = 512
-    # added to a chain through an entity at the far end of one of the question's facts (the anchors'
-    # relations that match the rest of the question: "the guild *founded by* Mira Castell") when the
-    # chain starts from a passage stating that fact, times the fact's score relative to the best one
-    # (HippoRAG 2's filtering of the question's triples)
+    fit: float = 1.0  # weight of the chained passage's own cosine z to the question
+    # that z must reach this: the passage matches the question on its own (dev half: 1.0 and 1.5 within
+    # a point everywhere but the larger chat logs, +2.3 points recall@5 at 1.0; 2.0 lost hops)
+    min_z: float = 1.0
+    # and the chain's evidence this: a step through an entity of ~55 passages (cost 2 z) needs a
+    # passage matching the question 1 z above min_z
+    min_evidence: float = -1.0
+    max_chained: int = 2  # chained passages placed ahead of naive's weaker hits (dev: 1 and 3 lost)
+    # passages read to score the chains' far ends: on a large graph five passages' entities can reach
+    # thousands, and those of the most specific entities of the best starts come first
+    max_reads: int = 128
+    # added toward a chain through an entity at the far end of one of the question's facts (the
+    # anchors' relations that match the rest of the question: "the guild *founded by* Mira Castell")
+    # when the chain starts from a passage stating that fact, times the fact's score relative to the
+    # best one (HippoRAG 2's filtering of the question's triples)
     fact_bonus: float = 1.0
-    # a chain through an entity the question names in part (an anchor on its ramp, kg.scoring.ramp, weight w
-    # in (0, 1)) costs named_cost x w / (1 - w) z: nothing for one barely named, no chain at all for
+    # a step along such a fact scoring at least this (relative to the best fact; kg's fact_filter)
+    # is evidence enough to land on a passage that shares no words with the question
+    fact_gate: float = 0.5
+    # a step through an entity the question names in part (an anchor on its ramp, kg.scoring.ramp, weight w
+    # in (0, 1)) costs named_cost x w / (1 - w) z: nothing for one barely named, no step at all for
     # one fully named, and continuous between
     named_cost: float = 1.0
     sample_size: int = 256  # passages whose cosines give the question's mean and spread
-    # z units one unit of full-text score may be worth. The full-text part is scaled per question
-    # (its best hit scores 1) and weighed against the cosine by naive's own weights; where the
-    # cosines spread little next to it (the hash embedder, or any embedder naive weighs at 0.3)
-    # it comes to 20-50 z, and a chain's costs (step, specificity), counted in z, no longer count:
-    # every passage sharing an entity with the first hit, a hub city's (cited by a sixth of a
-    # Chinese news set) included, outranked naive's second hit (zh-news-large, hash: ppr recall@5
-    # 0.49 against naive's 0.84, mix hits@1 0.64 against 0.83). Past this, all base scores are
-    # scaled down together, so naive's order stays. The e5 embedder's sets measure 1.7-4.8: not
-    # touched. With the hash embedder 15 kept MuSiQue's and HotpotQA's mix as they were (6 lost
-    # 4 points of MuSiQue recall@5 to lost hops; bench/README.md).
-    max_text_z: float = 15.0
+    page: int = 8  # the page asked for (retrieve sets it): no passage matching the question leaves it
 
 
 class NeighbourFn:
@@ -98,31 +109,50 @@ class ChainGraph:
     mentions: np.ndarray  # per node: chunks citing it (entities), 0 for chunk nodes
 
 
+@dataclass(frozen=True)
+class Step:
+    """One entity a chain may step through from ``start``: its cost in z and the other passages citing it."""
+
+    start: str
+    entity: int
+    cost: float
+    targets: list[str]
+
+
+@dataclass(frozen=True)
+class Chain:
+    start: str
+    entity: int
+    target: str
+    evidence: float  # see the module docstring
+    along_fact: bool = False  # the step follows one of the question's facts from the passage stating it
+
+
 def z_scores(vectors: np.ndarray, question: np.ndarray, sample: np.ndarray) -> tuple[np.ndarray, float]:
     """Cosines of ``vectors`` to the question as z-scores against the cosines of ``sample``, and
     the spread (standard deviation) of the sample's cosines."""
-    q = _unit(question)
-    mean, spread = _reference(sample, q)
+    q = unit(question)
+    mean, spread = reference(sample, q)
     return (_cosines(vectors, q) - mean) / spread, spread
 
 
-def _unit(question: np.ndarray) -> np.ndarray:
-    return question / (np.linalg.norm(question) or 1.0)
+def unit(vector: np.ndarray) -> np.ndarray:
+    return vector / (np.linalg.norm(vector) or 1.0)
 
 
-def _reference(sample: np.ndarray, unit_question: np.ndarray) -> tuple[float, float]:
-    """The mean and spread (standard deviation, at least 1e-6) of the sample's cosines."""
-    reference = _cosines(sample, unit_question)
-    mean = float(reference.mean()) if len(reference) else 0.0
-    return mean, max(float(reference.std()) if len(reference) > 1 else 0.0, 1e-6)
+def reference(sample: np.ndarray, unit_vector: np.ndarray) -> tuple[float, float]:
+    """The mean and spread (standard deviation, at least 1e-6) of the sample's cosines to a direction."""
+    cosines = _cosines(sample, unit_vector)
+    mean = float(cosines.mean()) if len(cosines) else 0.0
+    return mean, max(float(cosines.std()) if len(cosines) > 1 else 0.0, 1e-6)
 
 
-def _cosines(vectors: np.ndarray, unit_question: np.ndarray) -> np.ndarray:
+def _cosines(vectors: np.ndarray, unit_vector: np.ndarray) -> np.ndarray:
     if not len(vectors):
         return np.zeros(0)
     norms = np.linalg.norm(vectors, axis=1)
     norms[norms == 0] = 1.0
-    return (vectors @ unit_question) / norms
+    return (vectors @ unit_vector) / norms
 
 
 def read_vectors(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_ids: Sequence[str],
@@ -147,55 +177,39 @@ def sample_ids(chunk_ids: Sequence[str], size: int) -> list[str]:
     return [chunk_ids[int(i * step)] for i in range(size)]
 
 
-def chain_scores(graph: ChainGraph, base: dict[str, float], params: ChainParams,
-                 facts: dict[int, dict[str, float]] | None = None, named: Mapping[int, float] | None = None
-                 ) -> tuple[dict[str, float], set[str]]:
-    """Scores of every chunk in ``base`` and of those the chains reach (needing a base score too,
-    see ``chain_targets``): the better of a chunk's own base and its best chain. Also the ids whose
-    score came from a chain. ``facts``: entity node -> {chunk stating it: relative score} of the
-    question's facts that end in the entity (``fact_bonus`` when the chain starts from that chunk).
-    ``named``: the entities the question names (node -> anchor weight), which start no chain (a
-    passage citing them is the question's own and ranks by its own score), one named in part at a
-    cost (``named_cost``)."""
-    facts = facts or {}
-    final = dict(base)
-    chained: set[str] = set()
-    for start, entity, cited_by, cost, targets in _links(graph, base, params, named or {}):
-        targets = [t for t in targets if t in base]
-        if not targets:
-            continue
-        best_fit = max(base[t] for t in targets)
-        head = (params.lead * base[start] - params.step - params.specificity * math.log(cited_by) - cost
-                + params.fact_bonus * facts.get(entity, {}).get(start, 0.0))
-        for target in targets:
-            score = head + params.fit * (base[target] - best_fit)
-            if score > final[target]:
-                final[target] = score
-                chained.add(target)
-    return final, chained
+def chain_starts(naive: Sequence[ChunkHit], params: ChainParams) -> list[str]:
+    """The passages chains may start from: naive's first ``first`` scoring at least ``start_share``
+    of its best (a passage that matches the question)."""
+    best = max((h.similarity for h in naive), default=0.0)
+    if best <= 0:
+        return []
+    return [h.chunk_id for h in naive[:params.first] if h.similarity >= params.start_share * best]
 
 
-def chain_targets(graph: ChainGraph, base: dict[str, float], params: ChainParams,
-                  named: Mapping[int, float] | None = None) -> set[str]:
-    """The chunks the chains from the best passages of ``base`` can reach (their base scores are
-    needed before ``chain_scores``): at most ``max_reads``, those of the most promising links first
-    (the best start through the most specific entity)."""
-    links = sorted(_links(graph, base, params, named or {}),
-                   key=lambda link: (-(params.lead * base[link[0]] - params.specificity * math.log(link[2]) - link[3]),
-                                     link[0], link[1]))
+def chain_steps(graph: ChainGraph, starts: Sequence[str], params: ChainParams,
+                named: Mapping[int, float] | None = None) -> list[Step]:
+    """The steps chains may take from ``starts`` (best first), the most promising first (the best
+    start, then the cheapest step), cut so that at most ``max_reads`` target passages are named."""
+    steps = sorted(_steps(graph, starts, params, named or {}),
+                   key=lambda s: (starts.index(s.start), s.cost, s.entity))
+    out: list[Step] = []
     reached: set[str] = set()
-    for *_, targets in links:
+    for step in steps:
         if len(reached) >= params.max_reads:
             break
-        reached.update(targets[:params.max_reads - len(reached)])
-    return reached
+        targets = []
+        for target in step.targets:
+            if target in reached or len(reached) < params.max_reads:
+                reached.add(target)
+                targets.append(target)
+        if targets:
+            out.append(Step(step.start, step.entity, step.cost, targets))
+    return out
 
 
-def _links(graph: ChainGraph, base: dict[str, float], params: ChainParams, named: Mapping[int, float]
-           ) -> Iterator[tuple[str, int, int, float, list[str]]]:
-    """(start chunk, entity node, chunks citing it, the cost of its being named, the other chunks
-    citing it) for every entity a chain may run through from the best passages of ``base``."""
-    for start in _first_passages(base, params.first):
+def _steps(graph: ChainGraph, starts: Sequence[str], params: ChainParams, named: Mapping[int, float]
+           ) -> Iterator[Step]:
+    for start in starts:
         node = graph.node_of_chunk.get(start)
         if node is None:
             continue
@@ -204,42 +218,61 @@ def _links(graph: ChainGraph, base: dict[str, float], params: ChainParams, named
             named_as = named.get(entity, 0.0)
             if cited_by < 2 or cited_by > params.max_mentions or named_as >= 1.0:
                 continue
-            cost = params.named_cost * named_as / (1.0 - named_as)
-            yield start, entity, cited_by, cost, [graph.chunk_of_node[c] for c in graph.neighbours(entity)
-                                            if c in graph.chunk_of_node and graph.chunk_of_node[c] != start]
+            cost = params.specificity * math.log(cited_by) + params.named_cost * named_as / (1.0 - named_as)
+            targets = [graph.chunk_of_node[c] for c in graph.neighbours(entity).tolist()
+                       if c in graph.chunk_of_node and graph.chunk_of_node[c] != start]
+            if targets:
+                yield Step(start, entity, cost, targets)
 
 
-def _first_passages(base: dict[str, float], count: int) -> list[str]:
-    return sorted(base, key=lambda cid: (-base[cid], cid))[:count]
+def best_chains(steps: Sequence[Step], target_z: Mapping[str, float], shares: Mapping[str, float],
+                params: ChainParams, facts: Mapping[int, Mapping[str, float]] | None = None) -> list[Chain]:
+    """The best chain to each passage the steps reach that the evidence rules of the module
+    docstring let through, best first. ``target_z``: the passages' cosine z to the question (a
+    passage without one is not reached); ``shares``: start -> its share of naive's best score;
+    ``facts``: entity node -> {passage stating the fact: its score relative to the best fact}."""
+    facts = facts or {}
+    best: dict[str, Chain] = {}
+    for step in steps:
+        fact = params.fact_bonus * facts.get(step.entity, {}).get(step.start, 0.0)
+        if target_z.get(step.start, -math.inf) < params.min_start_z and fact < params.fact_gate:
+            continue
+        head = params.lead * math.log(max(shares.get(step.start, 0.0), 1e-6)) - step.cost + fact
+        for target in step.targets:
+            z = target_z.get(target)
+            if z is None or (z + fact < params.min_z and fact < params.fact_gate):
+                continue
+            # along a fact, a passage sharing no words with the question (z under 0) is what the fact leads to
+            evidence = head + params.fit * max(z, 0.0)
+            held = best.get(target)
+            if evidence >= params.min_evidence and (held is None or evidence > held.evidence):
+                best[target] = Chain(step.start, step.entity, target, evidence, fact >= params.fact_gate)
+    return sorted(best.values(), key=lambda c: (-c.evidence, c.target))
+
+
+def place_chains(order: Sequence[str], starts: Sequence[str], chains: Sequence[Chain], params: ChainParams
+                 ) -> list[str]:
+    """Naive's order with the chained passages (best first, at most ``max_chained``) placed right
+    after the passages that match the question (``starts``, a prefix of naive's order) and ahead of
+    naive's weaker hits; a chain along one of the question's facts right after its start (it
+    answers the part of the question the passages matching its words do not), as long as no
+    passage that matches the question leaves the first ``page``. A chained passage naive ranks
+    among the matching ones already stays where it is."""
+    protected = [c for c in order if c in set(starts)]
+    chosen = [c for c in chains if c.target not in set(protected)][:params.max_chained]
+    early = [c for c in chosen if c.along_fact and c.start in protected]
+    if len(protected) + len(early) > params.page:
+        early = []
+    placed: list[str] = []
+    for cid in protected:
+        placed.append(cid)
+        placed.extend(c.target for c in early if c.start == cid)
+    placed.extend(c.target for c in chosen if c not in early)
+    taken = set(placed)
+    return placed + [c for c in order if c not in taken]
 
 
 def naive_cosines(naive: Sequence[ChunkHit], floor: float) -> dict[str, float]:
     """The cosines naive search already measured (its vector score is the cosine rescaled from the
     embedder's ``floor``); a hit scored 0 lay at or below the floor and is left out (read its vector)."""
     return {h.chunk_id: floor + h.vector_similarity * (1.0 - floor) for h in naive if h.vector_similarity > 0}
-
-
-def base_scores(vectors: dict[str, np.ndarray], question: np.ndarray, sample: np.ndarray,
-                naive: Sequence[ChunkHit], params: ChainParams, vector_weight: float,
-                floor: float = 0.0, cosines: dict[str, float] | None = None) -> dict[str, float]:
-    """Chunk id -> naive search's score of the chunk in z units: the question's z-scored cosine
-    plus its full-text score (naive's hits only; 0 for the others, as for any chunk naive search
-    found no word of the question in), weighed as naive weighs them (``vector_weight``; ``floor``:
-    the embedder's cosine of unrelated texts, which naive rescales from) times ``text_share``.
-    ``cosines``: chunks whose cosine is known already (``naive_cosines``), scored without a vector."""
-    q = _unit(question)
-    mean, spread = _reference(sample, q)
-    ids = list(vectors)
-    measured = _cosines(np.stack([vectors[c] for c in ids]), q) if ids else np.zeros(0)
-    out = dict(zip(ids, ((measured - mean) / spread).tolist()))
-    out.update({cid: (cos - mean) / spread for cid, cos in (cosines or {}).items() if cid not in out})
-    vector_weight = min(max(vector_weight, 0.05), 1.0)
-    # one unit of full-text score is worth (1 - w) / w units of rescaled cosine, i.e. that times
-    # (1 - floor) / spread z units
-    share = 1.0 if params.text_share is None else params.text_share
-    term = share * (1.0 - vector_weight) / vector_weight * (1.0 - floor) / spread
-    scale = min(1.0, params.max_text_z / term) if term > 0 and params.max_text_z > 0 else 1.0
-    for hit in naive:
-        if hit.chunk_id in out:
-            out[hit.chunk_id] += term * hit.term_similarity
-    return {cid: scale * z for cid, z in out.items()} if scale < 1.0 else out

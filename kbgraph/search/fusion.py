@@ -56,14 +56,17 @@ def supported(ranked: Sequence[RetrievedChunk], floor: float) -> list[str]:
     return [c.chunk_id for c in ranked if c.score >= floor * top]
 
 
-def fuse_rankings(naive: Sequence[ChunkHit], graph: Sequence[tuple[Sequence[RetrievedChunk], float]],
+def fuse_rankings(naive: Sequence[ChunkHit | RetrievedChunk], graph: Sequence[tuple[Sequence[RetrievedChunk], float]],
                   params: FusionParams = FusionParams()) -> list[RetrievedChunk]:
-    """The naive hits (weight 1) and each graph chunk list (at its weight) fused by rank.
+    """The naive hits (weight 1; or a ranking that keeps naive's order, as ppr's does) and each graph
+    chunk list (at its weight) fused by rank.
 
     A returned chunk keeps its naive similarity parts where naive found it and the best graph score
     of the lists that hold it; ``score`` is the fused score scaled so the first chunk has 1.
     """
-    chunks: dict[str, RetrievedChunk] = {h.chunk_id: naive_chunk(h) for h in naive}
+    chunks: dict[str, RetrievedChunk] = {
+        h.chunk_id: replace(h, sources=list(h.sources)) if isinstance(h, RetrievedChunk) else naive_chunk(h)
+        for h in naive}
     for ranked, _ in graph:
         for chunk in ranked:
             known = chunks.get(chunk.chunk_id)

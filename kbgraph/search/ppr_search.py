@@ -30,13 +30,17 @@ from kbgraph.search.chains import (
     ChainGraph,
     ChainParams,
     NeighbourFn,
-    base_scores,
-    chain_scores,
-    chain_targets,
+    best_chains,
+    chain_starts,
+    chain_steps,
     naive_cosines,
+    place_chains,
     read_vectors,
+    reference,
     sample_ids,
+    unit,
 )
+from kbgraph.search.batch import SearchBatch
 from kbgraph.search.chunks import ChunkHit
 from kbgraph.search.context import (
     Budget,
@@ -48,7 +52,7 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.graph_cache import graph_state
+from kbgraph.search.graph_cache import GraphState, graph_state
 from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities
@@ -57,7 +61,7 @@ from kbgraph.search.kg.scoring import present, ramp
 from kbgraph.search.kg.seeds import Seeds, seed_entities
 from kbgraph.search.ppr_graph import EntityGraph, chunk_node, entity_graph, entity_node
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.base import DocStore
+from kbgraph.store.base import DocStore, vector_field
 from kbgraph.utils.top_k import largest
 
 
@@ -200,7 +204,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
               about: dict[str, tuple[float, dict]] | None) -> dict[int, dict[str, float]]:
     """Node -> {chunk stating the fact: score relative to the best fact} of the entities at the far
     end of the question's facts (the anchors' relations to other entities scoring at least
-    ``fact_filter`` x the best one, as ``kg.facts.ranked_facts`` sets the bar). A fact counts by its anchor's
+    ``fact_filter`` x the best one, as ``kg.facts.ranked_facts`` sets the bar, and kg's
+    ``fact_min_score``). A fact counts by its anchor's
     weight (``kg.facts.fact_leads``), and all of them by the best anchor's, so a fact of an anchor on its
     ramp's low end adds little."""
     anchors = anchor_weights(seeds, params)
@@ -219,7 +224,8 @@ def fact_ends(seeds: Seeds, graph: EntityGraph, params: PPRParams,
     strength = max(anchors.values())
     out: dict[int, dict[str, float]] = {}
     for value, score, _, node, chunks in sorted(leads, key=lambda lead: (-lead[0], lead[2])):
-        if score < params.fact_filter * best:
+        # a fact matching the rest of the question less than kg's bar is a co-occurrence, not what it asks
+        if score < max(params.fact_filter * best, params.kg.fact_min_score):
             continue
         stated = out.setdefault(node, {})
         for chunk in chunks:
@@ -265,29 +271,39 @@ def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: En
 
 
 def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
-                         question: np.ndarray, naive: Sequence[ChunkHit], walked: dict[str, float],
-                         params: PPRParams, vector_weight: float, floor: float,
-                         facts: dict[int, dict[str, float]] | None = None, named: Mapping[int, float] | None = None
-                         ) -> dict[str, float] | None:
-    """Chunk scores in (0, 1) from passage chains (``kbgraph.search.chains``) over the naive hits
-    and the walk's best chunks; None when no candidate has a stored vector of the question's size."""
+                         question: np.ndarray, naive: Sequence[ChunkHit], params: PPRParams, floor: float,
+                         facts: dict[int, dict[str, float]] | None = None,
+                         named: Mapping[int, float] | None = None) -> dict[str, float] | None:
+    """Chunk scores in (0, 1] that rank naive's hits in naive's order with the passages chains
+    reach (``kbgraph.search.chains``) placed among them; None when no chain reaches a passage.
+    ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it)."""
     chains = params.chains
     assert chains is not None
-    dim = len(question)
-    sample = vector_sample(store, tenant, kb_ids, graph, dim, chains.sample_size)
-    walk_best = sorted(walked, key=lambda c: (-walked[c], c))[:params.chain_walk_candidates]
-    known = naive_cosines(naive, floor)  # naive measured these: no vector to read
-    unknown = [c for c in dict.fromkeys([h.chunk_id for h in naive] + walk_best) if c not in known]
-    vectors = read_vectors(store, tenant, kb_ids, unknown, dim)
-    if not (vectors or known) or not len(sample):
+    starts = chain_starts(naive, chains)
+    steps = chain_steps(chain_graph(graph), starts, chains, named)
+    if not steps:
         return None
-    view = chain_graph(graph)
-    base = base_scores(vectors, question, sample, naive, chains, vector_weight, floor, known)
-    reached = read_vectors(store, tenant, kb_ids, sorted(chain_targets(view, base, chains, named) - set(base)), dim)
-    base.update(base_scores(reached, question, sample, naive, chains, vector_weight, floor))
-    final, _ = chain_scores(view, base, chains, facts, named)
-    # a logistic keeps the order and gives the page a score in (0, 1)
-    return {cid: 1.0 / (1.0 + math.exp(-z)) for cid, z in final.items()}
+    sample = vector_sample(store, tenant, kb_ids, graph, len(question), chains.sample_size)
+    if not len(sample):
+        return None
+    known = naive_cosines(naive, floor)  # naive measured these: none to measure
+    unknown = sorted(({t for step in steps for t in step.targets} | set(starts)) - set(known))
+    measured = store.vector_cosines(tenant, kb_ids, unknown, vector_field(len(question)), unit(question)) \
+        if unknown else {}
+    top = naive[0].similarity if naive else 0.0
+    shares = {h.chunk_id: h.similarity / top for h in naive} if top > 0 else {}
+    mean, spread = reference(sample, unit(question))
+    target_z = {c: (cos - mean) / spread for c, cos in {**known, **measured}.items()}
+    found = best_chains(steps, target_z, shares, chains, facts)
+    if not found:
+        return None
+    placed = place_chains([h.chunk_id for h in naive], starts, found, chains)
+    return naive_order(placed)
+
+
+def naive_order(order: Sequence[str]) -> dict[str, float]:
+    """Scores in (0, 1] that keep this order."""
+    return {cid: 1.0 - i / (len(order) + 1) for i, cid in enumerate(order)}
 
 
 def top_entities(graph: EntityGraph, walk: np.ndarray, limit: int) -> dict[tuple[str, str], float]:
@@ -335,26 +351,60 @@ class PPRResult:
     chunks: list[RetrievedChunk] = field(default_factory=list)
     context: str = ""
     citations: dict[int, str] = field(default_factory=dict)
+    # the ranking's first chunks through the last naive hit that matches the question (the chains'
+    # starts, with any chain along the question's facts placed among them): kg's and mix's fused
+    # rankings keep them first
+    matching: list[str] = field(default_factory=list)
 
 
 def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                  vector: np.ndarray | None, naive: Sequence[ChunkHit], params: PPRParams = PPRParams(),
-                 embedder: Embedder | None = None, vector_weight: float = 0.5) -> PPRResult:
-    """``vector_weight``: the knowledge base's weight of vector against text similarity (as naive
-    search uses it), for the chains' scores."""
-    floor = embedder.similarity_floor if embedder is not None else 0.0
-    state = graph_state(store, tenant, kb_ids)
+                 embedder: Embedder | None = None, batch: SearchBatch | None = None,
+                 state: GraphState | None = None, walk: bool = True) -> PPRResult:
+    """``naive``: the question's chunk search hits, whose order the chunks keep (with the passages
+    chains reach placed among them; the walk's own ranking only when there are none and no chains);
+    ``batch``: the query's searches (shared with its kg part); ``state``: the graph state the query
+    read (read here when not given). ``walk=False`` leaves the walk out when the chains rank the
+    chunks: the result then has no entities (the kg and mix modes take theirs from the kg part)."""
+    state = state if state is not None else graph_state(store, tenant, kb_ids)
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
-    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state)
-    about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg)
-    entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
-    scores, walk = chunk_scores(graph, entity_seeds, naive, params, confidence)
-    if params.chains is not None and vector is not None:
-        facts = fact_ends(seeds, graph, params, about)
-        named = named_weights(seeds, graph, params)
-        scores = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
-                                      scores, params, vector_weight, floor, facts, named) or scores
+    batch = batch if batch is not None else SearchBatch(store, tenant)
+    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state, batch)
+    about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg,
+                             batch)
+    chaining = params.chains is not None and vector is not None and bool(naive)
+    walked: np.ndarray | None = None
+    if walk or not chaining:
+        entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
+        scores, walked = chunk_scores(graph, entity_seeds, naive, params, confidence)
+    if chaining:
+        assert vector is not None
+        chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
+                                       params, embedder.similarity_floor if embedder is not None else 0.0,
+                                       fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
+        scores = chained if chained is not None else naive_order([h.chunk_id for h in naive])
+    chunks = _ranked_chunks(store, tenant, kb_ids, graph, naive, scores, params)
+    entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
+    return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
+                     citations=citation_map(chunks),
+                     matching=_leading(chunks, chain_starts(naive, params.chains) if params.chains is not None else []))
 
+
+def _leading(chunks: Sequence[RetrievedChunk], starts: Sequence[str]) -> list[str]:
+    """The ranking's first chunks up to the last passage that matches the question (with the chained
+    passages placed among those, along the question's facts)."""
+    wanted, out = set(starts), []
+    for chunk in chunks:
+        if not wanted:
+            break
+        out.append(chunk.chunk_id)
+        wanted.discard(chunk.chunk_id)
+    return out
+
+
+def _ranked_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
+                   naive: Sequence[ChunkHit], scores: dict[str, float], params: PPRParams) -> list[RetrievedChunk]:
+    """The best-scored chunks with naive's similarity parts where naive found them."""
     by_id = {h.chunk_id: h for h in naive}
     chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr",
                           {h.chunk_id: chunk_row(h) for h in naive})
@@ -364,14 +414,15 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
             chunk.similarity, chunk.vector_similarity, chunk.term_similarity = (
                 hit.similarity, hit.vector_similarity, hit.term_similarity)
             chunk.sources = ["naive", "ppr"] if chunk.chunk_id in graph.chunk_index else ["naive"]
-    chunks = fit_chunks(chunks, params.budget.chunks)
+    return fit_chunks(chunks, params.budget.chunks)
 
-    # the entities the walk settled on, for the structured result and the context
-    entity_mass = top_entities(graph, walk, params.entity_top_n * 3)
+
+def _walked_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph, walked: np.ndarray,
+                     seeds: Seeds, params: PPRParams) -> list[EntityHit]:
+    """The entities the walk settled on, for the structured result and the context."""
+    entity_mass = top_entities(graph, walked, params.entity_top_n * 3)
     top = max(entity_mass.values(), default=0.0)
     normalized = {n: m / top for n, m in entity_mass.items()} if top > 0 else {}
     docs = entity_rows(store, tenant, kb_ids, normalized, seeds.docs, params.entity_top_n)
     entities = rank_entities(normalized, {}, docs, 0.0)[:params.entity_top_n]
-    entities = within_budget(entities, entity_row, params.budget.entities)
-    return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
-                     citations=citation_map(chunks))
+    return within_budget(entities, entity_row, params.budget.entities)

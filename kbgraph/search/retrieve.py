@@ -1,19 +1,21 @@
 """One entry point for every retrieval mode: naive | kg | ppr | global | mix.
 
-``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, `ppr` and
-`kg` retrieval and fuses the naive ranking with ppr's (naive's own order with the later hops its
-passage chains reach, ``kbgraph.search.chains``) by weighted reciprocal rank
-(``kbgraph.search.fusion``), so a chunk found by both rises, a chunk only the graph reaches (the
-second hop of a question) can enter the page, and the chunks that match the question's words are
-not pushed out by graph evidence; its context holds the graph's entities, relations and reports as
-well as the chunks. ``kg`` fuses naive, its own graph ranking and the bridge passages of the
-question's facts the same way; ``ppr`` keeps its own order (the chains' scores start from naive's).
+``mix`` (the default when a knowledge base has a graph) runs naive hybrid chunk search, the chains
+of the ppr part and `kg` retrieval. Its chunks are naive's, in naive's order, with the later hops of
+the question that passage chains reach on evidence (``kbgraph.search.chains``) placed after the
+passages that match the question: those never move down, and a chunk only the graph reaches (the
+second hop of a question) takes the place of naive's weaker hits. Its context holds the graph's
+entities, relations and reports as well as the chunks. ``kg`` fuses that ranking with its own graph
+ranking and the bridge passages of the question's facts by weighted reciprocal rank
+(``kbgraph.search.fusion``), under the passages that match the question; ``ppr`` is the chains'
+ranking with the entities of a Personalized PageRank walk (the kg and mix modes take theirs from
+the kg part, and walk no graph).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -23,7 +25,7 @@ import numpy as np
 from kbgraph.config import Settings
 from kbgraph.graph.extract.base import DEFAULT_ENTITY_TYPES, Extractor
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
-from kbgraph.search.chunks import ChunkHit, ChunkQuery, embed_question, retrieve_chunks
+from kbgraph.search.chunks import ChunkHit, ChunkQuery, chunk_request, chunk_results, embed_question, retrieve_chunks
 from kbgraph.search.context import (
     Budget,
     EntityHit,
@@ -35,11 +37,14 @@ from kbgraph.search.context import (
     render_context,
     to_plain,
 )
+from kbgraph.search.batch import SearchBatch
 from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
+from kbgraph.search.graph_cache import graph_state
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.retrieval import retrieve_kg
-from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
+from kbgraph.search.kg.seeds import ask_seed_searches
+from kbgraph.search.kg.retrieval import GraphResult, ask_kg_searches, retrieve_kg
+from kbgraph.search.ppr_search import PPRParams, PPRResult, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
 from kbgraph.store.base import DocStore
 
@@ -50,31 +55,28 @@ GRAPH_MODES = frozenset({"kg", "ppr", "global", "mix"})
 
 @dataclass(frozen=True)
 class MixParams:
-    """How the graph modes fuse their chunk rankings with naive search (``kbgraph.search.fusion``).
+    """How the graph modes rank chunks (``kbgraph.search.fusion``).
 
-    Weights are those of reciprocal rank fusion, the naive ranking's being 1: ``mix`` fuses naive and
-    the ppr ranking (naive's own order with the later hops its passage chains reach, see
-    ``kbgraph.search.chains``; kg support too at ``kg_weight``; at 0 kg gives mix its context only);
-    ``kg`` fuses naive, the same ppr ranking, kg support at ``kg_mode_weight`` and the bridge passages
-    of the question's facts: its own graph ranking leading (at 1.25) had put a graph-connected chunk
-    first where naive's first was right (hits@1 0.64 against naive's 0.93 on the larger Chinese set,
-    0.46 against 0.67 on the larger chat logs). Tuned on MuSiQue,
-    HotpotQA, the chat-log and Chinese sets in bench/data and the sample corpus together: kg support
-    in mix's ranking gained 2 points of MuSiQue recall@5 and lost supporting documents of the sample
-    questions to a well-connected one (the Glass Tower).
+    Every graph mode starts from the ppr part's ranking: naive's own order with the passages its
+    chains reach on evidence placed after the passages that match the question
+    (``kbgraph.search.chains``). ``mix`` takes it as it is (kg support fused in at ``kg_weight``:
+    at 0 kg gives mix its context only); ``kg`` fuses it (weight 1) with kg support at
+    ``kg_mode_weight`` and the bridge passages of the question's facts at ``bridge_weight``, under
+    the passages that match the question, which keep their places (``leading``). Measured on the
+    dev half of every evaluation set (bench/README.md): kg support at 0.5 in mix gained there
+    (MuSiQue +3, the larger chat logs +4.6 points recall@5) and lost supporting documents of the
+    sample corpus to a well-connected page (the Glass Tower's, over the Tidewardens' page a chain
+    had placed second: tests/search/test_pipeline_retrieval.py), so mix keeps it at 0.
     """
 
     candidates: int = 32  # naive and graph chunks considered before fusing
-    # above naive's 1: the ppr ranking holds naive's order already, and where the two swap a pair the
-    # chain's hop wins the tie (MuSiQue mix recall@5 0.68 at 1.25, 0.65 at 1, 0.63 at 0.5)
-    ppr_weight: float = 1.25
     kg_weight: float = 0.0
     # kg mode: the passages the question's facts lead to (kg.facts.bridge_scores). mix takes no bridges: the
     # chains lead there only from a passage stating the fact, where a bridge followed a fact stated
     # anywhere (the sample corpus's flood question: the Long Quay to the Glass Tower's page)
     bridge_weight: float = 0.25
-    # the kg mode (asked for by name): its support beside naive and ppr's ranking; kg's own order is
-    # too coarse to lead (at 1.25 kg mode's recall@5 fell under naive's on HotpotQA and the Chinese sets)
+    # the kg mode (asked for by name): its support beside the chains' ranking; kg's own order is too
+    # coarse to lead (at 1.25 kg mode's recall@5 fell under naive's on HotpotQA and the Chinese sets)
     kg_mode_weight: float = 0.5
     fusion: FusionParams = field(default_factory=FusionParams)
     # the graph's part of the fusion (kg and mix) counts only what the graph adds: once the question's
@@ -118,6 +120,56 @@ def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: Cha
     return vector, analysing.result()
 
 
+def _graph_result(result: RetrievalResult, naive: list[ChunkHit], found_ppr: PPRResult | None,
+                  graph: GraphResult | None, mix: MixParams, top_n: int, budget: Budget) -> None:
+    """A graph mode's result from its parts: ppr's chunks are naive's order with the passages its
+    chains reach placed among them; mix and kg fuse that ranking with the kg part's (see the
+    module docstring and ``MixParams``)."""
+    graph_lists: list[tuple[list[RetrievedChunk], float]] = []
+    anchor: list[ChunkHit] | list[RetrievedChunk] = naive
+    if found_ppr is not None:
+        result.entities = found_ppr.entities
+        anchor = found_ppr.chunks
+        if result.mode == "ppr":
+            result.chunks = fit_chunks(found_ppr.chunks[:top_n], budget.chunks)
+            result.context = render_context(result.chunks, result.entities)
+    if graph is not None:
+        result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
+        weight = mix.kg_weight if result.mode == "mix" else mix.kg_mode_weight
+        if weight > 0:
+            graph_lists.append((graph.chunks, weight))
+        if result.mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
+            graph_lists.append((graph.bridges, mix.bridge_weight))
+        fused = leading(fuse_rankings(anchor, graph_lists, mix.fusion), found_ppr.matching if found_ppr else [])
+        result.chunks = fit_chunks(fused[:top_n], budget.chunks)
+        result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
+
+
+def leading(ranked: list[RetrievedChunk], matching: Sequence[str]) -> list[RetrievedChunk]:
+    """``ranked`` with the naive hits that match the question first, in naive's order: graph
+    evidence orders what follows them, never pushes one of them down."""
+    first = {cid: i for i, cid in enumerate(matching)}
+    return sorted(ranked, key=lambda c: first.get(c.chunk_id, len(first)))
+
+
+def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[], GraphResult] | None,
+                  concurrent: bool) -> tuple[PPRResult | None, GraphResult | None]:
+    """The ppr and kg parts of a query, on two threads when the store's reads wait on a network
+    (their round trips then overlap; in-process reads hold the GIL, and one thread is as fast)."""
+    if ppr_part is not None and kg_part is not None and concurrent:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-kg-part") as beside:
+            graph = beside.submit(kg_part)
+            return ppr_part(), graph.result()
+    return (ppr_part() if ppr_part is not None else None), (kg_part() if kg_part is not None else None)
+
+
+def _ppr_params(given: PPRParams | None, mix: MixParams, top_n: int, budget: Budget, s: Settings) -> PPRParams:
+    """The ppr part's parameters in a query: a page of candidates for fusion, no chunk budget (the
+    fused page is fitted), the chains told the page asked for."""
+    params = replace(given or PPRParams(), chunk_top_n=max(top_n, mix.candidates), budget=replace(budget, chunks=1 << 30))
+    return replace(params, chains=replace(params.chains, page=top_n)) if params.chains is not None else params
+
+
 def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str, mode: str = "mix", *,
              embedder: Embedder, chat: ChatModel | None = None, settings: Settings | None = None,
              top_n: int | None = None, extractor: Extractor | None = None,
@@ -139,11 +191,10 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
     vector, analysis = _vector_and_analysis(question, mode, embedder, chat, extractor, entity_types, analysis)
     result = RetrievalResult(mode=mode, question=question)
 
-    def naive_hits(limit: int) -> list[ChunkHit]:
-        query = ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=s.top_k,
-                           vector_similarity_weight=s.hybrid_vector_weight,
-                           similarity_threshold=s.similarity_threshold, doc_ids=tuple(doc_ids), aggregate=False)
-        return retrieve_chunks(store, tenant, query, embedder, question_vector=vector).chunks
+    def chunk_query(limit: int) -> ChunkQuery:
+        return ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=s.top_k,
+                          vector_similarity_weight=s.hybrid_vector_weight,
+                          similarity_threshold=s.similarity_threshold, doc_ids=tuple(doc_ids), aggregate=False)
 
     if mode == "global":
         found = global_search(store, tenant, kb_ids, question, chat, vector, params=global_params or GlobalParams(),
@@ -151,41 +202,43 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         result.answer, result.points, result.reports, result.context = (
             found.answer, found.points, found.reports, found.context)
     elif mode == "naive":
-        result.chunks = fit_chunks([naive_chunk(h) for h in naive_hits(top_n)], budget.chunks)
+        naive = retrieve_chunks(store, tenant, chunk_query(top_n), embedder, question_vector=vector).chunks
+        result.chunks = fit_chunks([naive_chunk(h) for h in naive], budget.chunks)
         result.context = render_context(result.chunks)
     else:
         assert analysis is not None
         result.analysis = analysis
         mix = mix_params or MixParams()
-        naive = naive_hits(max(top_n, mix.candidates))
-        graph_lists: list[tuple[list[RetrievedChunk], float]] = []
-        if mode in ("ppr", "mix", "kg"):
-            params = replace(ppr_params or PPRParams(), chunk_top_n=max(top_n, mix.candidates),
-                             budget=replace(budget, chunks=1 << 30))
-            if params.chains is not None and params.chains.text_share is None:
-                params = replace(params, chains=replace(params.chains, text_share=s.chain_text_share))
-            found_ppr = retrieve_ppr(store, tenant, kb_ids, result.analysis, vector, naive, params, embedder,
-                                     vector_weight=s.hybrid_vector_weight)
-            result.entities = found_ppr.entities
-            if mode == "ppr":
-                # the walk already weighs the naive scores in (as restart mass and a prior): its order stands
-                result.chunks = fit_chunks(found_ppr.chunks[:top_n], budget.chunks)
-                result.context = render_context(result.chunks, result.entities)
-            graph_lists.append((found_ppr.chunks, mix.ppr_weight))
-        if mode in ("kg", "mix"):
-            kg = replace(kg_params or KGParams(), chunk_top_n=max(top_n, mix.candidates),
-                         budget=replace(budget, chunks=1 << 30), loose_weight=mix.graph_loose_weight)
-            graph = retrieve_kg(store, tenant, kb_ids, result.analysis, vector, kg, embedder)
-            result.entities, result.relations, result.reports = graph.entities, graph.relations, graph.reports
-            weight = mix.kg_weight if mode == "mix" else mix.kg_mode_weight
-            if weight > 0:
-                graph_lists.append((graph.chunks, weight))
-            if mode == "kg" and mix.bridge_weight > 0 and graph.bridges:
-                graph_lists.append((graph.bridges, mix.bridge_weight))
-        if mode in ("kg", "mix"):
-            fused = fuse_rankings(naive, graph_lists, mix.fusion)
-            result.chunks = fit_chunks(fused[:top_n], budget.chunks)
-            result.context = render_context(result.chunks, result.entities, result.relations, result.reports)
+        ppr = _ppr_params(ppr_params, mix, top_n, budget, s) if mode in ("ppr", "mix", "kg") else None
+        kg = replace(kg_params or KGParams(), chunk_top_n=max(top_n, mix.candidates),
+                     budget=replace(budget, chunks=1 << 30), loose_weight=mix.graph_loose_weight) \
+            if mode in ("kg", "mix") else None
+        # one graph state and one batch of searches for the query's graph parts: the chunk search and
+        # the searches that depend on nothing found first go to the store together, and the kg part's
+        # seed and fact searches are the ppr part's, answered once
+        state, batch = graph_state(store, tenant, kb_ids), SearchBatch(store, tenant)
+        query = chunk_query(max(top_n, mix.candidates))
+        asked_naive = batch.ask(chunk_request(query, vector, embedder.similarity_floor))
+        if ppr is not None:
+            ask_seed_searches(batch, kb_ids, analysis, vector, ppr.kg, embedder)
+        if kg is not None:
+            ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, kg, embedder, state)
+        naive = chunk_results(query, batch.hits(asked_naive)).chunks
+
+        def kg_part() -> GraphResult:
+            assert kg is not None
+            return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state,
+                               with_chunks=mode == "kg" or mix.kg_weight > 0)
+
+        def ppr_part() -> PPRResult:
+            assert ppr is not None
+            # the kg and mix modes take their entities from the kg part: their ppr part needs no walk
+            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder, batch=batch,
+                                state=state, walk=mode == "ppr")
+
+        found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
+                                         store.remote)
+        _graph_result(result, naive, found_ppr, graph, mix, top_n, budget)
     result.citations = citation_map(result.chunks)
     result.elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
     return result

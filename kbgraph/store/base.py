@@ -27,6 +27,16 @@ The candidates are the top ``candidates`` BM25 matches plus the top ``candidates
 neighbours (both after the filters), so hybrid search looks at the same window on both engines.
 Which of several matches tied at the edge of that window get in is the engine's choice (index
 order on both).
+
+Visibility of writes (the same on every engine as far as one store object can tell):
+
+- every read of a store object (``get``, ``search``, ``search_many``, ``scan``, ``count``,
+  ``aggregate``) sees every write that store object made before it, whatever its ``refresh``;
+- a write with ``refresh=True`` is visible to every reader, in any process, once it returns;
+- a write with ``refresh=False`` reaches other store objects (other processes) by the engine's own
+  schedule (Elasticsearch: ``es_refresh_interval``; the embedded store: at once) or at the next
+  ``refresh()`` of that tenant by anyone; ``get`` is realtime on every engine;
+- ``delete`` and ``update`` by filter act on every matching row written before them, by any writer.
 """
 
 from __future__ import annotations
@@ -36,6 +46,8 @@ from contextlib import AbstractContextManager, nullcontext
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
 
 Doc = dict[str, Any]
 
@@ -148,6 +160,11 @@ class DocStore(ABC):
     """Storage for chunks and graph records, one index per tenant. See the module docstring."""
 
     engine: str = "abstract"
+    # the engine works in another process (Elasticsearch): while it answers a read or indexes a write
+    # this process is free, so independent work runs beside it (a query's kg and ppr parts, a refresh's
+    # rewrites of rows beside its reports); an in-process engine (SQLite) works under the GIL, and one
+    # thread is as fast
+    remote: bool = False
 
     @abstractmethod
     def ensure_index(self, tenant_id: str) -> None:
@@ -165,7 +182,8 @@ class DocStore(ABC):
         """Insert or wholly replace documents by ``id``; sets ``kb_id`` on each. Returns the count.
 
         Raises StoreError naming the failing ids if any document could not be written; the
-        others are written. ``refresh`` makes the writes visible to the next search at once.
+        others are written. ``refresh`` makes the writes visible to every reader at once; without
+        it they are visible to this store object's reads (see "Visibility" in the module docstring).
         """
 
     @abstractmethod
@@ -193,10 +211,37 @@ class DocStore(ABC):
     @abstractmethod
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResult: ...
 
+    def search_many(self, tenant_id: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        """``search`` of each request, in order, with the same results; an engine may send them
+        together (Elasticsearch: a few round trips for the whole batch instead of a few per request).
+        A request that cannot be answered raises StoreError for the batch."""
+        return [self.search(tenant_id, request) for request in requests]
+
+    def vector_cosines(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str], field_name: str,
+                       unit_vector: Sequence[float]) -> dict[str, float]:
+        """The cosine between ``unit_vector`` (of length 1) and the stored vector in ``field_name`` of
+        each row named, in the order named; rows missing, without that vector, or not available
+        (``available_int`` 0) are left out. Computed in float32, as the engine's vector search does
+        (engines agree to ~1e-7), without handing the vectors over: an engine in another process
+        sends a few numbers instead of every vector."""
+        vector = np.asarray(unit_vector, dtype=np.float32)
+        found: dict[str, np.ndarray] = {}
+        for doc in self.get(tenant_id, kb_ids, ids, fields=[field_name, "available_int"]):
+            stored = doc.get(field_name)
+            if stored is not None and len(stored) == len(vector) and doc.get("available_int", 1) == 1:
+                found[doc["id"]] = np.asarray(stored, dtype=np.float32)
+        if not found:
+            return {}
+        rows = np.stack(list(found.values()))
+        norms = np.linalg.norm(rows, axis=1)
+        norms[norms == 0] = 1.0
+        return dict(zip(found, ((rows @ vector) / norms).tolist()))
+
     @abstractmethod
     def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
              fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:
-        """Every matching document, in id order, with no result-window limit."""
+        """Every matching document, in id order, with no result-window limit. Rows written or deleted
+        while a scan runs may or may not be seen; no row is read twice."""
 
     @abstractmethod
     def count(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = ()) -> int: ...
@@ -213,7 +258,7 @@ class DocStore(ABC):
 
     @abstractmethod
     def refresh(self, tenant_id: str) -> None:
-        """Make every write so far visible to searches."""
+        """Make every write so far, by any writer, visible to every reader's searches."""
 
     def batch(self) -> AbstractContextManager[None]:
         """Group this thread's writes: an engine with transactions commits them once, at the end of

@@ -20,6 +20,11 @@ from kbgraph.store.base import DocStore
 from support.es_tidy import es_prefix
 
 
+# how to open another store object on the data of a session's store (the ``twin`` fixture), with
+# the Elasticsearch refresh interval of the indexes it creates
+_OPENERS: dict[int, Callable[[str], DocStore]] = {}
+
+
 @pytest.fixture(scope="session", params=["sqlite", "elasticsearch", pytest.param("cluster", marks=pytest.mark.cluster)])
 def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DocStore]:
     from kbgraph.config import load_settings
@@ -28,17 +33,40 @@ def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     if request.param == "sqlite":
         from kbgraph.store.sqlite import SQLiteStore
 
-        engine: DocStore = SQLiteStore(Path(tmp_path_factory.mktemp("contract")) / "store.db")
+        path = Path(tmp_path_factory.mktemp("contract")) / "store.db"
+
+        def opener(refresh_interval: str = "") -> DocStore:
+            return SQLiteStore(path)
     elif request.param == "cluster":
-        engine = open_store(load_settings(**cluster_overrides(request.getfixturevalue("es_cluster"))))
+        overrides = cluster_overrides(request.getfixturevalue("es_cluster"))
+
+        def opener(refresh_interval: str = "100ms") -> DocStore:
+            return open_store(load_settings(**{**overrides, "es_refresh_interval": refresh_interval}))
     else:
         url = os.environ.get("KBGRAPH_ES_URL")
         if not url:
             pytest.skip("KBGRAPH_ES_URL not set")
-        engine = open_store(load_settings(store="elasticsearch", es_url=url, es_index_prefix=es_prefix(url),
-                                          es_refresh_interval="100ms"))
+        prefix = es_prefix(url)
+
+        def opener(refresh_interval: str = "100ms") -> DocStore:
+            return open_store(load_settings(store="elasticsearch", es_url=url, es_index_prefix=prefix,
+                                            es_refresh_interval=refresh_interval))
+    engine = opener()
+    _OPENERS[id(engine)] = opener
     yield engine
+    del _OPENERS[id(engine)]
     engine.close()
+
+
+@pytest.fixture
+def slow_pair(store: DocStore) -> Iterator[tuple[DocStore, DocStore]]:
+    """Two more store objects on the store's data (as two processes would open it) whose new indexes
+    refresh on their own only every 30 s: what one sees of the other's writes is what the contract
+    promises, not what a scheduled refresh happened to make visible meanwhile."""
+    pair = (_OPENERS[id(store)]("30s"), _OPENERS[id(store)]("30s"))
+    yield pair
+    for other in pair:
+        other.close()
 
 
 @pytest.fixture

@@ -1,6 +1,10 @@
-"""Passage chains (kbgraph.search.chains): the second hop of a question through an entity two passages share."""
+"""Passage chains (kbgraph.search.chains): the second hop of a question through an entity two passages
+share, followed only on evidence: a start that matches the question, a specific entity, a landing
+passage that matches the question on its own; and never ahead of a passage that matches the question."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -9,9 +13,11 @@ from kbgraph.search.chains import (
     ChainGraph,
     ChainParams,
     NeighbourFn,
-    base_scores,
-    chain_scores,
-    chain_targets,
+    best_chains,
+    chain_starts,
+    chain_steps,
+    naive_cosines,
+    place_chains,
     sample_ids,
     z_scores,
 )
@@ -38,76 +44,142 @@ def graph_of(cites: dict[str, list[str]], mentions: dict[str, int] | None = None
                       node_of_chunk={c: number[c] for c in chunks}, mentions=counts)
 
 
-def entity_number(graph: ChainGraph, cites: dict[str, list[str]], entity: str) -> int:
+def entity_number(cites: dict[str, list[str]], entity: str) -> int:
     entities = sorted({e for es in cites.values() for e in es})
     return len(cites) + entities.index(entity)
 
 
-PARAMS = ChainParams(first=2, lead=1.0, step=1.0, specificity=0.5, fit=0.3, fact_bonus=1.0)
+def hit(cid: str, similarity: float) -> ChunkHit:
+    return ChunkHit(chunk_id=cid, kb_id="k", doc_id=cid, doc_name=f"{cid}.txt", content="", position=0,
+                    similarity=similarity, vector_similarity=similarity, term_similarity=0.0)
+
+
+PARAMS = ChainParams()
 
 # "Who was the first president of the society that publishes the Journal of Quiet Rivers?"
 CITES = {
     "journal": ["journal of quiet rivers", "brenford society"],  # the question's own passage
     "presidents": ["brenford society", "alma reyes"],  # the answer: never named by the question
-    "survey": ["brenford society", "river survey"],  # the society's other page
-    "distractor": ["ostrava archivists"],  # repeats "first president" for another society
+    "survey": ["brenford society", "river survey"],  # the society's other page, off the question
+    "distractor": ["ostrava archivists", "river survey"],  # repeats "first president" for another society
     "weak": ["river survey"],
 }
-BASE = {"journal": 4.0, "distractor": 2.0, "presidents": 1.0, "survey": 0.0, "weak": 0.5}
+# naive's order: the journal matches the question; the distractor and the weak page share a word or two
+NAIVE = [hit("journal", 0.9), hit("distractor", 0.5), hit("weak", 0.3)]
+# each passage's cosine z to the question: the presidents' page matches it on its own (first president)
+Z = {"journal": 4.0, "distractor": 2.0, "weak": 0.5, "presidents": 2.5, "survey": -0.5}
+SHARES = {h.chunk_id: h.similarity / NAIVE[0].similarity for h in NAIVE}
 
 
-def test_the_second_hop_joins_right_after_the_passage_that_leads_to_it() -> None:
-    graph = graph_of(CITES)
-    final, chained = chain_scores(graph, BASE, PARAMS)
-    ranked = sorted(final, key=lambda c: -final[c])
-    # 4.0 - 1 - 0.5 ln 3 = 2.45 > the distractor's 2.0: the society's page that fits the question
-    assert ranked[:2] == ["journal", "presidents"]
-    assert final["presidents"] == pytest.approx(4.0 - 1.0 - 0.5 * np.log(3))
-    assert "presidents" in chained and "journal" not in chained
-    # the passages of the question keep their own scores
-    assert final["journal"] == BASE["journal"] and final["distractor"] == BASE["distractor"]
+def chains(cites: dict[str, list[str]] = CITES, params: ChainParams = PARAMS, mentions: dict[str, int] | None = None,
+           facts: dict[int, dict[str, float]] | None = None, named: dict[int, float] | None = None,
+           z: dict[str, float] = Z):  # type: ignore[no-untyped-def]
+    graph = graph_of(cites, mentions)
+    steps = chain_steps(graph, chain_starts(NAIVE, params), params, named)
+    return best_chains(steps, z, SHARES, params, facts)
 
 
-def test_among_the_entitys_passages_the_one_fitting_the_question_takes_the_chain() -> None:
-    final, _ = chain_scores(graph_of(CITES), BASE, PARAMS)
-    # the survey page is reached through the same entity but matches the rest of the question less
-    assert final["survey"] == pytest.approx(final["presidents"] + PARAMS.fit * (BASE["survey"] - BASE["presidents"]))
-    assert final["survey"] < final["presidents"]
+def test_chains_start_only_from_passages_that_match_the_question() -> None:
+    assert chain_starts(NAIVE, PARAMS) == ["journal"]
+    # the weak page cites the river survey, as does the society's other page: no chain from it
+    assert all(c.start == "journal" for c in chains(z={**Z, "survey": 3.0}))
+    assert chain_starts(NAIVE, ChainParams(start_share=0.5)) == ["journal", "distractor"]
+    assert chain_starts([], PARAMS) == [] and chain_starts([hit("a", 0.0)], PARAMS) == []
 
 
-def test_a_hub_starts_no_chain() -> None:
-    # the society cited by hundreds of pages elsewhere: no chain through it, the ranking is the base's
-    graph = graph_of(CITES, mentions={"brenford society": PARAMS.max_mentions + 1})
-    final, chained = chain_scores(graph, BASE, PARAMS)
-    assert final == BASE and not chained
-    assert chain_targets(graph, BASE, PARAMS) == set()
-    assert chain_targets(graph_of(CITES), BASE, PARAMS) == {"presidents", "survey"}
+def test_a_chain_lands_only_on_a_passage_that_matches_the_question_itself() -> None:
+    found = chains()
+    # the society's survey page shares the entity but not the question: no chain to it
+    assert [c.target for c in found] == ["presidents"]
+    assert found[0].evidence == pytest.approx(2.5 - 0.5 * math.log(3))
+    assert chains(z={**Z, "presidents": PARAMS.min_z - 0.01}) == []
 
 
-def test_a_more_cited_entity_leads_less_far() -> None:
-    specific, _ = chain_scores(graph_of(CITES), BASE, PARAMS)
-    common, _ = chain_scores(graph_of(CITES, mentions={"brenford society": 40}), BASE, PARAMS)
-    assert common["presidents"] == pytest.approx(specific["presidents"] - 0.5 * (np.log(40) - np.log(3)))
-    assert common["presidents"] < BASE["distractor"] < specific["presidents"]
+def test_a_busy_entity_needs_more_evidence_and_a_hub_takes_no_step() -> None:
+    # the society cited by 40 passages elsewhere (a busy sender, a list's name): the step costs 1.8 z
+    busy = chains(mentions={"brenford society": 40})
+    assert busy[0].evidence == pytest.approx(2.5 - 0.5 * math.log(40))
+    # through 64 (cost 2.1 z) a page barely matching the question falls under min_evidence
+    assert chains(mentions={"brenford society": 64}, z={**Z, "presidents": 1.05}) == []
+    assert [c.target for c in chains(mentions={"brenford society": 64}, z={**Z, "presidents": 1.2})] == ["presidents"]
+    assert chains(mentions={"brenford society": PARAMS.max_mentions + 1}) == []  # a hub: no step at all
 
 
-def test_a_fact_of_the_question_strengthens_the_chain_from_the_passage_stating_it() -> None:
-    graph = graph_of(CITES, mentions={"brenford society": 40})
-    society = entity_number(graph, CITES, "brenford society")
-    plain, _ = chain_scores(graph, BASE, PARAMS)
-    final, _ = chain_scores(graph, BASE, PARAMS, facts={society: {"journal": 0.9}})
-    assert final["presidents"] == pytest.approx(plain["presidents"] + 0.9 * PARAMS.fact_bonus)
-    assert final["presidents"] > BASE["distractor"]
+def test_a_fact_of_the_question_carries_a_chain_from_the_passage_stating_it() -> None:
+    society = entity_number(CITES, "brenford society")
+    # the presidents' page barely matches the question's words, but the journal states the fact
+    # "published by the Brenford Society" that the question asks about
+    weak = {**Z, "presidents": 0.3}
+    assert chains(z=weak) == []
+    found = chains(z=weak, facts={society: {"journal": 0.9}})
+    # the fact leads to the society's pages; the one matching the question better comes first
+    assert [c.target for c in found] == ["presidents", "survey"]
+    assert found[0].evidence == pytest.approx(0.3 + 0.9 - 0.5 * math.log(3))
+    # a fact far under the best one is no evidence of its own
+    assert chains(z=weak, facts={society: {"journal": PARAMS.fact_gate - 0.01}}) == []
     # the same fact stated by another page does not make the journal's step the one the question asks
-    elsewhere, _ = chain_scores(graph, BASE, PARAMS, facts={society: {"survey": 0.9}})
-    assert elsewhere == plain
+    assert chains(z=weak, facts={society: {"survey": 0.9}}) == []
 
 
-def test_chains_start_from_the_best_passages_only() -> None:
-    # with one starting passage (the journal), the weak passage's river survey leads nowhere
-    final, _ = chain_scores(graph_of(CITES), BASE, ChainParams(first=1))
-    assert set(chain_targets(graph_of(CITES), BASE, ChainParams(first=1))) == {"presidents", "survey"}
-    assert final["weak"] == BASE["weak"]
+def test_no_chain_runs_through_an_entity_the_question_names() -> None:
+    society = entity_number(CITES, "brenford society")
+    free = chains()[0].evidence
+    barely = chains(named={society: 1e-4})[0].evidence
+    half = chains(named={society: 0.5})[0].evidence
+    assert free - barely < 1e-3 and half == pytest.approx(free - PARAMS.named_cost)
+    assert chains(named={society: 1.0}) == []
+
+
+def test_a_chained_passage_never_pushes_a_passage_that_matches_the_question_down() -> None:
+    order = ["journal", "second", "distractor", "weak", "presidents"]
+    found = chains()
+    # the two passages matching the question keep their places; the chained page comes next, ahead
+    # of naive's weaker hits
+    assert place_chains(order, ["journal", "second"], found, PARAMS) == \
+        ["journal", "second", "presidents", "distractor", "weak"]
+    # one naive ranks among the passages matching the question stays where it is
+    assert place_chains(["journal", "presidents", "weak"], ["journal", "presidents"], found, PARAMS) == \
+        ["journal", "presidents", "weak"]
+    # without chains naive's order is untouched
+    assert place_chains(order, ["journal"], [], PARAMS) == order
+
+
+def test_a_chain_along_the_questions_fact_goes_right_after_its_start_within_the_page() -> None:
+    society = entity_number(CITES, "brenford society")
+    found = chains(facts={society: {"journal": 1.0}})
+    assert found[0].target == "presidents" and found[0].along_fact
+    # the registry of other societies repeats the question's words and matches it as well as the
+    # journal: the page the journal's fact leads to answers what it does not, and goes first
+    order = ["journal", "registry", "distractor", "presidents"]
+    assert place_chains(order, ["journal", "registry"], found[:1], PARAMS) == \
+        ["journal", "presidents", "registry", "distractor"]
+    # but no passage matching the question leaves the page for it
+    assert place_chains(order, ["journal", "registry"], found[:1], ChainParams(page=2)) == \
+        ["journal", "registry", "presidents", "distractor"]
+    assert not chains()[0].along_fact
+
+
+def test_at_most_max_chained_passages_go_ahead_of_naives_weaker_hits() -> None:
+    cites = {**CITES, "founding": ["brenford society"], "charter": ["brenford society"]}
+    found = chains(cites=cites, z={**Z, "founding": 2.0, "charter": 1.5})
+    assert [c.target for c in found] == ["presidents", "founding", "charter"]
+    placed = place_chains(["journal", "distractor", "weak", "charter"], ["journal"], found, PARAMS)
+    assert placed == ["journal", "presidents", "founding", "distractor", "weak", "charter"]
+
+
+def test_a_start_the_embedder_cannot_tell_from_the_rest_leads_only_along_a_fact() -> None:
+    society = entity_number(CITES, "brenford society")
+    vague = {**Z, "journal": PARAMS.min_start_z - 0.1}
+    assert chains(z=vague) == []
+    assert [c.target for c in chains(z=vague, facts={society: {"journal": 1.0}})][:1] == ["presidents"]
+
+
+def test_the_chunks_read_are_bounded_and_the_most_specific_steps_come_first() -> None:
+    cites = {"journal": ["society", "survey"], "a": ["society"], "b": ["survey"], "c": ["survey"]}
+    graph = graph_of(cites, mentions={"society": 3, "survey": 50})
+    steps = chain_steps(graph, ["journal"], ChainParams(max_reads=1))
+    assert [(s.targets) for s in steps] == [["a"]]  # the society (3 citing) before the survey (50)
+    assert sum(len(s.targets) for s in chain_steps(graph, ["journal"], ChainParams(max_reads=2))) == 2
 
 
 def test_z_scores_are_measured_against_the_sample() -> None:
@@ -121,84 +193,29 @@ def test_z_scores_are_measured_against_the_sample() -> None:
     assert z_scores(sample[:3] * 5.0, question * 2.0, sample)[0] == pytest.approx(z[:3], abs=1e-5)
 
 
-def test_full_text_counts_as_naive_search_weighs_it() -> None:
-    vectors = {"a": np.array([1.0, 0.0], dtype=np.float32), "b": np.array([0.0, 1.0], dtype=np.float32)}
-    sample = np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32)  # cosines 1 and 0: mean 0.5, spread 0.5
-    hits = [ChunkHit(chunk_id="b", kb_id="k", doc_id="d", doc_name="b.txt", content="", position=0,
-                     similarity=0.5, vector_similarity=0.0, term_similarity=1.0)]
-    question = np.array([1.0, 0.0], dtype=np.float32)
-    whole = ChainParams(text_share=1.0)
-    text_led = base_scores(vectors, question, sample, hits, whole, vector_weight=0.3)
-    vector_led = base_scores(vectors, question, sample, hits, whole, vector_weight=0.7)
-    assert text_led["a"] == vector_led["a"] == pytest.approx(1.0)  # no full-text score: the z alone
-    # one unit of full text is worth (1 - w) / w units of cosine, 1 / spread z units each
-    assert text_led["b"] == pytest.approx(-1.0 + (0.7 / 0.3) / 0.5)
-    assert vector_led["b"] == pytest.approx(-1.0 + (0.3 / 0.7) / 0.5)
-    # naive rescales cosines from the embedder's floor: a cosine unit is worth more there
-    floored = base_scores(vectors, question, sample, hits, whole, vector_weight=0.7, floor=0.5)
-    assert floored["b"] == pytest.approx(-1.0 + (0.3 / 0.7) * 0.5 / 0.5)
-    half = base_scores(vectors, question, sample, hits, ChainParams(text_share=0.5), vector_weight=0.7)
-    assert half["b"] == pytest.approx(-1.0 + 0.5 * (0.3 / 0.7) / 0.5)
-
-
-def test_a_full_text_part_dwarfing_the_cosines_is_scaled_down_with_them() -> None:
-    # cosines that spread little (mean 0.99, spread 0.01) and naive weighing the vector at 0.3: one
-    # unit of full text would be worth (0.7 / 0.3) / 0.01 = 233 z, and a chain's costs nothing
-    question = np.array([1.0, 0.0], dtype=np.float32)
-    sample = np.array([[1.0, 0.0], [0.98, np.sqrt(1 - 0.98 ** 2)]], dtype=np.float32)
-    level = np.array([0.99, np.sqrt(1 - 0.99 ** 2)], dtype=np.float32)  # the sample's mean cosine: z 0
-    vectors = {c: level for c in ("first", "second", "city page")}
-
-    def hit(cid: str, term: float) -> ChunkHit:
-        return ChunkHit(chunk_id=cid, kb_id="k", doc_id=cid, doc_name=f"{cid}.txt", content="", position=0,
-                        similarity=0.5, vector_similarity=0.0, term_similarity=term)
-
-    hits = [hit("first", 1.0), hit("second", 0.9)]
-    capped = base_scores(vectors, question, sample, hits, ChainParams(text_share=1.0), vector_weight=0.3)
-    whole = base_scores(vectors, question, sample, hits, ChainParams(text_share=1.0, max_text_z=0),
-                        vector_weight=0.3)
-    assert whole["first"] == pytest.approx(0.7 / 0.3 / 0.01, rel=1e-3)
-    # scaled together: naive's order and ratios stay, one unit of full text is worth max_text_z
-    assert capped["first"] == pytest.approx(ChainParams().max_text_z, rel=1e-3)
-    assert capped["second"] / capped["first"] == pytest.approx(0.9, rel=1e-3)
-    assert sorted(capped, key=lambda c: -capped[c]) == sorted(whole, key=lambda c: -whole[c])
-    # a city the first hit names, cited by 40 passages: its page comes right after the first hit
-    # unscaled (233 - 1 - 0.5 ln 40 > 210), after naive's second hit once the costs count again
-    cites = {"first": ["harbour city"], "city page": ["harbour city"], "second": []}
-    graph = graph_of(cites, mentions={"harbour city": 40})
-    unscaled, _ = chain_scores(graph, whole, PARAMS)
-    scaled, _ = chain_scores(graph, capped, PARAMS)
-    assert unscaled["city page"] > unscaled["second"]
-    assert scaled["city page"] < scaled["second"]
-
-
 def test_the_sample_is_an_even_spread() -> None:
     ids = [f"c{i:03d}" for i in range(100)]
     assert sample_ids(ids, 4) == ["c000", "c025", "c050", "c075"]
     assert sample_ids(ids[:3], 4) == ids[:3]
 
 
-def test_the_chunks_read_are_bounded_and_the_most_promising_come_first() -> None:
-    graph = graph_of(CITES, mentions={"brenford society": 3, "river survey": 50})
-    # the journal (best start) through the society (3 citing) comes before the weak page's survey entity
-    assert chain_targets(graph, BASE, ChainParams(first=5, max_reads=2)) == {"presidents", "survey"}
-    assert len(chain_targets(graph, BASE, ChainParams(first=5, max_reads=1))) == 1
-    assert chain_targets(graph, BASE, ChainParams(first=5)) >= {"presidents", "survey", "journal"}
-
-
-def test_a_cosine_naive_measured_scores_as_its_vector_would() -> None:
-    from kbgraph.search.chains import naive_cosines
-
-    sample = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]], dtype=np.float32)
-    question = np.array([0.8, 0.6], dtype=np.float32)
-    vector = np.array([0.6, 0.8], dtype=np.float32)  # cosine 0.96 to the question
+def test_a_cosine_naive_measured_is_read_back_from_its_rescaled_score() -> None:
     floor = 0.5
-    hit = ChunkHit(chunk_id="c", kb_id="k", doc_id="d", doc_name="c.txt", content="", position=0,
-                   similarity=0.5, vector_similarity=(0.96 - floor) / (1 - floor), term_similarity=0.25)
-    known = naive_cosines([hit], floor)
-    assert known == {"c": pytest.approx(0.96)}
-    from_vector = base_scores({"c": vector}, question, sample, [hit], ChainParams(), 0.7, floor)
-    from_cosine = base_scores({}, question, sample, [hit], ChainParams(), 0.7, floor, known)
-    assert from_cosine["c"] == pytest.approx(from_vector["c"], abs=1e-5)
+    measured = ChunkHit(chunk_id="c", kb_id="k", doc_id="d", doc_name="c.txt", content="", position=0,
+                        similarity=0.5, vector_similarity=(0.96 - floor) / (1 - floor), term_similarity=0.25)
+    assert naive_cosines([measured], floor) == {"c": pytest.approx(0.96)}
     # a hit naive scored 0 lay at or below the floor: its cosine is unknown, its vector is read
-    assert naive_cosines([ChunkHit(**{**hit.__dict__, "vector_similarity": 0.0})], floor) == {}
+    assert naive_cosines([ChunkHit(**{**measured.__dict__, "vector_similarity": 0.0})], floor) == {}
+
+
+def test_graph_evidence_orders_what_follows_the_passages_that_match_the_question() -> None:
+    from kbgraph.search.context import RetrievedChunk
+    from kbgraph.search.retrieve import leading
+
+    def chunk(cid: str) -> RetrievedChunk:
+        return RetrievedChunk(chunk_id=cid, kb_id="k", doc_id=cid, doc_name=cid, content="", position=0, score=0.0)
+
+    # the kg mode's fused ranking put a graph-supported page first: the matching passages go back on top
+    fused = [chunk(c) for c in ("hub page", "second", "journal", "bridge")]
+    assert [c.chunk_id for c in leading(fused, ["journal", "second"])] == ["journal", "second", "hub page", "bridge"]
+    assert [c.chunk_id for c in leading(fused, [])] == ["hub page", "second", "journal", "bridge"]

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from kbgraph.graph.ppr import SparseGraph
-from kbgraph.search.chains import chain_scores
 from kbgraph.search.kg.facts import ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
@@ -26,7 +25,6 @@ from kbgraph.search.ppr_search import PPRParams, chunk_scores, ppr_seeds, retrie
 from kbgraph.search.query_analysis import QueryAnalysis
 
 from . import EMBEDDER, KB, TENANT, toy_kb
-from .test_chains import BASE, CITES, PARAMS, entity_number, graph_of
 
 BELOW, ABOVE = 0.4994, 0.5014  # the seed score of 南屿港 on SQLite and on Elasticsearch
 CUT = PPRParams(seed_low=0.5, seed_high=0.5)
@@ -89,17 +87,6 @@ def test_only_seed_at_the_ramps_low_end_hands_the_walk_to_the_naive_hits() -> No
     seeds = Seeds(scores={HARBOUR: 0.4001}, docs={}, anchored={HARBOUR})
     restart, confidence = ppr_seeds(seeds, graph, PPRParams())
     assert restart and confidence == pytest.approx(0.0005)  # seeds, but carries almost no restart mass
-
-
-def test_a_chain_through_an_entity_named_in_part_costs_in_step_with_its_weight() -> None:
-    graph = graph_of(CITES)
-    society = entity_number(graph, CITES, "brenford society")
-    free, _ = chain_scores(graph, BASE, PARAMS)
-    barely, _ = chain_scores(graph, BASE, PARAMS, named={society: 1e-4})
-    half, _ = chain_scores(graph, BASE, PARAMS, named={society: 0.5})
-    named, _ = chain_scores(graph, BASE, PARAMS, named={society: 1.0})
-    assert largest_difference(free, barely) < 1e-3
-    assert free["presidents"] > half["presidents"] > named["presidents"] == BASE["presidents"]
 
 
 QUESTION = "What is the emblem of the guild founded by Mira Castell?"

@@ -71,7 +71,8 @@ class FakeElasticsearch:
                 body: Any = None
                 if raw.strip():
                     lines = [line for line in raw.split("\n") if line.strip()]
-                    body = [json.loads(line) for line in lines] if parts.path.endswith("_bulk") else json.loads(raw)
+                    ndjson = parts.path.endswith(("_bulk", "_msearch"))
+                    body = [json.loads(line) for line in lines] if ndjson else json.loads(raw)
                 rec = Recorded(self.command, parts.path, dict(parse_qsl(parts.query)), body)
                 fake.requests.append(rec)
                 status, payload = fake.answer(rec)
@@ -176,6 +177,8 @@ def store(es: FakeElasticsearch) -> Iterator[ElasticStore]:
 
 
 KB_FILTER = {"terms": {"kb_id": ["kb1"]}}
+# a search for ids and scores only: no stored field read (not even _id), the id from its doc values
+IDS_ONLY = {"_source": False, "stored_fields": "_none_", "docvalue_fields": ["id"]}
 
 
 # --- pure helpers ----------------------------------------------------------------------------
@@ -356,10 +359,12 @@ def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElastic
             {"id": "b", "content_ltks": "y", "q_3_vec": [0.0, 0.0, 0.0]}]  # zero vector: dropped
     assert store.upsert("t1", "kb1", docs) == 2
     paths = [(r.method, r.path) for r in es.requests]
-    assert paths == [("HEAD", f"/_alias/{INDEX}"), ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk")]
-    # Bulk API refresh=wait_for: visible when it answers, without forcing a refresh per write;
-    # require_alias: a write to a tenant whose alias is gone fails instead of creating an index
-    assert es.requests[2].query == {"refresh": "wait_for", "require_alias": "true"}
+    assert paths == [("HEAD", f"/_alias/{INDEX}"), ("PUT", f"/{INDEX}/_mapping"), ("PUT", "/_bulk"),
+                     ("POST", f"/{INDEX}/_refresh")]
+    # refresh=True: one refresh once every chunk is in (refresh=wait_for on each chunk waited for the
+    # next scheduled refresh once per chunk); require_alias: a write to a tenant whose alias is gone
+    # fails instead of creating an index
+    assert es.requests[2].query == {"require_alias": "true"}
     mapping = es.requests[1].body  # Update mapping API; dense_vector page: dims, index, similarity, index_options
     assert mapping == {"properties": {"q_3_vec": {"type": "dense_vector", "dims": 3, "index": True,
                                                   "similarity": "cosine",
@@ -372,7 +377,7 @@ def test_upsert_maps_new_vectors_then_bulk_indexes_and_refreshes(es: FakeElastic
         {"id": "b", "content_ltks": "y", "kb_id": "kb1"}]
     # a second upsert of the same vector size does not touch the mapping again
     store.upsert("t1", "kb1", [{"id": "c", "q_3_vec": [0.0, 1.0, 0.0]}], refresh=False)
-    assert [(r.method, r.path, r.query) for r in es.requests[3:]] == [("PUT", "/_bulk", {"require_alias": "true"})]
+    assert [(r.method, r.path, r.query) for r in es.requests[4:]] == [("PUT", "/_bulk", {"require_alias": "true"})]
 
 
 def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -383,14 +388,12 @@ def test_vectors_given_as_float32_arrays_go_out_as_json_lists(es: FakeElasticsea
     assert es.sent("PUT", "/_bulk")[0].body == [
         {"index": {"_index": INDEX, "_id": "a"}}, {"id": "a", "q_3_vec": [0.5, 0.25, 0.0], "kb_id": "kb1"},
         {"index": {"_index": INDEX, "_id": "b"}}, {"id": "b", "kb_id": "kb1"}]  # zero vector: dropped
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     store.patch("t1", "kb1", {"a": {"q_3_vec": rows[0][::-1].copy(), "embedded_int": 1}}, refresh=False)
     assert es.sent("PUT", "/_bulk")[1].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"q_3_vec": [0.0, 0.25, 0.5], "embedded_int": 1}}]
     # a zero vector in a partial update clears the field instead of reaching ES cosine, which rejects it
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}}]}))
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     store.patch("t1", "kb1", {"a": {"q_3_vec": rows[1]}}, refresh=False)
     assert es.sent("PUT", "/_bulk")[2].body[1] == {"doc": {"q_3_vec": None}}
 
@@ -407,6 +410,16 @@ def test_upsert_chunks_bulk_requests_by_bytes(es: FakeElasticsearch, store: Elas
     store.upsert("t1", "kb1", [{"id": f"d{i}", "content_ltks": "w " * 50} for i in range(4)], refresh=False)
     bulks = es.sent("PUT", "/_bulk")
     assert len(bulks) > 1 and sum(len(b.body) // 2 for b in bulks) == 4
+
+
+def test_a_large_write_goes_as_two_streams_of_bulk_requests(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """The node indexes a bulk request on one thread: a write of more than a chunk is split in two
+    parts sent side by side, every document once."""
+    assert store.upsert("t1", "kb1", [{"id": f"d{i:04d}"} for i in range(1200)], refresh=False) == 1200
+    bulks = es.sent("PUT", "/_bulk")
+    sent = [line["index"]["_id"] for b in bulks for line in b.body if "index" in line]
+    assert len(bulks) == 4 and sorted(sent) == [f"d{i:04d}" for i in range(1200)]  # 500 + 100 per part
+    assert max(len(b.body) // 2 for b in bulks) == 500
 
 
 def test_bulk_item_errors_raise_naming_the_ids(es: FakeElasticsearch, store: ElasticStore) -> None:
@@ -438,51 +451,59 @@ def test_bulk_rejections_are_retried(es: FakeElasticsearch, store: ElasticStore)
 
 
 def test_patch_sends_partial_updates_for_owned_ids_only(es: FakeElasticsearch, store: ElasticStore) -> None:
-    # Multi get API: ids + _source_includes; the store drops ids of other knowledge bases
+    # the ids of this knowledge base among those named: a search reading no stored field (a
+    # realtime get of each row's kb_id parsed its whole source), then a realtime multi get of those
+    # it did not find (another writer may have written them unrefreshed): b belongs to another
+    # knowledge base and c does not exist, so only a is patched
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
         {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}},
         {"_index": INDEX, "_id": "c", "found": False}]}))
     changed = store.patch("t1", "kb1", {"a": {"pagerank_flt": 0.5}, "b": {"pagerank_flt": 0.1},
                                         "c": {"pagerank_flt": 0.2}})
     assert changed == 1
+    found = es.sent("POST", f"/{INDEX}/_search")[0]
+    assert found.body == {"query": {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b", "c"]}}]}},
+                          "size": 3, **IDS_ONLY, "track_total_hits": False}
     mget = es.sent("POST", f"/{INDEX}/_mget")[0]
-    assert mget.body == {"ids": ["a", "b", "c"]} and mget.query == {"_source_includes": "id,kb_id"}
+    assert mget.body == {"ids": ["b", "c"]} and mget.query == {"_source_includes": "id,kb_id"}
     # Bulk API: update action with a partial "doc"
     assert es.sent("PUT", "/_bulk")[0].body == [{"update": {"_index": INDEX, "_id": "a", "retry_on_conflict": 3}},
                                                 {"doc": {"pagerank_flt": 0.5}}]
 
 
 def scan_answers(es: FakeElasticsearch, ids: list[str]) -> None:
-    """A point in time whose one page holds ``ids`` (fewer than a batch: the scan ends there)."""
-    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-1"}))
+    """A scan whose one page holds ``ids`` (fewer than a batch: the scan ends there)."""
     page = hits(*[(i, None, {"id": i}) for i in ids])
-    for n, h in enumerate(page["hits"]["hits"]):
-        h["sort"] = [h["_id"], n]
-    es.script("POST", "/_search", (200, page))
+    for h in page["hits"]["hits"]:
+        h["sort"] = [h["_id"]]
+    es.script("POST", f"/{INDEX}/_search", (200, page))
 
 
 def test_delete_by_filter_scans_after_a_refresh_then_bulk_deletes(es: FakeElasticsearch, store: ElasticStore) -> None:
     scan_answers(es, ["a", "b"])
     assert store.delete("t1", ["kb1"], [eq("doc_id", "d1")]) == 2
-    refresh, pit, page, close, bulk = es.requests
-    # a point in time sees refreshed documents only: refresh first, so rows written just before count
+    refresh, page, bulk, refreshed = es.requests
+    # a search sees refreshed documents only: refresh first, so rows written just before, by any
+    # writer, are deleted too
     assert (refresh.method, refresh.path) == ("POST", f"/{INDEX}/_refresh")
-    assert (pit.path, close.path) == (f"/{INDEX}/_pit", "/_pit")
     assert page.body["query"] == {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}
-    assert page.body["_source"] == ["id"]
+    # ids only: no stored field read (not even _id), the sort value is the id
+    assert page.body["_source"] is False and page.body["stored_fields"] == "_none_"
     # Bulk API delete actions; no _delete_by_query (the reindex module is not on every cluster)
     assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}, {"delete": {"_index": INDEX, "_id": "b"}}]
-    assert bulk.query == {"refresh": "wait_for", "require_alias": "true"}
+    assert bulk.query == {"require_alias": "true"} and (refreshed.method, refreshed.path) == ("POST", f"/{INDEX}/_refresh")
     assert not es.sent(path=r".*_by_query")
 
 
-def test_delete_of_named_ids_checks_them_with_mget(es: FakeElasticsearch, store: ElasticStore) -> None:
+def test_delete_of_named_ids_searches_them(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", f"/{INDEX}/_search", (200, ids_only(("a", 0.0))))
     es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
-        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
         {"_index": INDEX, "_id": "b", "found": True, "_source": {"id": "b", "kb_id": "other"}}]}))
     assert store.delete("t1", ["kb1"], [Condition("id", "in", ["a", "b"])], refresh=False) == 1
-    mget, bulk = es.requests
+    found, mget, bulk = es.requests
+    assert found.body["query"] == {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b"]}}]}}
+    assert mget.body == {"ids": ["b"]}
     assert bulk.body == [{"delete": {"_index": INDEX, "_id": "a"}}]  # b belongs to another knowledge base
 
 
@@ -515,26 +536,45 @@ def test_get_keeps_asked_order_and_filters_kbs(es: FakeElasticsearch, store: Ela
     assert store.get("t1", ["kb1"], ["b", "a", "x", "b"], fields=["name_kwd"]) == [
         {"name_kwd": "B", "id": "b"}, {"name_kwd": "A", "id": "a"}]
     assert es.requests[0].body == {"ids": ["b", "a", "x"]}
-    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": []}))
-    store.get("t1", ["kb1"], ["a"])
-    assert es.requests[1].query == {"_source_excludes": "q_*_vec"}  # vectors only when named
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": INDEX, "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1", "q_3_vec": [1, 0, 0]}}]}))
+    # every field: the whole source (the node's source filtering parses every vector), vectors only when named
+    assert store.get("t1", ["kb1"], ["a"]) == [{"id": "a", "kb_id": "kb1"}]
+    assert es.requests[1].query == {}
+
+
+def msearch_answer(*answers: dict[str, Any]) -> Answer:
+    """A Multi search API answer: one search answer per search, in order."""
+    return 200, {"took": 1, "responses": [{**a, "status": 200} for a in answers]}
+
+
+def ids_only(*rows: tuple[str, float]) -> dict[str, Any]:
+    """A search answer without stored fields: no _id, the id from its doc values (IDS_ONLY)."""
+    answer = hits()
+    answer["hits"]["hits"] = [{"_index": INDEX, "_score": score, "fields": {"id": [i]}} for i, score in rows]
+    return answer
+
+
+def mget_answer(*sources: dict[str, Any]) -> Answer:
+    return 200, {"docs": [{"_index": INDEX, "_id": src["id"], "found": True, "_source": src} for src in sources]}
 
 
 def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: ElasticStore) -> None:
     qv = [1.0, 0.0, 0.0]
-    es.script("POST", f"/{INDEX}/_search", (200, hits(
-        ("a", 4.0, {"id": "a", "kb_id": "kb1", "content_ltks": "alpha beta"}),
-        ("b", 2.0, {"id": "b", "kb_id": "kb1", "content_ltks": "alpha"}),
-        ("c", 1.0, {"id": "c", "kb_id": "kb1", "content_ltks": "beta"}))))
     es.script("GET", f"/{INDEX}/_mapping/field/q_3_vec", (200, {INDEX: {"mappings": {"q_3_vec": {
         "full_name": "q_3_vec", "mapping": {"q_3_vec": {"type": "dense_vector", "dims": 3}}}}}}))
     # kNN _score for cosine similarity is (1 + cosine) / 2
     cos_d = 1 / math.sqrt(2)
-    es.script("POST", f"/{INDEX}/_search", (200, hits(
-        ("a", 1.0, {"id": "a", "kb_id": "kb1"}), ("d", (1 + cos_d) / 2, {"id": "d", "kb_id": "kb1"}))))
+    # one Multi search: the text half (ids and BM25 scores only) and the kNN half
+    es.script("POST", "/_msearch", msearch_answer(ids_only(("a", 4.0), ("b", 2.0), ("c", 1.0)),
+                                                  ids_only(("a", 1.0), ("d", (1 + cos_d) / 2))))
     # the text hits the kNN window missed (b, c) are scored by a kNN request restricted to their ids;
     # c has no vector, so it is not in the answer
-    es.script("POST", f"/{INDEX}/_search", (200, hits(("b", 0.5, {}))))
+    es.script("POST", "/_msearch", msearch_answer(ids_only(("b", 0.5))))
+    # then one multi get of the page's rows
+    es.script("POST", f"/{INDEX}/_mget", mget_answer(
+        {"id": "a", "kb_id": "kb1", "content_ltks": "alpha beta", "q_3_vec": [1, 0, 0]},
+        {"id": "b", "kb_id": "kb1", "content_ltks": "alpha"}, {"id": "d", "kb_id": "kb1", "content_ltks": "delta"}))
     request = SearchRequest(
         kb_ids=["kb1"], where=[eq("knowledge_graph_kwd", "entity")],
         text=TextQuery(tokens=["alpha", "beta", "alpha"], fields={"content_ltks": 1.0, "name_ltks": 2.0},
@@ -542,11 +582,14 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
         vector=VectorQuery("q_3_vec", qv), vector_weight=0.4, threshold=0.1, candidates=5, limit=3)
     result = store.search("t1", request)
 
-    text_req, mapping_req, knn_req, missed_req = es.requests
+    mapping_req, halves_req, missed_req, mget_req = es.requests
+    assert (mapping_req.method, mapping_req.path) == ("GET", f"/{INDEX}/_mapping/field/q_3_vec")  # Get field mapping API
     flt = {"bool": {"filter": [KB_FILTER, {"term": {"knowledge_graph_kwd": "entity"}}]}}
-    # Search API with search_type=dfs_query_then_fetch (global term statistics for BM25)
-    assert text_req.query == {"search_type": "dfs_query_then_fetch"}
-    assert text_req.body == {
+    text_header, text_body, knn_header, knn_body = halves_req.body
+    # Multi search API: a header per search; search_type=dfs_query_then_fetch for global term
+    # statistics (BM25 the same whichever shard a document lives on)
+    assert text_header == {"index": INDEX, "search_type": "dfs_query_then_fetch"} and knn_header == {"index": INDEX}
+    assert text_body == {
         # Boolean query: should scores add up (sum of per-field boosted BM25); with a filter
         # clause minimum_should_match defaults to 0, so it is set to 1 explicitly.
         # Match query: query + boost; Minimum should match page: integer number of should clauses.
@@ -558,15 +601,18 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
             "should": [{"match": {"content_ltks": {"query": "alpha beta", "boost": 1.0}}},
                        {"match": {"name_ltks": {"query": "alpha beta", "boost": 2.0}}}],
             "minimum_should_match": 1}},
-        "size": 5, "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False}
-    assert (mapping_req.method, mapping_req.path) == ("GET", f"/{INDEX}/_mapping/field/q_3_vec")  # Get field mapping API
+        "size": 5, **IDS_ONLY, "track_total_hits": False}
     # kNN search page: top-level knn with k, num_candidates (<= 10,000) and a filter
-    assert knn_req.body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 5, "num_candidates": 100,
-                                    "filter": flt},
-                            "size": 5, "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False}
-    assert missed_req.body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 2, "num_candidates": 100,
-                                       "filter": {"bool": {"filter": [flt, {"ids": {"values": ["b", "c"]}}]}}},
-                               "size": 2, "_source": False, "track_total_hits": False}
+    assert knn_body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 5, "num_candidates": 100, "filter": flt},
+                        "size": 5, **IDS_ONLY, "track_total_hits": False}
+    assert missed_req.body == [{"index": INDEX}, {
+        "knn": {"field": "q_3_vec", "query_vector": qv, "k": 2, "num_candidates": 100,
+                "filter": {"bool": {"filter": [flt, {"ids": {"values": ["b", "c"]}}]}}},
+        "size": 2, **IDS_ONLY, "track_total_hits": False}]
+    # Multi get API, docs form: the page's rows only, each with its _source filter (every field
+    # here: the whole source, vectors dropped by the store)
+    assert mget_req.body == {"docs": [{"_id": "a", "_source": True}, {"_id": "b", "_source": True},
+                                      {"_id": "d", "_source": True}]}
 
     # term = _score / 4.0; vector = cosine from the kNN _score; score = 0.6 t + 0.4 v
     want = {"a": (1.0, 1.0), "b": (0.5, 0.0), "c": (0.25, 0.0), "d": (0.0, cos_d)}
@@ -580,15 +626,71 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
         assert "q_3_vec" not in hit.doc and hit.doc["id"] == hit.id  # vectors only when named
 
 
+def test_search_many_sends_every_request_of_a_batch_together(es: FakeElasticsearch, store: ElasticStore) -> None:
+    es.script("POST", "/_msearch", msearch_answer(hits(("a", 2.0, {}), ("b", 1.0, {})), hits(("c", 3.0, {}))))
+    es.script("POST", f"/{INDEX}/_mget", mget_answer({"id": "a", "kb_id": "kb1", "name_kwd": "A"},
+                                                     {"id": "c", "kb_id": "kb1", "docnm_kwd": "C"}))
+    first = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"name_ltks": 1.0}), fields=["name_kwd"], limit=1)
+    second = SearchRequest(kb_ids=["kb1"], text=TextQuery(["beta"], {"content_ltks": 1.0}), fields=["docnm_kwd"])
+    one, two = store.search_many("t1", [first, second])
+    assert [(h.id, h.doc) for h in one.hits] == [("a", {"name_kwd": "A", "id": "a"})] and one.total == 2
+    assert [(h.id, h.doc) for h in two.hits] == [("c", {"docnm_kwd": "C", "id": "c"})]
+    msearch, mget = es.requests
+    assert len(msearch.body) == 4  # two searches (header and body each), one request
+    assert mget.body == {"docs": [{"_id": "a", "_source": {"includes": ["id", "kb_id", "name_kwd"]}},
+                                  {"_id": "c", "_source": {"includes": ["id", "kb_id", "docnm_kwd"]}}]}
+    assert store.search_many("t1", []) == [] and len(es.requests) == 2
+
+
+def test_search_many_on_a_missing_index_is_empty_and_failures_raise(es: FakeElasticsearch,
+                                                                    store: ElasticStore) -> None:
+    missing_index = {"error": {"root_cause": [{"type": "index_not_found_exception", "reason": "no such index"}],
+                               "type": "index_not_found_exception", "reason": "no such index"}, "status": 404}
+    es.script("POST", "/_msearch", (200, {"took": 1, "responses": [missing_index]}))
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"name_ltks": 1.0}))
+    assert store.search("t1", request).hits == []
+    failed = {"error": {"root_cause": [{"type": "query_shard_exception", "reason": "bad field"}],
+                        "type": "search_phase_execution_exception", "reason": "all shards failed"}, "status": 400}
+    es.script("POST", "/_msearch", (200, {"took": 1, "responses": [failed]}))
+    with pytest.raises(StoreError, match="400 query_shard_exception: bad field"):
+        store.search("t1", request)
+
+
+def test_vectors_go_out_as_float32_with_the_fewest_digits(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """A float32 written with a float64's 17 digits doubles the JSON the node parses, keeps in
+    _source and sends back; the fewest digits read back as the same float32."""
+    vector = np.array([0.1, 1 / 3, -2.5e-8], dtype=np.float32)
+    store.upsert("t1", "kb1", [{"id": "a", "q_3_vec": vector}], refresh=False)
+    sent = es.sent("PUT", "/_bulk")[0]
+    assert sent.body[1]["q_3_vec"] == [0.1, 0.33333334, -2.5e-08]
+    assert np.array_equal(np.array(sent.body[1]["q_3_vec"], dtype=np.float32), vector)
+
+
+def test_reads_refresh_only_after_this_stores_own_writes(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """A search sees refreshed rows only: a read after an unrefreshed write of this store refreshes
+    the index first, once; reads with no write before them send no refresh."""
+    es.script("POST", f"/{INDEX}/_count", (200, {"count": 0, "_shards": {"total": 1}}))
+    store.count("t1", ["kb1"])
+    assert not es.sent(path=f"/{INDEX}/_refresh")
+    store.upsert("t1", "kb1", [{"id": "a"}], refresh=False)
+    for _ in range(2):
+        es.script("POST", f"/{INDEX}/_count", (200, {"count": 1, "_shards": {"total": 1}}))
+        assert store.count("t1", ["kb1"]) == 1
+    assert len(es.sent(path=f"/{INDEX}/_refresh")) == 1
+
+
 def test_text_only_search_names_fields_and_threshold(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_search", (200, hits(("a", 3.0, {"id": "a", "docnm_kwd": "A"}),
-                                                      ("b", 0.3, {"id": "b", "docnm_kwd": "B"}))))
+    es.script("POST", "/_msearch", msearch_answer(hits(("a", 3.0, {}), ("b", 0.3, {}))))
+    es.script("POST", f"/{INDEX}/_mget", mget_answer({"id": "a", "kb_id": "kb1", "docnm_kwd": "A"}))
     request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"content_ltks": 1.0}),
                             threshold=0.2, fields=["docnm_kwd"], candidates=50)
     result = store.search("t1", request)
-    body = es.requests[0].body
-    assert body["_source"] == ["id", "docnm_kwd"]  # _source filtering (Search API)
+    body = es.requests[0].body[1]
+    # ids and scores only (no stored field read: the id from doc values); the page's rows come from the mget
+    assert {k: body[k] for k in IDS_ONLY} == IDS_ONLY
     assert body["query"]["bool"]["filter"] == [{"bool": {"filter": [KB_FILTER]}}]  # one token: no token filter
+    # _source filtering (Multi get API): the named fields, plus id and kb_id
+    assert es.requests[1].body == {"docs": [{"_id": "a", "_source": {"includes": ["id", "kb_id", "docnm_kwd"]}}]}
     assert [(h.id, h.score, h.doc) for h in result.hits] == [("a", 1.0, {"docnm_kwd": "A", "id": "a"})]
     assert result.total == 1  # b scored 0.1 < threshold
 
@@ -606,8 +708,7 @@ def test_listing_sorts_on_fields_then_id(es: FakeElasticsearch, store: ElasticSt
     # Sort search results page; Paginate search results: from/size within index.max_result_window
     assert es.requests[0].body == {"query": {"bool": {"filter": [KB_FILTER]}},
                                    "sort": [{"position_int": {"order": "asc"}}, {"id": {"order": "asc"}}],
-                                   "from": 20, "size": 10, "_source": {"excludes": ["q_*_vec"]},
-                                   "track_total_hits": True}
+                                   "from": 20, "size": 10, "_source": True, "track_total_hits": True}
     assert result.total == 7 and result.hits[0].doc == {"id": "a", "position_int": 0}
 
 
@@ -629,7 +730,7 @@ def test_listing_past_the_window_walks_a_point_in_time(es: FakeElasticsearch, st
     assert skip.body == {"pit": {"id": "P1", "keep_alive": "2m"}, "query": {"bool": {"filter": [KB_FILTER]}},
                          "sort": sort, "size": 10_000, "_source": False, "track_total_hits": True}
     assert take.body == {"pit": {"id": "P2", "keep_alive": "2m"}, "query": {"bool": {"filter": [KB_FILTER]}},
-                         "sort": sort, "size": 5, "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False,
+                         "sort": sort, "size": 5, "_source": True, "track_total_hits": False,
                          "search_after": [9_999, "r09999"]}
     assert (close.method, close.path, close.body) == ("DELETE", "/_pit", {"id": "P2"})
     assert [h.id for h in result.hits] == ["r10000"] and result.total == 10_004
@@ -640,28 +741,23 @@ def test_search_on_a_missing_index_is_empty(es: FakeElasticsearch, store: Elasti
     assert store.search("t1", SearchRequest(kb_ids=["kb1"])).hits == []
 
 
-def test_scan_uses_pit_search_after_and_closes(es: FakeElasticsearch, store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-1"}))
-    page = hits(("a", None, {"id": "a", "kb_id": "kb1"}), ("b", None, {"id": "b", "kb_id": "kb1"}))
-    for h, sort in zip(page["hits"]["hits"], (["a", 0], ["b", 1])):
-        h["sort"] = sort  # search_after takes the last hit's sort values
-    es.script("POST", "/_search", (200, {**page, "pit_id": "pit-2"}))
-    es.script("POST", "/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
+def test_scan_pages_by_search_after_on_id(es: FakeElasticsearch, store: ElasticStore) -> None:
+    page = hits(("a", None, {"id": "a", "kb_id": "kb1", "q_3_vec": [1, 0, 0]}), ("b", None, {"id": "b", "kb_id": "kb1"}))
+    for h in page["hits"]["hits"]:
+        h["sort"] = [h["_id"]]  # search_after takes the last hit's sort values
+    es.script("POST", f"/{INDEX}/_search", (200, page))
+    es.script("POST", f"/{INDEX}/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
     docs = list(store.scan("t1", ["kb1"], [eq("doc_id", "d1")], batch_size=2))
-    assert [d["id"] for d in docs] == ["a", "b", "c"]
-    refresh, pit, page1, page2, close = es.requests
-    # a point in time sees refreshed documents only: a scan refreshes first (read-your-writes)
-    assert (refresh.method, refresh.path) == ("POST", f"/{INDEX}/_refresh")
-    assert (pit.path, pit.query) == (f"/{INDEX}/_pit", {"keep_alive": "2m"})  # Point in time API
+    assert docs == [{"id": "a", "kb_id": "kb1"}, {"id": "b", "kb_id": "kb1"}, {"id": "c", "kb_id": "kb1"}]
+    page1, page2 = es.requests  # no refresh (this store wrote nothing), no point in time to open and close
     query = {"bool": {"filter": [KB_FILTER, {"term": {"doc_id": "d1"}}]}}
-    # Paginate search results: search_after with a PIT, _shard_doc as the tiebreaker; no index in the path
-    sort = [{"id": {"order": "asc"}}, {"_shard_doc": {"order": "asc"}}]
-    assert page1.body == {"pit": {"id": "pit-1", "keep_alive": "2m"}, "query": query, "sort": sort, "size": 2,
-                          "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False}
-    assert page2.body == {"pit": {"id": "pit-2", "keep_alive": "2m"}, "query": query, "sort": sort, "size": 2,
-                          "_source": {"excludes": ["q_*_vec"]}, "track_total_hits": False,
-                          "search_after": ["b", 1]}
-    assert (close.method, close.path, close.body) == ("DELETE", "/_pit", {"id": "pit-2"})  # Close point in time API
+    # Paginate search results: search_after on a unique sort field (id)
+    sort = [{"id": {"order": "asc"}}]
+    # every field: vectors left out on the node (the next page is filtered while this one is read)
+    source = {"excludes": ["q_*_vec"]}
+    assert page1.body == {"query": query, "sort": sort, "size": 2, "_source": source, "track_total_hits": False}
+    assert page2.body == {"query": query, "sort": sort, "size": 2, "_source": source, "track_total_hits": False,
+                          "search_after": ["b"]}
 
 
 LOST_SHARD = {"shard": 1, "index": INDEX, "node": None,
@@ -673,22 +769,18 @@ def lost(answer: dict[str, Any]) -> dict[str, Any]:
     return {**answer, "_shards": {"total": 2, "successful": 1, "skipped": 0, "failed": 1, "failures": [LOST_SHARD]}}
 
 
-def test_a_scan_whose_point_in_time_lost_a_node_goes_on_in_a_new_one(es: FakeElasticsearch,
-                                                                     store: ElasticStore) -> None:
-    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-1"}))
+def test_a_scan_page_that_lost_shards_to_a_node_is_asked_again(es: FakeElasticsearch,
+                                                               store: ElasticStore) -> None:
     page = hits(("a", None, {"id": "a", "kb_id": "kb1"}), ("b", None, {"id": "b", "kb_id": "kb1"}))
-    for h, sort in zip(page["hits"]["hits"], (["a", 0], ["b", 1])):
-        h["sort"] = sort
-    es.script("POST", "/_search", (200, page))
-    es.script("POST", "/_search", (200, lost(hits())))  # the node holding the PIT's shard 1 died
-    es.script("POST", f"/{INDEX}/_pit", (200, {"id": "pit-2"}))
-    es.script("POST", "/_search", (200, {**hits(("c", None, {"id": "c", "kb_id": "kb1"})), "pit_id": "pit-2"}))
+    for h in page["hits"]["hits"]:
+        h["sort"] = [h["_id"]]
+    es.script("POST", f"/{INDEX}/_search", (200, page))
+    es.script("POST", f"/{INDEX}/_search", (200, lost(hits())))  # the node holding shard 1 died
+    es.script("POST", f"/{INDEX}/_search", (200, hits(("c", None, {"id": "c", "kb_id": "kb1"}))))
     assert [d["id"] for d in store.scan("t1", ["kb1"], batch_size=2)] == ["a", "b", "c"]
-    searches = es.sent("POST", "/_search")
-    assert [s.body["pit"]["id"] for s in searches] == ["pit-1", "pit-1", "pit-2"]
-    # the new point in time numbers its rows anew: the page goes on after the last id, whatever its tiebreak
-    assert searches[2].body["search_after"] == ["b", 2**63 - 1]
-    assert [(r.method, r.path) for r in es.sent(path="/_pit")] == [("DELETE", "/_pit"), ("DELETE", "/_pit")]
+    searches = es.sent("POST", f"/{INDEX}/_search")
+    # the page is asked again after the same last id once the replicas are promoted: nothing skipped
+    assert [s.body.get("search_after") for s in searches] == [None, ["b"], ["b"]]
 
 
 def test_a_search_that_lost_shards_to_a_node_is_asked_again(es: FakeElasticsearch, store: ElasticStore) -> None:

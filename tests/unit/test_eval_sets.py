@@ -78,3 +78,14 @@ def test_the_metrics() -> None:
     assert m["precision@5"] == pytest.approx((1 + 0.5 + 4 / 5) / 3, abs=1e-4)
     assert m["hits@1"] == pytest.approx(2 / 3, abs=1e-4)
     assert (m["mh_recall@5"], m["mh_all@5"], m["multi_hop"]) == (0.5, 0.0, 1)
+
+
+def test_the_dev_and_held_out_halves_split_every_set_the_same_way_each_run() -> None:
+    ev = _eval_module()
+    for dataset in SETS:
+        questions = [row["question"] for row in _rows(dataset / "questions.jsonl")]
+        halves = [ev.split_of(q) for q in questions]
+        assert set(halves) <= {"dev", "heldout"}
+        assert halves == [ev.split_of(q) for q in questions]  # by the text alone: the same every run
+        # each half holds a fair share of the set (a tuning half and a checking half)
+        assert 0.25 <= halves.count("dev") / len(halves) <= 0.75, dataset.name

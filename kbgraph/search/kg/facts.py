@@ -9,8 +9,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from kbgraph.parse.tokenize import tokenize, tokenize_query
+from kbgraph.search.batch import SearchBatch, Ticket
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.rows import RELATION_FIELDS, Node, kind_search, mention_weights, relation_ends
+from kbgraph.search.kg.rows import RELATION_FIELDS, Node, kind_request, mention_weights, relation_ends
 from kbgraph.search.kg.scoring import Citations, present
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, any_of
@@ -18,8 +19,8 @@ from kbgraph.store.records import Relation
 
 
 def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: Mapping[Node, float],
-                     analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams
-                     ) -> dict[str, tuple[float, dict]]:
+                     analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams,
+                     batch: SearchBatch | None = None) -> dict[str, tuple[float, dict]]:
     """The relations of the question's anchored entities (entity -> anchor weight, ``anchor_weights``),
     scored by how well they match the rest of the question: relation id -> (hybrid score in [0, 1], row).
     The score is the relation's own; ``anchored_facts`` weighs it by its anchor.
@@ -29,33 +30,48 @@ def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchor
     This is what lets a retriever follow the relation the question asks about rather than whatever
     the anchor is most often mentioned with. The full anchors are searched together, an anchor on its
     ramp on its own: one that barely counts neither takes their places in the search nor its words.
+    Every search (per group and side) goes to the store together, through ``batch`` when given.
     """
     if not anchors or params.anchor_relation_top_n <= 0:
         return {}
+    batch = batch if batch is not None else SearchBatch(store, tenant)
     full = {n for n, w in anchors.items() if w >= 1.0}
     groups = ([full] if full else []) + [{n} for n in sorted(set(anchors) - full)]
+    asked = [(group, _relation_searches(batch, kb_ids, group, full, analysis, vector, params)) for group in groups]
     out: dict[str, tuple[float, dict]] = {}
-    for group in groups:
-        for rid, (score, doc) in _relations_of(store, tenant, kb_ids, group, full, analysis, vector, params).items():
+    for group, searches in asked:
+        for rid, (score, doc) in _relations_of(batch, group, searches).items():
             if score > out.get(rid, (0.0, doc))[0]:
                 out[rid] = (score, doc)
     return out
 
 
-def _relations_of(store: DocStore, tenant: str, kb_ids: Sequence[str], group: set[Node], full: set[Node],
-                  analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams
-                  ) -> dict[str, tuple[float, dict]]:
+SIDES = ("src_key_kwd", "tgt_key_kwd")
+
+
+def _relation_searches(batch: SearchBatch, kb_ids: Sequence[str], group: set[Node], full: set[Node],
+                       analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams
+                       ) -> list[tuple[str, Ticket]]:
+    """(side, search) of the group's relations on each side, asked of the batch."""
     keys = sorted({key for _, key in group})
     named = {t for _, key in group | full for t in tokenize(key)}
     named.update(t for name in analysis.entities for t in tokenize(name))
     tokens = [t for t in tokenize_query(" ".join([analysis.question, *analysis.keywords])) if t not in named]
-    if not tokens and vector is None:
-        return {}
-    out: dict[str, tuple[float, dict]] = {}
-    for side in ("src_key_kwd", "tgt_key_kwd"):
-        for hit in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
+    out = []
+    for side in SIDES:
+        request = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
                                params.anchor_relation_top_n, params.vector_weight, where=[any_of(side, keys)],
-                               returned=RELATION_FIELDS):
+                               returned=RELATION_FIELDS)
+        if request is not None:
+            out.append((side, batch.ask(request)))
+    return out
+
+
+def _relations_of(batch: SearchBatch, group: set[Node], searches: list[tuple[str, Ticket]]
+                  ) -> dict[str, tuple[float, dict]]:
+    out: dict[str, tuple[float, dict]] = {}
+    for side, ticket in searches:
+        for hit in batch.hits(ticket):
             if (hit.doc.get("kb_id", ""), hit.doc.get(side, "")) not in group:
                 continue
             if hit.score > out.get(hit.id, (0.0, hit.doc))[0]:

@@ -6,15 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-import numpy as np
-
 from kbgraph.search.context import EntityHit, RelationHit, ReportHit, any_of_scores
 from kbgraph.search.graph_cache import Edge
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.rows import (
-    RELATION_FIELDS, REPORT_FIELDS, Node, _entity_hit, _relation_hit, _report_hit, kind_search,
-)
-from kbgraph.store.base import DocStore, any_of, eq
+from kbgraph.search.kg.rows import RELATION_FIELDS, REPORT_FIELDS, Node, _entity_hit, _relation_hit, _report_hit
+from kbgraph.store.base import DocStore, Hit, any_of, eq
 from kbgraph.store.records import CommunityReport
 
 
@@ -56,7 +52,9 @@ def rank_relations(found: dict[str, tuple[float, dict]], walked: dict[str, tuple
 
 
 def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: Sequence[EntityHit],
-                 tokens: Sequence[str], vector: np.ndarray | None, params: KGParams) -> list[ReportHit]:
+                 searched: Sequence[Hit], params: KGParams) -> list[ReportHit]:
+    """The reports of the chosen entities' communities and those the question's own search found
+    (``searched``: reports by text and vector, REPORT_FIELDS), ranked."""
     member: dict[str, float] = defaultdict(float)
     docs: dict[str, dict] = {}
     by_kb: dict[str, dict[str, float]] = defaultdict(dict)
@@ -69,8 +67,7 @@ def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: 
             member[doc["id"]] = sum(keyed.get(k, 0.0) for k in doc.get("entity_keys_kwd") or [])
     top_member = max(member.values(), default=0.0)
     text: dict[str, float] = {}
-    for hit in kind_search(store, tenant, kb_ids, CommunityReport.KIND, tokens, {"content_ltks": 1.0}, vector,
-                           params.search_top_n, params.vector_weight, returned=REPORT_FIELDS):
+    for hit in searched:
         docs.setdefault(hit.id, hit.doc)
         text[hit.id] = hit.score
     hits = []

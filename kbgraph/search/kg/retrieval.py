@@ -25,18 +25,19 @@ from kbgraph.search.context import (
     report_block,
     within_budget,
 )
+from kbgraph.search.batch import SearchBatch, Ticket
 from kbgraph.search.graph_cache import Edge, GraphState, graph_state, holds_kind, relation_adjacency
 from kbgraph.search.kg.expand import expand
 from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_scores
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities, rank_relations, rank_reports, relation_rows
 from kbgraph.search.kg.rows import (
-    RELATION_FIELDS, Node, _fetch_entities, fetch_chunks, kind_search, mention_weights, relation_ends,
+    RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, fetch_chunks, kind_request, mention_weights, relation_ends,
 )
 from kbgraph.search.kg.scoring import chunk_support, entity_citations
-from kbgraph.search.kg.seeds import Seeds, seed_entities
+from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.base import DocStore
+from kbgraph.store.base import DocStore, Hit
 from kbgraph.store.records import CommunityReport, EntityMention, Relation
 
 
@@ -53,12 +54,20 @@ class GraphResult:
 
 
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None
-                ) -> GraphResult:
-    state = graph_state(store, tenant, kb_ids)
-    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder, state)
+                vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None,
+                batch: SearchBatch | None = None, state: GraphState | None = None,
+                with_chunks: bool = True) -> GraphResult:
+    """``batch``: the query's searches (shared with its ppr part, whose seed and fact searches are
+    the same); ``state``: the graph state the query read (read here when not given);
+    ``with_chunks=False`` leaves out the chunks the graph supports and the bridges (the mix mode
+    does not rank by them: its entities, relations and reports are what it takes)."""
+    batch = batch if batch is not None else SearchBatch(store, tenant)
+    state = state if state is not None else graph_state(store, tenant, kb_ids)
+    question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
+                                                        embedder, state)
+    seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder, state, batch)
     anchors = seeds.anchor_weights(params.anchor_low, params.anchor_high)
-    about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params)
+    about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params, batch)
     facts = anchored_facts(about, anchors)
     citations = entity_citations(store, tenant, kb_ids, state)
     seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
@@ -67,18 +76,21 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
                                   {rid: score for rid, (score, _) in facts.items()},
                                   relation_adjacency(store, tenant, kb_ids, state), citations)
     entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params)
-    relations = _chosen_relations(store, tenant, kb_ids, analysis, vector, params, embedder, seeds, anchors, facts,
-                                  walked, entities)
+    relations = _chosen_relations(store, tenant, kb_ids, params, seeds, anchors, facts, walked, entities,
+                                  batch.hits(question_relations) if question_relations is not None else [])
 
-    reports = rank_reports(store, tenant, kb_ids, entities, tokenize_query(analysis.question), vector, params) \
-        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else []
+    reports = rank_reports(store, tenant, kb_ids, entities, batch.hits(asked_reports), params) \
+        if asked_reports is not None else []
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
 
-    support = _chunk_support(store, tenant, kb_ids, entities, relations, params, state)
-    chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-    bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
-    bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
+    chunks: list[RetrievedChunk] = []
+    bridges: list[RetrievedChunk] = []
+    if with_chunks:
+        support = _chunk_support(store, tenant, kb_ids, entities, relations, params, state)
+        chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
+        bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
+        bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
     return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))
 
@@ -94,13 +106,30 @@ def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores
     return within_budget(entities, entity_row, params.budget.entities)
 
 
-def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                      vector: np.ndarray | None, params: KGParams, embedder: Embedder | None, seeds: Seeds,
-                      anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
-                      walked: dict[str, tuple[float, Edge]], entities: Sequence[EntityHit]) -> list[RelationHit]:
-    """The relations found by their own search or the question's facts, and the walked ones between
-    chosen entities, ranked (within the budget)."""
+def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Sequence[str],
+                    analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams,
+                    embedder: Embedder | None, state: GraphState) -> tuple[Ticket | None, Ticket | None]:
+    """Ask the batch for the kg mode's searches that depend on nothing found first (the question's
+    relations and, when the knowledge bases hold reports, its reports) and the seed searches: asked
+    early, with the query's other searches, they go to the store together."""
+    ask_seed_searches(batch, kb_ids, analysis, vector, params, embedder)
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
+    relations = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
+                             params.vector_weight, returned=RELATION_FIELDS,
+                             floor=embedder.similarity_floor if embedder is not None else 0.0)
+    reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), {"content_ltks": 1.0},
+                           vector, params.search_top_n, params.vector_weight, returned=REPORT_FIELDS) \
+        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
+    return (batch.ask(relations) if relations is not None else None,
+            batch.ask(reports) if reports is not None else None)
+
+
+def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], params: KGParams, seeds: Seeds,
+                      anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
+                      walked: dict[str, tuple[float, Edge]], entities: Sequence[EntityHit],
+                      searched: Sequence[Hit]) -> list[RelationHit]:
+    """The relations found by their own search (``searched``: ``_question_relations``) or the
+    question's facts, and the walked ones between chosen entities, ranked (within the budget)."""
 
     def anchor_weight(doc: dict) -> float:
         return max(anchors.get(end, 0.0) for end in relation_ends(doc))
@@ -110,10 +139,7 @@ def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], analy
         # matches; a relation of an anchor counts whole (in between for an anchor on its ramp)
         return seeds.loose_factor + (1.0 - seeds.loose_factor) * anchor_weight(doc)
 
-    found = {h.id: (weighed(h.doc) * h.score, h.doc)
-             for h in kind_search(store, tenant, kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
-                                  params.search_top_n, params.vector_weight, returned=RELATION_FIELDS,
-                                  floor=embedder.similarity_floor if embedder is not None else 0.0)}
+    found = {h.id: (weighed(h.doc) * h.score, h.doc) for h in searched}
     for rid, (score, doc) in facts.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)

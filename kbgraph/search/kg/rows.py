@@ -66,21 +66,28 @@ def _report_hit(doc: dict, score: float) -> ReportHit:
                      content=report_content(doc), score=score, rating=float(doc.get("rating_flt", 0.0) or 0.0))
 
 
-def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
-                fields: dict[str, float], vector: np.ndarray | None, limit: int, vector_weight: float,
-                where: Sequence[Condition] = (), returned: Sequence[str] | None = None,
-                floor: float = 0.0) -> list[Hit]:
-    """Hybrid (or text-only / vector-only) search over one kind of graph row; ``floor`` is the
-    embedding model's similarity floor (VectorQuery)."""
+def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields: dict[str, float],
+                 vector: np.ndarray | None, limit: int, vector_weight: float, where: Sequence[Condition] = (),
+                 returned: Sequence[str] | None = None, floor: float = 0.0) -> SearchRequest | None:
+    """The hybrid (or text-only / vector-only) search over one kind of graph row, None when there is
+    nothing to search with; ``floor`` is the embedding model's similarity floor (VectorQuery)."""
     if not tokens and vector is None:
-        return []
-    request = SearchRequest(
+        return None
+    return SearchRequest(
         kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", kind), *where],
         text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
         vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
         vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
-    return store.search(tenant, request).hits
+
+
+def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
+                fields: dict[str, float], vector: np.ndarray | None, limit: int, vector_weight: float,
+                where: Sequence[Condition] = (), returned: Sequence[str] | None = None,
+                floor: float = 0.0) -> list[Hit]:
+    """The hits of ``kind_request``."""
+    request = kind_request(kb_ids, kind, tokens, fields, vector, limit, vector_weight, where, returned, floor)
+    return store.search(tenant, request).hits if request is not None else []
 
 
 def relation_ends(doc: dict) -> tuple[Node, Node]:

@@ -13,10 +13,11 @@ import numpy as np
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize, tokenize_query
+from kbgraph.search.batch import SearchBatch, Ticket
 from kbgraph.search.context import any_of_scores
 from kbgraph.search.graph_cache import LISTING_ENTRIES, GraphState, cached, graph_state
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.rows import ENTITY_FIELDS, Node, kind_search
+from kbgraph.search.kg.rows import ENTITY_FIELDS, Node, kind_request
 from kbgraph.search.kg.scoring import name_match, ramp
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, Hit, SearchRequest, any_of, eq
@@ -57,7 +58,7 @@ def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: S
 
 def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                   vector: np.ndarray | None, params: KGParams, embedder: Embedder | None = None,
-                  state: GraphState | None = None) -> Seeds:
+                  state: GraphState | None = None, batch: SearchBatch | None = None) -> Seeds:
     """Seed relevance r(e) of entities matched by the question.
 
     Each analysed entity is looked up by its key (exact, score 1) and searched on its own (its
@@ -66,8 +67,11 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
     another. The whole question is searched as well, at ``question_weight``, because an analysis
     can miss entities; generic words of the question that happen to be entity names ("country",
     "charge") then stay weak seeds. ``state`` (read when not given) lets the answer-type listing
-    come from the cache.
+    come from the cache. The searches go to the store together, with any the caller asked of
+    ``batch`` before.
     """
+    batch = batch if batch is not None else SearchBatch(store, tenant)
+    asked = ask_seed_searches(batch, kb_ids, analysis, vector, params, embedder)
     docs: dict[Node, dict] = {}
     parts: dict[Node, list[float]] = defaultdict(list)  # question-only (loose) evidence
     anchor_parts: dict[Node, list[float]] = defaultdict(list)  # evidence from an analysed entity
@@ -80,53 +84,104 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
         if anchor:
             anchored.add(node)
 
-    fields = [*ENTITY_FIELDS, "name_ltks"]
-    floor = embedder.similarity_floor if embedder is not None else 0.0
-    tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
-    for hit in kind_search(store, tenant, kb_ids, Entity.KIND, tokens,
-                           {"name_ltks": params.name_boost, "content_ltks": 1.0}, vector,
-                           params.search_top_n, params.vector_weight, returned=fields, floor=floor):
+    for hit in batch.hits(asked.question) if asked.question is not None else []:
         note(hit.doc, params.question_weight * hit.score)
-    for doc, score in _named_entity_hits(store, tenant, kb_ids, analysis, params, embedder, fields, floor):
+    for doc, score in _named_entity_hits(store, tenant, kb_ids, analysis, params, batch, asked.named):
         note(doc, score, anchor=True)
     if analysis.keywords:
-        for doc, score in _answer_type_hits(store, tenant, kb_ids, analysis, params, fields, state):
+        for doc, score in _answer_type_hits(store, tenant, kb_ids, analysis, params, state, batch,
+                                            asked.answer_type):
             note(doc, score)
     return _seeds(docs, parts, anchor_parts, anchored, params)
 
 
+# what the seed searches return
+SEED_FIELDS = [*ENTITY_FIELDS, "name_ltks"]
+
+
+@dataclass
+class _NameSearch:
+    """One analysed entity's own search: its tokens, whether it was searched with a vector, its hits."""
+
+    tokens: list[str]
+    has_vector: bool
+    ticket: Ticket | None
+
+
+@dataclass
+class SeedSearches:
+    """The seed searches of a question, asked of a batch (``ask_seed_searches``)."""
+
+    question: Ticket | None
+    named: list[_NameSearch]
+    answer_type: Ticket | None
+
+
+def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: QueryAnalysis,
+                      vector: np.ndarray | None, params: KGParams, embedder: Embedder | None) -> SeedSearches:
+    """Ask the batch for the searches ``seed_entities`` reads: asked early (with other searches of
+    the query), they go to the store together; asked again, they are the same searches."""
+    floor = embedder.similarity_floor if embedder is not None else 0.0
+    tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
+    question = kind_request(kb_ids, Entity.KIND, tokens, {"name_ltks": params.name_boost, "content_ltks": 1.0},
+                            vector, params.search_top_n, params.vector_weight, returned=SEED_FIELDS, floor=floor)
+    answer_type = None
+    if analysis.keywords:
+        kw_tokens = tokenize_query(" ".join(analysis.keywords))
+        request = kind_request(kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None, params.search_top_n,
+                               0.0, returned=SEED_FIELDS)
+        answer_type = batch.ask(request) if request is not None else None
+    return SeedSearches(batch.ask(question) if question is not None else None,
+                        _named_entity_searches(batch, kb_ids, analysis, params, embedder, floor), answer_type)
+
+
+def _named_entity_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: QueryAnalysis, params: KGParams,
+                           embedder: Embedder | None, floor: float) -> list[_NameSearch]:
+    """Each analysed entity's own search (its tokens over names, its embedding over entity vectors),
+    asked of the batch."""
+    names = list(dict.fromkeys(n for n in analysis.entities if normalize_key(n)))
+    if not names or params.entity_matches <= 0:
+        return []
+    name_vectors = batch.remember(("name vectors", tuple(names)), lambda: embedder.embed_query(names)) \
+        if embedder is not None else [None] * len(names)
+    out = []
+    for name, name_vector in zip(names, name_vectors):
+        name_tokens = tokenize(name)
+        request = kind_request(kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,
+                               params.entity_matches, params.vector_weight, returned=SEED_FIELDS, floor=floor)
+        out.append(_NameSearch(name_tokens, name_vector is not None,
+                               batch.ask(request) if request is not None else None))
+    return out
+
+
 def _named_entity_hits(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                       params: KGParams, embedder: Embedder | None, fields: list[str], floor: float
+                       params: KGParams, batch: SearchBatch, searches: list[_NameSearch]
                        ) -> Iterator[tuple[dict, float]]:
     """(row, score) of the entities the analysed entities match: by key (``exact_score``), and the
-    best ``entity_matches`` of each one's own search, by name overlap and vector similarity."""
-    names = list(dict.fromkeys(n for n in analysis.entities if normalize_key(n)))
-    keys = list(dict.fromkeys(normalize_key(n) for n in names))
+    best ``entity_matches`` of each one's own search (``searches``), by name overlap and vector similarity."""
+    keys = list(dict.fromkeys(normalize_key(n) for n in analysis.entities if normalize_key(n)))
     if keys:
         ids = [entity_id(kb, key) for kb in kb_ids for key in keys]
-        for doc in store.get(tenant, list(kb_ids), ids, fields=fields):
-            yield doc, params.exact_score
-    if names and params.entity_matches > 0:
-        name_vectors = embedder.embed_query(names) if embedder is not None else [None] * len(names)
-        for name, name_vector in zip(names, name_vectors):
-            name_tokens = tokenize(name)
-            for hit in kind_search(store, tenant, kb_ids, Entity.KIND, name_tokens, {"name_ltks": 1.0}, name_vector,
-                                   params.entity_matches, params.vector_weight, returned=fields, floor=floor):
-                overlap = name_match(name_tokens, hit.doc.get("name_ltks", ""))
-                similarity = hit.vector_score if name_vector is not None else overlap
-                yield hit.doc, 0.5 * overlap + 0.5 * similarity
+        rows = batch.remember(("rows", tuple(ids), tuple(SEED_FIELDS)),
+                              lambda: store.get(tenant, list(kb_ids), ids, fields=SEED_FIELDS))
+        for doc in rows:
+            yield dict(doc), params.exact_score
+    for search in searches:
+        for hit in batch.hits(search.ticket) if search.ticket is not None else []:
+            overlap = name_match(search.tokens, hit.doc.get("name_ltks", ""))
+            similarity = hit.vector_score if search.has_vector else overlap
+            yield hit.doc, 0.5 * overlap + 0.5 * similarity
 
 
 def _answer_type_hits(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                      params: KGParams, fields: list[str], state: GraphState | None) -> Iterator[tuple[dict, float]]:
+                      params: KGParams, state: GraphState | None, batch: SearchBatch,
+                      ticket: Ticket | None) -> Iterator[tuple[dict, float]]:
     """(row, score) of the entities matching the answer type the analysis gave as keywords: by their
-    descriptions, and the types' entities of highest PageRank (``type_score``)."""
-    kw_tokens = tokenize_query(" ".join(analysis.keywords))
-    for hit in kind_search(store, tenant, kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None,
-                           params.search_top_n, 0.0, returned=fields):
+    descriptions (``ticket``'s search), and the types' entities of highest PageRank (``type_score``)."""
+    for hit in batch.hits(ticket) if ticket is not None else []:
         yield hit.doc, params.type_score * hit.score
     types = sorted({k.strip().lower() for k in analysis.keywords if k.strip()})
-    typed = typed_entities(store, tenant, kb_ids, types, params.search_top_n, fields,
+    typed = typed_entities(store, tenant, kb_ids, types, params.search_top_n, SEED_FIELDS,
                            state if state is not None else graph_state(store, tenant, kb_ids))
     top_rank = max((float(h.doc.get("pagerank_flt", 0.0) or 0.0) for h in typed), default=0.0)
     for hit in typed:

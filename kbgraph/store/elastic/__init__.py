@@ -7,21 +7,33 @@ chooses the requests an operation needs, and ``Cluster`` (cluster.py), the one p
 the cluster, sends them, checks every answer and turns failures into ``StoreError`` /
 ``StoreUnavailable``.
 
-Scores: a text query and a vector query are two separate requests, so the two scores never mix
+Scores: a text query and a vector query are two separate searches, so the two scores never mix
 inside Elasticsearch. ``term_score`` is each text hit's ``_score`` over the best ``_score`` of
 the text window; ``vector_score`` is the cosine between the query vector and the stored vector,
 read back from the kNN ``_score`` (for ``cosine`` similarity ES scores ``(1 + cosine) / 2``): text
-hits the kNN window missed get theirs from a second kNN request restricted to their ids. Vectors
+hits the kNN window missed get theirs from a kNN search restricted to their ids. Vectors
 never travel back for scoring, so scores survive Elasticsearch >= 9.2, which leaves vectors out of
 ``_source``. Fusion, threshold, order and paging are then done in Python with ``base.fuse``, exactly
 as the embedded store does. BM25 itself is Lucene's, whose document lengths are stored lossily
 (one byte per field), so term scores agree with the embedded store's within a tolerance, not bit
 for bit.
 
-Deletion and partial update by filter scan the matching ids with a point in time and send bulk
-``delete`` / ``update`` actions: they work on any cluster (``_delete_by_query`` and
-``_update_by_query`` live in the reindex module, which not every deployment has) and see every
-write made before them (the index is refreshed first).
+Round trips (scored.py): the searches of a batch (``search_many``; ``search`` is a batch of one)
+take three requests at most, whatever the batch holds: one ``_msearch`` with every text and kNN
+half, ids and scores only (no stored field is read: the ids come from doc values); one ``_msearch``
+with the cosines of the text hits the kNN windows missed; one realtime ``mget`` of every page's
+rows. Rows carry vectors, so every request and answer is JSON by orjson (json_codec.py), vectors
+go out as float32 with the fewest digits, and rows are read as whole sources (the node's source
+filtering parses every vector to leave it out) with vectors dropped in Python.
+
+Visibility (the DocStore contract): a search sees refreshed rows only. The store remembers the
+indices it wrote to without a refresh and refreshes one before its next read of it (once), so its
+reads see its writes; ``refresh=True`` is one refresh after the whole bulk write. Deletion and
+partial update act on every row written before them, by any writer: named ids are searched for
+and any other filter scanned, after a refresh, then bulk ``delete`` / ``update`` actions are sent:
+they work on any cluster (``_delete_by_query`` and ``_update_by_query`` live in the reindex module,
+which not every deployment has). Scans page by ``search_after`` on ``id`` (unique in an index),
+with no point in time to open and close.
 
 Needs Elasticsearch 8.11 or later (``dense_vector`` without ``dims`` in the dynamic template).
 
@@ -35,7 +47,9 @@ The package, one file per concern:
 - listing.py: listings past the result window (a point in time and ``search_after``);
 - admin.py and copier.py: a tenant moved to a new index while in use, replicas changed, index states;
 - bulk.py: values cleaned for JSON, bulk actions, reports of failed items;
-- hits.py: text and kNN hits fused with ``base.fuse``, sources shaped for callers.
+- scored.py: the scored searches of a batch, in three round trips;
+- hits.py: text and kNN hits fused with ``base.fuse``, sources shaped for callers;
+- json_codec.py: orjson for every request and answer.
 """
 
 from kbgraph.store.elastic.store import ElasticStore

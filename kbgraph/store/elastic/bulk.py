@@ -10,8 +10,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from kbgraph.store.base import Doc, StoreError
 from kbgraph.store.elastic.indices import VECTOR_RE
+from kbgraph.store.elastic.queries import float32_vector
 
 # a partial update that meets a concurrent write of the same document is retried this often
 RETRY_ON_CONFLICT = 3
@@ -32,9 +35,10 @@ def clean_values(values: Mapping[str, Any]) -> Doc:
     out: Doc = {}
     for name, value in values.items():
         if VECTOR_RE.match(name) and value is not None:
-            vector = [float(x) for x in value]
-            _finite(name, vector)
-            out[name] = vector if any(x != 0.0 for x in vector) else None
+            vector = np.asarray(value, dtype=np.float64)
+            if not np.isfinite(vector).all():
+                _finite(name, vector.tolist())
+            out[name] = float32_vector(vector) if vector.any() else None
             continue
         if hasattr(value, "tolist"):  # numpy arrays and scalars
             value = value.tolist()

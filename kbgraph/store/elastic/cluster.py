@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 from urllib.parse import urlsplit, urlunsplit
 
@@ -102,6 +104,20 @@ def connect(settings: Settings) -> Elasticsearch:
         return Elasticsearch(**kwargs)
     except ValueError as exc:
         raise StoreError(f"cannot configure the Elasticsearch client for {redact_url(settings.es_url)}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _BulkSend:
+    """How one bulk write is sent, whichever part of it a stream carries."""
+
+    what: str
+    index: str
+    refresh: bool
+    chunk_docs: int
+    max_bytes: int
+    retries: int
+    backoff: float
+    require_alias: bool
 
 
 class Cluster:
@@ -211,12 +227,47 @@ class Cluster:
                 on_loss()
         raise AssertionError("unreachable")  # the last try returns or fails
 
+    def _complete_each(self, what: str, index: str, send: Callable[[], Any]) -> Any:
+        """A multi-search answer in which no search lost shards with a node: asked again, as a
+        search is by ``_complete``, while the cluster promotes the lost shards' replicas."""
+        for wait in (*NODE_LOSS_WAITS, None):
+            answer = self._sent(what, index, send, {}, missing_ok=False)
+            if wait is None or not any(_item_node_lost(item) for item in answer["responses"]):
+                return answer
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # the last try returns
+
     # -- searches and reads ------------------------------------------------------------------
 
     def search(self, what: str, index: str, **kwargs: Any) -> Any | None:
         """A search whose answer is complete: a timed-out or partly failed search raises instead of
         passing off some shards' hits as the whole answer (shards lost with a node are asked again)."""
         return self._complete(what, index, lambda: self.reads.search(index=index, **kwargs), missing_ok=True)
+
+    def msearch(self, what: str, index: str, lines: list[dict[str, Any]],
+                filter_path: list[str] | None = None) -> list[Any | None]:
+        """Several searches in one request (``queries.msearch_lines``); per search its complete
+        answer, or None where the index is missing. A search that failed, timed out or failed on
+        some shards raises, as ``search`` does. ``filter_path``: the parts of each answer to send
+        (``responses.`` paths; what this method checks is always sent)."""
+        extra: dict[str, Any] = {}
+        if filter_path is not None:
+            extra["filter_path"] = ["responses.status", "responses.error", "responses.timed_out",
+                                    "responses._shards", *filter_path]
+        answer = self._complete_each(what, index, lambda: self.reads.msearch(searches=lines, **extra))
+        out: list[Any | None] = []
+        for item in answer["responses"]:
+            error = item.get("error")
+            if error is not None:
+                kind = error.get("type") if isinstance(error, dict) else None
+                if kind == "index_not_found_exception":
+                    out.append(None)
+                    continue
+                raise StoreError(f"Elasticsearch at {self.url}: {what} on index {index!r} failed: "
+                                 f"{item.get('status', '?')} {_item_reason(error)}")
+            self._check_complete(what, index, item)
+            out.append(item)
+        return out
 
     def search_point_in_time(self, what: str, index: str, **kwargs: Any) -> Any:
         """A complete search in a point in time (``kwargs`` name it; ``index`` is where it was
@@ -256,20 +307,21 @@ class Cluster:
     # -- writes ------------------------------------------------------------------------------
 
     def bulk(self, what: str, index: str, actions: list[dict[str, Any]], refresh: bool, *, chunk_docs: int,
-             max_bytes: int, retries: int, backoff: float,
+             max_bytes: int, retries: int, backoff: float, streams: int = 1,
              require_alias: bool = True) -> list[tuple[bool, str, dict[str, Any]]]:
         """Send actions in chunks bounded by bytes and count, retrying 429/5xx with backoff.
         ``refresh`` answers only once the writes are visible to searches (``wait_for``: the next
-        scheduled refresh, no extra tiny segment per write). Writes must go to an alias (see the
+        scheduled refresh, no extra tiny segment per write). ``streams`` > 1 splits a write of more
+        than a chunk into that many parts sent side by side (the node indexes each bulk request on
+        one thread); the actions must name distinct documents. Writes must go to an alias (see the
         module docstring); actions that meet a write block are sent again once it lifts, for up
         to WRITE_BLOCK_WAIT. Returns (ok, id, item) per action."""
+        send = _BulkSend(what, index, refresh, chunk_docs, max_bytes, retries, backoff, require_alias)
         results: list[tuple[bool, str, dict[str, Any]]] = []
         pending, blocked_since = actions, None
         while pending:
             blocked: dict[str, dict[str, Any]] = {}
-            for ok, doc_id, info in self._bulk_once(what, index, pending, refresh, chunk_docs=chunk_docs,
-                                                    max_bytes=max_bytes, retries=retries, backoff=backoff,
-                                                    require_alias=require_alias):
+            for ok, doc_id, info in self._bulk_side_by_side(send, pending, streams):
                 if not ok and _write_blocked(info):
                     blocked[doc_id] = info
                     continue
@@ -286,25 +338,34 @@ class Cluster:
             pending = [action for action in pending if str(action.get("_id")) in blocked]
         return results
 
-    def _bulk_once(self, what: str, index: str, actions: list[dict[str, Any]], refresh: bool, *, chunk_docs: int,
-                   max_bytes: int, retries: int, backoff: float,
-                   require_alias: bool) -> list[tuple[bool, str, dict[str, Any]]]:
-        results: list[tuple[bool, str, dict[str, Any]]] = []
+    def _bulk_side_by_side(self, send: _BulkSend, actions: list[dict[str, Any]],
+                           streams: int) -> list[tuple[bool, str, dict[str, Any]]]:
         if not actions:
-            return results
-        extra: dict[str, Any] = {"refresh": "wait_for"} if refresh else {}
-        if require_alias:
+            return []
+        parts = max(1, min(streams, len(actions) // max(1, send.chunk_docs)))
+        size = -(-len(actions) // parts)
+        pieces = [actions[start:start + size] for start in range(0, len(actions), size)]
+        if len(pieces) == 1:
+            return self._bulk_stream(send, pieces[0])
+        with ThreadPoolExecutor(max_workers=len(pieces), thread_name_prefix="kbgraph-bulk") as pool:
+            sent = [pool.submit(self._bulk_stream, send, piece) for piece in pieces]
+            return [result for future in sent for result in future.result()]
+
+    def _bulk_stream(self, send: _BulkSend, actions: list[dict[str, Any]]) -> list[tuple[bool, str, dict[str, Any]]]:
+        results: list[tuple[bool, str, dict[str, Any]]] = []
+        extra: dict[str, Any] = {"refresh": "wait_for"} if send.refresh else {}
+        if send.require_alias:
             extra["require_alias"] = True
         try:
             for ok, item in helpers.streaming_bulk(
-                    self.client, actions, chunk_size=chunk_docs, max_chunk_bytes=max_bytes,
-                    raise_on_error=False, raise_on_exception=True, max_retries=retries,
-                    initial_backoff=backoff, max_backoff=30.0, retry_on_status=(429, 502, 503, 504),
+                    self.client, actions, chunk_size=send.chunk_docs, max_chunk_bytes=send.max_bytes,
+                    raise_on_error=False, raise_on_exception=True, max_retries=send.retries,
+                    initial_backoff=send.backoff, max_backoff=30.0, retry_on_status=(429, 502, 503, 504),
                     **extra):
                 info = next(iter(item.values()))
                 results.append((ok, str(info.get("_id")), info))
         except (ApiError, TransportError) as exc:
-            self._fail(what, index, exc)
+            self._fail(send.what, send.index, exc)
         return results
 
     # -- indices -----------------------------------------------------------------------------
@@ -394,6 +455,14 @@ def _error_type(exc: ApiError) -> str:
     return str(error.get("type", "")) if isinstance(error, dict) else ""
 
 
+def _item_reason(error: Any) -> str:
+    """The reason of one failed item of a multi-request answer (the error object of its JSON)."""
+    if isinstance(error, dict):
+        root = (error.get("root_cause") or [error])[0]
+        return f"{root.get('type', error.get('type'))}: {root.get('reason', error.get('reason'))}"
+    return str(error)
+
+
 def _reason(exc: ApiError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
@@ -440,6 +509,13 @@ def _failure_types(body: Any) -> set[str]:
 
 def _node_lost(exc: ApiError) -> bool:
     return bool(_failure_types(exc.body if isinstance(exc.body, dict) else {}) & NODE_LOSS)
+
+
+def _item_node_lost(item: Any) -> bool:
+    """Whether one search of a multi-search lost shards, or failed whole, with a node."""
+    if "error" in item:
+        return bool(_failure_types(item["error"]) & NODE_LOSS)
+    return _shards_lost(item)
 
 
 def _shards_lost(answer: Any) -> bool:

@@ -61,8 +61,6 @@ def shape_doc(source: Mapping[str, Any], doc_id: str, fields: Sequence[str] | No
 
 
 def source_doc(source: Mapping[str, Any], doc_id: str, fields: Sequence[str] | None) -> Doc:
-    """A stored document as get and scan hand it out: the named fields (every field when None;
-    vectors are left out of ``_source`` by the request then), plus ``id``."""
-    doc = dict(source) if fields is None else {k: source[k] for k in fields if k in source}
-    doc["id"] = source.get("id", doc_id)
-    return doc
+    """A stored document as get and scan hand it out: the named fields, or every field but vectors
+    (which the whole source holds, queries.source_spec), plus ``id``."""
+    return shape_doc(source, doc_id, fields)

@@ -8,41 +8,50 @@ writes, hits.py fuses and shapes search hits.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from elasticsearch import Elasticsearch
 
 from kbgraph.config import Settings
-from kbgraph.store.base import Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError
+from kbgraph.store.base import Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, none_of
 from kbgraph.store.elastic.bulk import (
     _describe_failures, bulk_delete_actions, bulk_index_actions, bulk_update_actions, clean_values, prepare_doc,
 )
 from kbgraph.store.elastic.cluster import Cluster, connect
-from kbgraph.store.elastic.hits import fuse_hits, shape_doc, source_doc
+from kbgraph.store.elastic.hits import shape_doc, source_doc
 from kbgraph.store.elastic.indices import (
-    VECTOR_RE, definition_for, index_body, load_index_body, vector_fields, vector_mapping,
+    definition_for, index_body, load_index_body, vector_fields, vector_mapping,
 )
+from kbgraph.store.elastic.json_codec import use_orjson
 from kbgraph.store.elastic.listing import deep_listing
 from kbgraph.store.elastic.queries import (
-    MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, PIT_KEEP_ALIVE, aggregation_search, build_filter, checked_kb,
-    checked_kbs, knn_search, listing_search, mget_request, only_ids, scan_search, similarity_search, source_spec,
-    text_search,
+    MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, aggregation_search, build_filter, checked_kb, checked_kbs, hit_id, ids_search,
+    listing_search, mget_request, msearch_lines, only_ids, scan_page, scan_source, similarity_search,
 )
+from kbgraph.store.elastic.scored import HIT_PATHS, scored_searches
 from kbgraph.store.elastic.tenants import TenantIndices
+from kbgraph.utils.read_ahead import read_ahead
 
 MGET_BATCH = 1000
+# bulk requests of one write sent side by side: the node indexes a bulk request on one thread, and
+# a row with a vector costs it ~0.4 ms (HNSW insertion), so a refresh's rewrite of 11k entities
+# waited on one core of the node while the others idled
+BULK_STREAMS = 2
 
 
 class ElasticStore(DocStore):
     """See the package docstring. Requests go through ``self._cluster`` (cluster.py)."""
 
     engine = "elasticsearch"
+    remote = True
 
     def __init__(self, client: Elasticsearch, url: str, *, index_prefix: str = "kbgraph_", shards: int = 1,
                  replicas: int = 0, refresh_interval: str = "1s", bulk_bytes: int = 5_000_000,
                  bulk_chunk_docs: int = 500, bulk_retries: int = 3, bulk_backoff: float = 1.0,
                  query_timeout: float | None = None) -> None:
+        use_orjson(client)  # rows carry vectors: orjson writes and reads them ~6x faster (json_codec.py)
         self._cluster = Cluster(client, url, query_timeout=query_timeout)
         self._prefix = index_prefix
         self._template = load_index_body()
@@ -51,6 +60,10 @@ class ElasticStore(DocStore):
         self._bulk_chunk_docs = bulk_chunk_docs
         self._bulk_retries = bulk_retries
         self._bulk_backoff = bulk_backoff
+        # indices this store wrote to without a refresh since it last refreshed them: its next read
+        # of one refreshes it first (once), so it reads its own writes (see DocStore's contract)
+        self._unrefreshed: set[str] = set()
+        self._unrefreshed_lock = threading.Lock()
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
         self.tenants = TenantIndices(self._cluster, index_prefix, self._definition)
         self._cluster.forget = self._forget
@@ -96,7 +109,30 @@ class ElasticStore(DocStore):
         return self.tenants.exists(tenant_id)
 
     def refresh(self, tenant_id: str) -> None:
-        self._cluster.refresh(self.index_for(tenant_id))
+        self._refresh_index(self.index_for(tenant_id))
+
+    def _refresh_index(self, index: str) -> None:
+        # forgotten before the request: a write finishing meanwhile marks the index again
+        with self._unrefreshed_lock:
+            self._unrefreshed.discard(index)
+        self._cluster.refresh(index)
+
+    def _see_own_writes(self, index: str) -> None:
+        """Refresh ``index`` if this store wrote to it unrefreshed: a search sees refreshed documents
+        only, and a read after a write must see it (as on the embedded store)."""
+        with self._unrefreshed_lock:
+            if index not in self._unrefreshed:
+                return
+        self._refresh_index(index)
+
+    def _written(self, index: str, refresh: bool) -> None:
+        """After a write: visible to every reader at once (``refresh``), else to this store's reads
+        (refreshed before the next one) and to others at the next scheduled refresh."""
+        if refresh:
+            self._refresh_index(index)
+        else:
+            with self._unrefreshed_lock:
+                self._unrefreshed.add(index)
 
     def _ensure_vectors(self, index: str, docs: Iterable[Mapping[str, Any]]) -> None:
         """Map each new q_<dims>_vec field with explicit dims before the first write of it."""
@@ -118,10 +154,20 @@ class ElasticStore(DocStore):
 
     def _bulk(self, what: str, index: str, actions: list[dict[str, Any]],
               refresh: bool) -> list[tuple[bool, str, dict[str, Any]]]:
-        """The actions sent in chunks of this store's sizes (see Cluster.bulk)."""
-        return self._cluster.bulk(what, index, actions, refresh, chunk_docs=self._bulk_chunk_docs,
-                                  max_bytes=self._bulk_bytes, retries=self._bulk_retries,
-                                  backoff=self._bulk_backoff)
+        """The actions sent in chunks of this store's sizes (see Cluster.bulk), then one refresh when
+        ``refresh``: refresh=wait_for on every chunk waited for the next scheduled refresh once per
+        chunk (up to es_refresh_interval each; 0.5 s a write at 1s)."""
+        if not actions:
+            return []
+        try:
+            results = self._cluster.bulk(what, index, actions, False, chunk_docs=self._bulk_chunk_docs,
+                                         max_bytes=self._bulk_bytes, retries=self._bulk_retries,
+                                         backoff=self._bulk_backoff, streams=BULK_STREAMS)
+        except BaseException:
+            self._written(index, False)  # some chunks may have gone in
+            raise
+        self._written(index, refresh)
+        return results
 
     def upsert(self, tenant_id: str, kb_id: str, docs: Sequence[Doc], *, refresh: bool = True) -> int:
         checked_kb(kb_id)
@@ -157,7 +203,7 @@ class ElasticStore(DocStore):
         self.ensure_index(tenant_id)
         index = self.index_for(tenant_id)
         # only documents of this knowledge base are patched; unknown ids are ignored
-        owned = {doc["id"] for doc in self.get(tenant_id, [kb_id], list(changes), fields=["kb_id"])}
+        owned = set(self._existing_ids(tenant_id, [kb_id], list(changes)))
         mine = {doc_id: clean_values({k: v for k, v in values.items() if k not in ("id", "kb_id")})
                 for doc_id, values in changes.items() if doc_id in owned}
         mine = {doc_id: values for doc_id, values in mine.items() if values}
@@ -175,13 +221,32 @@ class ElasticStore(DocStore):
                              f"{index!r}: " + _describe_failures(failed))
         return sum(1 for ok, _, info in results if ok and info.get("result") != "not_found")
 
+    def _existing_ids(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str]) -> list[str]:
+        """Which of ``ids`` are rows of these knowledge bases: a search for their ids (no stored field
+        read), then a realtime get of those it did not find, which this store or another writer may
+        have written unrefreshed (rarely any: a refresh first would cut a segment per call, and a
+        refresh phase patches 4,096 rows a call right after the last)."""
+        index = self.index_for(tenant_id)
+        wanted = list(dict.fromkeys(ids))
+        found: set[str] = set()
+        for start in range(0, len(wanted), MAX_RESULT_WINDOW):
+            answer = self._cluster.search("finding ids", index,
+                                          **ids_search(kb_ids, wanted[start:start + MAX_RESULT_WINDOW]))
+            found.update(hit_id(h) for h in ([] if answer is None else answer["hits"]["hits"]))
+        unseen = [i for i in wanted if i not in found]
+        if unseen:
+            found.update(doc["id"] for doc in self.get(tenant_id, kb_ids, unseen, fields=[]))
+        return [i for i in wanted if i in found]
+
     def _matching_ids(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition]) -> list[str]:
-        """Ids of the documents a delete/update by filter acts on. Named ids are checked with a
-        realtime mget; any other filter is scanned (after a refresh: rows written just before count)."""
+        """Ids of the documents a delete/update by filter acts on: every matching row written before,
+        by any writer (a refresh first), named ids searched for, any other filter scanned."""
+        index = self.index_for(tenant_id)
         named = only_ids(where)
         if named is not None:
-            return [doc["id"] for doc in self.get(tenant_id, kb_ids, named, fields=[])]
-        return [doc["id"] for doc in self.scan(tenant_id, kb_ids, where, fields=[])]
+            return self._existing_ids(tenant_id, kb_ids, named)
+        self._refresh_index(index)
+        return [doc["id"] for doc in self._scan(tenant_id, kb_ids, where, [], MAX_RESULT_WINDOW)]
 
     def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
                *, refresh: bool = True) -> int:
@@ -226,54 +291,22 @@ class ElasticStore(DocStore):
         return [found[i] for i in wanted if i in found]
 
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
-        checked_kbs(request.kb_ids)
-        index = self.index_for(tenant_id)
-        query = build_filter(request.kb_ids, request.where)
-        if request.text is None and request.vector is None:
-            return self._list(index, query, request)
-        if request.candidates > MAX_RESULT_WINDOW:
-            raise StoreError(f"candidates={request.candidates} exceeds Elasticsearch's window of {MAX_RESULT_WINDOW}")
-        if request.vector is not None:
-            dims = VECTOR_RE.match(request.vector.field)
-            if dims and request.vector.vector is not None and len(request.vector.vector) != int(dims.group(1)):
-                raise StoreError(f"query vector for {request.vector.field} holds {len(request.vector.vector)} "
-                                 f"numbers, not {dims.group(1)}")
-        source = source_spec(request.fields)
-        text_hits: list[dict[str, Any]] = []
-        if request.text is not None:
-            asked = text_search(query, request.text, request.candidates, source)
-            if asked is not None:
-                answer = self._cluster.search("text search", index, **asked)
-                text_hits = [] if answer is None else list(answer["hits"]["hits"])
-        vector_hits: list[dict[str, Any]] = []
-        vector = request.vector
-        if vector is not None and vector.vector is not None and len(vector.vector) \
-                and any(float(x) != 0.0 for x in vector.vector) and self._vector_mapped(index, vector.field):
-            asked = knn_search(vector.field, vector.vector, request.candidates, query, source)
-            answer = self._cluster.search("vector search", index, **asked)
-            vector_hits = [] if answer is None else list(answer["hits"]["hits"])
-            vector_hits += self._similarity_of(index, vector.field, vector.vector, query, text_hits, vector_hits)
-        ranked = fuse_hits(text_hits, vector_hits, request)
-        page = ranked[request.offset:request.offset + request.limit]
-        for hit in page:
-            hit.doc = shape_doc(hit.doc, hit.id, request.fields)
-        return SearchResult(hits=page, total=len(ranked))
+        return self.search_many(tenant_id, [request])[0]
 
-    def _similarity_of(self, index: str, field_name: str, vector: Sequence[float], query: Mapping[str, Any],
-                       text_hits: Sequence[Mapping[str, Any]],
-                       vector_hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        """kNN hits for the text hits the kNN window missed: a kNN request filtered to exactly their
-        ids (small enough for an exact search) scores each of them that has a vector."""
-        seen = {h["_id"] for h in vector_hits}
-        missed = [h["_id"] for h in text_hits if h["_id"] not in seen]
-        found: list[dict[str, Any]] = []
-        for start in range(0, len(missed), MAX_NUM_CANDIDATES):
-            batch = missed[start:start + MAX_NUM_CANDIDATES]
-            asked = similarity_search(field_name, vector, query, batch)
-            answer = self._cluster.search("vector scores", index, **asked)
-            if answer is not None:
-                found += answer["hits"]["hits"]
-        return found
+    def search_many(self, tenant_id: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        """Every scored request of the batch in three round trips at most (scored.py); listings one
+        request each."""
+        for request in requests:
+            checked_kbs(request.kb_ids)
+        if not requests:
+            return []
+        index = self.index_for(tenant_id)
+        self._see_own_writes(index)
+        scored = [r for r in requests if r.text is not None or r.vector is not None]
+        found = iter(scored_searches(self._cluster, index, scored, lambda name: self._vector_mapped(index, name))
+                     if scored else [])
+        return [next(found) if r.text is not None or r.vector is not None
+                else self._list(index, build_filter(r.kb_ids, r.where), r) for r in requests]
 
     def _list(self, index: str, query: dict[str, Any], request: SearchRequest) -> SearchResult:
         """Neither text nor vector: a filtered listing in field order, then id (past the result
@@ -291,44 +324,68 @@ class ElasticStore(DocStore):
             return SearchResult(hits=hits, total=int(answer["hits"]["total"]["value"]))
         return SearchResult(hits=hits, total=request.offset + len(hits))
 
+    def vector_cosines(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str], field_name: str,
+                       unit_vector: Sequence[float]) -> dict[str, float]:
+        """A kNN search restricted to the named rows (exact: the filter passes fewer rows than it
+        asks for) scores each of them, in float32 as every vector search here: no vector leaves the
+        node (a graph query's passage chains read ~80 chunk vectors, ~450 KB of JSON, before)."""
+        checked_kbs(kb_ids)
+        wanted = list(dict.fromkeys(ids))
+        if not wanted or not any(float(x) != 0.0 for x in unit_vector):
+            return {}
+        index = self.index_for(tenant_id)
+        if not self._vector_mapped(index, field_name):
+            return {}
+        self._see_own_writes(index)
+        query = build_filter(kb_ids, [none_of("available_int", [0])])
+        searches = [similarity_search(field_name, unit_vector, query, wanted[start:start + MAX_NUM_CANDIDATES])
+                    for start in range(0, len(wanted), MAX_NUM_CANDIDATES)]
+        scores: dict[str, float] = {}
+        for answer in self._cluster.msearch("vector scores", index, msearch_lines(index, searches),
+                                            filter_path=HIT_PATHS):
+            for hit in (answer or {}).get("hits", {}).get("hits", []):
+                scores[hit_id(hit)] = 2.0 * float(hit["_score"]) - 1.0  # a cosine kNN scores (1 + cosine) / 2
+        return {i: scores[i] for i in wanted if i in scores}
+
     def scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
              fields: Sequence[str] | None = None, batch_size: int = 1000) -> Iterator[Doc]:
-        """Point in time + search_after, sorted on ``id`` with ``_shard_doc`` as the tiebreak.
+        """Pages sorted on ``id``, each after the last id of the one before (queries.scan_page).
 
-        A point in time sees refreshed documents only, and the graph steps scan right after writing
-        without refresh (mentions, then the rows derived from them): the index is refreshed first,
-        so a scan reads every earlier write, as on the embedded store."""
+        A search sees refreshed documents only: an index this store wrote to since it last refreshed
+        it is refreshed first, so a scan reads this store's earlier writes, as on the embedded store."""
         checked_kbs(kb_ids)
-        self.refresh(tenant_id)
+        self._see_own_writes(self.index_for(tenant_id))
         return self._scan(tenant_id, kb_ids, where, fields, batch_size)
 
     def _scan(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],
               fields: Sequence[str] | None, batch_size: int) -> Iterator[Doc]:
+        for hits in read_ahead(self._scan_pages(tenant_id, kb_ids, where, fields, batch_size)):
+            for h in hits:  # an ids-only page has no _id (no stored field read): its sort value is the id
+                yield source_doc(h.get("_source") or {}, h.get("_id") or h["sort"][0], fields)
+
+    def _scan_pages(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition],
+                    fields: Sequence[str] | None, batch_size: int) -> Iterator[list[dict[str, Any]]]:
+        """The pages of a scan, one request each. Its rows' sources are filtered on the node (the
+        vectors left out: a scan of every row would hand Python ~5 KB of vector JSON per row), and
+        the next page is read while the caller works on this one (``_scan``), so that filtering
+        overlaps the caller's work."""
         index = self.index_for(tenant_id)
         size = max(1, min(batch_size, MAX_RESULT_WINDOW))
-        opened = self._cluster.open_point_in_time(index, PIT_KEEP_ALIVE)
-        if opened is None:
-            return
-        pit_id: str = opened["id"]
         query = build_filter(kb_ids, where)
-        source = source_spec(fields)
+        source = scan_source(fields)
         search_after: list[Any] | None = None
-        try:
-            while True:
-                answer = self._cluster.search_point_in_time(
-                    "scan", index, **scan_search(pit_id, query, size, source, search_after))
-                pit_id = answer.get("pit_id", pit_id)
-                hits = answer["hits"]["hits"]
-                for h in hits:
-                    yield source_doc(h.get("_source") or {}, h["_id"], fields)
-                if len(hits) < size:
-                    return
-                search_after = hits[-1]["sort"]
-        finally:
-            self._cluster.close_point_in_time(pit_id)
+        while True:
+            answer = self._cluster.search("scan", index, **scan_page(query, size, source, search_after))
+            hits = [] if answer is None else answer["hits"]["hits"]
+            if hits:
+                yield hits
+            if len(hits) < size:
+                return
+            search_after = hits[-1]["sort"]
 
     def count(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = ()) -> int:
         checked_kbs(kb_ids)
+        self._see_own_writes(self.index_for(tenant_id))
         answer = self._cluster.count(self.index_for(tenant_id), build_filter(kb_ids, where))
         return 0 if answer is None else int(answer["count"])
 
@@ -337,6 +394,7 @@ class ElasticStore(DocStore):
         checked_kbs(kb_ids)
         if size <= 0:
             return []
+        self._see_own_writes(self.index_for(tenant_id))
         answer = self._cluster.search("terms aggregation", self.index_for(tenant_id),
                                       **aggregation_search(build_filter(kb_ids, where), field_name, size))
         if answer is None:

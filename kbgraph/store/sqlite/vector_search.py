@@ -76,6 +76,39 @@ class VectorSearch:
             rows, sims = rows[order], sims[order]
         return rows.astype(np.int64), sims, slices
 
+    def vector_cosines(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str], field_name: str,
+                       unit_vector: Sequence[float]) -> dict[str, float]:
+        """``DocStore.vector_cosines`` from the in-memory vector slices the searches keep (no row
+        body or stored vector is read: a graph query's chains ask for a few hundred rows)."""
+        if not ids:
+            return {}
+        query = np.asarray(unit_vector, dtype=np.float32)
+        with self._read() as conn:
+            tag = self._tag(conn, tenant_id)
+            code = self._code(conn, field_name) if tag is not None else None
+            m = _VEC.match(field_name)
+            if tag is None or code is None or not m or int(m.group(1)) != len(query):
+                return {}
+            # the named rows by the id index first: the knowledge base's rows are many, the named few
+            rowids = [r[0] for r in conn.execute(
+                f"SELECT rowid FROM {tag}_docs WHERE id IN (SELECT value FROM json_each(?))", (_json_array(list(ids)),))]
+            sql, params = self._where(conn, tag, list(dict.fromkeys(kb_ids)),
+                                      [Condition("available_int", "not_in", [0])], by_rowid=True)
+            groups: dict[tuple[str, str | None], list[tuple[int, str]]] = {}
+            for rowid, doc_id, kb, kind in conn.execute(
+                    f"SELECT d.rowid, d.id, d.kb_id, d.kg FROM {tag}_docs d "
+                    f"WHERE d.rowid IN (SELECT value FROM json_each(?)) AND {sql}", [_json_array(rowids), *params]):
+                groups.setdefault((kb, kind), []).append((rowid, doc_id))
+            found: dict[str, float] = {}
+            for (kb, kind), rows in groups.items():
+                _, vgen = _gen(conn, tag, kb)
+                vectors = self._vector_slice(conn, tag, kb, code, kind, vgen)
+                rowids = np.array(sorted(r for r, _ in rows), dtype=np.int64)
+                held, sims = vectors.cosines(query, rowids)
+                by_rowid = dict(zip(held.tolist(), sims.tolist()))
+                found.update({doc_id: by_rowid[r] for r, doc_id in rows if r in by_rowid})
+        return {doc_id: found[doc_id] for doc_id in dict.fromkeys(ids) if doc_id in found}
+
     def _partitions(self, conn: sqlite3.Connection, tag: str, kb: str, code: int, vgen: int,
                     kinds: set[str | None] | None) -> list[str | None]:
         key = (tag, kb, code)

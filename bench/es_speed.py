@@ -1,0 +1,266 @@
+"""Issue 40's speed table: Elasticsearch beside the embedded SQLite store, one corpus, one run.
+
+    KBGRAPH_ES_PORT=9230 KBGRAPH_ES_PROFILE=deploy KBGRAPH_ES_HEAP=1g bash tests/es_node/es-node.sh start
+    KBGRAPH_ES_URL=http://127.0.0.1:9230 python bench/es_speed.py [--corpus musique|sample] [--passes 1]
+        [--limit N] [--questions N] [--rm-docs 3] [--count-requests] [--json OUT.json]
+
+The corpus: ``musique`` (default) writes the 1,890 MuSiQue passages of musique-kag-train100 (found
+in $KBGRAPH_EVAL_DATA, as bench/index_throughput.py reads it) as one file each and asks its 100
+questions; ``sample`` is the bundled sample corpus and its 12 questions. Both stores get a fresh
+knowledge base with the graph on (nlp extraction, PageRank, communities; hash embedder, no LLM),
+and the same steps, timed through the Engine calls the CLI makes:
+
+- ``kbgraph index``: ``Engine.index_paths`` of the folder (parse, embed, extract, merge, refresh);
+- queries: every question in naive, kg, ppr and mix, one warm-up pass and then ``--passes``
+  passes, the two stores interleaved question by question so that both see the same machine
+  load; p50 and p99 per mode;
+- ``kbgraph docs rm``: ``Engine.delete_document`` (re-derivation and the graph refresh) of
+  ``--rm-docs`` documents one after the other; the median.
+
+It prints each figure, the Elasticsearch/SQLite ratio and issue 40's target (query p50 at most 2x
+SQLite's and 150 ms in the graph modes, naive p50 at most 25 ms, indexing at most 1.5x, docs rm at
+most 2x), and how many questions got the same top chunks from both stores. ``--count-requests``
+counts the HTTP requests each Elasticsearch query sends and the time spent in them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from index_throughput import DEFAULT_CORPUS, write_passages  # noqa: E402
+
+from kbgraph.config import load_settings  # noqa: E402
+from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS  # noqa: E402
+from kbgraph.engine import Engine  # noqa: E402
+from kbgraph.meta.schemas import GraphConfig  # noqa: E402
+
+MODES = ("naive", "kg", "ppr", "mix")
+GRAPH_MODES = ("kg", "ppr", "mix")
+STORES = ("sqlite", "elasticsearch")
+KB = "bench"
+# issue 40's targets
+QUERY_RATIO, GRAPH_P50_MS, NAIVE_P50_MS, INDEX_RATIO, RM_RATIO = 2.0, 150.0, 25.0, 1.5, 2.0
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def corpus_and_questions(name: str, workdir: Path, limit: int) -> tuple[Path, list[str]]:
+    if name == "sample":
+        questions = [q["question"] for q in json.loads(SAMPLE_QUESTIONS.read_text(encoding="utf-8"))]
+        return SAMPLE_CORPUS_DIR, questions
+    source = Path(os.environ.get("KBGRAPH_EVAL_DATA", DEFAULT_CORPUS.parent)) / "musique-kag-train100"
+    if not (source / "corpus.jsonl").is_file():
+        raise SystemExit(f"es_speed: no {source / 'corpus.jsonl'}; set KBGRAPH_EVAL_DATA")
+    folder = workdir / (f"passages-{limit}" if limit else "passages")
+    write_passages(source, folder, limit)
+    with open(source / "questions.jsonl", encoding="utf-8") as lines:
+        questions = [json.loads(line)["question"] for line in lines if line.strip()]
+    return folder, questions
+
+
+class RequestCounter:
+    """Counts the HTTP requests an Elasticsearch client sends, and the time spent in them."""
+
+    def __init__(self, client: Any) -> None:
+        self.requests = 0
+        self.seconds = 0.0
+        self.by_path: dict[str, int] = {}
+        transport = client.transport
+        send = transport.perform_request
+        lock = threading.Lock()
+
+        def counted(method: str, target: str, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return send(method, target, *args, **kwargs)
+            finally:
+                with lock:
+                    self.requests += 1
+                    self.seconds += time.perf_counter() - started
+                    path = target.split("?")[0].rsplit("/", 1)[-1] or "/"
+                    self.by_path[path] = self.by_path.get(path, 0) + 1
+
+        transport.perform_request = counted
+
+    @contextmanager
+    def measuring(self) -> Iterator[dict[str, float]]:
+        before, seconds = self.requests, self.seconds
+        out: dict[str, float] = {}
+        yield out
+        out["requests"], out["seconds"] = self.requests - before, self.seconds - seconds
+
+
+@dataclass
+class StoreRun:
+    name: str
+    engine: Engine
+    counter: RequestCounter | None = None
+    index_s: float = 0.0
+    rm_s: list[float] = field(default_factory=list)
+    latencies: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
+    requests: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {m: [] for m in MODES})
+
+
+def open_store(name: str, root: Path, url: str, refresh_interval: str, count: bool) -> StoreRun:
+    extra: dict[str, Any] = {}
+    if name == "elasticsearch":
+        extra = {"es_url": url, "es_index_prefix": f"kbgraph_bench_{uuid.uuid4().hex[:8]}_"}
+        if refresh_interval:
+            extra["es_refresh_interval"] = refresh_interval
+    settings = load_settings(data_dir=root / name, store=name, embedding_provider="hash", embedding_dim=384, **extra)
+    engine = Engine.open(settings)
+    client = getattr(engine.store, "_client", None)
+    counter = RequestCounter(client) if count and client is not None else None
+    return StoreRun(name, engine, counter)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    started = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - started, value
+
+
+def index_corpus(run: StoreRun, folder: Path) -> None:
+    run.engine.create_kb(KB, graph=GraphConfig(enabled=True, method="nlp", community=True))
+    run.index_s, report = timed(lambda: run.engine.index_paths(KB, [folder]))
+    print(f"{run.name:<14} kbgraph index: {run.index_s:8.2f} s ({report.count('indexed')} documents indexed)",
+          flush=True)
+
+
+def ask(run: StoreRun, question: str, mode: str, keep: bool) -> list[tuple[str, int]]:
+    if run.counter is None:
+        seconds, result = timed(lambda: run.engine.query([KB], question, mode=mode))
+        sent: dict[str, float] = {}
+    else:
+        with run.counter.measuring() as sent:
+            seconds, result = timed(lambda: run.engine.query([KB], question, mode=mode))
+    if keep:
+        run.latencies[mode].append(seconds * 1000.0)
+        if sent:
+            run.requests[mode].append((sent["requests"], sent["seconds"] * 1000.0))
+    # chunk ids derive from document ids, which each store's metadata makes anew: name and position
+    return [(c.doc_name, c.position) for c in result.chunks]
+
+
+def ask_all(runs: list[StoreRun], questions: list[str], passes: int) -> dict[str, int]:
+    """Every question in every mode on every store, the stores interleaved; the first pass warms up.
+    Returns per mode how many questions got the same chunk list from every store (last pass)."""
+    same = {m: 0 for m in MODES}
+    for n in range(passes + 1):
+        for question in questions:
+            for mode in MODES:
+                lists = [ask(run, question, mode, keep=n > 0) for run in runs]
+                if n == passes and all(chunks == lists[0] for chunks in lists):
+                    same[mode] += 1
+    return same
+
+
+def remove_documents(run: StoreRun, names: list[str]) -> None:
+    for name in names:
+        seconds, _ = timed(lambda: run.engine.delete_document(KB, name))
+        run.rm_s.append(seconds)
+    print(f"{run.name:<14} kbgraph docs rm: " + ", ".join(f"{s:.2f} s" for s in run.rm_s), flush=True)
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def report(runs: dict[str, StoreRun], same: dict[str, int], questions: int) -> dict[str, Any]:
+    lite, es = runs["sqlite"], runs["elasticsearch"]
+    rows: dict[str, Any] = {}
+    print(f"\n{'':<24}{'Elasticsearch':>16}{'SQLite':>16}{'ratio':>8}  target")
+    ratio = es.index_s / lite.index_s
+    rows["index_s"] = (es.index_s, lite.index_s)
+    print(f"{'kbgraph index':<24}{es.index_s:>14.1f} s{lite.index_s:>14.1f} s{ratio:>8.2f}  "
+          f"<= {INDEX_RATIO}x: {verdict(ratio <= INDEX_RATIO)}")
+    for mode in MODES:
+        e50, e99 = statistics.median(es.latencies[mode]), percentile(es.latencies[mode], 0.99)
+        s50, s99 = statistics.median(lite.latencies[mode]), percentile(lite.latencies[mode], 0.99)
+        rows[mode] = {"es": (e50, e99), "sqlite": (s50, s99), "n": len(es.latencies[mode])}
+        if mode == "naive":
+            target = f"p50 <= {NAIVE_P50_MS:.0f} ms: {verdict(e50 <= NAIVE_P50_MS)}"
+        else:
+            target = (f"p50 <= {QUERY_RATIO}x and {GRAPH_P50_MS:.0f} ms: "
+                      f"{verdict(e50 <= QUERY_RATIO * s50 and e50 <= GRAPH_P50_MS)}")
+        print(f"{'query p50 / p99, ' + mode:<24}{e50:>7.0f} /{e99:>5.0f} ms{s50:>7.0f} /{s99:>5.0f} ms"
+              f"{e50 / s50:>8.2f}  {target}")
+    e_rm, s_rm = statistics.median(es.rm_s), statistics.median(lite.rm_s)
+    rows["rm_s"] = (e_rm, s_rm, es.rm_s, lite.rm_s)
+    print(f"{'kbgraph docs rm':<24}{e_rm:>14.2f} s{s_rm:>14.2f} s{e_rm / s_rm:>8.2f}  "
+          f"<= {RM_RATIO}x: {verdict(e_rm <= RM_RATIO * s_rm)}")
+    print("same chunk list on both stores: " + ", ".join(f"{m} {same[m]}/{questions}" for m in MODES))
+    rows["same_chunks"] = same
+    if es.counter is not None:
+        print("Elasticsearch requests per query (mean count, mean ms in them): " + ", ".join(
+            f"{m} {statistics.mean(r for r, _ in es.requests[m]):.1f} / {statistics.mean(s for _, s in es.requests[m]):.0f} ms"
+            for m in MODES))
+        print("Elasticsearch requests by endpoint over the run: " + json.dumps(es.counter.by_path, sort_keys=True))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--corpus", choices=("musique", "sample"), default="musique")
+    ap.add_argument("--passes", type=int, default=1, help="timed passes over the questions (after one warm-up)")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N passages (musique)")
+    ap.add_argument("--questions", type=int, default=0, help="only the first N questions")
+    ap.add_argument("--rm-docs", type=int, default=3, help="documents removed one by one at the end")
+    ap.add_argument("--refresh-interval", default="", help="es_refresh_interval (default: the setting's default)")
+    ap.add_argument("--count-requests", action="store_true", help="count Elasticsearch requests per query")
+    ap.add_argument("--workdir", type=Path, help="where the passages and the stores go (default: a temp dir)")
+    ap.add_argument("--json", type=Path, help="write the figures here")
+    args = ap.parse_args(argv)
+    url = os.environ.get("KBGRAPH_ES_URL", "")
+    if not url:
+        print("es_speed: set KBGRAPH_ES_URL (bash tests/es_node/es-node.sh start)", file=sys.stderr)
+        return 2
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="kbgraph-es-speed-"))
+    folder, questions = corpus_and_questions(args.corpus, workdir, args.limit)
+    questions = questions[:args.questions] if args.questions else questions
+    files = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith("_"))
+    print(f"{args.corpus}: {len(files)} files, {len(questions)} questions x {args.passes} passes per mode; "
+          f"Elasticsearch at {url}, refresh interval {args.refresh_interval or 'as configured'}", flush=True)
+    root = workdir / f"stores-{uuid.uuid4().hex[:6]}"
+    runs = {name: open_store(name, root, url, args.refresh_interval, args.count_requests) for name in STORES}
+    try:
+        for run in runs.values():
+            index_corpus(run, folder)
+        same = ask_all(list(runs.values()), questions, args.passes)
+        # documents spread over the corpus, the same on both stores
+        step = max(1, len(files) // (args.rm_docs + 1))
+        doomed = [files[step * (i + 1)] for i in range(args.rm_docs)]
+        for run in runs.values():
+            remove_documents(run, doomed)
+        rows = report(runs, same, len(questions))
+    finally:
+        for run in runs.values():
+            if run.name == "elasticsearch":
+                run.engine.store.drop_index(run.engine.tenant)
+            run.engine.close()
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The searches of one query, sent together and remembered (``SearchBatch``).
+
+A graph query asks for many searches that do not depend on each other (the whole question's entity
+search, one per analysed entity, the answer type's, the question's relations and reports; the
+anchors' relations per side): asked first and read afterwards, they go to the store in one
+``DocStore.search_many`` (on Elasticsearch a few round trips for all of them instead of a few
+each). The kg and mix modes run the ppr part and the kg part from the same seed and fact searches:
+a request asked again in the same query is answered from the first.
+
+One batch belongs to one query: its answers are as fresh as the query. The query's parts may use it
+from two threads (``DocStore.remote``); a search asked in one and read in the other is sent once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from kbgraph.store.base import DocStore, Hit, SearchRequest, SearchResult
+
+T = TypeVar("T")
+
+
+def request_key(request: SearchRequest) -> tuple:
+    """A hashable key of everything a request asks."""
+    text = request.text
+    vector = request.vector
+    return (tuple(request.kb_ids), tuple((c.field, c.op, _frozen(c.value)) for c in request.where),
+            None if text is None else (tuple(text.tokens), tuple(text.fields.items()), text.minimum_should_match),
+            None if vector is None else (vector.field, np.asarray(vector.vector, dtype=np.float64).tobytes(), vector.floor),
+            request.vector_weight, request.threshold, request.candidates, request.offset, request.limit,
+            None if request.fields is None else tuple(request.fields), tuple(request.order_by), request.count_total)
+
+
+def _frozen(value: object) -> object:
+    return tuple(value) if isinstance(value, (list, tuple, set, frozenset)) else value
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A search asked of a batch; its hits come with ``SearchBatch.hits``."""
+
+    key: tuple
+
+
+class SearchBatch:
+    """Searches asked now and sent together at the first read of any of them (see the module docstring)."""
+
+    def __init__(self, store: DocStore, tenant: str) -> None:
+        self.store = store
+        self.tenant = tenant
+        self._asked: dict[tuple, SearchRequest] = {}
+        self._answers: dict[tuple, SearchResult] = {}
+        self._values: dict[tuple, object] = {}
+        # held while a batch is sent: a reader of a search in flight waits for its answer
+        self._lock = threading.RLock()
+
+    def remember(self, key: tuple, build: Callable[[], T]) -> T:
+        """A value computed once per query (e.g. the analysed entities' vectors, which the searches
+        of the kg and ppr parts both need)."""
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = build()
+            return self._values[key]  # type: ignore[no-any-return]
+
+    def ask(self, request: SearchRequest) -> Ticket:
+        key = request_key(request)
+        with self._lock:
+            if key not in self._answers:
+                self._asked.setdefault(key, request)
+        return Ticket(key)
+
+    def ask_all(self, requests: Sequence[SearchRequest]) -> list[Ticket]:
+        return [self.ask(r) for r in requests]
+
+    def result(self, ticket: Ticket) -> SearchResult:
+        with self._lock:
+            if ticket.key not in self._answers:
+                self.send()
+            return self._answers[ticket.key]
+
+    def hits(self, ticket: Ticket) -> list[Hit]:
+        """The hits of an asked search; each call gets its own copies (callers keep and change rows)."""
+        return [Hit(id=h.id, doc=dict(h.doc), score=h.score, term_score=h.term_score, vector_score=h.vector_score)
+                for h in self.result(ticket).hits]
+
+    def send(self) -> None:
+        """Every search asked and not yet answered, in one ``search_many``."""
+        with self._lock:
+            if not self._asked:
+                return
+            keys = list(self._asked)
+            requests = [self._asked[k] for k in keys]
+            self._asked = {}
+            try:
+                found = self.store.search_many(self.tenant, requests)
+            except BaseException:
+                self._asked.update(zip(keys, requests))  # asked again by the next read
+                raise
+            self._answers.update(zip(keys, found))
