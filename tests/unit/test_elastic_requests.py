@@ -543,6 +543,21 @@ def test_get_keeps_asked_order_and_filters_kbs(es: FakeElasticsearch, store: Ela
     assert es.requests[1].query == {}
 
 
+def test_a_get_whose_rows_failed_is_asked_again_never_taken_for_not_found(es: FakeElasticsearch,
+                                                                          store: ElasticStore) -> None:
+    # a tenant move deletes the old index under the alias after the node resolved the alias to it:
+    # its items fail; asked again, the alias names the new index, where the rows are
+    gone = {"type": "index_not_found_exception", "reason": "no such index [kbgraph_t1.1]"}
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": "kbgraph_t1.1", "_id": "a", "error": gone},
+        {"_index": "kbgraph_t1.1", "_id": "b", "error": gone}]}))
+    es.script("POST", f"/{INDEX}/_mget", (200, {"docs": [
+        {"_index": "kbgraph_t1.2", "_id": "a", "found": True, "_source": {"id": "a", "kb_id": "kb1"}},
+        {"_index": "kbgraph_t1.2", "_id": "b", "found": False}]}))
+    assert store.get("t1", ["kb1"], ["a", "b"], fields=["id"]) == [{"id": "a"}]
+    assert len(es.sent("POST", f"/{INDEX}/_mget")) == 2
+
+
 def msearch_answer(*answers: dict[str, Any]) -> Answer:
     """A Multi search API answer: one search answer per search, in order."""
     return 200, {"took": 1, "responses": [{**a, "status": 200} for a in answers]}

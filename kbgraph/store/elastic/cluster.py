@@ -291,7 +291,20 @@ class Cluster:
         return self._complete("count", index, lambda: self.reads.count(index=index, query=query), missing_ok=True)
 
     def mget(self, index: str, **kwargs: Any) -> Any | None:
-        return self._read("mget", index, self.reads.mget, index=index, **kwargs)
+        """A realtime multi-get in which every row was looked for: an item that failed (its index
+        was deleted under the alias by a tenant move's switch after this request resolved it, or
+        its shard was lost with a node) is no "not found", so the whole get is asked again, as a
+        search that lost shards is; None when the index is missing."""
+        for wait in (*NODE_LOSS_WAITS, None):
+            answer = self._read("mget", index, self.reads.mget, index=index, **kwargs)
+            failed = [item["error"] for item in (answer or {}).get("docs", []) if "error" in item]
+            if not failed:
+                return answer
+            if wait is None:
+                raise StoreError(f"Elasticsearch at {self.url}: mget on index {index!r} failed for {len(failed)} "
+                                 f"rows: {_item_reason(failed[0])}")
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # the last try returns or fails
 
     def open_point_in_time(self, index: str, keep_alive: str) -> Any | None:
         return self._complete("opening a point in time", index,
