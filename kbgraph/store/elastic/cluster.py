@@ -446,7 +446,17 @@ class Cluster:
             self._fail("deleting the index template", name, exc)
 
     def refresh(self, index: str) -> None:
-        self._read("refreshing", index, self.client.indices.refresh, index=index)
+        """Refresh every shard of ``index``, or raise. A shard whose primary went with a node is not
+        refreshed at all (the primary refreshes, then its replicas): the replica promoted in its
+        place would answer searches without the writes the caller means to read, so the refresh is
+        asked again, while the cluster promotes it, until every shard answered."""
+        for wait in (*NODE_LOSS_WAITS, None):
+            answer = self._read("refreshing", index, self.client.indices.refresh, index=index)
+            if answer is None or not (answer.get("_shards") or {}).get("failed"):
+                return
+            if wait is None:
+                self._check_complete("refreshing", index, answer)
+            time.sleep(wait)
 
     def put_mapping(self, index: str, name: str, mapping: dict[str, Any]) -> None:
         self._call(f"mapping {name}", index, self.client.indices.put_mapping, index=index,
