@@ -38,3 +38,31 @@ def test_tenant_move_moves_a_written_tenant_and_times_it(es_cluster: EsCluster, 
     assert answer.returncode == 0, answer.stderr[-3000:]
     result = json.loads(answer.stdout.strip().splitlines()[-1])
     assert result["moved_equals_acknowledged"] and result["writes"] > 0 and result["listing_page_rows"] == 10
+
+
+def test_es_speed_measures_both_stores_side_by_side(tmp_path: Path):
+    """bench/es_speed.py (issue 40's speed table) on the bundled sample corpus, two questions."""
+    from conftest import require_service
+
+    url = os.environ.get("KBGRAPH_ES_URL")
+    if not url:
+        require_service("Elasticsearch", "KBGRAPH_ES_URL not set (bash tests/es_node/es-node.sh start)")
+    figures = tmp_path / "figures.json"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KBGRAPH_") or key in (
+        "KBGRAPH_ES_URL", "KBGRAPH_REQUIRE_SERVICES")}
+    answer = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "es_speed.py"), "--corpus", "sample", "--questions", "2",
+         "--rm-docs", "1", "--count-requests", "--workdir", str(tmp_path), "--json", str(figures)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert answer.returncode == 0, answer.stderr[-3000:]
+    result = json.loads(figures.read_text())
+    assert result["files"] >= 10 and result["questions"] == 2
+    assert all(seconds > 0 for seconds in result["index_s"]) and all(seconds > 0 for seconds in result["rm_s"][:2])
+    for mode in ("naive", "kg", "ppr", "mix"):
+        assert result[mode]["n"] == 2
+        for store in ("es", "sqlite"):
+            p50, p99 = result[mode][store]
+            assert 0 < p50 <= p99
+        assert result["same_chunks"][mode]["overlap"] > 0.5  # both stores answered, mostly alike
+    assert set(result["met"]) == {"index", "naive", "kg", "ppr", "mix", "rm"}
+    assert "ratio" in answer.stdout and "target" in answer.stdout
