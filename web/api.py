@@ -1,7 +1,7 @@
 """The RAGFlow-compatible REST blueprint (/api/v1): Bearer API-key auth and shared lookups.
 
-Routes live in web.datasets, web.documents, web.document_update, web.chunks, web.retrieval, web.chats,
-web.sessions, web.openai_compat and web.unavailable, which add them to this ``blueprint``; the app
+Routes live in web.datasets, web.graph_corrections, web.documents, web.document_update, web.chunks,
+web.retrieval, web.chats, web.sessions, web.openai_compat and web.unavailable, which add them to this ``blueprint``; the app
 factory (``web.app``) imports them all and registers it. This module imports none of them.
 """
 

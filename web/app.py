@@ -17,6 +17,7 @@ import web.chunks
 import web.datasets
 import web.document_update
 import web.documents
+import web.graph_corrections
 import web.openai_compat
 import web.retrieval
 import web.sessions
@@ -39,8 +40,8 @@ log = logging.getLogger(__name__)
 
 # the REST API's route modules: importing one adds its routes to web.api's blueprint, so all of
 # them are imported before the factory registers it
-API_ROUTES = (web.chats, web.chunks, web.datasets, web.document_update, web.documents, web.openai_compat,
-              web.retrieval, web.sessions, web.unavailable)
+API_ROUTES = (web.chats, web.chunks, web.datasets, web.document_update, web.documents, web.graph_corrections,
+              web.openai_compat, web.retrieval, web.sessions, web.unavailable)
 
 
 def create_app(settings: Settings | None = None, *, celery: KBCelery | None = None) -> Flask:

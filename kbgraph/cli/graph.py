@@ -106,7 +106,7 @@ def graph_show(ctx: click.Context, entity: str, kb_name: str, as_json: bool) -> 
         if found is None:
             hint = did_you_mean(entity, entity_names(engine.store, engine.tenant, kb_row.id))
             fail(f"no entity like {entity!r} in knowledge base {kb_row.name!r}{hint}")
-        names = {d.id: d.name for d in engine.list_documents(kb_name)}
+        names = {d.id: d.name for d in engine.list_documents(kb_name)} | engine.curated_names(kb_name)
         view = entity_view(engine.store, engine.tenant, kb_row.id, found, names)
         if as_json:
             e = view.entity

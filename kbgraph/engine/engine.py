@@ -4,6 +4,7 @@ package) over the core's connections (kbgraph/engine/core.py)."""
 from __future__ import annotations
 
 from kbgraph.engine.chunks import Chunks
+from kbgraph.engine.corrections import GraphCorrections
 from kbgraph.engine.documents import Documents
 from kbgraph.engine.files import Indexing
 from kbgraph.engine.graph import GraphSettings
@@ -11,7 +12,7 @@ from kbgraph.engine.kbs import KnowledgeBases
 from kbgraph.engine.queries import Queries
 
 
-class Engine(KnowledgeBases, GraphSettings, Indexing, Documents, Chunks, Queries):
+class Engine(KnowledgeBases, GraphSettings, GraphCorrections, Indexing, Documents, Chunks, Queries):
     """The embedded engine: metadata DB + document store + models, and the operations users run
     (knowledge bases, graph settings, indexing, documents, chunks, queries and dialogs).
 

@@ -20,6 +20,7 @@ from kbgraph.meta.schemas import GraphConfig, KnowledgeBase
 from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress
 
 if TYPE_CHECKING:
+    from kbgraph.index.context import KBContext
     from kbgraph.index.refresh_state import RefreshResult
 
 GraphAction = Literal["none", "build", "remove", "rebuild", "refresh"]
@@ -134,6 +135,7 @@ class GraphSettings(EngineCore):
         if report.count("cancelled"):
             return report
         with self.kb_lock(kb.id):
+            _rederive_curated(self.context(kb))  # kept while the graph was off or dropped for a rebuild
             report.refresh = refresh_recorded(self.context(kb), self.meta, kb, progress=progress, cancel=cancel)
             kb = self.meta.get_kb(self.tenant, kb.id)  # without the repair mark the refresh cleared
             if rebuild and _REBUILD_MARK in kb.extra:
@@ -149,6 +151,7 @@ class GraphSettings(EngineCore):
         kb = self.kb(kb_name)
         with self.kb_lock(kb.id):
             drop_graph(self.context(kb))
+            _rederive_curated(self.context(kb))
             for doc in self.meta.list_documents(kb.id, limit=None):
                 if doc.extracted or doc.graph_version:
                     self.meta.set_document_graph_state(doc.id, extracted=False, graph_version=0)
@@ -168,3 +171,12 @@ class GraphSettings(EngineCore):
                                f"`kbgraph kb set {kb_name} --graph nlp`")
         with self.kb_lock(kb.id):
             return refresh_recorded(self.context(kb), self.meta, kb, force=force, progress=progress)
+
+
+def _rederive_curated(ctx: KBContext) -> None:
+    """The rows of the curated mentions a dropped graph kept (kbgraph.index.curated)."""
+    from kbgraph.index.curated import live_sources, rederive_curated
+
+    sources = live_sources(ctx)
+    if sources:
+        rederive_curated(ctx, sources)

@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from kbgraph.graph.derive.aliases import load_aliases
-from kbgraph.graph.derive.entities import derive_entity
+from kbgraph.graph.derive.entities import apply_edits, derive_entity
 from kbgraph.graph.derive.fragments import Describe
 from kbgraph.graph.derive.relations import derive_relation
 from kbgraph.store.base import DocStore, eq
@@ -34,19 +34,21 @@ def stored_graph(store: DocStore, tenant: str, kb_id: str) -> GraphSnapshot:
 
 
 def rebuilt_graph(store: DocStore, tenant: str, kb_id: str, describe: Describe) -> GraphSnapshot:
-    """The graph a rebuild from every remaining mention (and resolution decision) would give."""
+    """The graph a rebuild from every remaining mention (and resolution decision, name link and
+    correction) would give."""
     aliases = load_aliases(store, tenant, kb_id)
     by_key: dict[str, list[EntityMention]] = defaultdict(list)
     for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND)]):
         mention = EntityMention.from_doc(doc)
-        by_key[aliases.canon(mention.key)].append(mention)
+        by_key[aliases.route_entity(mention)].append(mention)
     by_pair: dict[tuple[str, str], list[RelationMention]] = defaultdict(list)
     for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", RelationMention.KIND)]):
         mention = RelationMention.from_doc(doc)
-        pair = aliases.pair(mention.src_key, mention.tgt_key)
-        if pair[0] != pair[1]:
+        pair = aliases.route_pair(mention)
+        if aliases.shown_pair(*pair):
             by_pair[pair].append(mention)
-    entities = {key: derive_entity(kb_id, key, ms, describe) for key, ms in by_key.items()}
+    entities = {key: apply_edits(derive_entity(kb_id, key, ms, describe), aliases.edits)
+                for key, ms in by_key.items() if aliases.shown(key)}
     names = {key: e.name for key, e in entities.items()}
     relations = {pair: derive_relation(kb_id, pair[0], pair[1], ms, names, describe) for pair, ms in by_pair.items()}
     return GraphSnapshot(entities, relations)

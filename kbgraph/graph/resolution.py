@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kbgraph.graph.extract.nlp.types import CATCH_ALL_TYPES
 from kbgraph.llm.base import CancelCheck, ChatModel, Message
 from kbgraph.prompts import prompt_version, render
 from kbgraph.store.records import Entity
@@ -51,8 +52,9 @@ _TYPE_GROUPS = [
     {"organization", "organisation", "org", "company", "institution", "agency"},
     {"location", "place", "geo", "city", "country", "region"},
 ]
-# a type that says nothing, so it is compatible with any type
-_GENERIC_TYPES = {"", "unknown", "other", "misc", "none", "n/a", "entity"}
+# a type that says nothing, so it is compatible with any type (the nlp method's catch-all types
+# among them: "category" is what it gives a name its cues cannot place, a person's surname as well)
+_GENERIC_TYPES = {"", "unknown", "none", "n/a"} | CATCH_ALL_TYPES
 
 
 def _fold(text: str) -> str:

@@ -8,12 +8,14 @@ no cache keyed by the version (kbgraph/search/graph_cache.py) serves the old gra
 from __future__ import annotations
 
 from kbgraph.graph.derive.aliases import load_aliases
+from kbgraph.graph.derive.corrections import CORRECTION_KIND, curated_doc_id
 from kbgraph.graph.derive.mentions import MENTION_FORMAT, touched_keys
 from kbgraph.graph.derive.recompute import DeriveResult, recompute
 from kbgraph.index.context import KBContext
 from kbgraph.index.graph_meta import bump_version, ensure_mention_format, load_graph_meta, save_graph_meta
+from kbgraph.index.curated import live_sources
 from kbgraph.index.merge import rows_citing
-from kbgraph.store.base import eq, exists
+from kbgraph.store.base import eq, exists, none_of
 from kbgraph.store.records import GraphMeta
 from kbgraph.utils.gc_scope import bulk_gc
 
@@ -37,9 +39,13 @@ def delete_document(ctx: KBContext, doc_id: str) -> DeriveResult:
 
 def drop_graph(ctx: KBContext) -> None:
     """Remove the knowledge base's whole graph (mentions, entities, relations, communities, reports,
-    resolution decisions); its chunks stay. The version moves on, so no cache serves the old graph."""
+    resolution decisions); its chunks stay, and so do its users' corrections and curated mentions
+    (kbgraph.index.curated.rederive_curated derives their rows again). The version moves on, so no
+    cache serves the old graph."""
+    kept = [curated_doc_id(ctx.kb_id, s) for s in live_sources(ctx)]
     with ctx.store.batch():
         version = load_graph_meta(ctx).version
-        ctx.store.delete(ctx.tenant, [ctx.kb_id], [exists("knowledge_graph_kwd")])
+        ctx.store.delete(ctx.tenant, [ctx.kb_id], [exists("knowledge_graph_kwd"), none_of("knowledge_graph_kwd", [
+            CORRECTION_KIND])] + ([none_of("doc_id", kept)] if kept else []))
         save_graph_meta(ctx, GraphMeta(kb_id=ctx.kb_id, version=version + 1, mention_format=MENTION_FORMAT))
     ctx.store.refresh(ctx.tenant)

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from collections import Counter
 
 from kbgraph.graph.derive.aliases import (
-    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, name_links, stored_merges, with_name_links,
+    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, name_links, stored_keys, with_edits, with_name_links,
 )
+from kbgraph.graph.derive.corrections import edited_keys
 from kbgraph.graph.extract.nlp.types import FALLBACK_TYPE, kind_types
 from kbgraph.graph.derive.mentions import pairs_touching
 from kbgraph.graph.derive.recompute import MENTION_BUDGET, DeriveResult, recompute
@@ -24,10 +25,11 @@ from kbgraph.store.base import any_of, eq
 from kbgraph.store.records import Entity, EntityMention, RelationMention, ResolutionDecision
 
 
-def _regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
-    """Re-derive every key whose alias group changed between two alias maps."""
+def regroup(ctx: KBContext, before: AliasMap, after: AliasMap) -> DeriveResult:
+    """Re-derive every key whose alias group (or corrected row) changed between two alias maps."""
     changed = {k for k in before.canonical.keys() ^ after.canonical.keys()}
     changed |= {k for k in before.canonical.keys() & after.canonical.keys() if before.canon(k) != after.canon(k)}
+    changed |= edited_keys(before.edits, after.edits)
     keys = {k for key in changed for k in (key, before.canon(key), after.canon(key))}
     keys = {m for k in keys for m in after.members(k) | before.members(k)}
     if not keys:
@@ -51,7 +53,7 @@ def record_decisions(ctx: KBContext, decisions: Sequence[ResolutionDecision]) ->
     before = load_aliases(ctx.store, ctx.tenant, ctx.kb_id)
     if decisions:
         ctx.store.upsert(ctx.tenant, ctx.kb_id, [d.to_doc() for d in decisions])
-    return _regroup(ctx, before, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
+    return regroup(ctx, before, load_aliases(ctx.store, ctx.tenant, ctx.kb_id))
 
 
 def refresh_resolution(ctx: KBContext, entities: list[Entity], result: RefreshResult,
@@ -72,7 +74,7 @@ def refresh_resolution(ctx: KBContext, entities: list[Entity], result: RefreshRe
 def refresh_name_links(ctx: KBContext) -> DeriveResult:
     """Recompute the knowledge base's name links from its mentions; store the ones that changed and
     re-derive the entities whose groups they change. Nothing is written when they are the same."""
-    merges, have = stored_merges(ctx.store, ctx.tenant, ctx.kb_id)
+    merges, have, edits = stored_keys(ctx.store, ctx.tenant, ctx.kb_id)
     want = _wanted_name_links(ctx)
     if want == have:
         return DeriveResult()
@@ -83,7 +85,8 @@ def refresh_name_links(ctx: KBContext) -> DeriveResult:
     new = [name_link_doc(ctx.kb_id, k, f) for k, f in sorted(want.items()) if have.get(k) != f]
     if new:
         ctx.store.upsert(ctx.tenant, ctx.kb_id, new, refresh=False)
-    change = _regroup(ctx, AliasMap(with_name_links(merges, have)), AliasMap(with_name_links(merges, want)))
+    change = regroup(ctx, with_edits(with_name_links(merges, have), edits),
+                     with_edits(with_name_links(merges, want), edits))
     if not change.changed:
         ctx.store.refresh(ctx.tenant)  # the links themselves, for the next merge to read
     return change

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -108,8 +109,17 @@ def test_adds_and_deletes_equal_a_rebuild(store: DocStore, tmp_path: Path, ops: 
         assert meta.relation_count == store.count(tenant, [kb_id], [eq("knowledge_graph_kwd", "relation")])
         refresh_kb(ctx)  # the phases after each change, as an indexing run or a deletion refreshes them
 
+    assert_same_as_fresh(ctx, present, tmp_path)
+
+
+def assert_same_as_fresh(ctx: KBContext, present: set[str], tmp_path: Path,
+                         prepare: Callable[[KBContext], None] = lambda _fresh: None) -> None:
+    """The graph and its phases equal those of a fresh knowledge base (made ready by ``prepare``)
+    that only ever saw the ``present`` documents; both tenants' indices are dropped after."""
+    store, tenant, kb_id = ctx.store, ctx.tenant, ctx.kb_id
     fresh = _context(store, f"{tenant}fresh", kb_id, tmp_path)
     store.ensure_index(fresh.tenant)
+    prepare(fresh)
     for name in sorted(present):
         _add(fresh, name)
     refresh_kb(fresh)

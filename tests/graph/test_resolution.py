@@ -80,6 +80,7 @@ def test_compatible_types() -> None:
     assert compatible_types("PERSON", "character")
     assert compatible_types("organization", "Organisation")
     assert compatible_types("unknown", "event")
+    assert compatible_types("category", "person")  # the nlp method's catch-all: a name of no known kind
     assert not compatible_types("person", "location")
 
 

@@ -38,6 +38,23 @@ def phase_products(store: DocStore, tenant: str, kb_id: str) -> PhaseProducts:
     return products
 
 
+def phases_by_content(store: DocStore, tenant: str, kb_id: str) -> PhaseProducts:
+    """The phase products in the form another knowledge base built from the same files must match:
+    PageRank and communities as they are, and each report under its community's label (which names its
+    level and members) instead of its id (which names the knowledge base too), with what it says but
+    its text: level, parent, members, title, the relations its findings are about, rating and why.
+    The text of a report put together from its rows (no model) quotes their descriptions cut to a
+    length, and a description's fragments follow chunk-id order, which follows document ids, which
+    differ between the two knowledge bases (tests/support/graphs.py sorts the rows' own fragments for
+    the same reason); the input hash, search tokens and vector follow the text."""
+    products = phase_products(store, tenant, kb_id)
+    products.reports = {
+        community: (level, parent, members, title, [name for name, _ in findings], rating, why)
+        for (level, community, parent, members, title, _summary, findings, rating, why, *_text)
+        in products.reports.values()}
+    return products
+
+
 def assert_same_phases(changed: PhaseProducts, rebuilt: PhaseProducts) -> None:
     """The refresh after adds and deletes made what it makes for a clean rebuild. PageRank to its
     stored precision (nine digits: the walk may add the same weights in another order)."""

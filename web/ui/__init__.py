@@ -15,7 +15,7 @@ from web.ui.common import csrf, secret_key
 
 
 def register_ui(app: Flask, settings: Settings) -> None:
-    from web.ui import auth, chat, documents, graph, kbs, retrieval
+    from web.ui import auth, chat, documents, graph, graph_edit, kbs, retrieval
     from web.ui.common import static_blueprint
 
     if not app.config.get("SECRET_KEY"):
@@ -27,7 +27,7 @@ def register_ui(app: Flask, settings: Settings) -> None:
     app.config["WTF_CSRF_TIME_LIMIT"] = None  # valid for the session's lifetime
     csrf.init_app(app)
     app.register_blueprint(static_blueprint)
-    for module in (auth, kbs, documents, retrieval, graph, chat):
+    for module in (auth, kbs, documents, retrieval, graph, graph_edit, chat):
         app.register_blueprint(module.blueprint)
 
 

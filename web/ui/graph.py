@@ -84,6 +84,7 @@ def graph_suggest(kb_id: str) -> dict[str, Any]:
 def graph_entity(kb_id: str) -> dict[str, Any]:
     kb = _graph_kb(kb_id)
     names = {d.id: d.name for d in services().meta.list_documents(kb.id, limit=None)}
+    names.update(engine().curated_names(kb.name))  # curated sources (kbgraph graph import) as their documents
     detail = view.entity_detail(engine().store, tenant(), kb.id, request.args.get("key") or "", names)
     if detail is None:
         raise PageError("That entity is no longer in the graph.", 404)

@@ -17,6 +17,7 @@ existing row: the KB phases own them and are marked stale whenever the graph cha
 The modules: recompute.py re-derives and writes the rows of touched keys (the change, DeriveResult);
 entities.py and relations.py derive one row from its mentions; fragments.py orders the mentions'
 description fragments; mentions.py reads mentions and finds the keys a change touches; aliases.py
-holds the keys resolution merged; vectors.py says what each row embeds and makes vectors from chunks.
+holds the keys resolution merged, with the users' corrections (corrections.py) laid over them; vectors.py
+says what each row embeds and makes vectors from chunks.
 This package exports nothing: import the modules.
 """

@@ -7,6 +7,12 @@ Name links are a pure function of the knowledge base's mentions (which keys are 
 often), computed by the refresh after a batch of changes (kbgraph.index.resolution) and stored as
 ``name_link`` rows beside the decisions, so that the graph after any adds and deletes and a refresh
 equals a rebuild's: tests/graph/test_graph_exact.py and tests/graph/test_name_links.py check it.
+
+Over both lie the user's corrections (kbgraph.graph.derive.corrections): their key edits move keys
+after resolution and the links have (a key a correction names is pinned: resolution no longer moves
+it), route one document's mentions of a key to another (a split by documents), set names, types and
+descriptions, and hide keys and pairs. ``AliasMap.route_entity``/``route_pair`` give the row a
+mention belongs to; ``members`` the raw keys whose mentions may belong to a row.
 """
 
 from __future__ import annotations
@@ -16,15 +22,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from kbgraph.graph.derive.corrections import CORRECTION_KIND, Correction, KeyEdits, fold
 from kbgraph.store.base import DocStore, any_of
-from kbgraph.store.records import ResolutionDecision, stable_id
+from kbgraph.store.records import EntityMention, RelationMention, ResolutionDecision, stable_id
 
 
 @dataclass(frozen=True)
 class AliasMap:
-    """Entity keys merged by resolution: alias key -> canonical key (see resolution.plan_merges)."""
+    """Entity keys merged: alias key -> canonical key (resolution.plan_merges, the name links and
+    the corrections' moves, flattened), and the rest of the corrections' ``edits``."""
 
     canonical: Mapping[str, str] = field(default_factory=dict)
+    edits: KeyEdits = field(default_factory=KeyEdits)
 
     def canon(self, key: str) -> str:
         return self.canonical.get(key, key)
@@ -34,7 +43,49 @@ class AliasMap:
         return low, high
 
     def members(self, key: str) -> set[str]:
-        return {key, *self._aliases_of.get(key, ())}
+        """The raw keys whose mentions may belong to this canonical key's row."""
+        out = {key, *self._aliases_of.get(key, ())}
+        for source in self._split_sources.get(key, ()):
+            out |= self.members(source)
+        return out
+
+    def expand(self, key: str) -> set[str]:
+        """The canonical keys a raw key's mentions may belong to (its own, and keys split from it)."""
+        out = {self.canon(key)}
+        todo = list(out)
+        while todo:
+            for rule in self._splits_from.get(todo.pop(), ()):
+                if rule.target not in out:
+                    out.add(rule.target)
+                    todo.append(rule.target)
+        return out
+
+    def expand_pair(self, a: str, b: str) -> set[tuple[str, str]]:
+        return {(x, y) if x <= y else (y, x) for x in self.expand(a) for y in self.expand(b) if x != y}
+
+    def route(self, key: str, doc_id: str) -> str:
+        """The canonical key a mention of ``key`` in ``doc_id`` belongs to."""
+        canon = self.canon(key)
+        for _ in range(len(self.edits.splits)):
+            rule = next((r for r in self._splits_from.get(canon, ()) if doc_id in r.docs), None)
+            if rule is None:
+                break
+            canon = rule.target
+        return canon
+
+    def route_entity(self, mention: EntityMention) -> str:
+        return self.route(mention.key, mention.doc_id)
+
+    def route_pair(self, mention: RelationMention) -> tuple[str, str]:
+        a, b = self.route(mention.src_key, mention.doc_id), self.route(mention.tgt_key, mention.doc_id)
+        return (a, b) if a <= b else (b, a)
+
+    def shown(self, key: str) -> bool:
+        """Whether a row of this canonical key is shown (not deleted by a correction)."""
+        return key not in self.edits.hidden
+
+    def shown_pair(self, a: str, b: str) -> bool:
+        return a != b and self.shown(a) and self.shown(b) and (a, b) not in self.edits.hidden_pairs
 
     @cached_property
     def _aliases_of(self) -> dict[str, list[str]]:
@@ -43,6 +94,34 @@ class AliasMap:
         for alias, canon in self.canonical.items():
             grouped[canon].append(alias)
         return dict(grouped)
+
+    @cached_property
+    def _splits_from(self) -> dict[str, list]:
+        grouped: dict[str, list] = defaultdict(list)
+        for rule in self.edits.splits:
+            grouped[rule.source].append(rule)
+        return dict(grouped)
+
+    @cached_property
+    def _split_sources(self) -> dict[str, set[str]]:
+        grouped: dict[str, set[str]] = defaultdict(set)
+        for rule in self.edits.splits:
+            grouped[rule.target].add(rule.source)
+        return dict(grouped)
+
+
+def with_edits(canonical: Mapping[str, str], edits: KeyEdits) -> AliasMap:
+    """Resolution's merges and the name links (``canonical``) with the corrections' edits laid over:
+    a raw key goes to its canonical key (itself when pinned), then where the edits moved that."""
+    if not edits:
+        return AliasMap(canonical)
+
+    def final(raw: str) -> str:
+        base = raw if raw in edits.pinned else canonical.get(raw, raw)
+        return edits.moved.get(base, base)
+
+    domain = set(canonical) | set(canonical.values()) | set(edits.moved) | edits.pinned
+    return AliasMap({raw: final(raw) for raw in domain if final(raw) != raw}, edits)
 
 
 NO_ALIASES = AliasMap()
@@ -53,23 +132,34 @@ _NAME_DOTS = "·•‧・"
 
 
 def load_aliases(store: DocStore, tenant: str, kb_id: str) -> AliasMap:
-    merges, links = stored_merges(store, tenant, kb_id)
-    return AliasMap(with_name_links(merges, links))
+    merges, links, edits = stored_keys(store, tenant, kb_id)
+    return with_edits(with_name_links(merges, links), edits)
 
 
 def stored_merges(store: DocStore, tenant: str, kb_id: str) -> tuple[dict[str, str], dict[str, str]]:
     """Resolution's merges (alias -> canonical key) and the stored name links, read in one scan."""
+    merges, links, _ = stored_keys(store, tenant, kb_id)
+    return merges, links
+
+
+def stored_keys(store: DocStore, tenant: str, kb_id: str) -> tuple[dict[str, str], dict[str, str], KeyEdits]:
+    """Resolution's merges (alias -> canonical key), the stored name links and the corrections' key
+    edits, read in one scan."""
     from kbgraph.graph.resolution import Decision, plan_merges
 
     decisions: list[Decision] = []
     links: dict[str, str] = {}
-    for d in store.scan(tenant, [kb_id], [any_of("knowledge_graph_kwd", [ResolutionDecision.KIND, NAME_LINK_KIND])]):
+    corrections: list[Correction] = []
+    kinds = [ResolutionDecision.KIND, NAME_LINK_KIND, CORRECTION_KIND]
+    for d in store.scan(tenant, [kb_id], [any_of("knowledge_graph_kwd", kinds)]):
         if d["knowledge_graph_kwd"] == NAME_LINK_KIND:
             links[d["key_a_kwd"]] = d["key_b_kwd"]
+        elif d["knowledge_graph_kwd"] == CORRECTION_KIND:
+            corrections.append(Correction.from_doc(d))
         else:
             decision = ResolutionDecision.from_doc(d)
             decisions.append(Decision(decision.key_a, decision.key_b, decision.same))
-    return plan_merges(decisions), links
+    return plan_merges(decisions), links, fold(corrections)
 
 
 def with_name_links(canonical: Mapping[str, str], links: Mapping[str, str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbgraph.graph.derive.aliases import AliasMap
+from kbgraph.graph.derive.corrections import KeyEdits
 from kbgraph.graph.derive.fragments import (
     Describe, Order, _first_fragments, _in_order, _mention_order, _most_common, _pending, _squeezed, _truncates,
 )
@@ -175,3 +176,24 @@ def entity_description_inputs(store: DocStore, tenant: str, kb_id: str, keys: Se
     what their descriptions are made from (for the summary pass)."""
     return {key: _description_input(key, entity_facts(mentions))
             for key, mentions in _entity_mentions(store, tenant, kb_id, keys, aliases).items()}
+
+
+def apply_edits(entity: Entity, edits: KeyEdits) -> Entity:
+    """The row with the name, type and description the corrections set for its key (the rest, and
+    the old display name among its aliases, as its mentions give them)."""
+    key = entity.key
+    name, kind, description = edits.names.get(key), edits.types.get(key), edits.descriptions.get(key)
+    if name is None and kind is None and description is None:
+        return entity
+    if name is not None and name != entity.name:
+        entity.aliases = sorted({*entity.aliases, entity.name} - {name, ""})
+        entity.name = name
+        entity.name_tokens = token_string_of([name, *entity.aliases])
+    if kind is not None:
+        entity.type = kind
+    if description is not None:
+        entity.description = description
+        entity.description_tokens = token_string_of([description])
+        entity.summary_pending = False
+    entity.derivation = None  # an edited row is derived from all its mentions, never extended
+    return entity

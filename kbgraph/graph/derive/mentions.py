@@ -24,12 +24,15 @@ def _entity_mentions(store: DocStore, tenant: str, kb_id: str, keys: Sequence[st
                      aliases: AliasMap) -> dict[str, list[EntityMention]]:
     """Mentions grouped by canonical key, for the given canonical keys (aliases included)."""
     found: dict[str, list[EntityMention]] = defaultdict(list)
+    wanted = set(keys)
     members = sorted({m for key in keys for m in aliases.members(key)})
     for batch in _batches(members):
         where = [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", batch)]
         for doc in store.scan(tenant, [kb_id], where):
             mention = EntityMention.from_doc(doc)
-            found[aliases.canon(mention.key)].append(mention)
+            key = aliases.route_entity(mention)
+            if key in wanted:  # a split's source and target share raw keys
+                found[key].append(mention)
     return found
 
 
@@ -45,7 +48,7 @@ def _relation_mentions(store: DocStore, tenant: str, kb_id: str, pairs: Iterable
         where = [eq("knowledge_graph_kwd", RelationMention.KIND), any_of("relation_id_kwd", batch)]
         for doc in store.scan(tenant, [kb_id], where):
             mention = RelationMention.from_doc(doc)
-            pair = aliases.pair(mention.src_key, mention.tgt_key)
+            pair = aliases.route_pair(mention)
             if pair in wanted:
                 found[pair].append(mention)
     return found

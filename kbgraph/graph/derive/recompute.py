@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from kbgraph.graph.derive.aliases import NO_ALIASES, AliasMap
 from kbgraph.graph.derive.entities import (
-    EntityFacts, _description_input, _entity_from_facts, entity_facts, extended_facts,
+    EntityFacts, _description_input, _entity_from_facts, apply_edits, entity_facts, extended_facts,
 )
 from kbgraph.graph.derive.fragments import Describe, _in_order, _prefetch_summaries
 from kbgraph.graph.derive.mentions import _BATCH, _batches, _entity_mentions, _relation_mentions, pairs_touching
@@ -85,10 +85,9 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
     """
     result = DeriveResult()
     raw_keys = set(entity_keys)
-    keys = sorted({aliases.canon(k) for k in raw_keys})
+    keys = sorted({c for k in raw_keys for c in aliases.expand(k)})
     raw_pairs = {tuple(sorted(p)) for p in relation_pairs if p[0] != p[1]}
-    pairs = {aliases.pair(*p) for p in raw_pairs}
-    pairs = sorted(p for p in pairs if p[0] != p[1])
+    pairs = sorted({q for p in raw_pairs for q in aliases.expand_pair(*p)})
     total = len(keys) + len(pairs)
     report = progress or (lambda _done, _total: None)
     report(0, total)
@@ -97,7 +96,8 @@ def recompute(store: DocStore, tenant: str, kb_id: str, entity_keys: Iterable[st
 
     # relations whose endpoint was renamed carry the old name: re-derive them as well
     if result.renamed:
-        pairs = sorted(set(pairs) | {aliases.pair(*p) for p in pairs_touching(store, tenant, kb_id, result.renamed)})
+        pairs = sorted(set(pairs) | {q for p in pairs_touching(store, tenant, kb_id, result.renamed)
+                                     for q in aliases.expand_pair(*p)})
         total = len(keys) + len(pairs)
     _relation_rows(run, pairs, raw_pairs, entities, total, result)
     store.refresh(tenant)
@@ -117,10 +117,10 @@ def _entity_rows(run: _Derivation, keys: list[str], raw_keys: set[str], added: M
         facts = _gather_facts(store, tenant, kb_id, batch, previous, added, aliases, describe)
         _prefetch_summaries(describe, (_description_input(key, facts[key]) for key in batch if key in facts))
         for key in batch:
-            if key not in facts:
+            if key not in facts or not aliases.shown(key):
                 without_mentions.add(key)
                 continue
-            entity = _entity_from_facts(kb_id, key, facts[key], describe, tokens)
+            entity = apply_edits(_entity_from_facts(kb_id, key, facts[key], describe, tokens), aliases.edits)
             old = previous.get(entity.id)
             if old is not None:
                 entity.pagerank = float(old.get("pagerank_flt", 0.0))
@@ -150,9 +150,9 @@ def _relation_rows(run: _Derivation, pairs: list[tuple[str, str]], raw_pairs: se
         rel_mentions = _relation_mentions(store, tenant, kb_id, batch, aliases)
         _prefetch_summaries(describe, (_relation_description_input(s, t, _in_order(rel_mentions[(s, t)]), names)
                                        for s, t in batch if (s, t) in rel_mentions))
-        relations += [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe)
-                      for s, t in batch if (s, t) in rel_mentions]
-        unmentioned += [(s, t) for s, t in batch if (s, t) not in rel_mentions]
+        shown = [(s, t) for s, t in batch if (s, t) in rel_mentions and aliases.shown_pair(s, t)]
+        relations += [derive_relation(kb_id, s, t, rel_mentions[(s, t)], names, describe) for s, t in shown]
+        unmentioned += sorted(set(batch) - set(shown))
         run.done += len(batch)
         run.report(run.done, total)
     previous_rel = _existing(store, tenant, kb_id, [r.id for r in relations], run.vector_name)
@@ -184,7 +184,7 @@ def _gather_facts(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str],
     facts: dict[str, EntityFacts] = {}
     for key in keys:
         row = previous.get(entity_id(kb_id, key))
-        if key in added and row is not None and aliases.members(key) == {key}:
+        if key in added and row is not None and aliases.members(key) == {key} and not aliases.edits.edited(key):
             extended = extended_facts(row, added[key], describe)
             if extended is not None:
                 facts[key] = extended

@@ -15,7 +15,9 @@ window.kb = (function () {
     try { data = await response.json(); } catch (e) { data = null; }
     if (!response.ok) {
       if (response.status === 401) { window.location.href = "/login?next=" + encodeURIComponent(location.pathname); }
-      throw new Error((data && (data.error || data.message)) || ("The server answered " + response.status));
+      const error = new Error((data && (data.error || data.message)) || ("The server answered " + response.status));
+      error.data = data;  // what else the answer says (the graph view's edit panel: whether to ask and retry)
+      throw error;
     }
     return data;
   }

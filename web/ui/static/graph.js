@@ -186,7 +186,17 @@ async function select(key) {
         el("a", { href: `${docs}/documents/${c.doc_id}?chunk=${c.id}#chunk-${c.id}` }, "open in document")))),
     d.reports.length ? section("Community reports", ...d.reports.map(reportView)) : null,
   ].filter(Boolean));
+  // the edit panel (graph_edit.js) adds its controls for this entity
+  app.dispatchEvent(new CustomEvent("entity-selected", { detail: { key, entity: d, panel } }));
 }
+
+// a correction changed the graph (graph_edit.js): draw it again, with the entity it left selected
+app.addEventListener("graph-changed", (e) => {
+  state.selected = (e.detail && e.detail.select) || null;
+  if (!state.selected) panel.replaceChildren(el("p", { class: "hint" }, "Click a node to see and correct it."));
+  if (state.selected) state.expanded.add(state.selected);
+  load();
+});
 
 function reportView(r) {
   return el("details", { class: "report" },

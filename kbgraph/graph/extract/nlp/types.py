@@ -33,6 +33,9 @@ _TAKEN_BY: dict[str, tuple[str, ...]] = {
                 "类别", "概念"),
 }
 
+# the types that say only "a name": an entity typed so may be the same as one of any type
+CATCH_ALL_TYPES = frozenset(_TAKEN_BY["concept"])
+
 
 def kind_types(entity_types: Sequence[str]) -> dict[str, str]:
     """Kind -> the configured type that takes it, ``FALLBACK_TYPE`` where none does."""
