@@ -300,6 +300,11 @@ class Cluster:
             failed = [item["error"] for item in (answer or {}).get("docs", []) if "error" in item]
             if not failed:
                 return answer
+            if all(_names_missing(error, index) for error in failed):
+                # the alias itself is missing (nothing stored, or dropped): a read finds nothing
+                if self.forget is not None:
+                    self.forget(index)
+                return None
             if wait is None:
                 raise StoreError(f"Elasticsearch at {self.url}: mget on index {index!r} failed for {len(failed)} "
                                  f"rows: {_item_reason(failed[0])}")
@@ -476,6 +481,13 @@ def _error_type(exc: ApiError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
     return str(error.get("type", "")) if isinstance(error, dict) else ""
+
+
+def _names_missing(error: Any, index: str) -> bool:
+    """Whether one failed item of a multi-get says that ``index`` itself (the alias asked for) does
+    not exist, rather than the index it resolved to (deleted under it by a move's switch)."""
+    return isinstance(error, dict) and error.get("type") == "index_not_found_exception" \
+        and error.get("index") == index
 
 
 def _item_reason(error: Any) -> str:
