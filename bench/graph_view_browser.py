@@ -1,17 +1,20 @@
 """The graph view opened in headless Chromium on a 100k-entity knowledge base, end to end.
 
     python bench/graph_view_browser.py [--entities 100000] [--relations 300000] [--data-dir DIR]
+    python bench/graph_view_browser.py --sample [--data-dir DIR]     # the bundled sample corpus instead
 
 Makes a user and a knowledge base in a data dir, fills the KB's graph with the synthetic rows of
-bench/graph_view_bench.py, serves the web app (Flask's threaded server) and times, in Chromium, from
-asking for /kbs/<kb>/graph until the page has drawn its sample (``data-loaded``), five times, plus
-the search-and-expand of one entity. Needs the graph view's libraries (`kbgraph-web setup-assets`),
-chromium and chromedriver. ``--data-dir`` keeps everything to rerun the timings.
+bench/graph_view_bench.py (or indexes the sample corpus with the nlp graph method), serves the web app
+(Flask's threaded server) and times, in Chromium, from asking for /kbs/<kb>/graph until the page has
+drawn its sample (``data-loaded``), five reloads, plus the search-and-expand of one entity. Needs the
+graph view's libraries (`kbgraph-web setup-assets`), chromium and chromedriver. ``--data-dir`` keeps
+everything to rerun the timings. Redis: KBGRAPH_REDIS_URL, else KBGRAPH_TEST_REDIS_URL, else the default.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
@@ -19,6 +22,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -40,13 +44,37 @@ from kbgraph.store.sqlite import SQLiteStore  # noqa: E402
 EMAIL, PASSWORD, TENANT = "bench@example.com", "bench password", "ubench"
 
 
-def prepare(data_dir: Path, n_ent: int, n_rel: int) -> tuple[object, str]:
+REDIS_URL = os.environ.get("KBGRAPH_REDIS_URL") or os.environ.get("KBGRAPH_TEST_REDIS_URL") or "redis://127.0.0.1:6379/6"
+
+
+def _bench_user(data_dir: Path) -> Any:
+    """The bench's settings, with its user made in the metadata database."""
     settings = load_settings(data_dir=data_dir, store="sqlite", embedding_provider="hash", embedding_dim=64,
-                             redis_url="redis://127.0.0.1:6379/6", redis_prefix="kbgraph_viewbench:")
+                             redis_url=REDIS_URL, redis_prefix="kbgraph_viewbench:")
     data_dir.mkdir(parents=True, exist_ok=True)
     with MetaDB.open(settings.meta_url) as meta:
         if meta.find_user_by_email(EMAIL) is None:
             meta.create_user(EMAIL, generate_password_hash(PASSWORD), TENANT)
+    return settings
+
+
+def prepare_sample(data_dir: Path) -> tuple[object, str]:
+    """The sample corpus indexed with the nlp graph (PageRank, communities) under the bench user."""
+    from kbgraph.data import SAMPLE_CORPUS_DIR
+    from kbgraph.engine import Engine
+
+    settings = _bench_user(data_dir)
+    with Engine.open(settings, tenant=TENANT) as engine:
+        if engine.meta.get_kb_by_name(TENANT, "sample") is None:
+            engine.create_kb("sample", graph=GraphConfig(enabled=True, method="nlp", community=True))
+            engine.index_paths("sample", [SAMPLE_CORPUS_DIR])
+        kb_id = engine.kb("sample").id
+    return settings, kb_id
+
+
+def prepare(data_dir: Path, n_ent: int, n_rel: int) -> tuple[object, str]:
+    settings = _bench_user(data_dir)
+    with MetaDB.open(settings.meta_url) as meta:
         kb = meta.get_kb_by_name(TENANT, "big") or meta.create_kb(
             TENANT, "big", embedding_model="hash-64", graph=GraphConfig(enabled=True, community=True))
     store = SQLiteStore(settings.sqlite_store_path)
@@ -73,8 +101,10 @@ def main() -> None:
     parser.add_argument("--entities", type=int, default=100_000)
     parser.add_argument("--relations", type=int, default=300_000)
     parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--sample", action="store_true", help="the bundled sample corpus instead of a synthetic graph")
     args = parser.parse_args()
-    settings, kb_id = prepare(args.data_dir or Path(tempfile.mkdtemp()) / "data", args.entities, args.relations)
+    data_dir = args.data_dir or Path(tempfile.mkdtemp()) / "data"
+    settings, kb_id = prepare_sample(data_dir) if args.sample else prepare(data_dir, args.entities, args.relations)
     from web import create_app
 
     app = create_app(settings)
@@ -100,9 +130,10 @@ def main() -> None:
               f"(first {times[0]:.2f} s) — {status}")
         started = time.perf_counter()
         box = b.find_element(By.ID, "entity-search")
-        box.send_keys("entity 4242")
+        wanted = "Mira Castell" if args.sample else "Entity 4242"
+        box.send_keys(wanted.lower())
         WebDriverWait(b, 30, poll_frequency=0.02).until(
-            lambda d: any("Entity 4242" in li.text for li in d.find_elements(By.CSS_SELECTOR, "#suggestions li")))
+            lambda d: any(wanted in li.text for li in d.find_elements(By.CSS_SELECTOR, "#suggestions li")))
         suggest = time.perf_counter() - started
         box.send_keys(Keys.ENTER)
         WebDriverWait(b, 30, poll_frequency=0.02).until(lambda d: d.find_elements(By.ID, "expand-node"))

@@ -23,14 +23,22 @@ class ConfigError(ValueError):
     """A setting has a value kbgraph cannot use; the message names the setting."""
 
 
+# the data folder's name; unset, it is found like git finds its folder (find_data_dir)
+DATA_DIR_NAME = ".kbgraph"
+
+
 @dataclass(frozen=True)
 class Settings:
-    # where the embedded store, metadata DB, caches and logs live
-    data_dir: Path = Path(".kbgraph")
+    # where the embedded store, metadata DB, caches and logs live; unset: the nearest .kbgraph folder
+    # of the current directory and its parents, else ./.kbgraph (find_data_dir)
+    data_dir: Path = Path(DATA_DIR_NAME)
     # document store engine: "sqlite" (embedded), "elasticsearch" or another registered one (kbgraph.store.factory)
     store: str = "sqlite"
     # metadata database; empty means SQLite in data_dir/meta.db
     database_url: str = ""
+    # the tenant the CLI and the library act for (a service's API keys and web accounts each act for
+    # one; `kbgraph --tenant T` works on that tenant's knowledge bases); it must exist unless "default"
+    tenant: str = "default"
     # SQLite connections each process keeps open at most to the embedded store (threads wait for one)
     store_connections: int = 8
     # where uploaded files are kept (kbgraph.blob): "local" (a folder, blob_dir) or "s3" (a bucket of
@@ -184,6 +192,28 @@ class Settings:
     max_page_size: int = 1000
     # signs the web pages' session cookies; empty = a random key kept in data_dir/web_secret_key
     web_secret_key: str = ""
+    # encrypts the API keys of tenants' model providers at rest; empty = a random secret kept in
+    # data_dir/provider_key_secret (several hosts: set the same value everywhere)
+    provider_key_secret: str = ""
+    # proxies in front of the web server whose X-Forwarded-For/-Proto/-Host headers are believed
+    # (0: none; a client could forge them): HTTPS behind a proxy makes the session cookie Secure, and
+    # the sign-in throttle counts the client's address, not the proxy's
+    web_proxy_hops: int = 0
+    # sign-in throttle: wrong passwords allowed per account and per client address within
+    # login_window seconds; past either, sign-ins are refused (HTTP 429) until the window ends
+    login_failures_per_account: int = 10
+    login_failures_per_address: int = 30
+    login_window: float = 900.0
+
+    @property
+    def data_location(self) -> str:
+        """Where the knowledge bases are kept, for a message that finds none: the data folder, and
+        the metadata database when it is a server's (its password hidden)."""
+        folder = str(self.data_dir.absolute())
+        if not self.database_url:
+            return folder
+        shown = re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", self.database_url)
+        return f"{shown} (data folder {folder})"
 
     @property
     def sqlite_store_path(self) -> Path:
@@ -328,6 +358,8 @@ def _coerce(name: str, kind: Any, raw: Any) -> Any:
 
 
 def _validate(settings: Settings) -> None:
+    if not settings.tenant.strip() or len(settings.tenant) > 64:
+        raise ConfigError(f"setting 'tenant' is {settings.tenant!r}: a tenant id has 1 to 64 characters")
     for name, allowed in _CHOICES.items():
         value = getattr(settings, name)
         if value not in allowed:
@@ -336,7 +368,7 @@ def _validate(settings: Settings) -> None:
         raise ConfigError("setting 'vector_similarity_weight' must lie between 0 and 1")
     for name in ("llm_concurrency", "embedding_concurrency", "embedding_batch_size",
                  "store_connections", "web_workers", "web_threads", "index_batch_documents", "index_documents_in_flight",
-                 "glean_missed_names"):
+                 "glean_missed_names", "login_failures_per_account", "login_failures_per_address"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"setting {name!r} must be at least 1, not {getattr(settings, name)}")
     if settings.embedding_threads < 0:
@@ -435,8 +467,24 @@ def _toml_values(path: Path | None) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
+def find_data_dir(start: Path | None = None) -> Path:
+    """The data folder when no setting names one: the nearest ``.kbgraph`` folder of ``start`` (the
+    current directory) and its parents, as git finds its ``.git``, so that a command run from a
+    subfolder of a project sees the project's knowledge bases; none: ``./.kbgraph``, made on first use."""
+    try:
+        here = (start or Path.cwd()).absolute()
+    except OSError:  # the current directory was removed
+        return Path(DATA_DIR_NAME)
+    for folder in (here, *here.parents):
+        candidate = folder / DATA_DIR_NAME
+        if candidate.is_dir():
+            return Path(DATA_DIR_NAME) if start is None and folder == here else candidate
+    return Path(DATA_DIR_NAME)
+
+
 def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings:
-    """Build the settings from defaults, the TOML file, the environment, then ``overrides``."""
+    """Build the settings from defaults, the TOML file, the environment, then ``overrides``; a data
+    folder none of them names is found from the current directory up (``find_data_dir``)."""
     hints = get_type_hints(Settings)
     known = {f.name for f in fields(Settings)}
     values: dict[str, Any] = {}
@@ -452,6 +500,8 @@ def load_settings(config_file: Path | None = None, **overrides: Any) -> Settings
         if key not in known:
             raise ConfigError(f"unknown setting {key!r}")
         values[key] = _coerce(key, hints[key], raw)
+    if values.get("data_dir") is None:
+        values["data_dir"] = find_data_dir()
     settings = Settings(**values)
     _validate(settings)
     return settings
@@ -462,4 +512,4 @@ def settings_table() -> list[tuple[str, str, Any]]:
     return [(f.name, f"KBGRAPH_{f.name.upper()}", f.default) for f in fields(Settings)]
 
 
-__all__ = ["EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ENTITY_TYPES_HELP", "NLP_FALLBACK_TYPE", "ConfigError", "Settings", "load_settings", "settings_table"]
+__all__ = ["DATA_DIR_NAME", "find_data_dir", "EMBEDDER_CHAIN_TEXT_SHARE", "EMBEDDER_VECTOR_WEIGHT", "ENTITY_TYPES_HELP", "NLP_FALLBACK_TYPE", "ConfigError", "Settings", "load_settings", "settings_table"]

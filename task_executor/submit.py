@@ -50,9 +50,10 @@ def enqueue_documents(settings: Settings, tenant: str, kb_id: str, doc_ids: Sequ
         meta.get_document(kb_id, doc_id)
         meta.request_cancel_document(kb_id, doc_id)
         task = meta.create_task(kb_id, "index", doc_id)
-        meta.set_document_status(doc_id, "pending")  # clears the last run's times and error
+        # clears the last run's times and error; from now on only this run's writes land on the row
+        meta.set_document_status(doc_id, "pending", run_id=task.id)
         meta.set_document_status(doc_id, "running", progress=0.0, message=QUEUED_MESSAGE, chunk_count=0,
-                                 token_count=0)
+                                 token_count=0, run_id=task.id)
         app.tasks["kbgraph.index_document"].apply_async((tenant, kb_id, doc_id, task.id), task_id=task.id)
         tasks.append(task)
     return tasks

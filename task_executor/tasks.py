@@ -104,7 +104,8 @@ def _read_upload(engine: Engine, blobs: BlobStore, doc: Document) -> bytes | Non
 
 def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None:
     for write in (lambda: meta.update_task(task_id, status="failed", message="failed", error=error),
-                  lambda: meta.set_document_status(doc_id, "failed", message="indexing failed", error=error)):
+                  lambda: meta.set_document_status(doc_id, "failed", message="indexing failed", error=error,
+                                                   run_id=task_id)):
         try:
             write()
         except NotFound:
@@ -113,13 +114,13 @@ def _record_failure(meta: MetaDB, task_id: str, doc_id: str, error: str) -> None
             log.exception("could not record the failure of task %s (%s)", task_id, error)
 
 
-def _discard_partial(engine: Engine, kb_id: str, doc_id: str) -> None:
+def _discard_partial(engine: Engine, kb_id: str, doc_id: str, task_id: str) -> None:
     """A cancelled document keeps nothing: drop the chunks and mentions it got to write."""
     kb = engine.meta.get_kb(engine.tenant, kb_id)
     with engine.kb_lock(kb_id), changing_rows(engine.meta, kb, "a cancelled document's removal"):
         delete_document(engine.context(kb), doc_id)
     engine.meta.set_document_status(doc_id, "cancelled", progress=0.0, message="cancelled", chunk_count=0,
-                                    token_count=0)
+                                    token_count=0, run_id=task_id)
 
 
 def _drop_orphan_rows(engine: Engine, tenant_id: str, kb_id: str, doc_id: str) -> None:
@@ -187,7 +188,9 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
         kb = meta.get_kb(tenant_id, kb_id)
         if kb.graph.enabled and repair_mark(kb) is not None:  # phases an earlier failure left unfinished
             schedule_refresh(app, tenant_id, kb_id)
-        doc = meta.get_document(kb_id, doc_id)
+        # every status this run writes names it: once the document is parsed again (a newer run
+        # owns the row), whatever this one still reports is ignored
+        doc = meta.get_document(kb_id, doc_id).model_copy(update={"run_id": task_id})
         try:
             data = _read_upload(engine, app.engines().blobs, doc)
         except (OSError, BlobError) as exc:
@@ -207,7 +210,7 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
                 schedule_refresh(app, tenant_id, kb_id)
         elif outcome.status == "cancelled":
             if _is_latest_run(meta, kb_id, doc_id, task_id):  # a newer run owns the document's rows now
-                _discard_partial(engine, kb_id, doc_id)
+                _discard_partial(engine, kb_id, doc_id, task_id)
             meta.update_task(task_id, status="cancelled", message="cancelled", **usage)
             _refresh_after_failure(app, tenant_id, kb)  # what it merged before the cancel is gone again
         else:

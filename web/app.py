@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, current_app, jsonify, request
+from flask import Flask, Response, current_app, g, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 
 import web.chats
@@ -28,11 +28,12 @@ from task_executor.celery_app import KBCelery
 from web.api import authenticate, blueprint
 from kbgraph.store.base import StoreError
 from web.envelope import (
-    CONNECTION_ERROR, DATA_ERROR, EXCEPTION_ERROR, ApiError, exception_response, log_internal_error,
+    CONNECTION_ERROR, DATA_ERROR, EXCEPTION_ERROR, ApiError, http_error_response, log_internal_error,
     store_failure_message,
 )
 from web.limits import install_limits
 from web.ops import register_ops
+from web.security import install_security
 from web.services import EXTENSION, Services
 from web.ui import register_ui
 
@@ -51,6 +52,7 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions[EXTENSION] = Services.open(settings, celery)
     register_ops(app)  # /health, /ready, /metrics; first: every request is timed, refused ones too
+    install_security(app, settings)  # before authentication: text no database takes never reaches a lookup
     app.before_request(authenticate)  # app-wide: an unknown /api/v1 route is authenticated too
     install_limits(app, settings)  # after authentication: a stranger learns nothing of the limits
     app.register_blueprint(blueprint)
@@ -71,17 +73,33 @@ def create_app(settings: Settings | None = None, *, celery: KBCelery | None = No
         return jsonify({"code": DATA_ERROR, "message": str(exc)})
 
     @app.errorhandler(HTTPException)
-    def http_error(exc: HTTPException) -> Response:
-        return exception_response(_slash_tolerant(exc))  # RAGFlow: code 100, "<NotFound '404: Not Found'>", HTTP 200
+    def http_error(exc: HTTPException) -> Response | tuple[object, int]:
+        if _in_api():
+            return http_error_response(_slash_tolerant(exc))
+        return _page_error(exc.description or exc.name, exc.code or 500)
 
     @app.errorhandler(Exception)
-    def unexpected(exc: Exception) -> Response:
+    def unexpected(exc: Exception) -> Response | tuple[object, int]:
         # driver errors and tracebacks name hosts, paths and queries: they stay in the log
         error_id = log_internal_error(f"unhandled error in {request.method} {request.path}")
-        return jsonify({"code": EXCEPTION_ERROR, "message": f"Internal server error (id {error_id}); the server "
-                        "log has the details", "data": None})
+        message = f"Internal server error (id {error_id}); the server log has the details"
+        if _in_api():
+            return jsonify({"code": EXCEPTION_ERROR, "message": message, "data": None})
+        return _page_error(message, 500)
 
     return app
+
+
+def _in_api() -> bool:
+    return request.path == "/api/v1" or request.path.startswith("/api/v1/")
+
+
+def _page_error(message: str, status: int) -> tuple[object, int]:
+    """An error outside the REST API: a page for people, ``{"error": ...}`` for scripts and probes."""
+    if request.path.startswith("/ui/api/") or request.accept_mimetypes.best == "application/json":
+        return jsonify({"error": message}), status
+    g.setdefault("user", None)  # the page's header asks who is signed in; routing failed before anyone looked
+    return render_template("error.html", message=message, status=status), status
 
 
 def _slash_tolerant(exc: HTTPException) -> HTTPException:

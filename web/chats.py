@@ -18,6 +18,7 @@ from kbgraph.meta import Assistant, KnowledgeBase, NotFound
 from web.api import blueprint, dedupe, tenant
 from web.envelope import AUTHENTICATION_ERROR, DATA_ERROR, EXCEPTION_ERROR, ApiError, json_body, ok
 from web.rows import dataset_row, http_date
+from kbgraph.engine.providers import provider_of
 from web.services import services
 
 DEFAULT_SYSTEM = (
@@ -66,10 +67,18 @@ def _default_model() -> str:
 
 
 def _checked_model(name: Any) -> str:
-    """The model a chat names, kept as sent (RAGFlow's ``name@factory`` too): the configured model or
-    another one the LLM endpoint serves (kbgraph.chat.models); none named: the configured one."""
+    """The model a chat names, kept as sent (RAGFlow's ``name@factory`` too): ``model@provider`` of one
+    of the tenant's providers (kbgraph/engine/providers.py), the configured model or another one the
+    LLM endpoint serves (kbgraph.chat.models); none named: the configured one."""
     if name in (None, ""):
         return _default_model()
+    if isinstance(name, str):
+        named = provider_of(services().meta, tenant(), name)
+        if named is not None:  # one of the tenant's providers: a model it offers (any, if it lists none)
+            provider, model = named
+            if not provider.chat_models or model in provider.chat_models:
+                return name
+            raise ApiError(DATA_ERROR, f"`model_name` {name} doesn't exist")
     if not isinstance(name, str) or not services().models.knows(name):
         raise ApiError(DATA_ERROR, f"`model_name` {name} doesn't exist")
     return name

@@ -4,6 +4,9 @@
     kbgraph-web serve --dev                             # Flask's development server (debugging only)
     kbgraph-web apikey create --tenant acme [--name ci]
     kbgraph-web apikey list --tenant acme
+    kbgraph-web user create --email a@acme.com --tenant acme   # a web account acting for a tenant
+    kbgraph-web user link --email a@acme.com --tenant acme     # an existing account moved to a tenant
+    kbgraph-web tenants                                        # every tenant, its accounts and keys
     kbgraph-web setup-assets                            # npm-install and bundle the graph view's libraries
     kbgraph-web db upgrade                              # the metadata schema to the newest revision
     kbgraph-web db current | history                    # its revision; every revision
@@ -16,6 +19,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,6 +45,16 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--name", default="")
     listing = key_commands.add_parser("list", help="list a tenant's keys (hashes only)")
     listing.add_argument("--tenant", required=True)
+    users = commands.add_parser("user", help="web accounts (each acts for one tenant)")
+    user_commands = users.add_subparsers(dest="action", required=True)
+    made = user_commands.add_parser("create", help="a web account for an existing tenant (asks for the password)")
+    made.add_argument("--email", required=True)
+    made.add_argument("--tenant", required=True, help="an existing tenant (`kbgraph-web tenants` lists them)")
+    made.add_argument("--password-stdin", action="store_true", help="read the password from stdin's first line")
+    link = user_commands.add_parser("link", help="move an existing account to an existing tenant")
+    link.add_argument("--email", required=True)
+    link.add_argument("--tenant", required=True)
+    commands.add_parser("tenants", help="every tenant with its web accounts and API keys")
     db = commands.add_parser("db", help="the metadata database's schema (Alembic migrations)")
     db_commands = db.add_subparsers(dest="action", required=True)
     db_commands.add_parser("upgrade", help="create, adopt or upgrade the schema to the newest revision")
@@ -95,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
         return 0
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    if args.command in ("user", "tenants"):
+        from web.accounts_cli import accounts_command
+
+        return accounts_command(settings, args)
     with MetaDB.open(settings.meta_url) as meta:
         try:
             if args.action == "create":
@@ -103,11 +121,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(token)
             else:
                 for key in meta.list_api_keys(args.tenant):
-                    print(f"{key.token_hash[:16]}…  {key.name or '-'}  created {key.created}")
+                    print(f"{key.token_hash[:16]}…  {key.name or '-'}  created {_when(key.created)}")
         except MetaError as exc:
             print(f"kbgraph-web: {exc}", file=sys.stderr)
             return 2
     return 0
+
+
+def _when(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _shown(settings: Settings) -> str:

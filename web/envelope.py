@@ -12,6 +12,7 @@ import uuid
 from typing import Any
 
 from flask import Response, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 SUCCESS = 0
 EXCEPTION_ERROR = 100
@@ -49,9 +50,27 @@ def ok(data: Any = None, **extra: Any) -> Response:
     return jsonify(body)
 
 
-def exception_response(exc: BaseException) -> Response:
-    """RAGFlow's server_error_response: code 100 and the exception's repr."""
-    return jsonify({"code": EXCEPTION_ERROR, "message": repr(exc), "data": None})
+NOT_FOUND = 404  # RAGFlow's RetCode.NOT_FOUND
+
+
+def http_error_response(exc: HTTPException) -> Response:
+    """An HTTP error under /api/v1 (no such route, a method the route lacks...) in RAGFlow's envelope,
+    with the HTTP status it stands for, so a monitor probing a missing endpoint sees the failure.
+    RAGFlow itself answers these with HTTP 200, code 100 and the exception's repr; no Python repr
+    reaches a client here."""
+    status = exc.code or 500
+    if status == 404:
+        body = {"code": NOT_FOUND, "message": f"Not found: the API has no {request.path}", "data": None}
+    elif status == 405:
+        allowed = ", ".join(sorted(m for m in (exc.valid_methods or []) if m not in ("HEAD", "OPTIONS")))  # type: ignore[attr-defined]
+        body = {"code": EXCEPTION_ERROR, "data": None,
+                "message": f"Method Not Allowed: {request.method} is not served at {request.path}"
+                           + (f" (it answers {allowed})" if allowed else "")}
+    else:
+        body = {"code": EXCEPTION_ERROR, "message": f"{exc.name}: {exc.description}", "data": None}
+    response = jsonify(body)
+    response.status_code = status
+    return response
 
 
 def log_internal_error(what: str) -> str:

@@ -76,6 +76,8 @@ def _streamed(conversation: Conversation, chat_id: str, question: str, with_refe
             if event.kind == "delta" and event.text:
                 answer += event.text
                 yield sse(_chunk(chat_id, {"content": event.text}, None, None))
+            elif event.kind == "reasoning" and event.text:  # as RAGFlow splits <think> out of the content
+                yield sse(_chunk(chat_id, {"reasoning_content": event.text}, None, None))
     except Exception as exc:  # inside the stream, as RAGFlow reports it
         message = store_failure_message(exc) if isinstance(exc, StoreError) else str(exc)
         yield sse(_chunk(chat_id, {"content": f"**ERROR**: {message}"}, None, None))
@@ -106,6 +108,8 @@ def openai_chat(chat_id: str) -> Response:
     answer = conversation.answer
     assert answer is not None
     message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+    if answer.reasoning:
+        message["reasoning_content"] = answer.reasoning
     if with_reference:
         message["reference"] = answer.reference.get("chunks", [])
     usage = _usage(question, answer.text)

@@ -4,7 +4,6 @@ front when ``use_kg`` is true (kbgraph's ``mix`` mode; else ``naive``)."""
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections import Counter
 from typing import Any
@@ -18,9 +17,9 @@ from kbgraph.search.context import RetrievedChunk, render_context
 from kbgraph.search.retrieve import retrieve
 from web.api import blueprint, own_kb, tenant
 from web.envelope import DATA_ERROR, EXCEPTION_ERROR, ApiError, json_body, ok
+from web.highlight import em
 from web.services import services
 
-_WORD = re.compile(r"\w{2,}", re.UNICODE)
 
 
 def _parsed_number(text: str, integer: bool) -> Any:
@@ -47,11 +46,8 @@ def _number(body: dict[str, Any], key: str, default: float, *, integer: bool = F
 
 
 def highlight_terms(content: str, question: str) -> str:
-    words = sorted({w.casefold() for w in _WORD.findall(question)}, key=len, reverse=True)
-    if not words:
-        return content
-    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
-    return pattern.sub(lambda m: f"<em>{m.group(0)}</em>", content)
+    """The question's whole words in <em> (web.highlight)."""
+    return em(content, question)
 
 
 def _chunk(chunk_id: str, kb_id: str, doc_id: str, doc_name: str, content: str, similarity: float,

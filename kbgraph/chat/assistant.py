@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kbgraph.chat.dialog import AssistantConfig, ChatEvent, Dialog, Turn
-from kbgraph.chat.models import model_id
+from kbgraph.chat.shown_work import graph_context
 from kbgraph.config import Settings
 from kbgraph.llm.base import CancelCheck, ChatModel, Embedder
 from kbgraph.meta import MetaDB
@@ -82,6 +82,12 @@ def references_by_message(session: ChatSession) -> dict[str, dict[str, Any]]:
     return {r["message_id"]: r["reference"] for r in session.references if "message_id" in r}
 
 
+def work_by_message(session: ChatSession) -> dict[str, dict[str, Any]]:
+    """Each stored answer's reasoning and graph context (``{"reasoning", "graph"}``), by message id."""
+    return {r["message_id"]: {"reasoning": r.get("reasoning", ""), "graph": r.get("graph") or {}}
+            for r in session.references if "message_id" in r}
+
+
 def history_of(messages: Sequence[Mapping[str, Any]]) -> list[Turn]:
     """The question/answer pairs of stored messages (the opening greeting is no turn)."""
     turns: list[Turn] = []
@@ -131,7 +137,8 @@ def assistant_dialog(engine: AssistantEngine, assistant: Assistant, history: Seq
                                        vector_similarity_weight=assistant.vector_similarity_weight,
                                        top_k=assistant.top_k)
     entity_types = list(dict.fromkeys(t for kb in kbs for t in kb.graph.entity_types))
-    chat = engine.chat_for(kbs[0] if kbs else None, model_id(assistant.llm_id or ""))
+    # the whole name: "model@provider" is one of the tenant's providers, other "@factory" suffixes the engine drops
+    chat = engine.chat_for(kbs[0] if kbs else None, assistant.llm_id or "")
 
     def find(query: str) -> RetrievalResult:
         if not kbs:
@@ -145,8 +152,10 @@ def assistant_dialog(engine: AssistantEngine, assistant: Assistant, history: Seq
     config = AssistantConfig(
         system_prompt=system_prompt(assistant, variables or {}), empty_response=prompt.get(EMPTY_RESPONSE) or None,
         language=assistant.language or engine.settings.language, knowledge=bool(kbs),
-        temperature=_number(llm.get("temperature")), max_tokens=_integer(llm.get("max_tokens")))
-    return Dialog(find, chat, config, history)
+        temperature=_number(llm.get("temperature")), max_tokens=_integer(llm.get("max_tokens")),
+        cite=bool(prompt.get(QUOTE, True)) and assistant.do_refer)
+    embed = engine.embedder_for(kbs[0]).embed if kbs else None
+    return Dialog(find, chat, config, history, embed=embed)
 
 
 def _number(value: Any) -> float | None:
@@ -166,6 +175,9 @@ class Answer:
     reference: dict[str, Any]
     prompt: str
     created_at: float
+    reasoning: str = ""
+    # the graph context the model was given (entities, relations, reports: shown_work.graph_context)
+    graph: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -191,7 +203,9 @@ class Conversation:
                 quote = bool(self.assistant.prompt_config.get(QUOTE, True)) and self.assistant.do_refer
                 reference = reference_of(event.retrieval) if quote and event.retrieval is not None \
                     and event.retrieval.mode != "none" else {}
-                self.answer = Answer(self.message_id, event.text, reference, dialog.last_prompt, time.time())
+                turn = dialog.turns[-1]
+                self.answer = Answer(self.message_id, event.text, reference, dialog.last_prompt, time.time(),
+                                     reasoning=turn.reasoning, graph=graph_context(event.retrieval))
                 self._keep(question)
             yield event
 
@@ -203,4 +217,7 @@ class Conversation:
             self.engine.tenant, self.assistant.id, self.session.id,
             [{"role": "user", "content": question, "id": answer.message_id},
              {"role": "assistant", "content": answer.text, "created_at": answer.created_at, "id": answer.message_id}],
-            reference={"message_id": answer.message_id, "reference": answer.reference})
+            # the reasoning and the graph context beside RAGFlow's reference: the pages show them,
+            # the REST API's session rows keep RAGFlow's shape
+            reference={"message_id": answer.message_id, "reference": answer.reference,
+                       "reasoning": answer.reasoning, "graph": answer.graph})

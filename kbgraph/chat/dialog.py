@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, Message
+from kbgraph.chat.shown_work import Embed, insert_citations
+from kbgraph.llm.base import CancelCheck, ChatModel, LLMNotConfigured, Message, Reasoning
 from kbgraph.prompts import render
 from kbgraph.search.retrieve import RetrievalResult
 
@@ -40,6 +41,8 @@ class AssistantConfig:
     # turns (user + assistant pairs) of history sent to the LLM
     memory_turns: int = 6
     max_tokens: int | None = None
+    # an answer without a citation of its own gets citations by similarity (shown_work.insert_citations)
+    cite: bool = True
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Reference:
 
 @dataclass
 class ChatEvent:
-    kind: Literal["retrieved", "delta", "done"]
+    kind: Literal["retrieved", "reasoning", "delta", "done"]
     text: str = ""
     references: list[Reference] = field(default_factory=list)
     retrieval: RetrievalResult | None = None
@@ -65,6 +68,7 @@ class Turn:
     question: str
     answer: str
     references: list[Reference]
+    reasoning: str = ""
 
 
 def cited_references(answer: str, retrieval: RetrievalResult) -> list[Reference]:
@@ -90,7 +94,7 @@ class Dialog:
     """One conversation. ``retrieve`` maps a query to a RetrievalResult (the engine binds the KBs)."""
 
     def __init__(self, retrieve: Retrieve, chat: ChatModel | None, config: AssistantConfig | None = None,
-                 history: Sequence[Turn] = ()) -> None:
+                 history: Sequence[Turn] = (), embed: Embed | None = None) -> None:
         if chat is None:
             raise LLMNotConfigured(
                 "chat needs a language model and none is configured: set KBGRAPH_LLM_BASE_URL, "
@@ -99,6 +103,7 @@ class Dialog:
         self.retrieve = retrieve
         self.chat = chat
         self.config = config or AssistantConfig()
+        self.embed = embed  # vectors for citations by similarity (None: by shared words alone)
         self.turns: list[Turn] = list(history)  # earlier turns of a conversation kept elsewhere
         self.last_prompt = ""  # the system message of the latest answer
 
@@ -126,7 +131,8 @@ class Dialog:
         return [*head, *history, Message("user", question)]
 
     def ask(self, question: str, *, cancel: CancelCheck | None = None) -> Iterator[ChatEvent]:
-        """Events: one "retrieved", then "delta" pieces of the answer, then "done" with references."""
+        """Events: one "retrieved", then "delta" pieces of the answer (and "reasoning" pieces of the
+        model's reasoning, when it shows any), then "done" with references."""
         question = question.strip()
         if not question:
             raise ValueError("the question is empty")
@@ -139,14 +145,21 @@ class Dialog:
             yield ChatEvent("done", text=answer, retrieval=retrieval)
             return
         pieces: list[str] = []
+        thought: list[str] = []
         for piece in self.chat.stream(self.messages(question, retrieval), phase="chat",
                                       temperature=self.config.temperature, max_tokens=self.config.max_tokens,
                                       cancel=cancel):
+            if isinstance(piece, Reasoning):
+                thought.append(piece)
+                yield ChatEvent("reasoning", text=str(piece))
+                continue
             pieces.append(piece)
             yield ChatEvent("delta", text=piece)
         answer = strip_unknown_citations("".join(pieces).strip(), retrieval)
+        if self.config.cite and self.config.knowledge and not CITATION.search(answer):
+            answer = insert_citations(answer, retrieval, self.embed)  # only when the model cited nothing
         references = cited_references(answer, retrieval)
-        self.turns.append(Turn(question, answer, references))
+        self.turns.append(Turn(question, answer, references, "".join(thought).strip()))
         yield ChatEvent("done", text=answer, references=references, retrieval=retrieval)
 
     def answer(self, question: str) -> Turn:

@@ -23,7 +23,7 @@ def demo(ctx: click.Context, question: str | None, kb_name: str) -> None:
 
     question = question or "What is the emblem of the guild founded by Mira Castell?"
     bars = ProgressBars(sys.stderr.isatty())
-    with open_engine(ctx) as engine:
+    with open_engine(ctx, creates=True) as engine:
         if engine.meta.get_kb_by_name(engine.tenant, kb_name) is None:
             engine.create_kb(kb_name, graph=GraphConfig(enabled=True, method="nlp", community=True))
         try:

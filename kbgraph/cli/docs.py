@@ -29,7 +29,7 @@ def docs_list(ctx: click.Context, kb_name: str, as_json: bool) -> None:
             click.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=1, ensure_ascii=False))
             return
         if not rows:
-            click.echo(f"no documents yet: `kbgraph index PATH --kb {kb_name}`")
+            click.echo(f"no documents yet in {kb_name!r} ({engine.location}): `kbgraph index PATH --kb {kb_name}`")
             return
         table = [("ID", "STATUS", "CHUNKS", "SIZE", "NAME", "DETAIL")]
         table += [(row.id[:12], row.status, str(row.chunk_count), format_size(row.size), row.name,

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from kbgraph.cli.root import exit_after, fail, main, open_engine
+from kbgraph.cli.root import FOUND_HOW, exit_after, fail, main, no_data_folder, open_engine
 from kbgraph.cli.output import ProgressBars, echo_graph_report, refresh_summary
 from kbgraph.config import Settings
 from kbgraph.meta.schemas import DEFAULT_ENTITY_TYPES, GraphConfig
@@ -47,7 +47,7 @@ def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: s
         entity_types=_entity_types(entity_types) or DEFAULT_ENTITY_TYPES,
         community=community, resolution=resolution,
         max_gleanings=settings.max_gleanings if gleanings is None else gleanings)
-    with open_engine(ctx) as engine:
+    with open_engine(ctx, creates=True) as engine:
         created = engine.create_kb(name, graph=graph, description=description, chunk_tokens=chunk_tokens,
                                    chunk_overlap=chunk_overlap,
                                    llm={"llm_model": llm_model, "llm_base_url": llm_base_url})
@@ -112,6 +112,11 @@ def kb_set(ctx: click.Context, name: str, method: str | None, entity_types: str 
 @click.pass_context
 def kb_list(ctx: click.Context, as_json: bool) -> None:
     """List knowledge bases."""
+    settings: Settings = ctx.obj["settings"]
+    if no_data_folder(settings):  # none, and no empty folder left behind for the folders below to find
+        click.echo("[]" if as_json else f"no knowledge bases yet in {settings.data_dir.absolute()} (there is no "
+                   f"data folder there; {FOUND_HOW}): `kbgraph kb create NAME`")
+        return
     with open_engine(ctx) as engine:
         rows = []
         for item in engine.list_kbs():
@@ -123,7 +128,7 @@ def kb_list(ctx: click.Context, as_json: bool) -> None:
             click.echo(json.dumps(rows, indent=1))
             return
         if not rows:
-            click.echo("no knowledge bases yet: `kbgraph kb create NAME`")
+            click.echo(f"no knowledge bases yet in {engine.location}: `kbgraph kb create NAME` ({FOUND_HOW})")
         for row in rows:
             click.echo(f"{row['name']:<24} {row['documents']:>5} docs {row['chunks']:>7} chunks  graph: {row['graph']}")
 
@@ -153,14 +158,19 @@ def kb_rm(ctx: click.Context, name: str, yes: bool) -> None:
 
 @kb.command("reembed")
 @click.argument("name")
+@click.option("--force", is_flag=True, help="Re-embed even when the knowledge base is on the configured model.")
 @click.pass_context
-def kb_reembed(ctx: click.Context, name: str) -> None:
+def kb_reembed(ctx: click.Context, name: str, force: bool) -> None:
     """Re-embed a knowledge base with the configured embedding model (after switching models)."""
     bars = ProgressBars(sys.stderr.isatty())
     with open_engine(ctx) as engine:
         before = engine.kb(name).embedding_model
+        if before == engine.embedder.model_name and not force:
+            click.echo(f"nothing to re-embed: {name!r} is embedded with {before} already, the configured model "
+                       "(--force re-embeds anyway)")
+            return
         try:
-            changed = engine.reembed_kb(name, progress=bars)
+            changed = engine.reembed_kb(name, progress=bars, force=force)
         finally:
             bars.close()
         click.echo(f"re-embedded {changed} rows of {name!r}: {before or 'unknown'} -> {engine.embedder.model_name}")

@@ -36,7 +36,8 @@ def query(ctx: click.Context, question: str, kb_names: tuple[str, ...], mode: st
                 click.echo(result.answer + "\n")
             for entity in result.entities[:8]:
                 click.echo(f"entity  {entity.score:.3f}  {entity.name} ({entity.type})")
-            print_chunks(result.chunks)
+            if result.chunks or not result.answer:  # global mode answers from reports, with no chunks
+                print_chunks(result.chunks)
             if show_context:
                 click.echo("\n" + result.context)
         if not result.chunks and not result.answer:

@@ -33,12 +33,29 @@ def exit_after(code: int) -> None:
         sys.exit(code)
 
 
+FOUND_HOW = ("the data folder is the nearest .kbgraph of this folder and its parents; --data-dir or "
+             "KBGRAPH_DATA_DIR names another")
+
+
+def no_data_folder(settings: Settings) -> bool:
+    """Whether the knowledge bases would be in a data folder that does not exist (so there are none)."""
+    return not settings.database_url and not settings.data_dir.exists()
+
+
 @contextmanager
-def open_engine(ctx: click.Context) -> Iterator[Any]:
+def open_engine(ctx: click.Context, *, creates: bool = False) -> Iterator[Any]:
+    """The engine a command runs with, its errors turned into exit codes. A command that may make a
+    knowledge base (``creates``) makes the data folder when there is none; the others say there is
+    none instead of leaving an empty one behind, which every folder below it would then find."""
     from kbgraph.engine import Engine, KBGraphError
     from kbgraph.llm.base import LLMError, LLMNotConfigured
 
     settings: Settings = ctx.obj["settings"]
+    if not creates and no_data_folder(settings):
+        asked = ctx.params.get("kb_name") or ctx.params.get("kb_names") or ctx.params.get("name")
+        named = ", ".join(repr(n) for n in ([asked] if isinstance(asked, str) else asked or []))
+        fail(f"no knowledge base{' named ' + named if named else 's'} in {settings.data_dir.absolute()}: there is no "
+             f"data folder there ({FOUND_HOW}); `kbgraph kb create NAME` or `kbgraph index PATH --kb NAME` makes one")
     engine = None
     try:
         engine = Engine.open(settings)
@@ -58,10 +75,16 @@ def open_engine(ctx: click.Context) -> Iterator[Any]:
 @click.option("--data-dir", type=click.Path(path_type=Path), help="Where kbgraph keeps its data (KBGRAPH_DATA_DIR).")
 @click.option("--config", "config_file", type=click.Path(path_type=Path, exists=True, dir_okay=False),
               help="A TOML settings file (KBGRAPH_CONFIG).")
+@click.option("--tenant", help="Act for this tenant of a service's data (KBGRAPH_TENANT; default: `default`).")
 @click.pass_context
-def main(ctx: click.Context, data_dir: Path | None, config_file: Path | None) -> None:
-    """kbgraph: knowledge bases with a knowledge graph, from the command line."""
-    overrides = {"data_dir": data_dir} if data_dir else {}
+def main(ctx: click.Context, data_dir: Path | None, config_file: Path | None, tenant: str | None) -> None:
+    """kbgraph: knowledge bases with a knowledge graph, from the command line.
+
+    The data folder, unless --data-dir or KBGRAPH_DATA_DIR names one, is the nearest .kbgraph folder
+    of the current directory and its parents (./.kbgraph when there is none)."""
+    overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+    if tenant is not None:
+        overrides["tenant"] = tenant
     try:
         ctx.obj = {"settings": load_settings(config_file, **overrides)}
     except ConfigError as exc:

@@ -55,6 +55,15 @@ def _warm_up(settings: Settings) -> None:
     threading.Thread(target=_load_parts, args=(settings,), name="kbgraph-warm-up", daemon=True).start()
 
 
+def _require_tenant(meta: MetaDB, settings: Settings) -> None:
+    known = [t.id for t in meta.list_tenants()]
+    if settings.tenant not in known:
+        meta.close()
+        raise KBGraphError(f"no tenant {settings.tenant!r}{did_you_mean(settings.tenant, known)} in "
+                           f"{settings.data_location} (known: {', '.join(known) or 'none'}); a service makes one "
+                           "with `kbgraph-web apikey create --tenant T` or `kbgraph-web user create`")
+
+
 class EngineCore(ModelSelection):
     """Connections, tenant and lock; the knowledge bases by name; the indexing context."""
 
@@ -94,10 +103,15 @@ class EngineCore(ModelSelection):
         return self._store
 
     @classmethod
-    def open(cls, settings: Settings, tenant: str = DEFAULT_TENANT, kb_lock: KBLock | None = None,
+    def open(cls, settings: Settings, tenant: str | None = None, kb_lock: KBLock | None = None,
              limits: CallLimits = PROCESS_LIMITS) -> Self:
+        """An engine acting for ``tenant`` (made if missing); unset, for the ``tenant`` setting, which
+        must name a tenant that exists unless it is the default one (a typo makes no empty tenant)."""
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         meta = MetaDB.open(settings.meta_url)
+        if tenant is None and settings.tenant != DEFAULT_TENANT:
+            _require_tenant(meta, settings)
+        tenant = tenant or settings.tenant
         meta.ensure_tenant(tenant)
         store = open_store(settings)  # opens no connection: the first request does
         _warm_up(settings)
@@ -113,11 +127,18 @@ class EngineCore(ModelSelection):
     def __exit__(self, *_: object) -> None:
         self.close()
 
+    @property
+    def location(self) -> str:
+        """Where this engine's knowledge bases are: the data folder (or database) and the tenant, for
+        the messages that find nothing."""
+        where = self.settings.data_location
+        return where if self.tenant == DEFAULT_TENANT else f"{where}, tenant {self.tenant!r}"
+
     def kb(self, name: str) -> KnowledgeBase:
         found = self.meta.get_kb_by_name(self.tenant, name)
         if found is None:
             names = [k.name for k in self.meta.list_kbs(self.tenant)]
-            raise KBGraphError(f"no knowledge base named {name!r}{did_you_mean(name, names)} "
+            raise KBGraphError(f"no knowledge base named {name!r}{did_you_mean(name, names)} in {self.location} "
                                f"(known: {', '.join(names) or 'none yet'}); create it with `kbgraph kb create {name}`")
         return found
 

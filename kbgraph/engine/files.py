@@ -12,14 +12,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from kbgraph.engine.core import EngineCore
-from kbgraph.engine.errors import KBGraphError
-from kbgraph.llm.base import CancelCheck, UsageLedger
+from kbgraph.engine.sync import FolderSync, file_digest, name_files
+from kbgraph.llm.base import CancelCheck, Cancelled, UsageLedger
 from kbgraph.meta import MAX_CHUNK_TOKENS, DocumentFile, NotFound
 from kbgraph.meta.schemas import Document, KnowledgeBase
-from kbgraph.parse.readers import SUPPORTED_SUFFIXES, iter_paths
+from kbgraph.parse.readers import SUPPORTED_SUFFIXES
 from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress
 
 if TYPE_CHECKING:
@@ -45,14 +44,6 @@ def _binary_opener(path: Path) -> Callable[[], BinaryIO]:
     return lambda: path.open("rb")
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 @dataclass
 class IndexReport:
     documents: list[DocOutcome] = field(default_factory=list)
@@ -60,27 +51,42 @@ class IndexReport:
     ledger: UsageLedger = field(default_factory=UsageLedger)
     # the refresh finished graph phases an earlier run left unfinished (nothing was indexed this time)
     repaired: bool = False
+    # documents of the folders indexed whose files are gone: removed with ``sync``, else only counted
+    gone: list[str] = field(default_factory=list)
+    removed: bool = False
+    # folders below the ones given that the walk could not enter: (name under its folder, reason)
+    unwalked: list[tuple[str, str]] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for d in self.documents if d.status == status)
 
 
-class Indexing(EngineCore):
+class Indexing(FolderSync):
     """The indexing part of ``Engine``."""
 
     def index_paths(self, kb_name: str, paths: Sequence[Path], *, progress: ProgressFn = no_progress,
-                    cancel: CancelCheck = never, force: bool = False, refresh: bool = True) -> IndexReport:
+                    cancel: CancelCheck = never, force: bool = False, refresh: bool = True,
+                    sync: bool = False) -> IndexReport:
         """Index files and folders into a KB; unchanged files are skipped unless ``force``.
 
         The documents go through one IndexRun (kbgraph.index.run): many of them parsed, extracted
         and merged at once. Then the graph's KB phases are refreshed once, with their own progress.
+        Documents of the folders whose files are gone are listed in the report, and with ``sync``
+        removed first (chunks and exactly their part of the graph).
         """
         from kbgraph.index.documents import DocOutcome, DocumentInput
         from kbgraph.index.run import IndexRun
 
         kb = self.kb(kb_name)
         report = IndexReport(ledger=self.ledger)
-        files = self._named_files(paths)
+        named = name_files(paths)
+        files = named.files
+        report.unwalked = [(name, u.reason) for name, u in named.unwalked]
+        gone = self.gone_documents(kb, named)
+        report.gone = [d.name for d in gone]
+        if sync and gone:
+            self.remove_documents(kb, gone)
+            report.removed = True
         settled: dict[str, DocOutcome] = {}  # files with nothing to run: unchanged, or unreadable
         names: list[str] = []
 
@@ -115,12 +121,17 @@ class Indexing(EngineCore):
 
         kb = self.meta.get_kb(self.tenant, kb.id)  # its mark as the run left it
         ctx = self.context(kb)
-        if not report.count("indexed"):
+        if not report.count("indexed") and not report.removed:
             if report.count("cancelled") or not repair_owed(ctx, kb):
                 return
             report.repaired = True
-        with self.kb_lock(kb.id):
-            report.refresh = refresh_recorded(ctx, self.meta, kb, progress=progress, cancel=cancel)
+        try:
+            with self.kb_lock(kb.id):
+                report.refresh = refresh_recorded(ctx, self.meta, kb, progress=progress, cancel=cancel)
+        except Cancelled:
+            if not cancel():
+                raise
+            return  # its mark stays: the next run finishes the phases (kbgraph/index/repair.py)
         self._fail_unsummarized(report)
 
     def estimate_index(self, kb_name: str, paths: Sequence[Path]) -> RunEstimate:
@@ -132,7 +143,7 @@ class Indexing(EngineCore):
         # a file indexed already with the same size is most likely unchanged (the run compares digests)
         indexed = {d.name: d.size for d in self.meta.list_documents(kb.id, limit=None) if d.status == "done"}
         sizes = []
-        for name, path in self._named_files(paths):
+        for name, path in name_files(paths).files:
             try:
                 size = path.stat().st_size
             except OSError:
@@ -152,21 +163,6 @@ class Indexing(EngineCore):
                                               error=error)
                 report.documents[number] = dataclasses.replace(outcome, status="failed", message=error)
 
-    @staticmethod
-    def _named_files(paths: Sequence[Path]) -> list[tuple[str, Path]]:
-        named: list[tuple[str, Path]] = []
-        for given in paths:
-            given = Path(given)
-            if not given.exists():
-                raise KBGraphError(f"{given} does not exist")
-            if given.is_dir():
-                # every file, supported or not: one kbgraph cannot read fails with its reason
-                # instead of vanishing from the report
-                named += [(p.relative_to(given).as_posix(), p) for p in iter_paths([given], supported_only=False)]
-            else:
-                named.append((given.name, given))
-        return named
-
     def _register_files(self, kb: KnowledgeBase, files: Sequence[tuple[str, Path]],
                         force: bool) -> list[DocumentInput | DocOutcome]:
         """The files' document rows, registered or updated in one transaction; an outcome for each
@@ -182,7 +178,7 @@ class Indexing(EngineCore):
             try:
                 size = path.stat().st_size
                 readable = path.suffix.lower() in SUPPORTED_SUFFIXES and size <= limit
-                digest = _file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
+                digest = file_digest(path) if readable else hashlib.sha256(b"").hexdigest()
             except OSError as exc:
                 doc, _ = self.meta.upsert_document(kb.id, name, location=str(path.absolute()))
                 reason = f"{name}: cannot read the file ({exc.strerror or exc})"
@@ -200,24 +196,31 @@ class Indexing(EngineCore):
                                             open=_binary_opener(Path(file.location)) if within else None)
         return [o for o in out if o is not None]
 
-    def _tracked(self, doc_id: str, outer: ProgressFn) -> ProgressFn:
-        """A progress callback that also records the document's progress (at most twice a second)."""
+    def _tracked(self, doc_id: str, outer: ProgressFn, run_id: str | None = None) -> ProgressFn:
+        """A progress callback that also records the document's progress (at most twice a second per
+        phase): every phase says what it is doing, with its detail ("merge 0/1, 5120 mentions..."),
+        so a long phase (a merge, the summaries) is never a silent stretch; the phases of the
+        pipeline proper also move the percentage, the others (summaries, embeddings) keep it."""
         spans = {"parse": (0.0, 0.3), "extract": (0.3, 0.9), "merge": (0.9, 0.99)}
-        last = {"at": 0.0, "phase": ""}
+        last: dict[str, Any] = {"at": 0.0, "phase": "", "progress": 0.0}
 
         def report(event: Progress) -> None:
             outer(event)
-            if event.phase not in spans or not event.total:
+            if not event.total:
                 return
             now = time.monotonic()
             if event.phase == last["phase"] and now - last["at"] < 0.5 and event.done < event.total:
                 return
-            low, high = spans[event.phase]
+            if event.phase in spans:
+                low, high = spans[event.phase]
+                last["progress"] = max(last["progress"], low + (high - low) * event.done / event.total)
             last.update(at=now, phase=event.phase)
-            self.meta.set_document_status(doc_id, "running", progress=low + (high - low) * event.done / event.total,
+            detail = [event.message] if event.message else []
+            if event.llm_calls:
+                detail.append(f"{event.llm_calls} LLM calls, {event.tokens} tokens")
+            self.meta.set_document_status(doc_id, "running", progress=last["progress"],
                                           message=f"{event.phase} {event.done}/{event.total}"
-                                          + (f", {event.llm_calls} LLM calls, {event.tokens} tokens"
-                                             if event.llm_calls else ""))
+                                          + (f", {', '.join(detail)}" if detail else ""), run_id=run_id)
 
         return report
 
@@ -228,7 +231,7 @@ class Indexing(EngineCore):
         from kbgraph.index.run import IndexRun
 
         ctx = replace(self.context(kb), defer_summaries=False)  # its graph is final when it is done
-        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress),
+        run = IndexRun(ctx, self.meta, kb, self.kb_lock, cancel=cancel, document_progress=self._tracked(doc.id, progress, doc.run_id),
                        chunking=self._document_chunking)
         opener = (lambda: io.BytesIO(data)) if data is not None else None
         outcomes = run.run([DocumentInput(doc, lambda: data, size, open=opener)], total=1)

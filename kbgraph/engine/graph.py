@@ -91,7 +91,9 @@ class GraphSettings(EngineCore):
 
         kb = self.kb(kb_name)
         before = kb.graph
-        check_graph_llm(self.settings, graph, kb.extra.get("llm") or {})
+        from kbgraph.engine.providers import resolved_llm  # an extraction model of one of the tenant's providers
+
+        check_graph_llm(self.settings, graph, resolved_llm(self.settings, self.meta, self.tenant, kb.extra.get("llm") or {}))
         if graph == before:
             return GraphChange(kb, before, "none")
         extracted = [d for d in self.meta.list_documents(kb.id, limit=None) if d.extracted]

@@ -29,13 +29,17 @@ class KnowledgeBases(EngineCore):
             chunk_overlap=chunk_overlap if chunk_overlap is not None else self.settings.chunk_overlap, graph=graph,
             extra={"llm": llm} if llm else None)
 
-    def reembed_kb(self, name: str, *, progress: ProgressFn = no_progress) -> int:
+    def reembed_kb(self, name: str, *, progress: ProgressFn = no_progress, force: bool = False) -> int:
         """Move a knowledge base to the configured embedding model: every vector is recomputed from
-        the text it was made of (nothing is re-parsed or re-extracted). Returns the rows changed."""
+        the text it was made of (nothing is re-parsed or re-extracted). Returns the rows changed:
+        none when the knowledge base is on that model already (its vectors would come out the
+        same), unless ``force``."""
         from kbgraph.index.reembed import reembed_rows
 
         kb = self.kb(name)
         embedder = self.embedder
+        if kb.embedding_model == embedder.model_name and not force:
+            return 0
         with self.kb_lock(kb.id):
             changed = reembed_rows(self.store, self.tenant, kb.id, embedder,
                                    lambda phase, done, total: progress(Progress(f"reembed {phase}", done, total)),

@@ -8,6 +8,7 @@ from kbgraph.config import Settings
 from kbgraph.engine.errors import KBGraphError
 from kbgraph.llm.base import ChatModel, Embedder, UsageLedger
 from kbgraph.llm.limits import CallLimits
+from kbgraph.meta import MetaDB
 from kbgraph.meta.schemas import KnowledgeBase
 
 
@@ -15,6 +16,8 @@ class ModelSelection:
     """The models part of ``Engine`` (kbgraph/engine/engine.py sets the attributes declared here)."""
 
     settings: Settings
+    meta: MetaDB
+    tenant: str
     ledger: UsageLedger
     # the chat model's concurrency limits and budgets (see Engine.__init__)
     limits: CallLimits
@@ -56,8 +59,19 @@ class ModelSelection:
 
     def chat_for(self, kb: KnowledgeBase | None, model: str = "") -> ChatModel | None:
         """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top;
-        ``model`` names another model of the same endpoint (a chat assistant's own choice)."""
-        wanted = dict(kb.extra.get("llm") or {}) if kb is not None else {}
+        ``model`` names another model of the same endpoint (a chat assistant's own choice), or, as
+        ``model@provider``, a model of one of the tenant's providers (kbgraph/engine/providers.py)."""
+        from kbgraph.engine.providers import provider_of, provider_settings, resolved_llm
+
+        wanted = resolved_llm(self.settings, self.meta, self.tenant, dict(kb.extra.get("llm") or {})) \
+            if kb is not None else {}
+        if "@" in model:
+            named = provider_of(self.meta, self.tenant, model)
+            if named is not None:
+                wanted.update(provider_settings(self.settings, *named))
+                model = ""
+            else:  # RAGFlow's name@factory: a model of the configured endpoint
+                model = model.rsplit("@", 1)[0].strip()
         if model and self.settings.llm_configured and model != wanted.get("llm_model", self.settings.llm_model):
             wanted["llm_model"] = model
         overrides = tuple(sorted(wanted.items()))

@@ -124,8 +124,10 @@ class IndexRun(MergeAndRecord):
                 for item in inputs:
                     order.append(item.doc.id)
                     if self._stopped():
+                        # the files not reached yet are not read (their rows, if registered, wait
+                        # as they were for the next run)
                         self._finish(InFlight(item.doc), "cancelled")
-                        continue
+                        break
                     if not self._slots.acquire(blocking=False):
                         self._parse_batch(batch, pool)  # what waits here holds slots: send it on first
                         batch, chars = [], 0
@@ -299,7 +301,8 @@ class IndexRun(MergeAndRecord):
         self._extract(flight, chunks, pool)
 
     def _mark_running(self, flights: list[InFlight]) -> None:
-        self._record([DocumentStatus(f.doc.id, "running", progress=0.0, message="indexing")
+        self._record([DocumentStatus(f.doc.id, "running", progress=0.0, message="indexing",
+                                         run_id=f.doc.run_id)
                                          for f in flights])
 
     def _doc_progress(self, event: Progress) -> None:

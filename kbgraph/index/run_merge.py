@@ -127,7 +127,7 @@ class MergeAndRecord:
                     updates.append(self._partial(flight, message))
                     continue
             updates.append(DocumentStatus(flight.doc.id, "done", message=message, chunk_count=flight.chunks,
-                                          token_count=flight.tokens, extracted=extracted))
+                                          token_count=flight.tokens, extracted=extracted, run_id=flight.doc.run_id))
             self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "indexed", flight.doc.id, flight.chunks, message)
         self._record(updates)
         self._recorded_some(good)
@@ -158,13 +158,13 @@ class MergeAndRecord:
                  f"only the failed ones")
         self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, "failed", flight.doc.id, flight.chunks, error)
         return DocumentStatus(flight.doc.id, "failed", message=f"{message}; {error}", error=error,
-                              chunk_count=flight.chunks, token_count=flight.tokens)
+                              chunk_count=flight.chunks, token_count=flight.tokens, run_id=flight.doc.run_id)
 
     def _finish(self, flight: InFlight, status: str, *, message: str = "", error: str | None = None) -> None:
         """Record one document that ends without a merge (failed, cancelled)."""
         message = message or status
         if not flight.graph_only:  # a parsed document keeps its status when its graph fails
-            self._record([DocumentStatus(flight.doc.id, status, message=message, error=error)])
+            self._record([DocumentStatus(flight.doc.id, status, message=message, error=error, run_id=flight.doc.run_id)])
         self._outcomes[flight.doc.id] = DocOutcome(flight.doc.name, status, flight.doc.id, 0, error or message)
         self._recorded_some([flight])
 

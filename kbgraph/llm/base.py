@@ -27,6 +27,12 @@ class Cancelled(RuntimeError):
     """The work was cancelled by its caller (a cancel check returned True)."""
 
 
+class Reasoning(str):
+    """A piece of a streamed reply that is the model's reasoning (its ``<think>`` text or the
+    server's ``reasoning_content``), not its answer: ``ChatModel.stream`` yields these between the
+    answer's pieces, and a reader that shows only answers skips them."""
+
+
 @dataclass(frozen=True)
 class Message:
     role: str  # "system" | "user" | "assistant"

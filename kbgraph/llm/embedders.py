@@ -169,7 +169,7 @@ class OpenAIEmbedder:
 
     def __init__(self, base_url: str, model: str, api_key: str = "", *, batch_size: int = 64,
                  concurrency: int = 4, timeout: float = 120.0, retry: RetryPolicy | None = None,
-                 ledger: UsageLedger | None = None) -> None:
+                 ledger: UsageLedger | None = None, setting: str = "embedding_base_url") -> None:
         from kbgraph.llm.openai_chat import shared_client
 
         self.base_url = base_url
@@ -181,6 +181,7 @@ class OpenAIEmbedder:
         self.ledger = ledger
         self._dim: int | None = None
         self._where = f"embedding model {model!r} at {base_url}"
+        self._setting = setting  # the setting that named base_url, for the message when nothing answers there
 
     @property
     def dim(self) -> int:
@@ -196,7 +197,8 @@ class OpenAIEmbedder:
         # that ignore encoding_format send float lists, which pass through. The plain JSON reply
         # skips the SDK's typed models (their construction costs more CPU than the exchange).
         response = post_json(self.client, "/embeddings",
-                             {"model": self.model_name, "input": batch, "encoding_format": "base64"}, self._where)
+                             {"model": self.model_name, "input": batch, "encoding_format": "base64"}, self._where,
+                             self._setting)
         items = response.get("data") if isinstance(response, dict) else None
         if not isinstance(items, list) or len(items) != len(batch):
             got = len(items) if isinstance(items, list) else 0

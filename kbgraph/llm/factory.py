@@ -96,7 +96,8 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
                                timeout=settings.llm_timeout,
                                retry=RetryPolicy(settings.llm_max_retries, backoff_base,
                                                  backoff_max),
-                               ledger=ledger)
+                               ledger=ledger,
+                               setting="embedding_base_url" if settings.embedding_base_url else "llm_base_url")
     else:
         raise ValueError(f"unknown embedding_provider {provider!r}")
     # Hashing is cheaper than a cache lookup, so the hash embedder goes uncached.

@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import orjson
 
-from kbgraph.llm.base import LLMError
+from kbgraph.llm.base import LLMError, Reasoning
 from kbgraph.llm.layers.base import ChatBase, ChatRequest, Completion, TextStream, TransientLLMError
 
 _CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
@@ -123,6 +123,12 @@ class ThinkFilter:
         self.buffer = ""
         self.in_think = False
         self.started = False  # something visible has been emitted
+        self.thought: list[str] = []  # reasoning text fed since the last ``take_reasoning``
+
+    def take_reasoning(self) -> str:
+        """The reasoning (text inside <think> blocks) fed since the last call."""
+        text, self.thought = "".join(self.thought), []
+        return text
 
     def feed(self, delta: str) -> str:
         self.buffer += delta
@@ -137,14 +143,12 @@ class ThinkFilter:
                     self.buffer = self.buffer[orphan + len(_CLOSE):]
                     continue
             if pos != -1:
-                if not self.in_think:
-                    out.append(self.buffer[:pos])
+                (self.thought if self.in_think else out).append(self.buffer[:pos])
                 self.buffer = self.buffer[pos + len(tag):]
                 self.in_think = not self.in_think
                 continue
             keep = _partial_tag_len(self.buffer)
-            if not self.in_think:
-                out.append(self.buffer[:len(self.buffer) - keep])
+            (self.thought if self.in_think else out).append(self.buffer[:len(self.buffer) - keep])
             self.buffer = self.buffer[len(self.buffer) - keep:]
             break
         return self._visible("".join(out))
@@ -195,11 +199,33 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
         return None
 
 
-def translate_error(exc: Exception, where: str) -> LLMError:
-    """Map an openai exception to TransientLLMError (retry) or LLMError (give up now)."""
+def _unreachable(exc: BaseException) -> str:
+    """Why nothing can answer at the endpoint (a refused connection, a host name that does not
+    resolve), from the chain of causes under the SDK's connection error; "" for anything else."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused (nothing listens there)"
+        if isinstance(cause, socket.gaierror):
+            return f"unknown host ({cause.strerror or cause})"
+        cause = cause.__cause__ or cause.__context__
+    return ""
+
+
+def translate_error(exc: Exception, where: str, setting: str = "llm_base_url") -> LLMError:
+    """Map an openai exception to TransientLLMError (retry) or LLMError (give up now).
+
+    Retries are for what passes: timeouts, 408/409/429 and 5xx, a dropped connection. A refused
+    connection or an unknown host will not answer a second later: it is reported at once, naming
+    the endpoint and the ``setting`` that chose it (a dead endpoint cost 5 attempts and ~29 s)."""
     if isinstance(exc, openai.APITimeoutError):
         return TransientLLMError(f"{where}: timed out")
     if isinstance(exc, openai.APIConnectionError):
+        reason = _unreachable(exc)
+        if reason:
+            return LLMError(f"{where}: {reason}; check the setting {setting} (KBGRAPH_{setting.upper()})")
         return TransientLLMError(f"{where}: connection failed: {exc}")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
@@ -219,7 +245,8 @@ def _full_url(client: openai.OpenAI, path: str) -> str:
     return str(base) + path.lstrip("/")
 
 
-def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str) -> Any:
+def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str,
+              setting: str = "llm_base_url") -> Any:
     """POST ``body`` to ``path`` through the SDK and return the decoded JSON reply.
 
     The body goes out as JSON bytes and the reply comes back as bytes, both (de)coded with orjson:
@@ -234,7 +261,7 @@ def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str
     try:
         raw = client.post(_full_url(client, path), content=payload, cast_to=bytes)
     except openai.OpenAIError as exc:
-        raise translate_error(exc, where) from exc
+        raise translate_error(exc, where, setting) from exc
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -302,7 +329,13 @@ class OpenAIChat(ChatBase):
                         text_stream.completion_tokens = chunk.usage.completion_tokens
                     if not chunk.choices:
                         continue
-                    visible = think.feed(chunk.choices[0].delta.content or "")
+                    delta = chunk.choices[0].delta
+                    visible = think.feed(delta.content or "")
+                    # reasoning models behind an OpenAI-compatible server send it apart (DeepSeek,
+                    # vLLM's reasoning parsers) or inline in <think> blocks
+                    thought = (getattr(delta, "reasoning_content", None) or "") + think.take_reasoning()
+                    if thought:
+                        yield Reasoning(thought)
                     if visible:
                         yield visible
                 tail = think.flush()

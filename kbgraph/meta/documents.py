@@ -21,7 +21,7 @@ from kbgraph.meta.checks import check_content_hash, check_count, check_name, che
 from kbgraph.meta.database import Database, new_id, now_ms
 from kbgraph.meta.knowledge_bases import require_kb
 from kbgraph.meta.schemas import AlreadyExists, Document, NotFound
-from kbgraph.meta.status import apply_status, stays_cancelled
+from kbgraph.meta.status import apply_status, owns_row, stays_cancelled
 
 
 @dataclass
@@ -47,6 +47,7 @@ class DocumentStatus:
     chunk_count: int | None = None
     token_count: int | None = None
     extracted: bool | None = None
+    run_id: str | None = None  # the run writing (see ``set_document_status``)
 
 
 def doc_row(s: Session, doc_id: str, kb_id: str | None = None, *, lock: bool = False) -> m.Document:
@@ -212,16 +213,23 @@ class DocumentsMixin(Database):
         error: str | None = None,
         chunk_count: int | None = None,
         token_count: int | None = None,
+        run_id: str | None = None,
     ) -> Document:
         """Record a step of a document's run. "running" (from another status) stamps ``started``;
         "done"/"failed"/"cancelled" stamp ``finished``; "done" sets progress 1 and clears the error;
         "pending" resets progress, times and error. A cancelled document ignores "running" until it
-        is reset to "pending" (see ``stays_cancelled``)."""
+        is reset to "pending" (see ``stays_cancelled``).
+
+        ``run_id`` names the run writing: "pending" with a run id makes that run the document's
+        owner; any other write naming a run that is not the owner is ignored (a cancelled run that
+        ends after the user parsed the document again must not overwrite the new run's row)."""
         check_step(status, progress, chunk_count, token_count)
         with self._write() as s:
             row = doc_row(s, doc_id, lock=True)
-            if stays_cancelled(row, status):
+            if stays_cancelled(row, status) or not owns_row(row, status, run_id):
                 return Document.model_validate(row)
+            if status == "pending" and run_id is not None:
+                row.run_id = run_id
             now = now_ms()
             apply_status(row, status, progress, now)
             if message is not None:
@@ -250,7 +258,7 @@ class DocumentsMixin(Database):
                 for row in s.scalars(query):
                     u = by_id[row.id]
                     written.add(row.id)
-                    if stays_cancelled(row, u.status):
+                    if stays_cancelled(row, u.status) or not owns_row(row, u.status, u.run_id):
                         continue
                     now = now_ms()
                     apply_status(row, u.status, u.progress, now)

@@ -33,7 +33,7 @@ from kbgraph.meta.schemas import MetaError
 log = logging.getLogger(__name__)
 
 # the newest revision in migrations/versions (tests/integration/test_migrations.py keeps them equal)
-HEAD = "0001"
+HEAD = "0002"
 # the revision a database made by create_all before migrations existed is stamped at, and its tables
 INITIAL = "0001"
 INITIAL_TABLES = ("tenant", "api_key", "app_user", "assistant", "chat", "knowledge_base", "chat_session", "document",

@@ -70,6 +70,34 @@ class User(Base):
     created: Mapped[int] = mapped_column(BigInteger)
 
 
+class WebSession(Base):
+    """A signed-in browser: its cookie carries a random token, this row only the token's sha256.
+    Signing out deletes the row, so a copied cookie stops working at once."""
+
+    __tablename__ = "web_session"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(ForeignKey("app_user.id", ondelete="CASCADE"), index=True)
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
+class ModelProvider(Base):
+    """An OpenAI-compatible endpoint a tenant added, with its key sealed (encrypted by the layer above:
+    this table never holds a key in the clear) and the model names it offers."""
+
+    __tablename__ = "model_provider"
+    __table_args__ = (UniqueConstraint("tenant_id", "name", name="uq_provider_tenant_name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenant.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    base_url: Mapped[str] = mapped_column(Text)
+    api_key_sealed: Mapped[str] = mapped_column(Text, default="")
+    chat_models: Mapped[list[str]]
+    embedding_models: Mapped[list[str]]
+    created: Mapped[int] = mapped_column(BigInteger)
+
+
 class KnowledgeBase(Base):
     __tablename__ = "knowledge_base"
     # names are unique per tenant ignoring case, as RAGFlow's dataset names are
@@ -114,6 +142,9 @@ class Document(Base):
     # that last merged them (0 = never merged)
     extracted: Mapped[bool] = mapped_column(Boolean, default=False)
     graph_version: Mapped[int] = mapped_column(Integer, default=0)
+    # the task of the newest run: a status write naming another run (one cancelled and replaced
+    # while it still worked) is ignored; None: no run recorded, every write lands
+    run_id: Mapped[str | None] = mapped_column(String(32), default=None)
     extra: Mapped[dict[str, Any]]
     created: Mapped[int] = mapped_column(BigInteger)
     updated: Mapped[int] = mapped_column(BigInteger)

@@ -2,7 +2,7 @@
 tables.
 
 Each group of tables has its own module with its calls (``kbgraph.meta.tenants``: tenants, API keys
-and users; ``knowledge_bases``; ``documents``; ``tasks``; ``chats``: chats, assistants and their
+and users; ``web_sessions``: the web pages' sign-ins; ``providers``: tenants' model providers; ``knowledge_bases``; ``documents``; ``tasks``; ``chats``: chats, assistants and their
 sessions), written as a mixin over ``kbgraph.meta.database.Database``, so they all share one engine
 and sessionmaker and every call stays ``meta.<method>(...)``. Every method is one short transaction
 and returns frozen records (``kbgraph.meta.schemas``). Scoping: KB and chat calls take the tenant
@@ -18,11 +18,13 @@ from kbgraph.meta.database import open_engine
 from kbgraph.meta.documents import DocumentsMixin
 from kbgraph.meta.knowledge_bases import KnowledgeBasesMixin
 from kbgraph.meta.schemas import DEFAULT_TENANT
+from kbgraph.meta.providers import ProvidersMixin
 from kbgraph.meta.tasks import TasksMixin
 from kbgraph.meta.tenants import TenantsMixin
+from kbgraph.meta.web_sessions import WebSessionsMixin
 
 
-class MetaDB(TenantsMixin, KnowledgeBasesMixin, DocumentsMixin, TasksMixin, ChatsMixin):
+class MetaDB(TenantsMixin, WebSessionsMixin, ProvidersMixin, KnowledgeBasesMixin, DocumentsMixin, TasksMixin, ChatsMixin):
     """The metadata database. Open with ``MetaDB.open(settings.meta_url)``; thread-safe."""
 
     @classmethod

@@ -85,6 +85,17 @@ class Tenant(_Record):
     created: int
 
 
+class ModelProvider(_Record):
+    id: str
+    tenant_id: str
+    name: str
+    base_url: str
+    api_key_sealed: str
+    chat_models: list[str]
+    embedding_models: list[str]
+    created: int
+
+
 class ApiKey(_Record):
     token_hash: str
     tenant_id: str
@@ -136,6 +147,7 @@ class Document(_Record):
     enabled: bool
     extracted: bool
     graph_version: int
+    run_id: str | None = None
     extra: dict[str, Any]
     created: int
     updated: int

@@ -31,3 +31,11 @@ def stays_cancelled(row: m.Document, status: str) -> bool:
     and may report progress before that: such a late "running" must not bring the run back. A new
     run goes through "pending" first (a new parse, or a changed file), which is let through."""
     return row.status == "cancelled" and status == "running"
+
+
+def owns_row(row: m.Document, status: str, run_id: str | None) -> bool:
+    """Whether a write naming run ``run_id`` may change the document: an anonymous write (None)
+    always may, a new run's "pending" takes the row over, any other only from the row's own run."""
+    if run_id is None or row.run_id is None or (status == "pending"):
+        return True
+    return row.run_id == run_id

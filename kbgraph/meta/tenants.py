@@ -49,6 +49,10 @@ class TenantsMixin(Database):
             return self.get_tenant(tenant_id)
         return Tenant.model_validate(row)
 
+    def list_tenants(self) -> list[Tenant]:
+        with self._read() as s:
+            return [Tenant.model_validate(r) for r in s.scalars(select(m.Tenant).order_by(m.Tenant.id))]
+
     def get_tenant(self, tenant_id: str) -> Tenant:
         with self._read() as s:
             return Tenant.model_validate(tenant_row(s, tenant_id))
@@ -97,6 +101,21 @@ class TenantsMixin(Database):
         except IntegrityError:  # registered concurrently
             raise AlreadyExists(f"an account for {email} already exists") from None
         return User.model_validate(row)
+
+    def set_user_tenant(self, email: str, tenant_id: str) -> tuple[User, str]:
+        """Move a web user to an existing tenant (an administrator linking an account to a tenant that
+        API keys or the CLI made); returns the user and the tenant it leaves, whose rows stay."""
+        with self._write() as s:
+            tenant_row(s, tenant_id)
+            row = s.scalar(select(m.User).where(m.User.email == email.strip().lower()))
+            if row is None:
+                raise NotFound(f"no account for {email.strip().lower()}")
+            before, row.tenant_id = row.tenant_id, tenant_id
+        return User.model_validate(row), before
+
+    def list_users(self) -> list[User]:
+        with self._read() as s:
+            return [User.model_validate(r) for r in s.scalars(select(m.User).order_by(m.User.email))]
 
     def find_user_by_email(self, email: str) -> User | None:
         with self._read() as s:

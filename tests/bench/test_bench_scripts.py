@@ -125,3 +125,18 @@ def test_embedded_scale_builds_a_synthetic_kb_and_times_it(tmp_path: Path):
     for mode in ("naive", "kg", "ppr", "mix"):
         assert 0 < result["warm"][mode]["p50_ms"] <= result["warm"][mode]["p99_ms"]
     assert result["cold"]["kg"]["wall_s"] > 0 and result["cold"]["mix"]["runs"] == 1
+
+
+def test_graphbench_report_labels_the_report_scope_from_the_setting() -> None:
+    import importlib.util
+
+    from kbgraph.config import load_settings
+
+    spec = importlib.util.spec_from_file_location("graphbench_kbgraph", ROOT / "bench" / "graphbench_kbgraph.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    default = script.report_scope_label(load_settings(None))
+    assert "largest connected component" in default and "every connected component" not in default
+    every = script.report_scope_label(load_settings(None, report_scope="all", report_min_entities=5))
+    assert "every connected component" in every and "5 or more" in every

@@ -149,7 +149,7 @@ def test_exit_codes_of_every_command(kbgraph, tmp_path: Path) -> None:
     failed = kbgraph("chat", "--kb", "lore", "-q", "Who founded the Lumen Cartographers Guild?", env=dead, code=1)
     assert "could not be answered" in failed.stderr
     kbgraph("chat", "--kb", "lore", input="Who founded the Lumen Cartographers Guild?\n", env=dead, code=1)
-    assert "connection failed" in kbgraph("query", "What are the main themes?", "--kb", "lore", "--mode", "global",
+    assert "connection refused" in kbgraph("query", "What are the main themes?", "--kb", "lore", "--mode", "global",
                                           env=dead, code=1).stderr
 
     # kb rm asks; no answer (or no) keeps everything

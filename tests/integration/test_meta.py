@@ -254,6 +254,43 @@ def test_list_and_find_documents(db: MetaDB) -> None:
         db.delete_document(kb.id, docs[0].id)
 
 
+def test_web_sessions_end_at_sign_out_and_with_age(db: MetaDB) -> None:
+    import time
+
+    user = db.create_user("s@example.com", "hash", "t-sessions")
+    day = 86_400_000
+    token = db.create_web_session(user.id, day)
+    assert db.user_for_web_session(token, day).id == user.id
+    assert db.user_for_web_session(token + "x", day) is None
+    time.sleep(0.01)
+    assert db.user_for_web_session(token, 1) is None  # older than the lifetime asked for
+    other = db.create_web_session(user.id, 1)  # creating one removes the ones past the lifetime
+    assert db.user_for_web_session(token, day) is None and db.user_for_web_session(other, day).id == user.id
+    assert db.delete_web_session(other) and db.user_for_web_session(other, day) is None
+    db.create_web_session(user.id, day), db.create_web_session(user.id, day)
+    assert db.delete_user_web_sessions(user.id) == 2
+
+
+def test_a_document_row_belongs_to_its_newest_run(db: MetaDB) -> None:
+    from kbgraph.meta import DocumentStatus
+
+    kb = db.create_kb(DEFAULT_TENANT, "runs")
+    doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)
+    assert db.set_document_status(doc.id, "pending", run_id="old").run_id == "old"
+    db.set_document_status(doc.id, "running", progress=0.9, message="extract 9/10", run_id="old")
+    db.set_document_status(doc.id, "cancelled", message="cancelled by request")  # the user: no run named
+    fresh = db.set_document_status(doc.id, "pending", run_id="new")  # parsed again
+    assert (fresh.run_id, fresh.status, fresh.progress) == ("new", "pending", 0.0)
+    db.set_document_status(doc.id, "running", progress=0.1, message="parse 1/3", run_id="new")
+    late = db.set_document_status(doc.id, "cancelled", progress=0.9, message="cancelled", run_id="old")
+    assert (late.status, late.progress, late.message) == ("running", 0.1, "parse 1/3")
+    db.set_document_statuses([DocumentStatus(doc.id, "done", message="old done", chunk_count=9, run_id="old")])
+    assert db.get_document(kb.id, doc.id).status == "running"
+    db.set_document_statuses([DocumentStatus(doc.id, "done", message="new done", chunk_count=3, run_id="new")])
+    done = db.get_document(kb.id, doc.id)
+    assert (done.status, done.message, done.chunk_count) == ("done", "new done", 3)
+
+
 def test_tasks_and_cancel_flags(db: MetaDB) -> None:
     kb = db.create_kb(DEFAULT_TENANT, "docs")
     doc, _ = db.upsert_document(kb.id, "a.txt", "/a", 1, H1)

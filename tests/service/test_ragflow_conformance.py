@@ -106,10 +106,14 @@ def test_an_empty_last_id_is_a_method_not_allowed(host: str, keys: dict[str, str
         doc = dataset.upload_documents([{"display_name": "a.txt", "blob": b"alpha"}])[0]
         for path in (f"/datasets/{dataset.id}/documents/", f"/datasets/{dataset.id}/documents/{doc.id}/chunks/",
                      f"/chats/{chat.id}/sessions/"):
-            body = call(host, keys["alice"], "PUT", path, json={"name": "x"})
-            assert body["code"] == 100 and body["message"] == "<MethodNotAllowed '405: Method Not Allowed'>", path
-        unknown = call(host, keys["alice"], "PUT", "/no/such/route/", json={})
-        assert unknown["message"] == "<NotFound '404: Not Found'>"
+            answer = requests.put(f"{host}/api/v1{path}", headers={"Authorization": f"Bearer {keys['alice']}"},
+                                  json={"name": "x"}, timeout=60)
+            body = answer.json()
+            assert answer.status_code == 405 and body["code"] == 100 and body["message"].startswith("Method Not Allowed: PUT is not served at "), path
+        missing = requests.put(f"{host}/api/v1/no/such/route/", headers={"Authorization": f"Bearer {keys['alice']}"},
+                               json={}, timeout=60)
+        assert missing.status_code == 404
+        assert missing.json() == {"code": 404, "message": "Not found: the API has no /api/v1/no/such/route/", "data": None}
     finally:
         rag.delete_chats(ids=[chat.id])
         rag.delete_datasets(ids=[dataset.id])

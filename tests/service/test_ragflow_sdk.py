@@ -11,6 +11,7 @@ import re
 import threading
 import time
 import uuid
+from pathlib import Path
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -479,6 +480,22 @@ def test_use_kg_off_and_plain_chat(rag: RAGFlow, lore: tuple[DataSet, list[Any]]
     assert reply.content == "Turn 1: no excerpts to cite, answering from general knowledge."
     assert reply.reference is None  # no datasets: no reference at all
     rag.delete_chats(ids=[naive.id, plain.id, styled.id])
+
+
+def test_retrieval_with_the_graph_goes_through_the_sdks_post(rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:
+    """docs/api.md: ragflow-sdk's retrieve() cannot ask for the graph; its post() with use_kg can."""
+    import inspect
+
+    dataset, _ = lore
+    assert "use_kg" not in inspect.signature(RAGFlow.retrieve).parameters
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    assert "has no `use_kg` parameter" in api and 'rag.post("/retrieval"' in api
+    plain = rag.retrieve(dataset_ids=[dataset.id], question="Who founded the guild?")
+    assert plain and all(c.id for c in plain)
+    found = rag.post("/retrieval", {"question": "Who founded the guild?", "dataset_ids": [dataset.id],
+                                    "use_kg": True}).json()["data"]["chunks"]
+    assert "Related content in Knowledge Graph" in json.dumps(found[0])
+    assert len(found) > 1 and {c["id"] for c in found[1:]} & {c.id for c in plain}
 
 
 def test_completion_wire_format(host: str, keys: dict[str, str], rag: RAGFlow, lore: tuple[DataSet, list[Any]]) -> None:

@@ -294,8 +294,12 @@ def test_malformed_requests_get_clear_errors(api: Api, keys: dict[str, str]) -> 
                                                            "page_size": "ten"})["code"] == 102
     assert api.ok("POST", "/api/v1/retrieval", key, json={"question": "", "dataset_ids": [ds["id"]]}) == {
         "total": 0, "chunks": [], "doc_aggs": {}}
-    assert api.call("GET", "/api/v1/nowhere", key) == {"code": 100, "message": "<NotFound '404: Not Found'>", "data": None}
-    assert api.call("PATCH", "/api/v1/datasets", key)["message"] == "<MethodNotAllowed '405: Method Not Allowed'>"
+    nowhere = requests.get(api.base + "/api/v1/nowhere", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    assert nowhere.status_code == 404
+    assert nowhere.json() == {"code": 404, "message": "Not found: the API has no /api/v1/nowhere", "data": None}
+    patch = requests.patch(api.base + "/api/v1/datasets", headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    assert patch.status_code == 405 and patch.json()["message"] == (
+        "Method Not Allowed: PATCH is not served at /api/v1/datasets (it answers DELETE, GET, POST)")
 
 
 def test_dataset_update_maps_graph_settings(api: Api, keys: dict[str, str], settings: Settings) -> None:

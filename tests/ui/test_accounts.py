@@ -71,26 +71,50 @@ def test_sign_up_stores_a_hash_and_sign_in_checks_it(app: Flask) -> None:
     assert "The nlp method (no model)" in page.get_data(as_text=True) and "<code>other</code>" in page.get_data(as_text=True)
 
 
+STATE_CHANGING = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def _state_changing_page_routes(app: Flask) -> list[tuple[str, str, str]]:
+    """(endpoint, method, rule) of every state-changing route the app registers outside the REST API
+    (which takes API keys, never the session cookie)."""
+    return [(rule.endpoint, method, rule.rule) for rule in app.url_map.iter_rules()
+            for method in sorted((rule.methods or set()) & STATE_CHANGING)
+            if not rule.rule.startswith("/api/v1")]
+
+
 def test_every_state_change_needs_the_csrf_token(app: Flask) -> None:
+    """Walks every state-changing route the app registers, with real ids (so that a route left
+    unprotected would do its work, and answer otherwise than the refusal)."""
     client = app.test_client()
     sign_up(client, "b@example.com")
     kb_id = create_kb(client, "notes")
-    assert client.post("/kbs", data={"name": "forged"}).status_code == 400
-    assert client.post(f"/kbs/{kb_id}/delete", data={"confirm_name": "notes"}).status_code == 400
-    assert client.post("/settings/api-keys", data={}).status_code == 400
-    forged = client.post(f"/ui/api/kbs/{kb_id}/documents/delete", json={"ids": ["x"]})
-    assert forged.status_code == 400 and "CSRF" in forged.get_json()["error"]
-    names = [kb.name for kb in app.extensions["kbgraph"].engine(
-        app.extensions["kbgraph"].meta.find_user_by_email("b@example.com").tenant_id).list_kbs()]
-    assert names == ["notes"]
+    svc = app.extensions["kbgraph"]
+    tenant_id = svc.meta.find_user_by_email("b@example.com").tenant_id
+    doc = svc.meta.create_document(kb_id, "a.txt", "", 1, "0" * 64)
+    assistant = svc.meta.create_assistant(tenant_id, "helper")
+    session = svc.meta.create_session(tenant_id, assistant.id, "s")
+    ids = {"kb_id": kb_id, "doc_id": doc.id, "chunk_id": "0123456789abcdef", "assistant_id": assistant.id,
+           "session_id": session.id, "token_hash": "0" * 64, "name": "acme"}
+    routes = _state_changing_page_routes(app)
+    assert {"ui_docs.delete_chunk", "ui_kb.delete_kb", "ui_auth.logout"} <= {r[0] for r in routes}
+    for endpoint, method, rule in routes:
+        path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", lambda m: ids[m.group(1)], rule)
+        for extra in ({"data": {"name": "forged", "confirm_name": "notes"}}, {"json": {"ids": [doc.id]}}):
+            answer = client.open(path, method=method, **extra)
+            text = answer.get_data(as_text=True)
+            assert answer.status_code == 400 and "CSRF" in text, (endpoint, method, answer.status_code, text[:200])
+    assert [kb.name for kb in svc.engine(tenant_id).list_kbs()] == ["notes"]
+    assert client.get("/kbs").status_code == 200  # still signed in: the forged sign-out did nothing
+    # the REST API never takes the session cookie for a key
+    assert client.post("/api/v1/datasets", json={"name": "forged"}).get_json()["message"] == "`Authorization` can't be empty"
 
 
 def test_api_key_is_shown_once_and_revocable(app: Flask) -> None:
     client = app.test_client()
     sign_up(client, "c@example.com")
-    client.post("/settings/api-keys", data={"name": "ci", "csrf_token": token(client, "/settings")})
-    page = client.get("/settings").get_data(as_text=True)
-    key = re.search(r'id="new-key" class="secret">([^<]+)<', page).group(1)
+    made = client.post("/settings/api-keys", data={"name": "ci", "csrf_token": token(client, "/settings")})
+    assert made.status_code == 201 and made.headers["Cache-Control"] == "no-store"
+    key = re.search(r'id="new-key" class="secret">([^<]+)<', made.get_data(as_text=True)).group(1)
     assert key not in client.get("/settings").get_data(as_text=True)  # shown once
     meta = app.extensions["kbgraph"].meta
     user = meta.find_user_by_email("c@example.com")

@@ -88,9 +88,16 @@ def test_think_stripped_in_chat_and_stream(scripted_llm: ScriptedLLM, settings: 
     scripted_llm.push(reply, reply)
     chat = make_chat(scripted_llm, settings)
     assert chat.chat(USER) == "Hello, nice to meet you!"
-    pieces = list(chat.stream(USER))
+    from kbgraph.llm.base import Reasoning
+
+    streamed = list(chat.stream(USER))
+    pieces = [p for p in streamed if not isinstance(p, Reasoning)]
     assert "".join(pieces) == "Hello, nice to meet you!"
     assert len(pieces) > 3  # really streamed, piece by piece
+    # the reasoning comes apart from the answer, as it arrives (before the answer's first piece)
+    thought = [p for p in streamed if isinstance(p, Reasoning)]
+    assert "".join(thought) == "The user greets me. I should greet back." and len(thought) > 1
+    assert streamed.index(thought[-1]) < streamed.index(pieces[0])
     assert scripted_llm.counts["chat_stream"] == 1
 
 

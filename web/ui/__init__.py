@@ -15,7 +15,7 @@ from web.ui.common import csrf, secret_key
 
 
 def register_ui(app: Flask, settings: Settings) -> None:
-    from web.ui import auth, chat, documents, graph, graph_edit, kbs, retrieval
+    from web.ui import auth, chat, documents, graph, graph_edit, kbs, providers, retrieval
     from web.ui.common import static_blueprint
 
     if not app.config.get("SECRET_KEY"):
@@ -26,8 +26,12 @@ def register_ui(app: Flask, settings: Settings) -> None:
     app.config["WTF_CSRF_CHECK_DEFAULT"] = False
     app.config["WTF_CSRF_TIME_LIMIT"] = None  # valid for the session's lifetime
     csrf.init_app(app)
+    from web.ui.auth import THROTTLE
+    from web.ui.throttle import LoginThrottle
+
+    app.extensions[THROTTLE] = LoginThrottle(settings)
     app.register_blueprint(static_blueprint)
-    for module in (auth, kbs, documents, retrieval, graph, graph_edit, chat):
+    for module in (auth, providers, kbs, documents, retrieval, graph, graph_edit, chat):
         app.register_blueprint(module.blueprint)
 
 

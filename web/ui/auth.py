@@ -6,12 +6,15 @@ from __future__ import annotations
 import uuid
 from urllib.parse import urlsplit
 
-from flask import Response, flash, g, redirect, render_template, request, session, url_for
+from flask import Response, current_app, flash, g, make_response, redirect, render_template, request, session, url_for
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from kbgraph.meta import AlreadyExists, MetaError
 from web.services import services
-from web.ui.common import PageError, current_user, page_blueprint, tenant
+from web.ui.common import SESSION_KEY, PageError, current_user, page_blueprint, session_lifetime_ms, tenant
+from web.ui.throttle import LoginThrottle
+
+THROTTLE = "kbgraph_login_throttle"  # the app extension holding the sign-in throttle
 
 blueprint = page_blueprint("ui_auth", login=False)
 MIN_PASSWORD = 8
@@ -27,9 +30,34 @@ def _safe_next(target: str | None) -> str:
 
 
 def _sign_in(user_id: str) -> None:
+    _end_session()
     session.clear()  # a fresh session (and CSRF token) at every sign-in
-    session["user_id"] = user_id
+    # the cookie holds a random token only; the server keeps whom it signs in, until sign-out
+    session[SESSION_KEY] = services().meta.create_web_session(user_id, session_lifetime_ms())
     session.permanent = True
+
+
+def _end_session() -> None:
+    token = session.get(SESSION_KEY)
+    if isinstance(token, str):
+        services().meta.delete_web_session(token)
+
+
+def _throttle() -> LoginThrottle:
+    return current_app.extensions[THROTTLE]  # type: ignore[no-any-return]
+
+
+def _throttled(email: str, next_page: str | None) -> Response | None:
+    refusal = _throttle().check(email, request.remote_addr or "")
+    if refusal is None:
+        return None
+    minutes = max(1, round(refusal.retry_after / 60))
+    page = render_template("login.html", email=email, next=next_page,
+                           error=f"Too many wrong passwords for {refusal.what}: signing in is paused for about "
+                                 f"{minutes} minute{'s' if minutes != 1 else ''}. Try again later.")
+    response = make_response(page, 429)
+    response.headers["Retry-After"] = str(refusal.retry_after)
+    return response
 
 
 @blueprint.get("/")
@@ -68,17 +96,23 @@ def login() -> Response | str:
     if request.method == "GET":
         return render_template("login.html", next=next_page)
     email = (request.form.get("email") or "").strip()
+    refused = _throttled(email, next_page)
+    if refused is not None:  # the right password too: guessing must not go on until it "wins"
+        return refused
     user = services().meta.find_user_by_email(email) if email else None
     valid = check_password_hash(user.password_hash if user else _DUMMY_HASH, request.form.get("password") or "")
     if user is None or not valid:
+        _throttle().failed(email, request.remote_addr or "")
         return render_template("login.html", error="Wrong e-mail address or password.", email=email,  # type: ignore[return-value]
                                next=next_page), 401
+    _throttle().succeeded(email)
     _sign_in(user.id)
     return redirect(_safe_next(next_page))
 
 
 @blueprint.post("/logout")
 def logout() -> Response:
+    _end_session()  # the cookie, kept or copied, signs nobody in any more
     session.clear()
     flash("You are signed out.")
     return redirect(url_for("ui_auth.login"))
@@ -94,7 +128,7 @@ def settings_page() -> Response | str:
     if g.user is None:
         return redirect(url_for("ui_auth.login", next="/settings"))
     keys = services().meta.list_api_keys(tenant())
-    return render_template("settings.html", keys=keys, new_key=session.pop("new_api_key", None))
+    return render_template("settings.html", keys=keys, providers=services().meta.list_providers(tenant()))
 
 
 @blueprint.post("/settings/api-keys")
@@ -102,9 +136,11 @@ def create_api_key() -> Response:
     _signed_in()
     name = (request.form.get("name") or "").strip()[:128]
     _, token = services().meta.create_api_key(tenant(), name)
-    # shown on the next page once, then gone: only its hash is stored
-    session["new_api_key"] = token
-    return redirect(url_for("ui_auth.settings_page"))
+    # shown by this answer only, never put in a cookie or kept: the database has its hash
+    page = make_response(render_template("settings.html", keys=services().meta.list_api_keys(tenant()),
+                                         providers=services().meta.list_providers(tenant()), new_key=token), 201)
+    page.headers["Cache-Control"] = "no-store"
+    return page
 
 
 @blueprint.post("/settings/api-keys/<token_hash>/revoke")

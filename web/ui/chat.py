@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, stream_with_context, url_for
 
-from kbgraph.chat.assistant import Conversation, references_by_message
+from kbgraph.chat.assistant import Conversation, references_by_message, work_by_message
 from kbgraph.llm.base import LLMError
 from kbgraph.meta import Assistant
 from kbgraph.store.base import StoreError
@@ -21,6 +21,7 @@ from web.chats import DEFAULT_EMPTY_RESPONSE, DEFAULT_OPENER, DEFAULT_SYSTEM
 from web.envelope import store_failure_message
 from web.services import services
 from web.ui.common import PageError, engine, json_body, page_blueprint, tenant
+from web.ui.providers import chat_model_choices
 
 log = logging.getLogger(__name__)
 blueprint = page_blueprint("ui_chat")
@@ -68,11 +69,24 @@ def _assistant_fields(current: Assistant | None) -> dict[str, Any]:
         llm["max_tokens"] = max_tokens
     else:
         llm.pop("max_tokens", None)
-    return {"kb_ids": kb_ids, "prompt_config": prompt, "llm_setting": llm,
-            "llm_id": current.llm_id if current else services().settings.llm_model,
+    return {"kb_ids": kb_ids, "prompt_config": prompt, "llm_setting": llm, "llm_id": _chosen_model(current),
             "top_n": _int("top_n", 6, 1, 50), "similarity_threshold": _float("similarity_threshold", 0.2, 0.0, 1.0),
             "vector_similarity_weight": _float("vector_similarity_weight", 0.3, 0.0, 1.0),
             "description": (form.get("description") or "").strip()}
+
+
+def _chosen_model(current: Assistant | None) -> str:
+    """The form's chat model: "" (the server's default), one of the tenant's providers' models
+    (``model@provider``), or, unchanged, the one the assistant had."""
+    default = services().settings.llm_model
+    if "model" not in request.form:
+        return current.llm_id if current else default
+    chosen = (request.form.get("model") or "").strip()
+    if not chosen:
+        return default
+    if chosen != (current.llm_id if current else "") and chosen not in chat_model_choices():
+        raise PageError(f"No provider of yours offers the model {chosen!r}; add it on the settings page.")
+    return chosen
 
 
 def _own_assistant(assistant_id: str) -> Assistant:
@@ -83,6 +97,7 @@ def _own_assistant(assistant_id: str) -> Assistant:
 def chat_page() -> str:
     svc = services()
     return render_template("chat_list.html", assistants=svc.meta.list_assistants(tenant()), kbs=engine().list_kbs(),
+                           models=chat_model_choices(), default_model=svc.settings.llm_model,
                            llm_configured=svc.settings.llm_configured,
                            defaults={"system": DEFAULT_SYSTEM, "prologue": DEFAULT_OPENER,
                                      "empty_response": DEFAULT_EMPTY_RESPONSE})
@@ -138,11 +153,13 @@ def delete_session(assistant_id: str, session_id: str) -> Response:
 def _messages(session: Any) -> list[dict[str, Any]]:
     """The session's messages for the page, each answer with the chunks its markers index."""
     by_message = references_by_message(session)
+    work = work_by_message(session)
     out = []
     for m in session.messages:
         item = {"role": m.get("role"), "content": m.get("content", "")}
         if m.get("role") == "assistant" and m.get("id"):
             item["reference"] = _reference_chunks(by_message.get(str(m["id"])) or {})
+            item.update(work.get(str(m["id"]), {}))
         out.append(item)
     return out
 
@@ -163,6 +180,7 @@ def assistant_page(assistant_id: str) -> str:
     kbs = engine().list_kbs()
     names = {kb.id: kb.name for kb in kbs}
     return render_template("chat.html", assistant=assistant, sessions=sessions, session=session, kbs=kbs,
+                           models=chat_model_choices(), default_model=svc.settings.llm_model,
                            kb_names=names, messages=_messages(session) if session else [],
                            llm_configured=svc.settings.llm_configured)
 
@@ -179,19 +197,27 @@ def ask(assistant_id: str, session_id: str) -> Response:
     question = json_body().get("question")
     if not isinstance(question, str) or not question.strip():
         raise PageError("Type a question first.")
+    renamed = None
     if len(session.messages) <= 1 and session.name == NEW_SESSION:
-        svc.meta.rename_session(tenant(), assistant.id, session.id, question.strip()[:80])
+        renamed = question.strip()[:80]
+        svc.meta.rename_session(tenant(), assistant.id, session.id, renamed)
     conversation = Conversation(svc.engine(tenant()), assistant, session)
 
     def events() -> Iterator[str]:
+        if renamed is not None:  # the list of conversations shows the new name at once
+            yield _event({"session": {"id": session.id, "name": renamed}})
         try:
             for event in conversation.ask(question.strip()):
                 if event.kind == "delta" and event.text:
                     yield _event({"delta": event.text})
+                elif event.kind == "reasoning" and event.text:
+                    yield _event({"reasoning": event.text})
                 elif event.kind == "done":
                     answer = conversation.answer
                     yield _event({"done": True, "answer": event.text,
-                                  "reference": _reference_chunks(answer.reference if answer else {})})
+                                  "reference": _reference_chunks(answer.reference if answer else {}),
+                                  "reasoning": answer.reasoning if answer else "",
+                                  "graph": answer.graph if answer else {}})
         except LLMError as exc:
             yield _event({"error": str(exc)})
         except StoreError as exc:

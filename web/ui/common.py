@@ -9,7 +9,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, g, jsonify, redirect, render_template, request, session, url_for
+from flask import Blueprint, Response, current_app, g, jsonify, redirect, render_template, request, session, url_for
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
@@ -27,6 +27,12 @@ BUILD_DIR = UI_DIR / "static" / "build"
 
 static_blueprint = Blueprint("ui_static", __name__, static_folder="static", static_url_path="/ui-static",
                              template_folder="templates")
+
+
+@static_blueprint.get("/favicon.ico")
+def _favicon() -> Any:
+    # browsers ask for /favicon.ico on their own (a page's link names the same icon): never a 404
+    return redirect(url_for("ui_static.static", filename="favicon.svg"), 301)
 
 
 class PageError(Exception):
@@ -120,12 +126,20 @@ def page_blueprint(name: str, *, login: bool = True) -> Blueprint:
     return bp
 
 
+SESSION_KEY = "sid"  # the session cookie's one sign-in value: a token the server keeps the user of
+
+
+def session_lifetime_ms() -> int:
+    """How long a sign-in lasts (Flask's PERMANENT_SESSION_LIFETIME, the cookie's own lifetime)."""
+    return int(current_app.permanent_session_lifetime.total_seconds() * 1000)
+
+
 def current_user() -> User | None:
-    user_id = session.get("user_id")
-    if not user_id:
+    token = session.get(SESSION_KEY)
+    if not isinstance(token, str) or not token:
         return None
-    user = services().meta.find_user(user_id)
-    if user is None:  # the account is gone: forget the session
+    user = services().meta.user_for_web_session(token, session_lifetime_ms())
+    if user is None:  # signed out (here or elsewhere), or the account is gone: forget the session
         session.clear()
     return user
 

@@ -23,6 +23,7 @@ from task_executor.submit import NO_WORKER_MESSAGE, QUEUED_MESSAGE, cancel_docum
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from web.documents import remove_documents
 from web.envelope import store_failure_message
+from web.highlight import mark
 from web.uploads import UploadTooLarge
 from web.rows import file_type
 from web.services import services
@@ -86,21 +87,46 @@ def _graph_state(kb: KnowledgeBase, docs: list[Document]) -> dict[str, Any]:
             "phases": {p: meta.phase_status.get(p, "never") for p in ("pagerank", "resolution", "communities")}}
 
 
+PAGE_SIZES = (10, 20, 50, 100)
+
+
+def _page_args() -> tuple[int, int, str]:
+    """(page from 1, page size, name filter) of the documents list, forgiving: a page past the end
+    shows the last one."""
+    try:
+        size = int(request.args.get("page_size", 20))
+    except ValueError:
+        size = 20
+    try:
+        page = max(1, int(request.args.get("page", 1)))
+    except ValueError:
+        page = 1
+    return page, size if size in PAGE_SIZES else 20, (request.args.get("q") or "").strip()[:200]
+
+
 @blueprint.get("/ui/api/kbs/<kb_id>/documents")
 def document_status(kb_id: str) -> dict[str, Any]:
+    """One page of the knowledge base's documents by name (``q``: the names holding it, any case),
+    with their live progress, and the state of the whole knowledge base (busy, the graph)."""
     kb = own_kb(kb_id)
     meta = services().meta
     docs = meta.list_documents(kb.id, limit=None)
+    page, size, query = _page_args()
+    matching = sorted((d for d in docs if query.casefold() in d.name.casefold()), key=lambda d: (d.name.casefold(), d.id))
+    pages = max(1, -(-len(matching) // size))
+    page = min(page, pages)
+    shown = matching[(page - 1) * size:page * size]
     latest: dict[str, Task] = {}
+    wanted = {d.id for d in shown}
     for task in meta.list_tasks(kb.id, kind="index", newest_first=True, limit=None):
-        if task.doc_id is not None:
+        if task.doc_id in wanted:
             latest.setdefault(task.doc_id, task)
     svc = services()
     no_worker = no_worker_running(svc.pool.redis, svc.settings)
-    rows = [_document_row(d, latest.get(d.id), no_worker)
-            for d in sorted(docs, key=lambda d: (d.name.casefold(), d.id))]
+    rows = [_document_row(d, latest.get(d.id), no_worker) for d in shown]
     return {"now": time.time_ns() // 1_000_000, "documents": rows, "no_worker": no_worker,
-            "graph": _graph_state(kb, docs)}
+            "total": len(matching), "all": len(docs), "page": page, "pages": pages, "page_size": size, "q": query,
+            "parsing": sum(d.status in ("pending", "running") for d in docs), "graph": _graph_state(kb, docs)}
 
 
 @blueprint.post("/ui/api/kbs/<kb_id>/documents")
@@ -166,14 +192,38 @@ def delete(kb_id: str) -> dict[str, Any]:
     return {"deleted": remove_documents(svc, kb, _ids(kb))}
 
 
+CHUNKS_PER_PAGE = 20
+
+
+def _whole_number(raw: str | None, default: int) -> int:
+    try:
+        return max(1, int(raw or default))
+    except ValueError:
+        return default
+
+
 @blueprint.get("/kbs/<kb_id>/documents/<doc_id>")
 def chunks_page(kb_id: str, doc_id: str) -> str:
+    """One page of the document's chunks (``q``: the ones holding these words, best first, the
+    words marked), the search and the page kept by the edit forms."""
     kb = own_kb(kb_id)
     doc = services().meta.get_document(kb.id, doc_id)
     keywords = (request.args.get("q") or "").strip()[:200]
-    page = chunk_edit.list_chunks(engine().context(kb), doc.id, keywords=keywords, limit=None)
+    number = _whole_number(request.args.get("page"), 1)
+    ctx = engine().context(kb)
+    focus = request.args.get("chunk", "")
+    if focus and not keywords and "page" not in request.args:  # a citation's link: the page that holds it
+        ids = [c.id for c in chunk_edit.list_chunks(ctx, doc.id, limit=None).chunks]
+        number = ids.index(focus) // CHUNKS_PER_PAGE + 1 if focus in ids else 1
+    page = chunk_edit.list_chunks(ctx, doc.id, keywords=keywords, offset=(number - 1) * CHUNKS_PER_PAGE,
+                                  limit=CHUNKS_PER_PAGE)
+    pages = max(1, -(-page.total // CHUNKS_PER_PAGE))
+    if number > pages:  # past the end (chunks deleted meanwhile): the last page
+        number = pages
+        page = chunk_edit.list_chunks(ctx, doc.id, keywords=keywords, offset=(number - 1) * CHUNKS_PER_PAGE,
+                                      limit=CHUNKS_PER_PAGE)
     return render_template("chunks.html", kb=kb, doc=doc, chunks=page.chunks, total=page.total, q=keywords,
-                           focus=request.args.get("chunk", ""))
+                           page=number, pages=pages, per_page=CHUNKS_PER_PAGE, mark=mark, focus=focus)
 
 
 def _doc_chunk(kb: KnowledgeBase, doc_id: str, chunk_id: str) -> tuple[Document, chunk_edit.ChunkRecord]:
@@ -194,7 +244,11 @@ def _keywords() -> list[str]:
 
 
 def _back(kb: KnowledgeBase, doc_id: str, chunk_id: str = "") -> Response:
-    target = url_for("ui_docs.chunks_page", kb_id=kb.id, doc_id=doc_id, chunk=chunk_id or None)
+    """To the chunks page the form came from: its search and its page kept (the forms carry them)."""
+    q = (request.form.get("q") or "").strip()[:200] or None
+    page = _whole_number(request.form.get("page"), 1)
+    target = url_for("ui_docs.chunks_page", kb_id=kb.id, doc_id=doc_id, q=q, page=page if page > 1 else None,
+                     chunk=chunk_id or None)
     return redirect(target + (f"#chunk-{chunk_id}" if chunk_id else ""))
 
 

@@ -13,6 +13,7 @@ from kbgraph.store.records import Entity
 from web.services import services
 from web.ui.common import PageError, engine, form_int, own_kb, page_blueprint, tenant
 from web.ui.kbsettings import apply_settings, plan_graph_change
+from web.ui.providers import chat_model_choices
 
 blueprint = page_blueprint("ui_kb")
 METHODS = {"nlp": "nlp: no LLM, fast (noun phrases and co-occurrence)",
@@ -38,7 +39,8 @@ def _graph_from_form(current: GraphConfig | None = None) -> GraphConfig:
         config = graph_config(values)
     except MetaError as exc:
         raise PageError(str(exc)) from None
-    if config.enabled and config.method != "nlp" and not services().settings.llm_configured:
+    if config.enabled and config.method != "nlp" and not services().settings.llm_configured \
+            and not request.form.get("extraction_model"):  # a provider's model extracts instead
         raise PageError(f"The {config.method!r} method extracts with an LLM, and this server has none configured "
                         "(KBGRAPH_LLM_BASE_URL, KBGRAPH_LLM_MODEL). Choose 'nlp', which needs no LLM.")
     return config
@@ -99,7 +101,8 @@ def delete_kb(kb_id: str) -> Response:
 def settings_page(kb_id: str) -> str:
     kb = own_kb(kb_id)
     svc = services()
-    return render_template("kb_settings.html", **_summary(kb), methods=METHODS,
+    return render_template("kb_settings.html", **_summary(kb), methods=METHODS, models=chat_model_choices(),
+                           extraction_model=(kb.extra.get("llm") or {}).get("llm_model", ""),
                            embedding_model=svc.engine(tenant()).embedder.model_name,
                            llm_configured=svc.settings.llm_configured)
 
@@ -115,6 +118,25 @@ def preview_settings(kb_id: str) -> dict[str, Any]:
     return {"notes": notes}
 
 
+def _save_extraction_model(kb: KnowledgeBase) -> KnowledgeBase:
+    """The form's extraction model: "" (the server's) or a ``model@provider`` of the tenant's; it
+    applies to extraction from then on (the graph already built stays)."""
+    if "extraction_model" not in request.form:
+        return kb
+    chosen = (request.form.get("extraction_model") or "").strip()
+    llm = dict(kb.extra.get("llm") or {})
+    if chosen == llm.get("llm_model", ""):
+        return kb
+    if chosen and chosen not in chat_model_choices():
+        raise PageError(f"No provider of yours offers the model {chosen!r}; add it on the settings page.")
+    if chosen:
+        llm["llm_model"] = chosen
+    else:
+        llm.pop("llm_model", None)
+    extra = {k: v for k, v in kb.extra.items() if k != "llm"} | ({"llm": llm} if llm else {})
+    return services().meta.update_kb(tenant(), kb.id, extra=extra)
+
+
 @blueprint.post("/kbs/<kb_id>/settings")
 def save_settings(kb_id: str) -> Response:
     kb = own_kb(kb_id)
@@ -124,6 +146,7 @@ def save_settings(kb_id: str) -> Response:
     svc = services()
     if description != kb.description:
         kb = svc.meta.update_kb(tenant(), kb.id, description=description)
+    kb = _save_extraction_model(kb)
     change = apply_settings(svc, kb, chunk_tokens=chunk_tokens, graph=graph)
     flash("Saved. " + " ".join(change.notes) if change.notes else "Settings saved.")
     return redirect(url_for("ui_kb.settings_page", kb_id=kb.id))

@@ -5,22 +5,20 @@ A plain GET form: the results are a page of their own (bookmarkable, no script n
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from flask import render_template, request
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 from kbgraph.llm.base import LLMError
-from kbgraph.parse.tokenize import ENGLISH_STOP_WORDS
 from kbgraph.search.retrieve import MODES, RetrievalResult, retrieve
+from web.highlight import mark
 from web.services import services
 from web.ui.common import PageError, engine, own_kb, page_blueprint, tenant
 
 blueprint = page_blueprint("ui_search")
-_WORD = re.compile(r"\w{2,}", re.UNICODE)
 MODE_NOTES = {
     "naive": "hybrid chunk search: BM25 + vectors",
     "kg": "entities and relations the question is about, their neighbours, reports and source chunks",
@@ -67,20 +65,8 @@ def _form(default_mode: str) -> RetrievalForm:
 
 
 def highlight(text: str, question: str) -> Markup:
-    """``text`` escaped, with the question's words wrapped in <mark>."""
-    found = {w.casefold() for w in _WORD.findall(question)}
-    # stop words would mark half of every chunk; a question made only of them keeps them
-    words = sorted(found - ENGLISH_STOP_WORDS or found, key=len, reverse=True)
-    if not words:
-        return escape(text)
-    pattern = re.compile("|".join(re.escape(w) for w in words), re.IGNORECASE)
-    out, last = [], 0
-    for match in pattern.finditer(text):
-        out.append(escape(text[last:match.start()]))
-        out.append(Markup("<mark>") + escape(match.group(0)) + Markup("</mark>"))
-        last = match.end()
-    out.append(escape(text[last:]))
-    return Markup("").join(out)
+    """``text`` escaped, with the question's words (whole words) wrapped in <mark>."""
+    return mark(text, question)
 
 
 def run_retrieval(form: RetrievalForm, kb_id: str) -> RetrievalResult:

@@ -27,6 +27,7 @@ window.kb = (function () {
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === null || v === undefined || v === false) continue;
       if (k === "class") node.className = v;
+      else if (k === "style") node.style.cssText = v;  // through the CSSOM: the CSP refuses style attributes
       else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, v === true ? "" : v);
     }
@@ -43,6 +44,10 @@ window.kb = (function () {
   }
 
   document.addEventListener("DOMContentLoaded", () => {
+    // a page a form's post answered (a new API key, shown once) stands in history as the page's
+    // plain address: reloading it reads the page again instead of posting the form again
+    const plain = document.querySelector("[data-replace-url]");
+    if (plain) history.replaceState(null, "", plain.dataset.replaceUrl);
     document.querySelectorAll("form[data-confirm]").forEach((f) =>
       f.addEventListener("submit", (e) => { if (!confirm(f.dataset.confirm)) e.preventDefault(); }));
     document.querySelectorAll("[data-copy]").forEach((b) => b.addEventListener("click", async () => {

@@ -45,18 +45,57 @@
       el("a", { href: `/kbs/${c.dataset_id}/documents/${c.document_id}` }, c.document_name)]));
   }
 
-  function message(role, text, reference) {
-    const body = el("div", { class: "content" });
-    render(body, text, reference);
-    const item = el("li", { class: "msg " + role }, el("p", { class: "who" }, role === "user" ? "You" : "Assistant"), body);
-    const src = role === "assistant" ? sources(reference, text) : null;
-    if (src) item.append(src);
-    list.append(item);
-    item.scrollIntoView({ block: "end" });
-    return { item, body };
+  // the model's reasoning, folded above its answer (filled as it streams)
+  function reasoningBox(text) {
+    const inner = el("div", { class: "content" }, text || "");
+    const box = el("details", { class: "reasoning" }, el("summary", {}, "Reasoning"), inner);
+    box.hidden = !text;
+    return { box, inner };
   }
 
-  JSON.parse(list.dataset.history).forEach((m) => { if (m.content) message(m.role, m.content, m.reference); });
+  // what the answer was given: the graph's entities, relations and reports, and the chunks
+  function workBox(graph, reference) {
+    const g = graph || {};
+    const entities = g.entities || [], relations = g.relations || [], reports = g.reports || [], chunks = reference || [];
+    if (!entities.length && !relations.length && !reports.length && !chunks.length) return null;
+    const count = (n, one, many) => `${n} ${n === 1 ? one : many}`;
+    const section = (title, items) => items.length ? [el("h3", {}, title), el("ul", {}, ...items)] : [];
+    const summary = [entities.length || relations.length || reports.length ? "Graph context and chunks used" : "Chunks used",
+      " (", [count(entities.length, "entity", "entities"), count(relations.length, "relation", "relations"),
+        count(reports.length, "report", "reports"), count(chunks.length, "chunk", "chunks")].join(", "), ")"].join("");
+    return el("details", { class: "work" }, el("summary", {}, summary),
+      ...section("Entities", entities.map((e) => el("li", {}, el("strong", {}, e.name), ` (${e.type}) `,
+        el("span", { class: "meta" }, e.description)))),
+      ...section("Relations", relations.map((r) => el("li", {}, el("strong", {}, `${r.source} → ${r.target}`), " ",
+        el("span", { class: "meta" }, r.description)))),
+      ...section("Community reports", reports.map((r) => el("li", {}, el("strong", {}, r.title), " ",
+        el("span", { class: "meta" }, r.content)))),
+      ...section("Chunks", chunks.map((c, i) => el("li", { "data-marker": String(i) }, el("strong", {}, `[${i + 1}] ${c.document_name || ""}`), " ",
+        el("span", { class: "meta" }, c.content)))));
+  }
+
+  function message(role, text, reference, extra) {
+    const body = el("div", { class: "content" });
+    render(body, text, reference);
+    const info = extra || {};
+    const thinking = role === "assistant" ? reasoningBox(info.reasoning) : null;
+    const item = el("li", { class: "msg " + role }, el("p", { class: "who" }, role === "user" ? "You" : "Assistant"),
+      thinking ? thinking.box : null, body);
+    const src = role === "assistant" ? sources(reference, text) : null;
+    if (src) item.append(src);
+    const work = role === "assistant" ? workBox(info.graph, reference) : null;
+    if (work) item.append(work);
+    list.append(item);
+    item.scrollIntoView({ block: "end" });
+    return { item, body, thinking };
+  }
+
+  function nameSession(id, name) {
+    const link = document.querySelector(`.sessions a[data-session="${id}"]`);
+    if (link && link.textContent !== name) link.textContent = name;
+  }
+
+  JSON.parse(list.dataset.history).forEach((m) => { if (m.content) message(m.role, m.content, m.reference, m); });
 
   const form = document.getElementById("ask");
   const box = document.getElementById("question");
@@ -69,7 +108,10 @@
     const button = form.querySelector("button");
     button.disabled = true;
     message("user", question);
-    const { item, body } = message("assistant", "…");
+    const current = document.querySelector(`.sessions a[data-session="${list.dataset.session}"]`);
+    if (current && current.textContent.trim() === "New conversation") nameSession(list.dataset.session, question.slice(0, 80));
+    const { item, body, thinking } = message("assistant", "…");
+    let thought = "";
     item.classList.add("streaming");
     let text = "";
     try {
@@ -96,11 +138,16 @@
           buffer = buffer.slice(cut + 2);
           const event = JSON.parse(line);
           if (event.error) throw new Error(event.error);
+          if (event.session) nameSession(event.session.id, event.session.name);
+          if (event.reasoning && !event.done) { thought += event.reasoning; thinking.inner.textContent = thought; thinking.box.hidden = false; }
           if (event.delta) { text += event.delta; body.textContent = text; item.dataset.deltas = String(Number(item.dataset.deltas || 0) + 1); }
           if (event.done) {
             render(body, event.answer, event.reference);
+            if (event.reasoning) { thinking.inner.textContent = event.reasoning; thinking.box.hidden = false; }
             const src = sources(event.reference, event.answer);
             if (src) item.append(src);
+            const work = workBox(event.graph, event.reference);
+            if (work) item.append(work);
             item.dataset.done = "yes";
           }
         }
