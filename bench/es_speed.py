@@ -133,6 +133,15 @@ def open_store(name: str, root: Path, url: str, refresh_interval: str, count: bo
     return StoreRun(name, engine, counter)
 
 
+def node_jvm(run: StoreRun) -> list[dict[str, Any]]:
+    """How each Elasticsearch node runs (heap, garbage collectors, JIT flags): the speed targets are
+    for a node started as a deployment would run it (KBGRAPH_ES_PROFILE=deploy)."""
+    client = getattr(run.engine.store, "_cluster").client
+    nodes = client.nodes.info(metric="jvm").body["nodes"].values()
+    return [{"heap_max_mb": n["jvm"]["mem"]["heap_max_in_bytes"] // 2**20, "gc": n["jvm"]["gc_collectors"],
+             "reduced_jit": any("TieredStopAtLevel" in a for a in n["jvm"]["input_arguments"])} for n in nodes]
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     value = fn()
@@ -161,16 +170,20 @@ def ask(run: StoreRun, question: str, mode: str, keep: bool) -> list[tuple[str, 
     return [(c.doc_name, c.position) for c in result.chunks]
 
 
-def ask_all(runs: list[StoreRun], questions: list[str], passes: int) -> dict[str, int]:
+def ask_all(runs: list[StoreRun], questions: list[str], passes: int) -> dict[str, dict[str, float]]:
     """Every question in every mode on every store, the stores interleaved; the first pass warms up.
-    Returns per mode how many questions got the same chunk list from every store (last pass)."""
-    same = {m: 0 for m in MODES}
+    Returns per mode, over the last pass, how many questions got the same chunk list (in order) from
+    both stores and the mean overlap of the two lists as sets (Lucene's BM25 keeps document lengths
+    in one byte, so chunks at the edge of a list may trade places: see test_es_matches_sqlite.py)."""
+    same: dict[str, dict[str, float]] = {m: {"same": 0, "overlap": 0.0} for m in MODES}
     for n in range(passes + 1):
         for question in questions:
             for mode in MODES:
-                lists = [ask(run, question, mode, keep=n > 0) for run in runs]
-                if n == passes and all(chunks == lists[0] for chunks in lists):
-                    same[mode] += 1
+                first, second = (ask(run, question, mode, keep=n > 0) for run in runs)
+                if n == passes:
+                    same[mode]["same"] += first == second
+                    shared = len(set(first) & set(second)) / max(1, len(set(first) | set(second)))
+                    same[mode]["overlap"] += shared / len(questions)
     return same
 
 
@@ -185,12 +198,13 @@ def verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def report(runs: dict[str, StoreRun], same: dict[str, int], questions: int) -> dict[str, Any]:
+def report(runs: dict[str, StoreRun], same: dict[str, dict[str, float]], questions: int) -> dict[str, Any]:
     lite, es = runs["sqlite"], runs["elasticsearch"]
-    rows: dict[str, Any] = {}
+    rows: dict[str, Any] = {"met": {}}
     print(f"\n{'':<24}{'Elasticsearch':>16}{'SQLite':>16}{'ratio':>8}  target")
     ratio = es.index_s / lite.index_s
     rows["index_s"] = (es.index_s, lite.index_s)
+    rows["met"]["index"] = ratio <= INDEX_RATIO
     print(f"{'kbgraph index':<24}{es.index_s:>14.1f} s{lite.index_s:>14.1f} s{ratio:>8.2f}  "
           f"<= {INDEX_RATIO}x: {verdict(ratio <= INDEX_RATIO)}")
     for mode in MODES:
@@ -198,17 +212,20 @@ def report(runs: dict[str, StoreRun], same: dict[str, int], questions: int) -> d
         s50, s99 = statistics.median(lite.latencies[mode]), percentile(lite.latencies[mode], 0.99)
         rows[mode] = {"es": (e50, e99), "sqlite": (s50, s99), "n": len(es.latencies[mode])}
         if mode == "naive":
-            target = f"p50 <= {NAIVE_P50_MS:.0f} ms: {verdict(e50 <= NAIVE_P50_MS)}"
+            rows["met"][mode] = e50 <= NAIVE_P50_MS
+            target = f"p50 <= {NAIVE_P50_MS:.0f} ms: {verdict(rows['met'][mode])}"
         else:
-            target = (f"p50 <= {QUERY_RATIO}x and {GRAPH_P50_MS:.0f} ms: "
-                      f"{verdict(e50 <= QUERY_RATIO * s50 and e50 <= GRAPH_P50_MS)}")
+            rows["met"][mode] = e50 <= QUERY_RATIO * s50 and e50 <= GRAPH_P50_MS
+            target = f"p50 <= {QUERY_RATIO}x and {GRAPH_P50_MS:.0f} ms: {verdict(rows['met'][mode])}"
         print(f"{'query p50 / p99, ' + mode:<24}{e50:>7.0f} /{e99:>5.0f} ms{s50:>7.0f} /{s99:>5.0f} ms"
               f"{e50 / s50:>8.2f}  {target}")
     e_rm, s_rm = statistics.median(es.rm_s), statistics.median(lite.rm_s)
     rows["rm_s"] = (e_rm, s_rm, es.rm_s, lite.rm_s)
+    rows["met"]["rm"] = e_rm <= RM_RATIO * s_rm
     print(f"{'kbgraph docs rm':<24}{e_rm:>14.2f} s{s_rm:>14.2f} s{e_rm / s_rm:>8.2f}  "
           f"<= {RM_RATIO}x: {verdict(e_rm <= RM_RATIO * s_rm)}")
-    print("same chunk list on both stores: " + ", ".join(f"{m} {same[m]}/{questions}" for m in MODES))
+    print("same chunk list on both stores (in order; mean overlap of the sets): " + ", ".join(
+        f"{m} {same[m]['same']:.0f}/{questions} ({same[m]['overlap']:.2f})" for m in MODES))
     rows["same_chunks"] = same
     if es.counter is not None:
         print("Elasticsearch requests per query (mean count, mean ms in them): " + ", ".join(
@@ -242,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
           f"Elasticsearch at {url}, refresh interval {args.refresh_interval or 'as configured'}", flush=True)
     root = workdir / f"stores-{uuid.uuid4().hex[:6]}"
     runs = {name: open_store(name, root, url, args.refresh_interval, args.count_requests) for name in STORES}
+    jvm = node_jvm(runs["elasticsearch"])
+    load = [os.getloadavg()]
+    print(f"Elasticsearch nodes: {json.dumps(jvm)}; load average {load[0][0]:.1f}", flush=True)
     try:
         for run in runs.values():
             index_corpus(run, folder)
@@ -251,7 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         doomed = [files[step * (i + 1)] for i in range(args.rm_docs)]
         for run in runs.values():
             remove_documents(run, doomed)
+        load.append(os.getloadavg())
         rows = report(runs, same, len(questions))
+        rows.update(corpus=args.corpus, files=len(files), questions=len(questions), passes=args.passes, nodes=jvm,
+                    load_average=[round(x[0], 2) for x in load])
+        print(f"load average (1 min) at the start and the end: {load[0][0]:.1f}, {load[1][0]:.1f}")
     finally:
         for run in runs.values():
             if run.name == "elasticsearch":

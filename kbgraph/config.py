@@ -417,18 +417,14 @@ def _validate_elasticsearch(settings: Settings) -> None:
         raise ConfigError(f"setting 'web_timeout' ({settings.web_timeout:g} s) must be longer than "
                           f"'es_query_timeout' ({settings.es_query_timeout:g} s): a request waiting on a hung "
                           "store would lose its worker before it could answer")
-    interval = es_interval_seconds(settings.es_refresh_interval)
-    if interval is None:
-        # writes that must be visible at once wait for the next scheduled refresh (refresh=wait_for):
-        # with refreshing off ("-1") or an interval the cluster cannot read, every such write waits
-        # until es_request_timeout and fails as if the cluster could not be reached
+    if es_interval_seconds(settings.es_refresh_interval) is None:
+        # a write that must be visible at once refreshes the index itself, and a process reads its own
+        # writes; rows one process writes without a refresh reach the others only by the scheduled
+        # refresh: with refreshing off ("-1") they never would, and an interval the cluster cannot
+        # read fails at the first index creation
         raise ConfigError(f"setting 'es_refresh_interval' is {settings.es_refresh_interval!r}; it must be a positive "
-                          "Elasticsearch time such as '1s' or '500ms': kbgraph's writes wait for the next scheduled "
-                          "refresh, so with refreshing off ('-1') every one of them would time out")
-    if interval >= settings.es_request_timeout:
-        raise ConfigError(f"setting 'es_refresh_interval' ({settings.es_refresh_interval}) must be shorter than "
-                          f"'es_request_timeout' ({settings.es_request_timeout:g} s): kbgraph's writes wait for the "
-                          "next scheduled refresh, and would time out before it")
+                          "Elasticsearch time such as '1s' or '500ms': rows one process writes reach the others "
+                          "only by the scheduled refresh, so with refreshing off ('-1') they never would")
 
 
 def _validate_s3(settings: Settings) -> None:

@@ -76,3 +76,18 @@ def test_the_local_blob_store_defaults_to_the_data_dir(tmp_path) -> None:
     assert load_settings(data_dir=tmp_path).blob_path == tmp_path / "uploads"
     assert load_settings(data_dir=tmp_path, blob_dir=tmp_path / "elsewhere").blob_path == tmp_path / "elsewhere"
     assert load_settings(data_dir=tmp_path, blob_store="s3", s3_prefix="kbgraph/files/").s3_prefix == "kbgraph/files/"
+
+
+@pytest.mark.parametrize("interval", ["-1", "0s", "soon", "1 s"])
+def test_an_elasticsearch_refresh_interval_that_cannot_work_is_refused_at_start(interval: str, tmp_path) -> None:
+    with pytest.raises(ConfigError, match="es_refresh_interval.*never"):
+        load_settings(data_dir=tmp_path, store="elasticsearch", es_url="http://127.0.0.1:9", es_refresh_interval=interval)
+
+
+@pytest.mark.parametrize("interval", ["1s", "250ms", "30s", "2m"])
+def test_any_positive_refresh_interval_is_accepted(interval: str, tmp_path) -> None:
+    # writes that must be visible refresh the index themselves: a long interval delays only what
+    # other processes see of unrefreshed rows, it never makes a write time out
+    settings = load_settings(data_dir=tmp_path, store="elasticsearch", es_url="http://127.0.0.1:9",
+                             es_refresh_interval=interval)
+    assert settings.es_refresh_interval == interval

@@ -291,7 +291,25 @@ class Cluster:
         return self._complete("count", index, lambda: self.reads.count(index=index, query=query), missing_ok=True)
 
     def mget(self, index: str, **kwargs: Any) -> Any | None:
-        return self._read("mget", index, self.reads.mget, index=index, **kwargs)
+        """A realtime multi-get in which every row was looked for: an item that failed (its index
+        was deleted under the alias by a tenant move's switch after this request resolved it, or
+        its shard was lost with a node) is no "not found", so the whole get is asked again, as a
+        search that lost shards is; None when the index is missing."""
+        for wait in (*NODE_LOSS_WAITS, None):
+            answer = self._read("mget", index, self.reads.mget, index=index, **kwargs)
+            failed = [item["error"] for item in (answer or {}).get("docs", []) if "error" in item]
+            if not failed:
+                return answer
+            if all(_names_missing(error, index) for error in failed):
+                # the alias itself is missing (nothing stored, or dropped): a read finds nothing
+                if self.forget is not None:
+                    self.forget(index)
+                return None
+            if wait is None:
+                raise StoreError(f"Elasticsearch at {self.url}: mget on index {index!r} failed for {len(failed)} "
+                                 f"rows: {_item_reason(failed[0])}")
+            time.sleep(wait)
+        raise AssertionError("unreachable")  # the last try returns or fails
 
     def open_point_in_time(self, index: str, keep_alive: str) -> Any | None:
         return self._complete("opening a point in time", index,
@@ -433,7 +451,17 @@ class Cluster:
             self._fail("deleting the index template", name, exc)
 
     def refresh(self, index: str) -> None:
-        self._read("refreshing", index, self.client.indices.refresh, index=index)
+        """Refresh every shard of ``index``, or raise. A shard whose primary went with a node is not
+        refreshed at all (the primary refreshes, then its replicas): the replica promoted in its
+        place would answer searches without the writes the caller means to read, so the refresh is
+        asked again, while the cluster promotes it, until every shard answered."""
+        for wait in (*NODE_LOSS_WAITS, None):
+            answer = self._read("refreshing", index, self.client.indices.refresh, index=index)
+            if answer is None or not (answer.get("_shards") or {}).get("failed"):
+                return
+            if wait is None:
+                self._check_complete("refreshing", index, answer)
+            time.sleep(wait)
 
     def put_mapping(self, index: str, name: str, mapping: dict[str, Any]) -> None:
         self._call(f"mapping {name}", index, self.client.indices.put_mapping, index=index,
@@ -453,6 +481,13 @@ def _error_type(exc: ApiError) -> str:
     body = exc.body if isinstance(exc.body, dict) else {}
     error = body.get("error")
     return str(error.get("type", "")) if isinstance(error, dict) else ""
+
+
+def _names_missing(error: Any, index: str) -> bool:
+    """Whether one failed item of a multi-get says that ``index`` itself (the alias asked for) does
+    not exist, rather than the index it resolved to (deleted under it by a move's switch)."""
+    return isinstance(error, dict) and error.get("type") == "index_not_found_exception" \
+        and error.get("index") == index
 
 
 def _item_reason(error: Any) -> str:

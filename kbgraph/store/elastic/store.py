@@ -8,7 +8,6 @@ writes, hits.py fuses and shapes search hits.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,6 +31,7 @@ from kbgraph.store.elastic.queries import (
 )
 from kbgraph.store.elastic.scored import HIT_PATHS, scored_searches
 from kbgraph.store.elastic.tenants import TenantIndices
+from kbgraph.store.elastic.visibility import OwnWrites
 from kbgraph.utils.read_ahead import read_ahead
 
 MGET_BATCH = 1000
@@ -60,10 +60,9 @@ class ElasticStore(DocStore):
         self._bulk_chunk_docs = bulk_chunk_docs
         self._bulk_retries = bulk_retries
         self._bulk_backoff = bulk_backoff
-        # indices this store wrote to without a refresh since it last refreshed them: its next read
-        # of one refreshes it first (once), so it reads its own writes (see DocStore's contract)
-        self._unrefreshed: set[str] = set()
-        self._unrefreshed_lock = threading.Lock()
+        # this store's unrefreshed writes: its next read of such an index refreshes it first (once),
+        # so it reads its own writes (see DocStore's contract and visibility.py)
+        self._own_writes = OwnWrites(self._cluster.refresh)
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
         self.tenants = TenantIndices(self._cluster, index_prefix, self._definition)
         self._cluster.forget = self._forget
@@ -109,30 +108,19 @@ class ElasticStore(DocStore):
         return self.tenants.exists(tenant_id)
 
     def refresh(self, tenant_id: str) -> None:
-        self._refresh_index(self.index_for(tenant_id))
-
-    def _refresh_index(self, index: str) -> None:
-        # forgotten before the request: a write finishing meanwhile marks the index again
-        with self._unrefreshed_lock:
-            self._unrefreshed.discard(index)
-        self._cluster.refresh(index)
+        self._own_writes.refresh(self.index_for(tenant_id))
 
     def _see_own_writes(self, index: str) -> None:
         """Refresh ``index`` if this store wrote to it unrefreshed: a search sees refreshed documents
         only, and a read after a write must see it (as on the embedded store)."""
-        with self._unrefreshed_lock:
-            if index not in self._unrefreshed:
-                return
-        self._refresh_index(index)
+        self._own_writes.see(index)
 
     def _written(self, index: str, refresh: bool) -> None:
         """After a write: visible to every reader at once (``refresh``), else to this store's reads
         (refreshed before the next one) and to others at the next scheduled refresh."""
+        self._own_writes.wrote(index)
         if refresh:
-            self._refresh_index(index)
-        else:
-            with self._unrefreshed_lock:
-                self._unrefreshed.add(index)
+            self._own_writes.refresh(index)
 
     def _ensure_vectors(self, index: str, docs: Iterable[Mapping[str, Any]]) -> None:
         """Map each new q_<dims>_vec field with explicit dims before the first write of it."""
@@ -245,7 +233,7 @@ class ElasticStore(DocStore):
         named = only_ids(where)
         if named is not None:
             return self._existing_ids(tenant_id, kb_ids, named)
-        self._refresh_index(index)
+        self._own_writes.refresh(index)
         return [doc["id"] for doc in self._scan(tenant_id, kb_ids, where, [], MAX_RESULT_WINDOW)]
 
     def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),
