@@ -27,6 +27,13 @@ The candidates are the top ``candidates`` BM25 matches plus the top ``candidates
 neighbours (both after the filters), so hybrid search looks at the same window on both engines.
 Which of several matches tied at the edge of that window get in is the engine's choice (index
 order on both).
+
+BM25's collection statistics are the tenant's, but Elasticsearch's (Lucene's) also count the old
+copies of rewritten rows until merges drop them, which its soft-delete retention delays, and keep
+lengths in one byte: its normalized term scores may differ from the embedded store's by several
+percent (10% measured right after indexing, where every graph row had been written twice). Callers
+must not turn such a difference into a jump: a small change of a term score should make a small
+change of what they compute from it (ramps rather than cuts, no decision on a score near zero).
 """
 
 from __future__ import annotations
