@@ -15,8 +15,9 @@ hits the kNN window missed get theirs from a second kNN request restricted to th
 never travel back for scoring, so scores survive Elasticsearch >= 9.2, which leaves vectors out of
 ``_source``. Fusion, threshold, order and paging are then done in Python with ``base.fuse``, exactly
 as the embedded store does. BM25 itself is Lucene's, whose document lengths are stored lossily
-(one byte per field), so term scores agree with the embedded store's within a tolerance, not bit
-for bit.
+(one byte per field) and whose statistics count the old copies of rewritten rows until merges drop
+them (kbgraph.store.base), so term scores agree with the embedded store's within a tolerance, not
+bit for bit.
 
 Deletion and partial update by filter scan the matching ids with a point in time and send bulk
 ``delete`` / ``update`` actions: they work on any cluster (``_delete_by_query`` and
