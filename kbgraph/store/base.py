@@ -37,6 +37,13 @@ Visibility of writes (the same on every engine as far as one store object can te
   schedule (Elasticsearch: ``es_refresh_interval``; the embedded store: at once) or at the next
   ``refresh()`` of that tenant by anyone; ``get`` is realtime on every engine;
 - ``delete`` and ``update`` by filter act on every matching row written before them, by any writer.
+
+BM25's collection statistics are the tenant's, but Elasticsearch's (Lucene's) also count the old
+copies of rewritten rows until merges drop them, which its soft-delete retention delays, and keep
+lengths in one byte: its normalized term scores may differ from the embedded store's by several
+percent (10% measured right after indexing, where every graph row had been written twice). Callers
+must not turn such a difference into a jump: a small change of a term score should make a small
+change of what they compute from it (ramps rather than cuts, no decision on a score near zero).
 """
 
 from __future__ import annotations

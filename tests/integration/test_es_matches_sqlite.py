@@ -4,9 +4,19 @@ The bundled sample corpus is indexed with the graph on (nlp extraction, PageRank
 reports) into the embedded SQLite store and into an Elasticsearch node (KBGRAPH_ES_URL); LLM
 (`general`) extraction runs against the scripted OpenAI-compatible server on both. The graphs must
 be identical, and every retrieval mode must answer on both with the same top entities and chunk
-lists that overlap within the tolerance stated below. BM25 is Lucene's on Elasticsearch, which
-stores document lengths in one byte, so chunk scores differ slightly and a chunk at the edge of a
-top-n list may trade places with its neighbour; the graph and entity ranking do not depend on BM25.
+lists that overlap within the tolerance stated below.
+
+BM25 is Lucene's on Elasticsearch, which differs from the embedded store's in two ways. It stores
+document lengths in one byte, so scores differ slightly and a chunk at the edge of a top-n list may
+trade places with its neighbour. And its collection statistics (rows holding a field, rows holding a
+term, average length) count every row rewritten since the segments were last merged: indexing writes
+each entity and relation row, then rewrites it once with its vector, PageRank and communities, and
+Elasticsearch keeps the old copies (soft deletes under the shard's retention lease, renewed every
+30 s) even through a force merge until the lease lets go. Measured on the sample corpus as indexed:
+entity names counted in 196 rows for 98 live ones, descriptions' average length 57.7 tokens for 72.4;
+normalized BM25 of a row up to 10% apart. That depends on the write and merge history, not on the
+data, so no engine can reproduce it: entity scores are compared as indexed within a tolerance that
+covers it, and again once the old copies are merged away, within the one-byte lengths alone.
 """
 
 from __future__ import annotations
@@ -14,10 +24,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from elasticsearch import Elasticsearch
 from support.graph_model import GraphModel
 from support.es_tidy import es_prefix
 from support.scripted_llm import ScriptedLLM
@@ -42,9 +54,15 @@ TOP_ENTITIES = 3
 # chunks with its counterpart, and over all questions and modes at least MEAN_OVERLAP on average
 MIN_OVERLAP = 0.75
 MEAN_OVERLAP = 0.9
-# entity scores (BM25 + vector + graph) agree within this; two entities closer than it at the cut
-# of the top list may come in either order (measured: at most 0.006 apart on the sample corpus)
+# entity scores (BM25 + vector + graph) agree within this once Elasticsearch's statistics count the
+# live rows only; two entities closer than it at the cut of the top list may come in either order
+# (measured: at most 0.0034 apart on the sample corpus)
 SCORE_TOLERANCE = 0.01
+# and within this as indexed, Elasticsearch's statistics counting rewritten rows too (see above;
+# measured: at most 0.012 apart in kg, 0.021 in ppr, whose seed ramp multiplies a seed's gap by 5)
+INDEXED_SCORE_TOLERANCE = 0.03
+# how long Elasticsearch may keep the rewritten rows' old copies (the retention lease's 30 s renewal)
+MERGE_WAIT_SECONDS = 120
 # community reports are long texts, where Lucene's one-byte lengths move BM25 most: report scores
 # agree within this (one run measured 0.016)
 REPORT_SCORE_TOLERANCE = 0.03
@@ -142,7 +160,7 @@ def _assert_same_ranking(sqlite: list, elastic: list, top: int, name: str, where
         assert getattr(elastic[0], name) == getattr(sqlite[0], name), where
 
 
-def test_every_mode_answers_alike(engines: dict[str, Engine]) -> None:
+def _assert_every_mode_answers_alike(engines: dict[str, Engine], tolerance: float) -> None:
     questions = [q["question"] for q in json.loads(SAMPLE_QUESTIONS.read_text(encoding="utf-8"))]
     overlaps: list[float] = []
     for question in questions:
@@ -151,12 +169,44 @@ def test_every_mode_answers_alike(engines: dict[str, Engine]) -> None:
             sqlite, elastic = answers["sqlite"], answers["elasticsearch"]
             assert elastic.chunks, (mode, question)
             if mode != "naive":
-                _assert_same_ranking(sqlite.entities, elastic.entities, TOP_ENTITIES, "name", (mode, question))
+                _assert_same_ranking(sqlite.entities, elastic.entities, TOP_ENTITIES, "name", (mode, question),
+                                     tolerance)
             chunks = [{(c.doc_name, c.position) for c in a.chunks} for a in (sqlite, elastic)]
             overlap = len(chunks[0] & chunks[1]) / max(len(chunks[0]), len(chunks[1]))
             assert overlap >= MIN_OVERLAP, (mode, question, chunks)
             overlaps.append(overlap)
     assert sum(overlaps) / len(overlaps) >= MEAN_OVERLAP
+
+
+def test_every_mode_answers_alike(engines: dict[str, Engine]) -> None:
+    _assert_every_mode_answers_alike(engines, INDEXED_SCORE_TOLERANCE)
+
+
+def _merge_away_rewritten_rows(engine: Engine) -> None:
+    """Force-merge the tenant's index until it holds no old copy of a rewritten row (Elasticsearch
+    keeps them until the shard's retention lease, renewed every 30 s, has moved past them)."""
+    client = Elasticsearch(os.environ["KBGRAPH_ES_URL"], request_timeout=120)
+    index = engine.store.index_for(engine.tenant)
+    deadline = time.monotonic() + MERGE_WAIT_SECONDS
+    try:
+        while True:
+            client.indices.flush(index=index)
+            client.indices.forcemerge(index=index, max_num_segments=1)
+            client.indices.refresh(index=index)
+            deleted = client.indices.stats(index=index, metric="docs")["_all"]["primaries"]["docs"]["deleted"]
+            if not deleted:
+                return
+            assert time.monotonic() < deadline, f"{deleted} old copies still in {index} after {MERGE_WAIT_SECONDS} s"
+            time.sleep(5)
+    finally:
+        client.close()
+
+
+@pytest.mark.slow  # waits ~30 s for Elasticsearch to let the old copies go
+def test_with_the_same_statistics_every_mode_answers_within_the_lengths_precision(
+        engines: dict[str, Engine]) -> None:
+    _merge_away_rewritten_rows(engines["elasticsearch"])
+    _assert_every_mode_answers_alike(engines, SCORE_TOLERANCE)
 
 
 def test_deleting_a_document_on_elasticsearch_leaves_the_graph_of_a_kb_that_never_saw_it(

@@ -235,9 +235,11 @@ def reference_expand(store: SQLiteStore, seeds: dict, params: KGParams, relevanc
     scores, hops, walked = dict(seeds), {n: 0 for n in seeds}, {}
     frontier = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
     frontier = frontier[:params.frontier]
+    expanded: set = set()
     for hop in range(1, params.hops + 1):
         if not frontier:
             break
+        expanded.update(frontier)
         edges = sorted({e.id: e for edges in read_relations_touching(store, TENANT, [KB], frontier).values()
                         for e in edges}.values())
         heaviest = {n: max([e.weight for e in edges if n in (e.src, e.tgt)] + [0.0]) for n in frontier}
@@ -251,13 +253,11 @@ def reference_expand(store: SQLiteStore, seeds: dict, params: KGParams, relevanc
                     gained.setdefault(b, []).append(passed)
                     if passed > walked.get(edge.id, (0.0, edge))[0]:
                         walked[edge.id] = (passed, edge)
-        reached = []
         for node, values in gained.items():
             scores[node] = any_of_scores(scores.get(node, 0.0), *values)
-            if node not in hops:
-                hops[node] = hop
-                reached.append(node)
-        frontier = sorted((n for n in reached if scores[n] >= params.min_score), key=lambda n: (-scores[n], n))
+            hops.setdefault(node, hop)
+        leads = [n for n in gained if n not in expanded and scores[n] >= params.min_score]
+        frontier = sorted(leads, key=lambda n: (-scores[n], n))
         frontier = frontier[:params.frontier]
     return scores, hops, walked
 

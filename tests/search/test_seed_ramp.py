@@ -1,10 +1,11 @@
 """A seed counts as one of the question's anchors by a ramp of its score, not by a cut.
 
-The stores' BM25 differs in the third digit (Lucene keeps field lengths in one byte), so the same
-entity seeded at 0.5014 on Elasticsearch and 0.4994 on SQLite. At a cut of 0.5 it was an anchor on
-one store only and its final score was 0.52 against 0.26; scores either side of the cut must now
-give nearly the same ranking, and the same cut (a ramp with both ends at 0.5) must still show the
-jump, or these tests prove nothing.
+The stores' BM25 differs (Lucene keeps field lengths in one byte, and counts rewritten rows until
+merges drop them: kbgraph.store.base), so the same entity seeded at 0.5014 on Elasticsearch and
+0.4994 on SQLite. At a cut of 0.5 it was an anchor on one store only and its final score was 0.52
+against 0.26; scores either side of the cut must now give nearly the same ranking, and the same cut
+(a ramp with both ends at 0.5) must still show the jump, or these tests prove nothing. A seed near 0
+must likewise change the expansion as little as its score (the last test).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 from kbgraph.graph.ppr import SparseGraph
+from kbgraph.search.kg.expand import expand
 from kbgraph.search.kg.facts import ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
@@ -23,8 +25,10 @@ from kbgraph.search.kg.seeds import Seeds, seed_entities
 from kbgraph.search.ppr_graph import EntityGraph, chunk_node, clear_cache, entity_node
 from kbgraph.search.ppr_search import PPRParams, chunk_scores, ppr_seeds, retrieve_ppr, top_entities
 from kbgraph.search.query_analysis import QueryAnalysis
+from kbgraph.store.records import Relation
+from kbgraph.store.sqlite import SQLiteStore
 
-from . import EMBEDDER, KB, TENANT, toy_kb
+from . import EMBEDDER, KB, TENANT, cid, toy_kb
 
 BELOW, ABOVE = 0.4994, 0.5014  # the seed score of 南屿港 on SQLite and on Elasticsearch
 CUT = PPRParams(seed_low=0.5, seed_high=0.5)
@@ -146,3 +150,26 @@ def test_a_best_fact_of_an_anchor_on_its_ramp_still_sets_the_filters_bar() -> No
     assert kept(0.0) == {"product"}  # no harbour: the product fact is the best there is
     # between, the bar falls with the harbour's weight under 0.25 (0.9 x 0.4 = 0.36 at 0.1)
     assert kept(0.3) == {"founder"} and kept(0.1) == {"founder", "product"}
+
+
+def test_a_seed_too_weak_to_lead_the_first_hop_leads_the_next_as_a_non_seed_would(tmp_path: Path) -> None:
+    """A loose match at the edge of one store's candidate window seeded 港口城市 at 0.009 on SQLite
+    and not at all on Elasticsearch; reached at the first hop either way, it led the second only on
+    Elasticsearch, and 西海 and 白茶 behind it scored 0.06 apart."""
+    store = SQLiteStore(tmp_path / "hops.db")
+    store.ensure_index(TENANT)
+    pairs = [("firm", "harbour", 1.0), ("firm", "founder", 2.0), ("harbour", "city", 1.0), ("city", "tea", 1.0)]
+    store.upsert(TENANT, KB, [Relation(kb_id=KB, src_key=a, tgt_key=b, src_name=a, tgt_name=b, description=f"{a} {b}",
+                                       description_tokens=f"{a} {b}", weight=w, chunk_ids=[cid(a)]).to_doc()
+                              for a, b, w in pairs])
+    params = KGParams(hops=3)
+
+    def scores(harbour: float) -> dict[str, float]:
+        seeds = {(KB, "firm"): 1.0, **({(KB, "harbour"): harbour} if harbour else {})}
+        return {key: score for (_, key), score in expand(store, TENANT, [KB], seeds, params)[0].items()}
+
+    alone = scores(0.0)
+    assert alone["city"] > 0.05 and alone["tea"] > 0.01  # the harbour leads on when it is no seed
+    assert largest_difference(scores(0.009), alone) < NEARLY
+    assert largest_difference(scores(params.min_score / 2), alone) < params.min_score
+    store.close()

@@ -75,7 +75,9 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
            relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None,
            citations: Citations | None = None
            ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, Edge]]]:
-    """Spread seed relevance along relations for ``params.hops`` hops.
+    """Spread seed relevance along relations for ``params.hops`` hops: the first hop from the best
+    ``params.frontier`` seeds scoring at least ``params.min_score``, each next one from the best of
+    the entities the hop before reached that no hop has expanded yet (a weak seed included).
 
     ``relevance`` (relation id -> [0, 1], see ``anchor_relations``) widens a hop along a relation
     the question asks about: it passes ``any_of(hop_factor, relation_gain * relevance)`` of the
@@ -94,9 +96,11 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
     walked: dict[str, tuple[float, Edge]] = {}
     frontier = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
     frontier = frontier[:params.frontier]
+    expanded: set[Node] = set()
     for hop in range(1, params.hops + 1):
         if not frontier:
             break
+        expanded.update(frontier)
         edges = adjacency.touching(frontier) if adjacency is not None else \
             _relations_touching(store, tenant, kb_ids, frontier)
         spread = spread_hop(edges, {node: scores[node] for node in frontier}, relevance, params)
@@ -112,9 +116,11 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
             gained = gained * np.fromiter((citations.specificity(node) ** params.hub_damping
                                            for node in spread.reached), dtype=np.float64, count=len(spread.reached))
         scores.update(zip(spread.reached, (1.0 - (1.0 - _clipped(before)) * (1.0 - gained)).tolist()))
-        reached = [node for node in spread.reached if node not in hops]
-        hops.update(dict.fromkeys(reached, hop))
-        # the best few of often hundreds of newly reached entities (nsmallest: sorted()[:k], without the sort)
-        frontier = heapq.nsmallest(params.frontier, (n for n in reached if scores[n] >= params.min_score),
-                                   key=lambda n: (-scores[n], n))
+        hops.update(dict.fromkeys((node for node in spread.reached if node not in hops), hop))
+        # the best few of often hundreds of reached entities not expanded yet (nsmallest: sorted()[:k],
+        # without the sort). Not "first reached now": a seed too weak to be expanded (a loose match
+        # scoring 0.009, in one engine's candidate window and not the other's) would then never lead
+        # on however much this hop lifts it, and a near-zero score would change the whole ranking
+        leads = (n for n in spread.reached if n not in expanded and scores[n] >= params.min_score)
+        frontier = heapq.nsmallest(params.frontier, leads, key=lambda n: (-scores[n], n))
     return scores, hops, walked

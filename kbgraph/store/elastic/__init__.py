@@ -15,8 +15,9 @@ hits the kNN window missed get theirs from a kNN search restricted to their ids.
 never travel back for scoring, so scores survive Elasticsearch >= 9.2, which leaves vectors out of
 ``_source``. Fusion, threshold, order and paging are then done in Python with ``base.fuse``, exactly
 as the embedded store does. BM25 itself is Lucene's, whose document lengths are stored lossily
-(one byte per field), so term scores agree with the embedded store's within a tolerance, not bit
-for bit.
+(one byte per field) and whose statistics count the old copies of rewritten rows until merges drop
+them (kbgraph.store.base), so term scores agree with the embedded store's within a tolerance, not
+bit for bit.
 
 Round trips (scored.py): the searches of a batch (``search_many``; ``search`` is a batch of one)
 take three requests at most, whatever the batch holds: one ``_msearch`` with every text and kNN
