@@ -21,7 +21,6 @@ from kbgraph.engine.errors import KBGraphError, did_you_mean
 from kbgraph.graph.curated import CuratedEntity, CuratedGraph, CuratedRelation
 from kbgraph.graph.derive.aliases import AliasMap, load_aliases
 from kbgraph.graph.derive.corrections import Correction
-from kbgraph.graph.derive.entities import UNTYPED
 from kbgraph.graph.keys import clean_name, normalize_key
 from kbgraph.meta.schemas import KnowledgeBase
 from kbgraph.store.base import eq
@@ -118,6 +117,8 @@ class GraphCorrections(EngineCore):
             rows[other.key] = other
         if len(set(rows) | {target}) < 2:
             raise KBGraphError("a merge needs at least two entities")
+        from kbgraph.graph.derive.entities import UNTYPED  # derivation's modules stay off the query path
+
         types = sorted({r.type for r in rows.values() if r.type.lower() not in UNTYPED})
         if len(types) > 1 and not force:
             raise CorrectionConflict(f"the entities have different types ({', '.join(types)}); confirm with force "
