@@ -123,6 +123,7 @@ def test_5000_requests_leave_descriptors_and_memory_flat(soak_settings: Settings
     redis_port = urlsplit(soak_settings.redis_url).port or 6379
     store = str(soak_settings.sqlite_store_path.resolve())
     meta = str((soak_settings.data_dir / "meta.db").resolve())
+    metrics = str((soak_settings.data_dir / "metrics").resolve()) + "/"
     # each pooled connection to a SQLite database holds its file and its WAL (the -shm is one per
     # process); a pool opens connections as concurrent requests first need them, up to its size, so
     # how many are open depends on how the requests happened to overlap, not on how many there were
@@ -147,7 +148,11 @@ def test_5000_requests_leave_descriptors_and_memory_flat(soak_settings: Settings
             grown = after[pid] - before[pid]
             # nothing else may grow at all; a pool stays within its size: a leak of one descriptor
             # per hundred requests (40 here) shows either way
-            unpooled = {kind: n for kind, n in grown.items() if kind not in pooled}
+            # the Prometheus files of a process (data_dir/metrics, one per kind of metric and pid) open at
+            # its first metric of that kind: a worker the warm-up's requests missed opens them later
+            first_metrics = {kind for kind in grown if kind.startswith(metrics) and not before[pid][kind]
+                             and after[pid][kind] <= 2}
+            unpooled = {kind: n for kind, n in grown.items() if kind not in pooled and kind not in first_metrics}
             assert not unpooled, (f"worker {pid} holds more descriptors after {REQUESTS - WARM_UP} requests: "
                                   f"{unpooled}\nbefore: {dict(before[pid])}\nafter: {dict(after[pid])}")
             over = {kind: after[pid][kind] for kind, size in pooled.items() if after[pid][kind] > size}
