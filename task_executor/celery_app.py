@@ -74,6 +74,13 @@ class KBCelery(Celery):
             pool.close()
 
 
+def unacked_restore_options(visibility_timeout: float) -> dict[str, int]:
+    """How often a worker looks for messages whose worker died holding them. kombu's default scans
+    every tenth look of every 10 s (100 s), so a message a killed worker had taken but not started
+    waited far beyond its visibility timeout; here every look scans, a few per timeout."""
+    return {"unacked_restore_interval": max(1, min(10, int(visibility_timeout / 4))), "unacked_restore_throttle": 1}
+
+
 def make_celery(settings: Settings, *, refresh_delay: float | None = None) -> KBCelery:
     prefix = settings.redis_prefix
     # by name, not imported here: a worker imports them at start (the sweeper hooks worker_ready)
@@ -82,10 +89,11 @@ def make_celery(settings: Settings, *, refresh_delay: float | None = None) -> KB
     app.conf.update(
         broker_url=settings.redis_url,
         result_backend=settings.redis_url,
-        # a message taken by a worker that was then killed goes back to the queue after this long
-        # (kombu checks every 10 s); a duplicate of a task still running elsewhere finds its claim held
+        # a message taken by a worker that was then killed goes back to the queue after this long;
+        # a duplicate of a task still running elsewhere finds its claim held
         broker_transport_options={"global_keyprefix": prefix,
                                   "visibility_timeout": settings.broker_visibility_timeout,
+                                  **unacked_restore_options(settings.broker_visibility_timeout),
                                   "socket_keepalive": True, "health_check_interval": 30},
         result_backend_transport_options={"global_keyprefix": prefix},
         broker_connection_retry_on_startup=True,
