@@ -16,7 +16,6 @@ import click
 from kbgraph.cli.output import echo_table
 from kbgraph.cli.root import fail, main
 from kbgraph.config import Settings
-from kbgraph.meta.schemas import DEFAULT_TENANT
 from kbgraph.store.base import StoreError
 
 
@@ -67,19 +66,21 @@ def store_status(ctx: click.Context) -> None:
 
 
 @store_group.command("move-tenant")
-@click.option("--tenant", default=DEFAULT_TENANT, show_default=True, help="The tenant whose index moves.")
+@click.option("--tenant", help="The tenant whose index moves (default: the one the CLI acts for: "
+                                "`kbgraph --tenant T`, KBGRAPH_TENANT, else `default`).")
 @click.option("--shards", type=click.IntRange(min=1), help="Primary shards of the new index (default: as now).")
 @click.option("--replicas", type=click.IntRange(min=0), help="Replicas of the new index (default: as now).")
 @click.option("--clean", is_flag=True,
               help="First delete what an interrupted move left (its unfinished index, its write block).")
 @click.pass_context
-def store_move_tenant(ctx: click.Context, tenant: str, shards: int | None, replicas: int | None, clean: bool) -> None:
+def store_move_tenant(ctx: click.Context, tenant: str | None, shards: int | None, replicas: int | None, clean: bool) -> None:
     """Move a tenant to a new index with other shards or replicas, while it is in use.
 
     Reads go on throughout; writes go on during the copy and are held for a few seconds at the
     switch (never refused or lost). The old index is deleted once the alias points at the new one."""
     from kbgraph.store.elastic.admin import move_tenant
 
+    tenant = tenant or ctx.obj["settings"].tenant
     with open_elastic(ctx) as store:
         report = move_tenant(store, tenant, shards=shards, replicas=replicas, clean=clean, say=click.echo)
         click.echo(f"moved: {report.rows} rows in {report.target} ({report.shards} shards, {report.replicas} "

@@ -169,6 +169,10 @@ def test_the_move_and_replicas_commands(cluster: EsCluster, tmp_path: Path) -> N
     unknown = kbgraph("move-tenant", "--tenant", "nobody")
     assert unknown.returncode == 1 and "'nobody' has no index" in unknown.stderr
     assert not store.index_exists("nobody")
+    # without --tenant it moves the tenant the CLI acts for, never `default` behind its back
+    acting = subprocess.run([sys.executable, "-m", "kbgraph.cli", "--tenant", "somebody", "store", "move-tenant"],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert acting.returncode == 1 and "'somebody' has no index" in acting.stderr
     moved = kbgraph("move-tenant", "--shards", "3", "--replicas", "2")
     assert moved.returncode == 0, moved.stderr
     assert "moved: 500 rows" in moved.stdout
