@@ -192,8 +192,11 @@ def test_a_knowledge_base_embeds_with_a_providers_model(browser: WebDriver, base
     Select(browser.find_element(By.NAME, "embedding_model")).select_by_value("")
     browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
     _accept_if_asked(browser)
-    wait(browser, lambda b: "stays" in b.find_element(By.TAG_NAME, "main").text, what="the refusal")
-    assert "vec-small@vectors" in browser.find_element(By.TAG_NAME, "main").text
+    refusal = f"The embedding model stays {EMBED_MODEL}@vectors while the knowledge base has chunks"
+    wait(browser, lambda b: refusal in b.find_element(By.TAG_NAME, "main").text, what="the refusal")
+    browser.get(kb_url + "/settings")
+    kept = Select(browser.find_element(By.NAME, "embedding_model")).first_selected_option
+    assert kept.get_attribute("value") == f"{EMBED_MODEL}@vectors"
 
 
 def _accept_if_asked(browser: WebDriver) -> None:
