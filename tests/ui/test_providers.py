@@ -178,6 +178,9 @@ def test_a_knowledge_base_embeds_with_a_providers_model(browser: WebDriver, base
     assert {r["authorization"] for r in indexed} == {f"Bearer {EMBED_KEY}"}
     assert {r["body"]["model"] for r in indexed} == {EMBED_MODEL}
 
+    browser.get(base_url + "/kbs")
+    assert f"embeds with {EMBED_MODEL}@vectors" in browser.find_element(By.TAG_NAME, "main").text
+
     before = len(vectors.requests)
     browser.get(kb_url + "/retrieval?mode=naive&question=lighthouse+keepers+lamps")
     assert "whale oil" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .content").text
