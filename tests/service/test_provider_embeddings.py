@@ -151,7 +151,9 @@ def test_unknown_names_are_refused_with_ragflows_messages(rag: RAGFlow, keys: di
     assert rag.create_dataset("plain too", embedding_model="hash-64@Builtin").embedding_model == "hash-64@Builtin"
 
 
-def test_updating_the_model(rag: RAGFlow, on_acme: DataSet) -> None:
+def test_updating_the_model(rag: RAGFlow, on_acme: DataSet, settings: Settings) -> None:
+    from kbgraph.meta import MetaDB
+
     empty = rag.create_dataset("empty for now")
     empty.update({"embedding_model": f"{MODEL}@acme"})
     assert rag.list_datasets(id=empty.id)[0].embedding_model == f"{MODEL}@acme"
@@ -161,6 +163,14 @@ def test_updating_the_model(rag: RAGFlow, on_acme: DataSet) -> None:
         empty.update({"embedding_model": "nope@acme"})
     assert str(unknown.value) == "Unsupported model: <nope@acme>"
     empty.update({"embedding_model": "hash-64@Builtin"})
+    assert rag.list_datasets(id=empty.id)[0].embedding_model == "hash-64@Builtin"
+    # a document being parsed would write vectors of the old model: the model stays until it ends
+    doc = empty.upload_documents([{"display_name": "later.txt", "blob": b"Quartz lanterns light the archive."}])[0]
+    with MetaDB.open(settings.meta_url) as meta:
+        meta.set_document_status(doc.id, "running", message="parsing")
+    with pytest.raises(Exception) as parsing:
+        empty.update({"embedding_model": f"{MODEL}@acme"})
+    assert str(parsing.value) == "embedding_model cannot change while 1 document(s) are being parsed with the current one"
     assert rag.list_datasets(id=empty.id)[0].embedding_model == "hash-64@Builtin"
 
     chunks = rag.list_datasets(id=on_acme.id)[0].chunk_count

@@ -227,3 +227,20 @@ def test_an_empty_knowledge_base_moves_to_a_providers_embedding_model(browser: W
     wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ".flash"), what="saved")
     chosen = Select(browser.find_element(By.NAME, "embedding_model")).first_selected_option
     assert chosen.get_attribute("value") == f"{EMBED_MODEL}@vectors"
+
+
+def test_removing_the_provider_names_the_knowledge_bases_left_without_it(browser: WebDriver, base_url: str) -> None:
+    browser.get(base_url + "/settings")
+    row = browser.find_element(By.CSS_SELECTOR, "tr[data-provider=vectors]")
+    row.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    _accept_if_asked(browser)
+    flash = wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".flash").text if b.find_elements(
+        By.CSS_SELECTOR, ".flash") else None, what="removed")
+    assert "Embedded elsewhere" in flash and "Chosen later" in flash, flash
+    # searching it says what is missing, not "something went wrong"
+    browser.get(base_url + "/kbs")
+    browser.find_element(By.LINK_TEXT, "Embedded elsewhere").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+    browser.get(browser.current_url + "/retrieval?mode=naive&question=lighthouse")
+    text = browser.find_element(By.TAG_NAME, "main").text
+    assert "no model provider named 'vectors' any more" in text, text
