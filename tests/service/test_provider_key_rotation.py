@@ -106,3 +106,25 @@ def test_a_generated_secret_keeps_working_once_one_is_set(tmp_path: Path) -> Non
     sealed = seal_key(unset, KEY)  # with the secret made for the data folder
     assert (unset.data_dir / "provider_key_secret").exists()
     assert unseal_key(unset.replace(provider_key_secret="chosen by the operator"), sealed) == KEY
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_resealing_moves_every_tenants_keys_on_both_metadata_databases(tmp_path: Path, database: str) -> None:
+    from contextlib import nullcontext
+
+    from conftest import scratch_postgres_database
+    from kbgraph.engine.providers import reseal_keys
+    from kbgraph.meta import MetaDB
+
+    scratch = scratch_postgres_database() if database == "postgresql" else nullcontext(f"sqlite:///{tmp_path}/meta.db")
+    old = load_settings(data_dir=tmp_path / "data", embedding_provider="hash", provider_key_secret="old")
+    new = old.replace(provider_key_secret="new")
+    with scratch as url, MetaDB.open(url) as meta:
+        for tenant in ("north", "south"):
+            meta.ensure_tenant(tenant)
+            meta.add_provider(tenant, "acme", "http://127.0.0.1:9/v1", seal_key(old, f"key-of-{tenant}"))
+            meta.add_provider(tenant, "keyless", "http://127.0.0.1:9/v1", "")
+        assert reseal_keys(new.replace(provider_key_previous_secrets="old"), meta) == (2, [])
+        for tenant in ("north", "south"):
+            found = meta.find_provider(tenant, "acme")
+            assert found is not None and unseal_key(new, found.api_key_sealed) == f"key-of-{tenant}"
