@@ -128,3 +128,15 @@ def test_resealing_moves_every_tenants_keys_on_both_metadata_databases(tmp_path:
         for tenant in ("north", "south"):
             found = meta.find_provider(tenant, "acme")
             assert found is not None and unseal_key(new, found.api_key_sealed) == f"key-of-{tenant}"
+
+
+def test_the_cli_moves_a_knowledge_base_between_models(data_dir: Path, acme: ScriptedLLM) -> None:
+    env = _env(data_dir, "first")
+    moved = _run("kbgraph.cli", ["kb", "reembed", "lore", "--model", "hash-64"], env)
+    assert moved.returncode == 0 and f"{MODEL}@acme -> hash-64" in moved.stdout, moved.stderr
+    unknown = _run("kbgraph.cli", ["kb", "reembed", "lore", "--model", "nope@acme"], env)
+    assert unknown.returncode != 0 and f"{MODEL}@acme" in unknown.stderr, unknown.stderr  # the choices
+    before = len(acme.requests)
+    back = _run("kbgraph.cli", ["kb", "reembed", "lore", "--model", f"{MODEL}@acme"], env)
+    assert back.returncode == 0 and f"hash-64 -> {MODEL}@acme" in back.stdout, back.stderr
+    assert _keys_sent(acme, before) in (set(), {f"Bearer {KEY}"})  # its vectors may all be in the cache
