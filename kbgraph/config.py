@@ -195,6 +195,9 @@ class Settings:
     # encrypts the API keys of tenants' model providers at rest; empty = a random secret kept in
     # data_dir/provider_key_secret (several hosts: set the same value everywhere)
     provider_key_secret: str = ""
+    # earlier values of provider_key_secret, comma-separated: keys sealed with them stay readable after
+    # the secret changes, until `kbgraph-web providers reseal` seals them again with the current one
+    provider_key_previous_secrets: str = ""
     # proxies in front of the web server whose X-Forwarded-For/-Proto/-Host headers are believed
     # (0: none; a client could forge them): HTTPS behind a proxy makes the session cookie Secure, and
     # the sign-in throttle counts the client's address, not the proxy's

@@ -7,6 +7,7 @@
     kbgraph-web user create --email a@acme.com --tenant acme   # a web account acting for a tenant
     kbgraph-web user link --email a@acme.com --tenant acme     # an existing account moved to a tenant
     kbgraph-web tenants                                        # every tenant, its accounts and keys
+    kbgraph-web providers reseal                        # providers' keys sealed again with provider_key_secret
     kbgraph-web setup-assets                            # npm-install and bundle the graph view's libraries
     kbgraph-web db upgrade                              # the metadata schema to the newest revision
     kbgraph-web db current | history                    # its revision; every revision
@@ -55,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     link.add_argument("--email", required=True)
     link.add_argument("--tenant", required=True)
     commands.add_parser("tenants", help="every tenant with its web accounts and API keys")
+    providers = commands.add_parser("providers", help="tenants' model providers")
+    provider_commands = providers.add_subparsers(dest="action", required=True)
+    provider_commands.add_parser("reseal", help="seal every provider's API key again with provider_key_secret, after "
+                                 "changing it (the old value listed in provider_key_previous_secrets)")
     db = commands.add_parser("db", help="the metadata database's schema (Alembic migrations)")
     db_commands = db.add_subparsers(dest="action", required=True)
     db_commands.add_parser("upgrade", help="create, adopt or upgrade the schema to the newest revision")
@@ -113,6 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from web.accounts_cli import accounts_command
 
         return accounts_command(settings, args)
+    if args.command == "providers":
+        return _reseal(settings)
     with MetaDB.open(settings.meta_url) as meta:
         try:
             if args.action == "create":
@@ -125,6 +132,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         except MetaError as exc:
             print(f"kbgraph-web: {exc}", file=sys.stderr)
             return 2
+    return 0
+
+
+def _reseal(settings: Settings) -> int:
+    """``kbgraph-web providers reseal``: after provider_key_secret changed (the old secret listed in
+    provider_key_previous_secrets), every stored key sealed with the new one; keys no secret opens are
+    named and left as they are."""
+    from kbgraph.engine.providers import reseal_keys
+
+    with MetaDB.open(settings.meta_url) as meta:
+        resealed, unreadable = reseal_keys(settings, meta)
+    print(f"{resealed} provider key(s) sealed again with provider_key_secret")
+    if unreadable:
+        print(f"kbgraph-web: {len(unreadable)} key(s) could not be opened with provider_key_secret or any of "
+              f"provider_key_previous_secrets and were left as they are: {', '.join(unreadable)}; list the secret "
+              "they were sealed with in provider_key_previous_secrets and run this again, or add those providers "
+              "again", file=sys.stderr)
+        return 1
+    print("provider_key_previous_secrets can now be emptied")
     return 0
 
 

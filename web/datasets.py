@@ -8,8 +8,9 @@ from flask import Response, request
 from pydantic import ValidationError
 
 from kbgraph.engine import KBGraphError
+from kbgraph.engine.providers import embedding_choice
 from kbgraph.graph.view import sample_graph
-from kbgraph.meta import AlreadyExists, GraphConfig, KnowledgeBase, MetaError, NotFound, graph_config
+from kbgraph.meta import AlreadyExists, GraphConfig, KBCounts, KnowledgeBase, MetaError, NotFound, graph_config
 from kbgraph.store.base import StoreError
 from kbgraph.store.records import Entity, Relation, entity_id, relation_id
 from web.api import blueprint, own_kb, tenant
@@ -51,12 +52,33 @@ def _graph_config(current: GraphConfig, sent: dict[str, Any], svc: Services) -> 
     return config
 
 
-def _check_embedding(value: str | None, svc: Services) -> None:
+def _embedding_choice(value: str, svc: Services) -> str | None:
+    """What the dataset records for ``value``: ``model@provider`` for an embedding model one of the
+    tenant's providers offers, the server's model for its own name (RAGFlow's ``name@factory``)."""
+    return embedding_choice(svc.meta, tenant(), value, svc.engine(tenant()).embedder.model_name)
+
+
+def _check_embedding(value: str | None, svc: Services) -> str | None:
+    """RAGFlow's availability check: None when no model is named; raises for a model that is not
+    the server's and no provider of the tenant offers for embeddings."""
     if value is None:
-        return
-    configured = svc.pool.base.embedder.model_name
-    if value.split("@", 1)[0].strip() != configured:
+        return None
+    chosen = _embedding_choice(value, svc)
+    if chosen is None:
         raise ApiError(ARGUMENT_ERROR, f"Unsupported model: <{value}>")
+    return chosen
+
+
+def _check_model_change(svc: Services, kb: KnowledgeBase, counts: KBCounts) -> None:
+    """RAGFlow keeps the model of a dataset with chunks; a document being parsed would also write
+    vectors of the old model into a dataset recorded with the new one."""
+    if counts.chunks > 0:
+        raise ApiError(DATA_ERROR, f"When chunk_num ({counts.chunks}) > 0, embedding_model must remain "
+                       f"{dataset_row(kb, counts, svc.settings.embedding_provider)['embedding_model']}")
+    parsing = svc.meta.count_documents(kb.id, status="running")
+    if parsing:
+        raise ApiError(DATA_ERROR, f"embedding_model cannot change while {parsing} document(s) are being parsed "
+                       "with the current one")
 
 
 def _free_name(svc: Services, name: str) -> str:
@@ -76,7 +98,7 @@ def _chunking(svc: Services, chunk_tokens: int) -> tuple[int, int]:
 def create_dataset() -> Response:
     svc = services()
     req: CreateDataset = _validate(CreateDataset, json_body())
-    _check_embedding(req.embedding_model, svc)
+    embedding = _check_embedding(req.embedding_model, svc)
     graph = GraphConfig()
     if req.parser_config is not None and "graphrag" in req.parser_config.model_fields_set:
         graph = _graph_config(GraphConfig(method="light"), req.parser_config.graphrag.model_dump(), svc)
@@ -88,7 +110,7 @@ def create_dataset() -> Response:
     engine = svc.engine(tenant())
     try:
         kb = svc.meta.create_kb(tenant(), _free_name(svc, req.name), description=req.description or "",
-                                embedding_model=engine.embedder.model_name, chunk_tokens=chunk_tokens,
+                                embedding_model=embedding or engine.embedder.model_name, chunk_tokens=chunk_tokens,
                                 chunk_overlap=overlap, graph=graph, extra=extra)
     except AlreadyExists:  # lost a race for the name: the client may retry
         raise ApiError(DATA_ERROR, f"Dataset name '{req.name}' already exists") from None
@@ -194,11 +216,9 @@ def update_dataset(dataset_id: str) -> Response:
         changes["name"] = name  # a change of case only
     if "embedding_model" in sent and sent["embedding_model"] is not None:
         counts = svc.meta.kb_counts(kb.id)
-        current = kb.embedding_model
-        if sent["embedding_model"].split("@", 1)[0].strip() != current and counts.chunks > 0:
-            raise ApiError(DATA_ERROR, f"When chunk_num ({counts.chunks}) > 0, embedding_model must remain "
-                           f"{dataset_row(kb, counts, svc.settings.embedding_provider)['embedding_model']}")
-        _check_embedding(sent["embedding_model"], svc)
+        if _embedding_choice(sent["embedding_model"], svc) != kb.embedding_model:
+            _check_model_change(svc, kb, counts)
+        changes["embedding_model"] = _check_embedding(sent["embedding_model"], svc)
     for key in ("avatar", "description", "permission", "pagerank"):
         if key in sent:
             extra[key] = sent[key]

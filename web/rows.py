@@ -43,6 +43,9 @@ def file_type(name: str) -> str | None:
 
 
 def embedding_label(model: str, provider: str) -> str:
+    """RAGFlow's ``name@factory``: a tenant's provider's model is ``model@provider`` already."""
+    if "@" in model:
+        return model
     factory = {"openai": "OpenAI-API-Compatible"}.get(provider, "Builtin")
     return f"{model}@{factory}"
 

@@ -158,19 +158,26 @@ def kb_rm(ctx: click.Context, name: str, yes: bool) -> None:
 
 @kb.command("reembed")
 @click.argument("name")
-@click.option("--force", is_flag=True, help="Re-embed even when the knowledge base is on the configured model.")
+@click.option("--force", is_flag=True, help="Re-embed even when the knowledge base is on that model already.")
+@click.option("--model", default=None, help="The model to move to: the configured one's name, or MODEL@PROVIDER, an "
+              "embedding model of one of the tenant's model providers (default: the provider's model the knowledge "
+              "base is on, else the configured one).")
 @click.pass_context
-def kb_reembed(ctx: click.Context, name: str, force: bool) -> None:
-    """Re-embed a knowledge base with the configured embedding model (after switching models)."""
+def kb_reembed(ctx: click.Context, name: str, force: bool, model: str | None) -> None:
+    """Re-embed a knowledge base with the configured embedding model (after switching models), or --model."""
     bars = ProgressBars(sys.stderr.isatty())
     with open_engine(ctx) as engine:
         before = engine.kb(name).embedding_model
-        if before == engine.embedder.model_name and not force:
-            click.echo(f"nothing to re-embed: {name!r} is embedded with {before} already, the configured model "
+        if model is not None:
+            target = engine.embedding_choice(model)
+        else:
+            target = before if "@" in before else engine.embedder.model_name
+        if before == target and not force:
+            click.echo(f"nothing to re-embed: {name!r} is embedded with {before} already "
                        "(--force re-embeds anyway)")
             return
         try:
-            changed = engine.reembed_kb(name, progress=bars, force=force)
+            changed = engine.reembed_kb(name, progress=bars, force=force, model=target)
         finally:
             bars.close()
-        click.echo(f"re-embedded {changed} rows of {name!r}: {before or 'unknown'} -> {engine.embedder.model_name}")
+        click.echo(f"re-embedded {changed} rows of {name!r}: {before or 'unknown'} -> {target}")

@@ -1,5 +1,6 @@
 """Model selection: the engine's embedder (or the one a knowledge base was indexed with, which it
-keeps until it is re-embedded) and its chat models (the configured one, with a knowledge base's own
+keeps until it is re-embedded, or a ``model@provider`` of one of the tenant's providers, at that
+provider's endpoint with its key) and its chat models (the configured one, with a knowledge base's own
 LLM settings or an assistant's model on top), each built on first use and kept."""
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ class ModelSelection:
         return self._embedder
 
     def embedder_for(self, kb: KnowledgeBase) -> Embedder:
-        """The model a knowledge base was indexed with: it keeps its model when the configured one
-        changes, until ``reembed_kb`` moves it to the configured one."""
+        """The model a knowledge base was indexed with: one of the tenant's providers' models, or a
+        model of the server's, which it keeps when the configured one changes, until ``reembed_kb``
+        moves it to the configured one."""
         model = kb.embedding_model
+        if "@" in model:  # provider names hold no "@", the server's models none either
+            return self._provider_embedder(kb)
         if not model or model == self.embedder.model_name:
             return self.embedder
         if model not in self._kb_embedders:
@@ -51,6 +55,27 @@ class ModelSelection:
                     f"here ({exc}); re-embed it with the configured model {self.embedder.model_name!r}: "
                     f"`kbgraph kb reembed {kb.name}`") from None
         return self._kb_embedders[model]
+
+    def _provider_embedder(self, kb: KnowledgeBase) -> Embedder:
+        """A knowledge base's ``model@provider`` at that provider's endpoint, with its key; built again
+        when the provider changes (removed and added again with another URL or key)."""
+        from kbgraph.engine.providers import provider_of, unseal_key
+
+        named = provider_of(self.meta, self.tenant, kb.embedding_model)
+        if named is None:
+            raise KBGraphError(
+                f"knowledge base {kb.name!r} embeds with {kb.embedding_model!r}, and you have no model provider "
+                f"named {kb.embedding_model.rpartition('@')[2]!r} any more; add it again (same name, same model) "
+                "on the settings page")
+        provider, model = named
+        key = f"{kb.embedding_model}|{provider.base_url}|{provider.api_key_sealed}"
+        if key not in self._kb_embedders:
+            from kbgraph.llm.factory import build_provider_embedder
+
+            self._kb_embedders[key] = build_provider_embedder(
+                self.settings, provider.base_url, unseal_key(self.settings, provider.api_key_sealed), model,
+                ledger=self.ledger)
+        return self._kb_embedders[key]
 
     @property
     def chat(self) -> ChatModel | None:

@@ -121,6 +121,20 @@ def build_embedder_for(settings: Settings, model_name: str, ledger: UsageLedger 
     raise LLMNotConfigured("no local model of that name and no OpenAI-compatible embedding endpoint configured")
 
 
+def build_provider_embedder(settings: Settings, base_url: str, api_key: str, model: str,
+                            ledger: UsageLedger | None = None) -> Embedder:
+    """``model`` at a tenant's own OpenAI-compatible endpoint (a model provider), with the server's
+    batching, concurrency, timeout and retries, behind the vector cache."""
+    inner = OpenAIEmbedder(base_url, model, api_key, batch_size=settings.embedding_batch_size,
+                           concurrency=settings.embedding_concurrency, timeout=settings.llm_timeout,
+                           retry=RetryPolicy(settings.llm_max_retries, 1.0, 30.0), ledger=ledger)
+    cached = CachedEmbedder(inner, settings.cache_path, ledger)
+    # the cache is the server's, shared by every tenant: vectors are kept per endpoint, since two
+    # providers may serve different models under one name (the requests still name ``model``)
+    cached.model_name = f"{model}@{base_url}"
+    return cached
+
+
 def preload_embedder(embedder: Embedder) -> None:
     """Load a local model now (servers and workers do at start); remote and hash embedders have
     nothing to load."""
@@ -129,4 +143,5 @@ def preload_embedder(embedder: Embedder) -> None:
         load()
 
 
-__all__ = ["build_chat", "build_embedder", "build_embedder_for", "preload_embedder", "require_chat"]
+__all__ = ["build_chat", "build_embedder", "build_embedder_for", "build_provider_embedder", "preload_embedder",
+           "require_chat"]

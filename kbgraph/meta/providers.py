@@ -5,7 +5,7 @@ chat and embedding model names offered) that a tenant's assistants and knowledge
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
@@ -68,3 +68,16 @@ class ProvidersMixin(Database):
             result = s.execute(delete(m.ModelProvider).where(m.ModelProvider.tenant_id == tenant_id,
                                                              m.ModelProvider.name == name))
             return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def reseal_provider_keys(self, reseal: Callable[[ModelProvider], str | None]) -> int:
+        """Every tenant's provider keys replaced by ``reseal(provider)`` (None: left as it is), in one
+        transaction: a key rotation moves all keys or none. Returns the keys replaced."""
+        changed = 0
+        with self._write() as s:
+            for row in s.scalars(select(m.ModelProvider).where(m.ModelProvider.api_key_sealed != "")
+                                 .order_by(m.ModelProvider.tenant_id, m.ModelProvider.name)):
+                again = reseal(ModelProvider.model_validate(row))
+                if again is not None and again != row.api_key_sealed:
+                    row.api_key_sealed = again
+                    changed += 1
+        return changed

@@ -102,10 +102,11 @@ class ScriptedLLM(LoopbackServer):
         return self.embedder.embed(texts)
 
     def _log(self, kind: str, path: str, body: dict[str, Any], content_type: str | None = None,
-             peer: tuple[str, int] | None = None) -> None:
+             peer: tuple[str, int] | None = None, authorization: str | None = None) -> None:
         with self._lock:
             self.requests.append({"kind": kind, "path": path, "body": body, "content_type": content_type,
-                                  "peer": peer})  # the client's address: one per TCP connection
+                                  "peer": peer,  # the client's address: one per TCP connection
+                                  "authorization": authorization})  # which key the client sent
             self.counts[kind] += 1
 
     def _count(self, kind: str) -> None:
@@ -191,7 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
-            self.llm._log("models", self.path, {})
+            self.llm._log("models", self.path, {}, authorization=self.headers.get("Authorization"))
             self._send_json(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "tests"}
                 for name in (MODEL, "scripted-embed", *self.llm.extra_models)]})
@@ -203,10 +204,12 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.rstrip("/")
         if path == "/v1/chat/completions":
             kind = "chat_stream" if body.get("stream") else "chat"
-            self.llm._log(kind, self.path, body, self.headers.get("Content-Type"), self.client_address)
+            self.llm._log(kind, self.path, body, self.headers.get("Content-Type"), self.client_address,
+                          self.headers.get("Authorization"))
             self._guard(lambda: self._chat(body))
         elif path == "/v1/embeddings":
-            self.llm._log("embeddings", self.path, body, self.headers.get("Content-Type"), self.client_address)
+            self.llm._log("embeddings", self.path, body, self.headers.get("Content-Type"), self.client_address,
+                          self.headers.get("Authorization"))
             self._guard(lambda: self._embeddings(body))
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})

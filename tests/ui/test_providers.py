@@ -128,3 +128,119 @@ def test_a_knowledge_base_extracts_with_a_providers_model(browser: WebDriver, ba
     wait(browser, lambda b: [r["status"] for r in doc_rows(b)] in (["done"], ["failed"]), timeout=90, what="parsed")
     extraction = [r for r in provider.requests if r["kind"] == "chat"][calls_before:]
     assert extraction and {r["body"]["model"] for r in extraction} == {MODEL}
+
+
+EMBED_KEY = "sk-vectors-secret-654321"
+EMBED_MODEL = "vec-small"
+
+
+@pytest.fixture(scope="module")
+def vectors() -> Iterator[ScriptedLLM]:
+    """A provider serving embeddings 48 wide (the server's own are 64 wide)."""
+    with ScriptedLLM(embedding_dim=48, extra_models=[EMBED_MODEL]) as server:
+        yield server
+
+
+def _add_embedding_provider(browser: WebDriver, base_url: str, vectors: ScriptedLLM) -> None:
+    browser.get(base_url + "/settings")
+    form = browser.find_element(By.ID, "new-provider")
+    form.find_element(By.NAME, "name").send_keys("vectors")
+    form.find_element(By.NAME, "base_url").send_keys(vectors.base_url)
+    form.find_element(By.NAME, "api_key").send_keys(EMBED_KEY)
+    form.find_element(By.NAME, "embedding_models").send_keys(EMBED_MODEL)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, lambda b: "stored encrypted" in b.find_element(By.CSS_SELECTOR, ".flash").text, what="added")
+
+
+def _embeddings(server: ScriptedLLM, since: int = 0) -> list[dict[str, Any]]:
+    return [r for r in server.requests[since:] if r["kind"] == "embeddings"]
+
+
+def test_a_knowledge_base_embeds_with_a_providers_model(browser: WebDriver, base_url: str, vectors: ScriptedLLM,
+                                                        tmp_path: Any) -> None:
+    from ui.test_pages_browser import doc_rows
+
+    _add_embedding_provider(browser, base_url, vectors)
+    browser.get(base_url + "/kbs")
+    form = browser.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+    form.find_element(By.NAME, "name").send_keys("Embedded elsewhere")
+    Select(form.find_element(By.NAME, "embedding_model")).select_by_value(f"{EMBED_MODEL}@vectors")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+    kb_url = browser.current_url
+    doc = tmp_path / "harbour.txt"
+    doc.write_text("The lighthouse keepers of Varrow harbour trim their lamps with whale oil every dusk.")
+    browser.find_element(By.ID, "file-input").send_keys(str(doc))
+    wait(browser, lambda b: [r["status"] for r in doc_rows(b)] in (["done"], ["failed"]), timeout=90, what="parsed")
+    assert [r["status"] for r in doc_rows(browser)] == ["done"]
+    indexed = _embeddings(vectors)
+    assert indexed, "the provider's endpoint embedded nothing"
+    assert {r["authorization"] for r in indexed} == {f"Bearer {EMBED_KEY}"}
+    assert {r["body"]["model"] for r in indexed} == {EMBED_MODEL}
+
+    browser.get(base_url + "/kbs")
+    assert f"embeds with {EMBED_MODEL}@vectors" in browser.find_element(By.TAG_NAME, "main").text
+
+    before = len(vectors.requests)
+    browser.get(kb_url + "/retrieval?mode=naive&question=lighthouse+keepers+lamps")
+    assert "whale oil" in browser.find_element(By.CSS_SELECTOR, ".chunk-hit .content").text
+    assert any("lighthouse" in str(r["body"]["input"]) for r in _embeddings(vectors, before))
+
+    # with chunks, the model stays: the page shows it and will not take another
+    browser.get(kb_url + "/settings")
+    select = browser.find_element(By.NAME, "embedding_model")
+    assert not select.is_enabled() and Select(select).first_selected_option.get_attribute("value") == \
+        f"{EMBED_MODEL}@vectors"
+    browser.execute_script("document.querySelector('select[name=embedding_model]').disabled = false")
+    Select(browser.find_element(By.NAME, "embedding_model")).select_by_value("")
+    browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
+    _accept_if_asked(browser)
+    refusal = f"The embedding model stays {EMBED_MODEL}@vectors while the knowledge base has chunks"
+    wait(browser, lambda b: refusal in b.find_element(By.TAG_NAME, "main").text, what="the refusal")
+    browser.get(kb_url + "/settings")
+    kept = Select(browser.find_element(By.NAME, "embedding_model")).first_selected_option
+    assert kept.get_attribute("value") == f"{EMBED_MODEL}@vectors"
+
+
+def _accept_if_asked(browser: WebDriver) -> None:
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        WebDriverWait(browser, 5).until(EC.alert_is_present()).accept()
+    except TimeoutException:
+        pass
+
+
+def test_an_empty_knowledge_base_moves_to_a_providers_embedding_model(browser: WebDriver, base_url: str) -> None:
+    browser.get(base_url + "/kbs")
+    form = browser.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
+    form.find_element(By.NAME, "name").send_keys("Chosen later")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+    browser.get(browser.current_url + "/settings")
+    select = Select(browser.find_element(By.NAME, "embedding_model"))
+    assert select.first_selected_option.get_attribute("value") == ""  # the server's model
+    select.select_by_value(f"{EMBED_MODEL}@vectors")
+    browser.find_element(By.CSS_SELECTOR, "#kb-settings button.primary").click()
+    _accept_if_asked(browser)
+    wait(browser, lambda b: b.find_elements(By.CSS_SELECTOR, ".flash"), what="saved")
+    chosen = Select(browser.find_element(By.NAME, "embedding_model")).first_selected_option
+    assert chosen.get_attribute("value") == f"{EMBED_MODEL}@vectors"
+
+
+def test_removing_the_provider_names_the_knowledge_bases_left_without_it(browser: WebDriver, base_url: str) -> None:
+    browser.get(base_url + "/settings")
+    row = browser.find_element(By.CSS_SELECTOR, "tr[data-provider=vectors]")
+    row.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    _accept_if_asked(browser)
+    flash = wait(browser, lambda b: b.find_element(By.CSS_SELECTOR, ".flash").text if b.find_elements(
+        By.CSS_SELECTOR, ".flash") else None, what="removed")
+    assert "Embedded elsewhere" in flash and "Chosen later" in flash, flash
+    # searching it says what is missing, not "something went wrong"
+    browser.get(base_url + "/kbs")
+    browser.find_element(By.LINK_TEXT, "Embedded elsewhere").click()
+    wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
+    browser.get(browser.current_url + "/retrieval?mode=naive&question=lighthouse")
+    text = browser.find_element(By.TAG_NAME, "main").text
+    assert "no model provider named 'vectors' any more" in text, text

@@ -7,13 +7,14 @@ from typing import Any
 
 from flask import Response, flash, redirect, render_template, request, url_for
 
+from kbgraph.engine import KBGraphError
 from kbgraph.meta import DEFAULT_ENTITY_TYPES, AlreadyExists, GraphConfig, KnowledgeBase, MetaError, graph_config
 from kbgraph.store.base import eq
 from kbgraph.store.records import Entity
 from web.services import services
 from web.ui.common import PageError, engine, form_int, own_kb, page_blueprint, tenant
 from web.ui.kbsettings import apply_settings, plan_graph_change
-from web.ui.providers import chat_model_choices
+from web.ui.providers import chat_model_choices, embedding_model_choices
 
 blueprint = page_blueprint("ui_kb")
 METHODS = {"nlp": "nlp: no LLM, fast (noun phrases and co-occurrence)",
@@ -58,7 +59,8 @@ def _summary(kb: KnowledgeBase) -> dict[str, Any]:
 def list_kbs() -> str:
     kbs = [_summary(kb) for kb in engine().list_kbs()]
     return render_template("kbs.html", kbs=kbs, methods=METHODS, default_types=", ".join(DEFAULT_ENTITY_TYPES),
-                           chunk_tokens=services().settings.chunk_tokens)
+                           chunk_tokens=services().settings.chunk_tokens, embedding_models=embedding_model_choices(),
+                           embedding_model=engine().embedder.model_name)
 
 
 @blueprint.post("/kbs")
@@ -71,7 +73,8 @@ def create_kb() -> Response:
     try:
         kb = engine().create_kb(name, graph=graph, description=(request.form.get("description") or "").strip(),
                                 chunk_tokens=chunk_tokens, chunk_overlap=min(services().settings.chunk_overlap,
-                                                                             chunk_tokens // 8))
+                                                                             chunk_tokens // 8),
+                                embedding_model=(request.form.get("embedding_model") or "").strip())
     except AlreadyExists:
         raise PageError(f"You have a knowledge base named {name!r} already; choose another name.", 409) from None
     flash(f"Knowledge base {kb.name!r} created. Upload documents to it.")
@@ -103,6 +106,7 @@ def settings_page(kb_id: str) -> str:
     svc = services()
     return render_template("kb_settings.html", **_summary(kb), methods=METHODS, models=chat_model_choices(),
                            extraction_model=(kb.extra.get("llm") or {}).get("llm_model", ""),
+                           embedding_models=embedding_model_choices(),
                            embedding_model=svc.engine(tenant()).embedder.model_name,
                            llm_configured=svc.settings.llm_configured)
 
@@ -115,7 +119,40 @@ def preview_settings(kb_id: str) -> dict[str, Any]:
     chunk_tokens = form_int("chunk_tokens", kb.chunk_tokens, 16, 8192)
     if chunk_tokens != kb.chunk_tokens:
         notes.append("The new chunk size applies to documents parsed from now on.")
+    embedding = _embedding_from_form(kb)
+    if embedding is not None:
+        notes.append(f"Documents will be embedded with {embedding}.")
     return {"notes": notes}
+
+
+def _embedding_from_form(kb: KnowledgeBase) -> str | None:
+    """The embedding model the form picks when it differs from the knowledge base's (None when it
+    is the same or the form has none: the field is disabled while there are chunks)."""
+    sent = (request.form.get("embedding_model") or "").strip() if "embedding_model" in request.form else None
+    if sent is None or sent == kb.embedding_model:  # unchanged, even if its provider is gone meanwhile
+        return None
+    try:
+        chosen = engine().embedding_choice(sent)
+    except KBGraphError as exc:
+        raise PageError(str(exc)) from None
+    return chosen if chosen != kb.embedding_model else None
+
+
+def _save_embedding_model(kb: KnowledgeBase) -> KnowledgeBase:
+    """The form's embedding model, kept while the knowledge base has chunks (their vectors are of its
+    model) or a document is being parsed (it would write vectors of the old one), as RAGFlow does."""
+    chosen = _embedding_from_form(kb)
+    if chosen is None:
+        return kb
+    svc = services()
+    chunks = svc.meta.kb_counts(kb.id).chunks
+    if chunks:
+        raise PageError(f"The embedding model stays {kb.embedding_model} while the knowledge base has chunks "
+                        f"({chunks}); delete its documents first to change it.", 409)
+    if svc.meta.count_documents(kb.id, status="running"):
+        raise PageError("The embedding model cannot change while documents are being parsed with the current one.",
+                        409)
+    return svc.meta.update_kb(tenant(), kb.id, embedding_model=chosen)
 
 
 def _save_extraction_model(kb: KnowledgeBase) -> KnowledgeBase:
@@ -146,6 +183,7 @@ def save_settings(kb_id: str) -> Response:
     svc = services()
     if description != kb.description:
         kb = svc.meta.update_kb(tenant(), kb.id, description=description)
+    kb = _save_embedding_model(kb)
     kb = _save_extraction_model(kb)
     change = apply_settings(svc, kb, chunk_tokens=chunk_tokens, graph=graph)
     flash("Saved. " + " ".join(change.notes) if change.notes else "Settings saved.")

@@ -1,7 +1,7 @@
 """Model providers on the settings page: a tenant adds OpenAI-compatible endpoints (base URL, API key
 kept encrypted, the chat and embedding models it offers), tries one before saving ("Test
-connection"), and removes them. Their chat models are offered to assistants as ``model@provider``;
-the server's own settings stay the default provider."""
+connection"), and removes them. Their chat models are offered to assistants and knowledge bases (extraction), their embedding models
+to knowledge bases, as ``model@provider``; the server's own settings stay the default provider."""
 
 from __future__ import annotations
 
@@ -24,6 +24,11 @@ def _names(raw: str | None) -> list[str]:
 def chat_model_choices() -> list[str]:
     """The ``model@provider`` names the signed-in tenant's assistants may use."""
     return [f"{model}@{p.name}" for p in services().meta.list_providers(tenant()) for model in p.chat_models]
+
+
+def embedding_model_choices() -> list[str]:
+    """The ``model@provider`` names the signed-in tenant's knowledge bases may embed with."""
+    return [f"{model}@{p.name}" for p in services().meta.list_providers(tenant()) for model in p.embedding_models]
 
 
 def listed_models(base_url: str, api_key: str) -> list[str]:
@@ -49,9 +54,13 @@ def add_provider() -> Response:
 
 @blueprint.post("/settings/providers/<name>/delete")
 def delete_provider(name: str) -> Response:
-    if not services().meta.delete_provider(tenant(), name):
+    svc = services()
+    if not svc.meta.delete_provider(tenant(), name):
         raise PageError("No such provider.", 404)
-    flash(f"Provider {name!r} removed; assistants naming its models answer with the default model again.")
+    stranded = [kb.name for kb in svc.meta.list_kbs(tenant()) if kb.embedding_model.endswith(f"@{name}")]
+    flash(f"Provider {name!r} removed; assistants naming its models answer with the default model again."
+          + (f" Knowledge bases embedding with its models ({', '.join(stranded)}) cannot index or search until a "
+             f"provider named {name!r} offering those models is added again." if stranded else ""))
     return redirect(url_for("ui_auth.settings_page"))
 
 

@@ -82,7 +82,7 @@ def run_retrieval(form: RetrievalForm, kb_id: str) -> RetrievalResult:
                                            vector_similarity_weight=form.vector_similarity_weight, top_k=form.top_k)
     types = list(kb.graph.entity_types)
     try:
-        return retrieve(eng.store, tenant(), [kb.id], form.question, form.mode, embedder=eng.embedder,
+        return retrieve(eng.store, tenant(), [kb.id], form.question, form.mode, embedder=eng.embedder_for(kb),
                         chat=eng.chat_for(kb), settings=settings, top_n=form.top_n,
                         extractor=NLPExtractor(entity_types=types), entity_types=types)
     except LLMError as exc:
