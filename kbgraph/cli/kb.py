@@ -36,10 +36,12 @@ def _entity_types(value: str | None) -> tuple[str, ...] | None:
 @click.option("--description", default="")
 @click.option("--llm-model", default=None, help="Chat model for this knowledge base (overrides KBGRAPH_LLM_MODEL).")
 @click.option("--llm-base-url", default=None, help="Chat endpoint for this knowledge base (overrides KBGRAPH_LLM_BASE_URL).")
+@click.option("--embedding-model", default="", help="MODEL@PROVIDER: an embedding model of one of the tenant's providers "
+                                                    "(default: the configured embedder).")
 @click.pass_context
 def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: str | None, community: bool,
               resolution: bool, gleanings: int | None, chunk_tokens: int | None, chunk_overlap: int | None,
-              description: str, llm_model: str | None, llm_base_url: str | None) -> None:
+              description: str, llm_model: str | None, llm_base_url: str | None, embedding_model: str) -> None:
     """Create a knowledge base."""
     settings: Settings = ctx.obj["settings"]
     graph = GraphConfig(
@@ -49,7 +51,7 @@ def kb_create(ctx: click.Context, name: str, method: str | None, entity_types: s
         max_gleanings=settings.max_gleanings if gleanings is None else gleanings)
     with open_engine(ctx, creates=True) as engine:
         created = engine.create_kb(name, graph=graph, description=description, chunk_tokens=chunk_tokens,
-                                   chunk_overlap=chunk_overlap,
+                                   chunk_overlap=chunk_overlap, embedding_model=embedding_model,
                                    llm={"llm_model": llm_model, "llm_base_url": llm_base_url})
         graph_text = f"graph: {created.graph.method}" if created.graph.enabled else "graph: off"
         click.echo(f"created knowledge base {created.name!r} ({graph_text}; chunks {created.chunk_tokens}/"

@@ -140,3 +140,11 @@ def test_the_cli_moves_a_knowledge_base_between_models(data_dir: Path, acme: Scr
     back = _run("kbgraph.cli", ["kb", "reembed", "lore", "--model", f"{MODEL}@acme"], env)
     assert back.returncode == 0 and f"hash-64 -> {MODEL}@acme" in back.stdout, back.stderr
     assert _keys_sent(acme, before) in (set(), {f"Bearer {KEY}"})  # its vectors may all be in the cache
+
+
+def test_the_cli_creates_a_knowledge_base_on_a_providers_embedding_model(data_dir: Path, acme: ScriptedLLM) -> None:
+    env = _env(data_dir, "first")
+    unknown = _run("kbgraph.cli", ["kb", "create", "elsewhere", "--embedding-model", "nope@acme"], env)
+    assert unknown.returncode != 0 and f"{MODEL}@acme" in unknown.stderr, unknown.stderr  # the choices
+    created = _run("kbgraph.cli", ["kb", "create", "elsewhere", "--embedding-model", f"{MODEL}@acme"], env)
+    assert created.returncode == 0 and f"embeddings {MODEL}@acme" in created.stdout, created.stderr
