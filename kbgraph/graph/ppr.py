@@ -131,7 +131,11 @@ class _RowPlan:
                 self._add_piece(length * count, first, count, length)
             row = stop
         taken = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
-        self.indices = matrix.indices[taken].astype(np.intp)  # np.take converts narrower indices on every call
+        # kept narrow (int32 below 2**31 nodes): a step reads every entry's column, and np.take wants
+        # intp, so each piece is widened into a small buffer that stays in the cache. On the
+        # 958k-entry benchmark graph a step from a cold cache took 1.19-1.32 ms against 1.52-1.62
+        # with intp columns (min of 40; the same from a warm cache), and the plan holds 3.8 MB less
+        self.indices = matrix.indices[taken]
         self.data = matrix.data[taken]
         self.rows = len(rows)
 
@@ -144,11 +148,14 @@ class _RowPlan:
         dtype = np.result_type(x, self.data)
         x = np.asarray(x, dtype=dtype)
         out = np.zeros(self.rows, dtype=dtype)
-        buffer = np.empty(max((p[1] for p in self.pieces), default=0), dtype=dtype)
+        longest = max((p[1] for p in self.pieces), default=0)
+        buffer = np.empty(longest, dtype=dtype)
+        columns = np.empty(longest, dtype=np.intp)
         for entry, entries, row, count, sums in self.pieces:
-            terms = buffer[:entries]
+            terms, wide = buffer[:entries], columns[:entries]
+            wide[...] = self.indices[entry:entry + entries]
             # mode="wrap" skips take's per-element bounds check (~1.6x faster); every index is in range
-            np.take(x, self.indices[entry:entry + entries], out=terms, mode="wrap")
+            x.take(wide, out=terms, mode="wrap")
             np.multiply(terms, self.data[entry:entry + entries], out=terms)
             if isinstance(sums, int):
                 np.add.reduce(terms.reshape(sums, count), axis=0, out=out[row:row + count])
