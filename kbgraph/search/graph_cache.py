@@ -260,8 +260,9 @@ class RelationTable:
         if not at:
             return []
         found = np.unique(np.concatenate([self._members[self._indptr[i]:self._indptr[i + 1]] for i in at]))
-        ids, ends, src, tgt, weights = self._ids, self._nodes, self._src, self._tgt, self._weights
-        return [Edge(ids[r], ends[src[r]], ends[tgt[r]], float(weights[r])) for r in found.tolist()]
+        ids, ends = self._ids, self._nodes
+        return [Edge(ids[r], ends[a], ends[b], w) for r, a, b, w in
+                zip(found.tolist(), self._src[found].tolist(), self._tgt[found].tolist(), self._weights[found].tolist())]
 
     @property
     def rows(self) -> int:
