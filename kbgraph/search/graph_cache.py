@@ -24,6 +24,7 @@ import numpy as np
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Relation, graph_meta_id
+from kbgraph.utils.id_sets import unique_ids
 
 Node = tuple[str, str]  # (kb_id, entity key)
 T = TypeVar("T")
@@ -259,7 +260,7 @@ class RelationTable:
         at = [self._node_at[n] for n in dict.fromkeys(nodes) if n in self._node_at]
         if not at:
             return []
-        found = np.unique(np.concatenate([self._members[self._indptr[i]:self._indptr[i + 1]] for i in at]))
+        found = unique_ids(np.concatenate([self._members[self._indptr[i]:self._indptr[i + 1]] for i in at]))
         ids, ends = self._ids, self._nodes
         return [Edge(ids[r], ends[a], ends[b], w) for r, a, b, w in
                 zip(found.tolist(), self._src[found].tolist(), self._tgt[found].tolist(), self._weights[found].tolist())]
