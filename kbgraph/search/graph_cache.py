@@ -19,12 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-import numpy as np
-
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Relation, graph_meta_id
-from kbgraph.utils.id_sets import unique_ids
 
 Node = tuple[str, str]  # (kb_id, entity key)
 T = TypeVar("T")
@@ -220,76 +217,12 @@ def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str],
     return {node: tuple(edges[i] for i in sorted(edges)) for node, edges in out.items()}
 
 
-class RelationTable:
-    """Every relation of a set of knowledge bases as arrays, for the expansion: read in one scan
-    once per graph state (and kept on disk for the next process, ``cached``), where
-    ``RelationAdjacency`` reads the relations of each entity the first time it is asked for.
-
-    On the 100k-entity benchmark most of a question's entities are new to the adjacency cache, so
-    each kg query read ~two hundred relation rows in four scans (~1-2 ms of a 20-30 ms query,
-    bench/README.md, issue 41 item 5); the table answers ``touching`` from memory, with the same
-    edges in the same order. Relations are held in id order, with their ends numbered.
-    """
-
-    def __init__(self, ids: list[str], nodes: list[Node], src: np.ndarray, tgt: np.ndarray,
-                 weights: np.ndarray) -> None:
-        self._ids, self._nodes = ids, nodes
-        self._src, self._tgt, self._weights = src, tgt, weights
-        self._node_at = {node: i for i, node in enumerate(nodes)}
-        # the relations touching each node (CSR: node i's are members[indptr[i]:indptr[i + 1]])
-        ends = np.concatenate([src, tgt])
-        relations = np.concatenate([np.arange(len(ids)), np.arange(len(ids))])
-        self._members = relations[np.argsort(ends, kind="stable")]
-        self._indptr = np.concatenate([[0], np.cumsum(np.bincount(ends, minlength=len(nodes)))])
-
-    @classmethod
-    def read(cls, store: DocStore, tenant: str, kb_ids: Sequence[str]) -> RelationTable:
-        edges: dict[str, Edge] = {}
-        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND)], fields=EDGE_FIELDS):
-            edges[doc["id"]] = edge_of(doc)
-        ordered = [edges[i] for i in sorted(edges)]
-        nodes = list(dict.fromkeys(end for edge in ordered for end in (edge.src, edge.tgt)))
-        at = {node: i for i, node in enumerate(nodes)}
-        return cls([e.id for e in ordered], nodes,
-                   np.fromiter((at[e.src] for e in ordered), dtype=np.int64, count=len(ordered)),
-                   np.fromiter((at[e.tgt] for e in ordered), dtype=np.int64, count=len(ordered)),
-                   np.fromiter((e.weight for e in ordered), dtype=np.float64, count=len(ordered)))
-
-    def touching(self, nodes: Sequence[Node]) -> list[Edge]:
-        """Every relation with an end in ``nodes``, each once, in id order."""
-        at = [self._node_at[n] for n in dict.fromkeys(nodes) if n in self._node_at]
-        if not at:
-            return []
-        found = unique_ids(np.concatenate([self._members[self._indptr[i]:self._indptr[i + 1]] for i in at]))
-        ids, ends = self._ids, self._nodes
-        return [Edge(ids[r], ends[a], ends[b], w) for r, a, b, w in
-                zip(found.tolist(), self._src[found].tolist(), self._tgt[found].tolist(), self._weights[found].tolist())]
-
-    @property
-    def rows(self) -> int:
-        return len(self._ids)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"ids": strings_array(self._ids), "nodes": strings_array([f"{kb}\x1f{key}" for kb, key in self._nodes]),
-                "src": self._src, "tgt": self._tgt, "weights": self._weights}
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RelationTable:
-        nodes: list[Node] = [tuple(n.split("\x1f", 1)) for n in array_strings(arrays["nodes"])]  # type: ignore[misc]
-        return cls(array_strings(arrays["ids"]), nodes, np.asarray(arrays["src"]), np.asarray(arrays["tgt"]),
-                   np.asarray(arrays["weights"]))
-
-
-def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState
-                       ) -> RelationAdjacency | RelationTable:
-    """The relations around entities of these knowledge bases at ``state``: on the embedded store
-    the whole table (``RelationTable``); on a remote store the shared adjacency cache, filled as
-    entities are asked for (a whole-graph scan there is many round trips); a private reader that
-    keeps nothing when the state cannot be cached."""
+def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> RelationAdjacency:
+    """The shared adjacency cache of these knowledge bases at ``state`` (a private reader that keeps
+    nothing when the state cannot be cached). Not a whole-graph table read once per graph state: on
+    the 100k-entity benchmark it saved ~1 ms a kg query and cost the first kg query after every
+    graph change 7 s (300k relations read)."""
     if not state.cacheable:
         return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
-    if not store.remote:
-        return cached(store, ("relation table", tenant, tuple(sorted(kb_ids))), state,
-                      lambda: RelationTable.read(store, tenant, kb_ids), ADJACENCY_CACHES, persist=RelationTable)
     key = ("adjacency", tenant, tuple(sorted(kb_ids)))
     return cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)

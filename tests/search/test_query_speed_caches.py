@@ -15,7 +15,6 @@ from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.context import RetrievedChunk, any_of_scores, fit_chunks, within_budget
 from kbgraph.search.graph_cache import (
     RelationAdjacency,
-    RelationTable,
     cached,
     clear_caches,
     graph_state,
@@ -116,28 +115,6 @@ def test_adjacency_matches_the_store_and_sees_a_new_version(store: SQLiteStore) 
     fresh = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
     assert fresh is not adjacency
     assert (KB, "salt war") in {e.tgt for e in fresh.touching(nodes[:1])}
-
-
-def test_relation_table_gives_every_entity_the_relations_the_store_holds(store: SQLiteStore) -> None:
-    """The embedded store's whole-graph relation table (read once per graph state, kept on disk)
-    hands the expansion exactly what the per-entity reads give, a self-loop and an entity known
-    only as a relation's end included, in memory and as a new process maps it back."""
-    add_relation(store, "mira castell", "mira castell", 1.0)
-    add_relation(store, "silver heron", "nowhere known", 2.5)
-    bump(store, 3)
-    keys = sorted({d["entity_key_kwd"] for d in store.scan(TENANT, [KB], [eq("knowledge_graph_kwd", "entity")],
-                                                            fields=["entity_key_kwd"])} | {"nowhere known", "absent"})
-    nodes = [(KB, key) for key in keys]
-    table = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
-    assert isinstance(table, RelationTable)
-    mapped = RelationTable.from_arrays(table.to_arrays())
-    plain = RelationAdjacency(store, TENANT, [KB], max_edges=0)
-    for some in [nodes, *([n] for n in nodes), nodes[::3], [nodes[0], nodes[0]]]:
-        expected = plain.touching(some)
-        assert table.touching(some) == expected
-        assert mapped.touching(some) == expected
-    assert table.touching([(KB, "absent")]) == []
-    assert sum(1 for e in table.touching([(KB, "mira castell")]) if e.src == e.tgt) == 1
 
 
 def test_adjacency_drops_the_least_recently_used_entities(store: SQLiteStore) -> None:
