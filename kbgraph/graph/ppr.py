@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import DTypeLike
 
-from kbgraph.utils import parallel
 from kbgraph.graph.edges import edge_arrays
 
 
@@ -28,10 +27,6 @@ from kbgraph.graph.edges import edge_arrays
 # entries: slicing them out and collecting the next touched set costs far more per entry than a
 # whole-graph product (measured on a 958k-entry graph: 1/32 beat 1/10, 1/3 and no local steps at all)
 _SPARSE_SHARE = 32
-
-# a whole-graph step is split by rows over the cores (numpy's gathers and sums run without the GIL)
-# once a graph holds enough entries that a step outlasts handing work to a thread (~30 us)
-_PARALLEL_MIN_ENTRIES = 200_000
 
 # rows with at most this many entries are summed as columns of a (degree x rows) block, rows with
 # more by np.add.reduceat (whose per-row cost only pays on long rows); see _RowPlan
@@ -136,7 +131,11 @@ class _RowPlan:
                 self._add_piece(length * count, first, count, length)
             row = stop
         taken = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
-        self.indices = matrix.indices[taken].astype(np.intp)  # np.take converts narrower indices on every call
+        # kept narrow (int32 below 2**31 nodes): a step reads every entry's column, and np.take wants
+        # intp, so each piece is widened into a small buffer that stays in the cache. On the
+        # 958k-entry benchmark graph a step from a cold cache took 1.19-1.32 ms against 1.52-1.62
+        # with intp columns (min of 40; the same from a warm cache), and the plan holds 3.8 MB less
+        self.indices = matrix.indices[taken]
         self.data = matrix.data[taken]
         self.rows = len(rows)
 
@@ -149,11 +148,14 @@ class _RowPlan:
         dtype = np.result_type(x, self.data)
         x = np.asarray(x, dtype=dtype)
         out = np.zeros(self.rows, dtype=dtype)
-        buffer = np.empty(max((p[1] for p in self.pieces), default=0), dtype=dtype)
+        longest = max((p[1] for p in self.pieces), default=0)
+        buffer = np.empty(longest, dtype=dtype)
+        columns = np.empty(longest, dtype=np.intp)
         for entry, entries, row, count, sums in self.pieces:
-            terms = buffer[:entries]
+            terms, wide = buffer[:entries], columns[:entries]
+            wide[...] = self.indices[entry:entry + entries]
             # mode="wrap" skips take's per-element bounds check (~1.6x faster); every index is in range
-            np.take(x, self.indices[entry:entry + entries], out=terms, mode="wrap")
+            x.take(wide, out=terms, mode="wrap")
             np.multiply(terms, self.data[entry:entry + entries], out=terms)
             if isinstance(sums, int):
                 np.add.reduce(terms.reshape(sums, count), axis=0, out=out[row:row + count])
@@ -179,8 +181,8 @@ class SparseGraph:
     matrix: CSR
     transposed: CSR
     dangling: np.ndarray  # indices of nodes with no edges: their walk mass must be re-spread
-    # (thread count, [(first row, plan)]) for whole-graph steps, made on the first one
-    _plans: tuple[int, list[tuple[int, _RowPlan]]] | None = field(default=None, init=False, repr=False, compare=False)
+    # the plan of whole-graph steps, made on the first one
+    _plan: _RowPlan | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def size(self) -> int:
@@ -205,23 +207,16 @@ class SparseGraph:
                               for name in ("matrix", "transposed"))
         return cls(nodes, {name: i for i, name in enumerate(nodes)}, matrix, transposed, np.asarray(arrays["dangling"]))
 
-    def _step_plans(self) -> list[tuple[int, _RowPlan]]:
-        threads = parallel.THREADS if self.transposed.nnz >= _PARALLEL_MIN_ENTRIES else 1
-        if self._plans is None or self._plans[0] != threads:
-            indptr = self.transposed.indptr
-            cuts = np.searchsorted(indptr, np.linspace(0, self.transposed.nnz, threads + 1)[1:-1])
-            bounds = [0, *sorted(set(int(c) for c in cuts)), self.size]
-            self._plans = (threads, [(a, _RowPlan(self.transposed, np.arange(a, b)))
-                                     for a, b in zip(bounds, bounds[1:]) if b > a])
-        return self._plans[1]
-
     def step(self, scores: np.ndarray) -> np.ndarray:
-        """``transposed @ scores``: the mass each node receives in one step of a walk. On a large
-        graph the rows are split over the cores (``parallel``), which nearly halves a step on two."""
-        plans = self._step_plans()
-        if len(plans) == 1:
-            return plans[0][1].product(scores)
-        return np.concatenate(parallel.run_parts([lambda p=plan: p.product(scores) for _, plan in plans]))
+        """``transposed @ scores``: the mass each node receives in one step of a walk.
+
+        On one thread: split by rows over the two cores of the development machine, a step on the
+        130k-node / 958k-entry graph of bench/query_latency.py took as long as whole on one core
+        (0.69-0.77 ms against 0.64-0.69 ms, min of 30; the product is bound by memory), and longer
+        whenever another process held the second core (bench/README.md, issue 41 item 5)."""
+        if self._plan is None:
+            self._plan = _RowPlan(self.transposed, np.arange(self.size))
+        return self._plan.product(scores)
 
     def step_from(self, support: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``step(scores)`` when only the ``support`` nodes hold mass, reading only their rows; and

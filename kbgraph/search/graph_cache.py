@@ -219,7 +219,9 @@ def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str],
 
 def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> RelationAdjacency:
     """The shared adjacency cache of these knowledge bases at ``state`` (a private reader that keeps
-    nothing when the state cannot be cached)."""
+    nothing when the state cannot be cached). Not a whole-graph table read once per graph state: on
+    the 100k-entity benchmark it saved ~1 ms a kg query and cost the first kg query after every
+    graph change 7 s (300k relations read)."""
     if not state.cacheable:
         return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
     key = ("adjacency", tenant, tuple(sorted(kb_ids)))

@@ -111,9 +111,14 @@ def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: Cha
                          analysis: QueryAnalysis | None) -> tuple[np.ndarray, QueryAnalysis | None]:
     """The question's vector and, in the graph modes, its analysis: the analysis (a model call) does
     not need the vector, so both round trips go at once and a hosted embedder's latency is not
-    added to the model's."""
+    added to the model's. Without a chat model the analysis is the offline extractor's (~0.4 ms
+    of Python): a thread beside it buys nothing and costs a thread start and the hand-overs of
+    the GIL (kg p50 -4.6 to -6.1 ms, ppr -2.4 to -3.2 ms run in turn, per question, on the
+    100k-entity benchmark: bench/README.md, issue 41 item 5)."""
     if analysis is not None or mode in ("naive", "global"):
         return embed_question(embedder, question), analysis
+    if chat is None:
+        return embed_question(embedder, question), analyze_query(question, None, extractor, entity_types=entity_types)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-query-analysis") as beside:
         analysing = beside.submit(analyze_query, question, chat, extractor, entity_types=entity_types)
         vector = embed_question(embedder, question)

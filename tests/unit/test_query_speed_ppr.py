@@ -92,25 +92,6 @@ def test_step_from_the_nodes_holding_mass_equals_a_whole_step(dtype: type) -> No
     assert set(np.flatnonzero(reached).tolist()) == neighbours
 
 
-@pytest.mark.parametrize("threads", [2, 3])
-def test_steps_split_over_threads_give_the_same_walk(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    import kbgraph.graph.ppr as ppr
-    from kbgraph.utils import parallel
-
-    names, edges = hub_graph(3000, 9000, 5)
-    seeds = {names[0]: 1.0, names[2000]: 0.5}
-    whole = ppr_vector(SparseGraph.from_edges(names, edges, hubs_first=True, dtype=np.float32), seeds, tol=1e-6)
-    monkeypatch.setattr(parallel, "THREADS", threads)
-    monkeypatch.setattr(parallel, "_pool", None)
-    monkeypatch.setattr(ppr, "_PARALLEL_MIN_ENTRIES", 0)
-    graph = SparseGraph.from_edges(names, edges, hubs_first=True, dtype=np.float32)
-    split = ppr_vector(graph, seeds, tol=1e-6)
-    assert graph._plans is not None and len(graph._plans[1]) == threads
-    assert sum(plan.rows for _, plan in graph._plans[1]) == graph.size
-    # each row's sum is computed as before, so the walk is bit for bit the same
-    assert np.array_equal(whole, split)
-
-
 @pytest.mark.parametrize("hubs_first", [False, True])
 @pytest.mark.parametrize("piece", [7, 32, 1 << 15])
 def test_whole_graph_step_equals_the_dense_product(hubs_first: bool, piece: int,

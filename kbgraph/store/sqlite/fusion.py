@@ -11,13 +11,14 @@ import numpy as np
 from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError
 from kbgraph.store.sqlite.fields import _NO_ROWS, _NO_SCORES, _check_name, _kbs
 from kbgraph.store.sqlite.row_set import RowSet
+from kbgraph.utils.id_sets import union_ids
 
 
 def _fused(term_rows: np.ndarray, term: np.ndarray, vec_rows: np.ndarray, vec: np.ndarray,
            req: SearchRequest) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(rowids, term scores, vector scores clipped to [0, 1], fused scores) of every candidate, as
     base.fuse computes them (the same float operations, array-wise). Each side's rowids are unique."""
-    rowids = np.union1d(term_rows, vec_rows)
+    rowids = union_ids(term_rows, vec_rows)
     term_scores = np.zeros(len(rowids))
     vector_scores = np.zeros(len(rowids))
     term_scores[np.searchsorted(rowids, term_rows)] = term

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kbgraph.utils.id_sets import unique_ids
+
 # a bitmap is kept while the span is at most this many times the number of rows (a byte per rowid
 # of the span, so at most this many bytes per row held)
 _DENSE_SPAN = 64
@@ -34,7 +36,7 @@ class RowSet:
     @classmethod
     def of(cls, rowids: np.ndarray) -> RowSet:
         """The set of any rowids (unsorted, repeated)."""
-        return cls(np.unique(rowids))
+        return cls(unique_ids(rowids))
 
     def __len__(self) -> int:
         return len(self.rows)

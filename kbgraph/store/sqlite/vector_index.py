@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kbgraph.utils import parallel
 from kbgraph.store.sqlite.row_set import RowSet
 from kbgraph.utils.top_k import largest
 
@@ -38,9 +37,6 @@ _TAIL_SHARE = 0.1
 _TAIL_FLOOR = 2000
 _BLOCK = 16_384  # rows per block when assigning, to bound temporary memory
 _WIDEN = 4  # a filter keeping most rows: look this many times deeper, then filter
-# a scan of at least twice this many bytes is split over the cores (``parallel``); below it, handing
-# half to a thread costs about what it saves
-_SPLIT_MIN_BYTES = 2 << 20
 
 
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -55,26 +51,17 @@ def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 
 def _scan(matrix: np.ndarray, spans: Sequence[slice], query: np.ndarray) -> np.ndarray:
-    """Cosines of the rows in ``spans`` (in span order) with ``query``, the spans shared out over
-    the cores when they hold enough bytes. Each row's product is the same whichever thread runs it."""
-    sizes = [span.stop - span.start for span in spans]
-    row_bytes = max(1, matrix.shape[1] * matrix.itemsize) if matrix.ndim == 2 else 1
-    parts = parallel.split_rows(sum(sizes), _SPLIT_MIN_BYTES // row_bytes)
-    if len(parts) <= 1:
-        return np.concatenate([_cosines(matrix[span], query) for span in spans]) if spans else \
-            np.zeros(0, dtype=np.float32)
-    # cut the spans where the parts end, so each thread scans about the same number of rows
-    pieces: list[list[slice]] = [[] for _ in parts]
-    at = 0
-    for span, size in zip(spans, sizes):
-        for number, (start, stop) in enumerate(parts):
-            lo, hi = max(at, start), min(at + size, stop)
-            if hi > lo:
-                pieces[number].append(slice(span.start + lo - at, span.start + hi - at))
-        at += size
-    found = parallel.run_parts([lambda group=group: [_cosines(matrix[span], query) for span in group]
-                                for group in pieces])
-    return np.concatenate([sims for group in found for sims in group])
+    """Cosines of the rows in ``spans`` (in span order) with ``query``, on this thread.
+
+    Sharing the spans out over two threads did not pay on the 2-core development machine: the scan
+    is bound by memory bandwidth, which one core nearly fills. The 300k-row relation slice's probed
+    lists took 1.47 ms (min) on one thread against 1.51 ms split in two, the 100k-row entity slice's
+    0.31 against 0.35 ms, and the split's p90 was worse whenever other processes held a core
+    (the helper thread waits for one): bench/README.md, issue 41 item 5.
+    """
+    if not spans:
+        return np.zeros(0, dtype=np.float32)
+    return np.concatenate([_cosines(matrix[span], query) for span in spans])
 
 
 def _top(rowids: np.ndarray, sims: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
