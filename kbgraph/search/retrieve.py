@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from kbgraph.search.context import (
 from kbgraph.search.batch import SearchBatch
 from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
-from kbgraph.search.graph_cache import graph_state
+from kbgraph.search.graph_cache import GraphState, graph_state
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.seeds import ask_seed_searches
 from kbgraph.search.kg.retrieval import GraphResult, ask_kg_searches, retrieve_kg
@@ -49,6 +49,7 @@ from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
 from kbgraph.store.base import DocStore
 
 Mode = Literal["naive", "kg", "ppr", "global", "mix"]
+T = TypeVar("T")
 MODES: tuple[str, ...] = ("naive", "kg", "ppr", "global", "mix")
 GRAPH_MODES = frozenset({"kg", "ppr", "global", "mix"})
 
@@ -120,6 +121,19 @@ def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: Cha
     return vector, analysing.result()
 
 
+def _with_graph_state(store: DocStore, tenant: str, kb_ids: Sequence[str], work: Callable[[], T]
+                      ) -> tuple[T, GraphState]:
+    """``work()`` (the question's vector and analysis) and the graph state the query reads, at the
+    same time when the store's reads wait on a network: the state read is a round trip of its own,
+    which the analysis and the embedding need not wait for."""
+    if not store.remote:
+        return work(), graph_state(store, tenant, kb_ids)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-graph-state") as beside:
+        reading = beside.submit(graph_state, store, tenant, kb_ids)
+        done = work()
+        return done, reading.result()
+
+
 def _graph_result(result: RetrievalResult, naive: list[ChunkHit], found_ppr: PPRResult | None,
                   graph: GraphResult | None, mix: MixParams, top_n: int, budget: Budget) -> None:
     """A graph mode's result from its parts: ppr's chunks are naive's order with the passages its
@@ -188,7 +202,13 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
     s = settings or Settings()
     top_n = top_n or s.top_n
     budget = budget or Budget()
-    vector, analysis = _vector_and_analysis(question, mode, embedder, chat, extractor, entity_types, analysis)
+    def vector_and_analysis() -> tuple[np.ndarray, QueryAnalysis | None]:
+        return _vector_and_analysis(question, mode, embedder, chat, extractor, entity_types, analysis)
+
+    if mode in ("kg", "ppr", "mix"):
+        (vector, analysis), state = _with_graph_state(store, tenant, kb_ids, vector_and_analysis)
+    else:
+        vector, analysis = vector_and_analysis()
     result = RetrievalResult(mode=mode, question=question)
 
     def chunk_query(limit: int) -> ChunkQuery:
@@ -216,7 +236,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         # one graph state and one batch of searches for the query's graph parts: the chunk search and
         # the searches that depend on nothing found first go to the store together, and the kg part's
         # seed and fact searches are the ppr part's, answered once
-        state, batch = graph_state(store, tenant, kb_ids), SearchBatch(store, tenant)
+        batch = SearchBatch(store, tenant)
         query = chunk_query(max(top_n, mix.candidates))
         asked_naive = batch.ask(chunk_request(query, vector, embedder.similarity_floor))
         if ppr is not None:

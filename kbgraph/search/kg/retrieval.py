@@ -28,11 +28,14 @@ from kbgraph.search.context import (
 from kbgraph.search.batch import SearchBatch, Ticket
 from kbgraph.search.graph_cache import Edge, GraphState, graph_state, holds_kind, relation_adjacency
 from kbgraph.search.kg.expand import expand
-from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_scores
+from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_chunks, bridge_ends
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.ranking import rank_entities, rank_relations, rank_reports, relation_rows
+from kbgraph.search.kg.ranking import (
+    ask_member_reports, rank_entities, rank_relations, rank_reports, relation_rows, unread_relations,
+)
 from kbgraph.search.kg.rows import (
-    RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, fetch_chunks, kind_request, mention_weights, relation_ends,
+    CHUNK_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, ask_mentions, fetch_chunks, kind_request,
+    mention_weights, relation_ends,
 )
 from kbgraph.search.kg.scoring import chunk_support, entity_citations
 from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
@@ -76,10 +79,28 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
                                   {rid: score for rid, (score, _) in facts.items()},
                                   relation_adjacency(store, tenant, kb_ids, state), citations)
     entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params)
-    relations = _chosen_relations(store, tenant, kb_ids, params, seeds, anchors, facts, walked, entities,
-                                  batch.hits(question_relations) if question_relations is not None else [])
+    # what the chosen entities lead to is read in one go: the walked relations' rows, the reports of
+    # their communities, the mention rows of the entities and of the facts' far ends (a round trip
+    # or two on a remote store, where one after the other took five)
+    reads = SearchBatch(store, tenant)
+    searched = batch.hits(question_relations) if question_relations is not None else []
+    found = _found_relations(seeds, anchors, facts, searched)
+    shown = _shown_relations(walked, entities)
+    unread = unread_relations(shown, found)
+    relation_read = reads.ask_rows(kb_ids, unread, RELATION_FIELDS) if unread else None
+    member_reports = ask_member_reports(reads, kb_ids, entities) if asked_reports is not None else None
+    far = bridge_ends(anchors, about, params, citations, seeds.scores) if with_chunks else {}
+    nodes = [(e.kb_id, e.key) for e in entities]
+    prominent = with_chunks and params.prominence and holds_kind(store, tenant, kb_ids, EntityMention.KIND, state)
+    mentions = ask_mentions(reads, kb_ids, nodes) if prominent else []
+    far_mentions = ask_mentions(reads, kb_ids, far) if far else []
 
-    reports = rank_reports(store, tenant, kb_ids, entities, batch.hits(asked_reports), params) \
+    relations = rank_relations(found, relation_rows(store, tenant, kb_ids, shown, found,
+                                                    reads.rows(relation_read) if relation_read is not None else []),
+                               params.weight_prior)
+    relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
+    relations = within_budget(relations, relation_row, params.budget.relations)
+    reports = rank_reports(store, tenant, kb_ids, entities, batch.hits(asked_reports), params, reads, member_reports) \
         if asked_reports is not None else []
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
@@ -87,12 +108,24 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     chunks: list[RetrievedChunk] = []
     bridges: list[RetrievedChunk] = []
     if with_chunks:
-        support = _chunk_support(store, tenant, kb_ids, entities, relations, params, state)
-        chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-        bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
-        bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
+        prominence = mention_weights(store, tenant, kb_ids, nodes, reads, mentions) if prominent else {}
+        support = _chunk_support(entities, relations, params, prominence)
+        bridged = bridge_chunks(far, mention_weights(store, tenant, kb_ids, far, reads, far_mentions)) if far else {}
+        # the first rows of both rankings in one read; fetch_chunks reads on only where rows have gone
+        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n)
+        chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg", known),
+                            params.budget.chunks)
+        bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg", known)
     return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))
+
+
+def _first_chunk_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], rankings: Sequence[dict[str, float]],
+                      limit: int) -> dict[str, dict]:
+    """The rows of the first ``limit`` chunks of each ranking (chunk id -> score), read at once."""
+    wanted = list(dict.fromkeys(cid for scores in rankings
+                                for cid in sorted(scores, key=lambda c: (-scores[c], c))[:limit]))
+    return {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), wanted, fields=CHUNK_FIELDS)} if wanted else {}
 
 
 def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],
@@ -124,12 +157,9 @@ def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Se
             batch.ask(reports) if reports is not None else None)
 
 
-def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], params: KGParams, seeds: Seeds,
-                      anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
-                      walked: dict[str, tuple[float, Edge]], entities: Sequence[EntityHit],
-                      searched: Sequence[Hit]) -> list[RelationHit]:
-    """The relations found by their own search (``searched``: ``_question_relations``) or the
-    question's facts, and the walked ones between chosen entities, ranked (within the budget)."""
+def _found_relations(seeds: Seeds, anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
+                     searched: Sequence[Hit]) -> dict[str, tuple[float, dict]]:
+    """The relations found by their own search (``searched``) or among the question's facts, scored."""
 
     def anchor_weight(doc: dict) -> float:
         return max(anchors.get(end, 0.0) for end in relation_ends(doc))
@@ -143,20 +173,20 @@ def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], param
     for rid, (score, doc) in facts.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)
+    return found
+
+
+def _shown_relations(walked: dict[str, tuple[float, Edge]], entities: Sequence[EntityHit]
+                     ) -> dict[str, tuple[float, Edge]]:
+    """The walked relations between chosen entities: only those explain anything shown."""
     chosen = {(e.kb_id, e.key) for e in entities}
-    # only walked relations that end at a chosen entity explain anything shown
-    shown = {rid: v for rid, v in walked.items() if v[1].src in chosen and v[1].tgt in chosen}
-    relations = rank_relations(found, relation_rows(store, tenant, kb_ids, shown, found), params.weight_prior)
-    relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
-    return within_budget(relations, relation_row, params.budget.relations)
+    return {rid: v for rid, v in walked.items() if v[1].src in chosen and v[1].tgt in chosen}
 
 
-def _chunk_support(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: Sequence[EntityHit],
-                   relations: Sequence[RelationHit], params: KGParams, state: GraphState) -> dict[str, float]:
-    """Chunk id -> support from the chosen entities (spread by their mention weights) and the best
-    relation citing it, normalized so the best chunk gets 1."""
-    prominence = mention_weights(store, tenant, kb_ids, [(e.kb_id, e.key) for e in entities]) \
-        if params.prominence and holds_kind(store, tenant, kb_ids, EntityMention.KIND, state) else {}
+def _chunk_support(entities: Sequence[EntityHit], relations: Sequence[RelationHit], params: KGParams,
+                   prominence: Mapping[Node, dict[str, float]]) -> dict[str, float]:
+    """Chunk id -> support from the chosen entities (spread by their mention weights, ``prominence``)
+    and the best relation citing it, normalized so the best chunk gets 1."""
     support = chunk_support([(e.score, e.chunk_ids, prominence.get((e.kb_id, e.key), {})) for e in entities],
                             params.support_power, normalize=False)
     # a chunk's relations mostly restate one sentence (co-occurrence relations share it) and their
