@@ -59,11 +59,12 @@ class GraphResult:
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None,
                 batch: SearchBatch | None = None, state: GraphState | None = None,
-                with_chunks: bool = True) -> GraphResult:
+                with_chunks: bool = True, known_chunks: Mapping[str, dict] | None = None) -> GraphResult:
     """``batch``: the query's searches (shared with its ppr part, whose seed and fact searches are
     the same); ``state``: the graph state the query read (read here when not given);
     ``with_chunks=False`` leaves out the chunks the graph supports and the bridges (the mix mode
-    does not rank by them: its entities, relations and reports are what it takes)."""
+    does not rank by them: its entities, relations and reports are what it takes); ``known_chunks``:
+    chunk rows (rows.CHUNK_FIELDS) the query has read already (its chunk search's hits), not read again."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
@@ -112,7 +113,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
         support = _chunk_support(entities, relations, params, prominence)
         bridged = bridge_chunks(far, mention_weights(store, tenant, kb_ids, far, reads, far_mentions)) if far else {}
         # the first rows of both rankings in one read; fetch_chunks reads on only where rows have gone
-        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n)
+        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n, known_chunks or {})
         chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg", known),
                             params.budget.chunks)
         bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg", known)
@@ -121,11 +122,13 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
 
 
 def _first_chunk_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], rankings: Sequence[dict[str, float]],
-                      limit: int) -> dict[str, dict]:
-    """The rows of the first ``limit`` chunks of each ranking (chunk id -> score), read at once."""
+                      limit: int, known: Mapping[str, dict]) -> dict[str, dict]:
+    """The rows of the first ``limit`` chunks of each ranking (chunk id -> score): ``known`` and the
+    others, read at once (none when the question's chunk search found them all)."""
     wanted = list(dict.fromkeys(cid for scores in rankings
-                                for cid in sorted(scores, key=lambda c: (-scores[c], c))[:limit]))
-    return {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), wanted, fields=CHUNK_FIELDS)} if wanted else {}
+                                for cid in sorted(scores, key=lambda c: (-scores[c], c))[:limit] if cid not in known))
+    read = store.get(tenant, list(kb_ids), wanted, fields=CHUNK_FIELDS) if wanted else []
+    return {**known, **{doc["id"]: doc for doc in read}}
 
 
 def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],

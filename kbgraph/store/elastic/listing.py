@@ -43,6 +43,9 @@ def window_listings(cluster: Cluster, index: str, listings: list[tuple[dict[str,
     """Listings within the window (``in_window``; (filter query, request) each) in one round trip."""
     if not listings:
         return []
+    if len(listings) == 1:
+        query, request = listings[0]
+        return [listing_result(cluster.search("search", index, **listing_search(query, request)), request)]
     answers = cluster.msearch("search", index, msearch_lines(index, [listing_search(q, r) for q, r in listings]))
     return [listing_result(answer, request) for answer, (_, request) in zip(answers, listings)]
 
