@@ -32,11 +32,11 @@ from kbgraph.engine import Engine
 from kbgraph.meta.schemas import GraphConfig
 
 # the most requests one query of a mode may send on the sample corpus, caches warm: measured with the
-# batched reads kg 16, ppr 11, mix 15 (the chunk search goes beside the graph searches: two requests
+# batched reads kg 15, ppr 11, mix 14 (the chunk search goes beside the graph searches: two requests
 # more than with it in their batch, and two fewer waits), one more allowed (a kNN window's approximate
 # edge decides whether a batch needs its round trip for missed cosines); with one search or read per
 # request (the batches broken on purpose) kg sent 31, ppr 21, mix 28
-MOST_REQUESTS = {"naive": 3, "kg": 17, "ppr": 12, "mix": 16}
+MOST_REQUESTS = {"naive": 3, "kg": 16, "ppr": 12, "mix": 15}
 # a kg query's scans (one ``_search`` per listing of reports or mentions, one per page: 3 a kg query
 # here) went in one ``_msearch``: a step with one listing alone sends it as a plain ``_search``
 SINGLE_SEARCHES = 1

@@ -18,9 +18,11 @@ from kbgraph.store.records import CommunityReport
 
 
 def rank_entities(scores: dict[Node, float], hops: dict[Node, int], docs: dict[Node, dict],
-                  pagerank_weight: float) -> list[EntityHit]:
+                  pagerank_weight: float, top_rank: float | None = None) -> list[EntityHit]:
+    """The entities of ``docs`` ranked; the PageRank prior is relative to ``top_rank``, by default
+    the highest PageRank among ``docs``."""
     ranks = {n: float(d.get("pagerank_flt", 0.0) or 0.0) for n, d in docs.items()}
-    top_rank = max(ranks.values(), default=0.0)
+    top_rank = max(ranks.values(), default=0.0) if top_rank is None else top_rank
     hits = []
     for node, doc in docs.items():
         prior = ranks[node] / top_rank if top_rank > 0 else 0.0
@@ -63,13 +65,13 @@ def rank_relations(found: dict[str, tuple[float, dict]], walked: dict[str, tuple
     return hits
 
 
-def ask_member_reports(batch: SearchBatch, kb_ids: Sequence[str], entities: Sequence[EntityHit]
+def ask_member_reports(batch: SearchBatch, kb_ids: Sequence[str], nodes: Sequence[Node]
                        ) -> list[tuple[SearchRequest, Ticket]]:
-    """The listings of the reports of the chosen entities' communities (per knowledge base: keys are
-    only unique within one), asked of ``batch`` for ``rank_reports``."""
+    """The listings of the reports of the communities of entities ``nodes`` (per knowledge base: keys
+    are only unique within one), asked of ``batch`` for ``rank_reports``."""
     keys: dict[str, set[str]] = defaultdict(set)
-    for e in entities:
-        keys[e.kb_id].add(e.key)
+    for kb, key in nodes:
+        keys[kb].add(key)
     requests = [listing_request([kb], [eq("knowledge_graph_kwd", CommunityReport.KIND),
                                        any_of("entity_keys_kwd", sorted(keys[kb]))], REPORT_FIELDS)
                 for kb in keys]
@@ -80,10 +82,10 @@ def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: 
                  searched: Sequence[Hit], params: KGParams, batch: SearchBatch | None = None,
                  asked: list[tuple[SearchRequest, Ticket]] | None = None) -> list[ReportHit]:
     """The reports of the chosen entities' communities (``asked``: their listings, asked of ``batch``
-    with other reads by ``ask_member_reports``) and those the question's own search found
+    with other reads by ``ask_member_reports``, for these entities or a set holding them) and those the question's own search found
     (``searched``: reports by text and vector, REPORT_FIELDS), ranked."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
-    asked = asked if asked is not None else ask_member_reports(batch, kb_ids, entities)
+    asked = asked if asked is not None else ask_member_reports(batch, kb_ids, [(e.kb_id, e.key) for e in entities])
     member: dict[str, float] = defaultdict(float)
     docs: dict[str, dict] = {}
     by_kb: dict[str, dict[str, float]] = defaultdict(dict)
@@ -92,6 +94,8 @@ def rank_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: 
     for request, ticket in asked:
         keyed = by_kb[request.kb_ids[0]]
         for doc in listed_rows(store, tenant, batch, ticket, request):
+            if not any(k in keyed for k in doc.get("entity_keys_kwd") or []):
+                continue  # listed for a wider set of entities than those chosen (retrieval._ranked_pool)
             docs[doc["id"]] = doc
             member[doc["id"]] = sum(keyed.get(k, 0.0) for k in doc.get("entity_keys_kwd") or [])
     top_member = max(member.values(), default=0.0)
