@@ -20,7 +20,8 @@ and the same steps, timed through the Engine calls the CLI makes:
 It prints each figure, the Elasticsearch/SQLite ratio and issue 40's target (query p50 at most 2x
 SQLite's and 150 ms in the graph modes, naive p50 at most 25 ms, indexing at most 1.5x, docs rm at
 most 2x), and how many questions got the same top chunks from both stores. ``--count-requests``
-counts the HTTP requests each Elasticsearch query sends and the time spent in them.
+counts the HTTP requests each Elasticsearch query sends, the round trips among them in sequence
+(requests that overlap in time, sent side by side, count once) and the time spent in them.
 """
 
 from __future__ import annotations
