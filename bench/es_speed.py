@@ -20,7 +20,8 @@ and the same steps, timed through the Engine calls the CLI makes:
 It prints each figure, the Elasticsearch/SQLite ratio and issue 40's target (query p50 at most 2x
 SQLite's and 150 ms in the graph modes, naive p50 at most 25 ms, indexing at most 1.5x, docs rm at
 most 2x), and how many questions got the same top chunks from both stores. ``--count-requests``
-counts the HTTP requests each Elasticsearch query sends and the time spent in them.
+counts the HTTP requests each Elasticsearch query sends, the round trips among them in sequence
+(requests that overlap in time, sent side by side, count once) and the time spent in them.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class RequestCounter:
         self.requests = 0
         self.seconds = 0.0
         self.by_path: dict[str, int] = {}
+        self.spans: list[tuple[float, float]] = []
         transport = client.transport
         send = transport.perform_request
         lock = threading.Lock()
@@ -96,6 +98,7 @@ class RequestCounter:
                 with lock:
                     self.requests += 1
                     self.seconds += time.perf_counter() - started
+                    self.spans.append((started, time.perf_counter()))
                     path = target.split("?")[0].rsplit("/", 1)[-1] or "/"
                     self.by_path[path] = self.by_path.get(path, 0) + 1
 
@@ -103,10 +106,20 @@ class RequestCounter:
 
     @contextmanager
     def measuring(self) -> Iterator[dict[str, float]]:
-        before, seconds = self.requests, self.seconds
+        before, seconds, spans = self.requests, self.seconds, len(self.spans)
         out: dict[str, float] = {}
         yield out
         out["requests"], out["seconds"] = self.requests - before, self.seconds - seconds
+        out["in_sequence"] = in_sequence(self.spans[spans:])
+
+
+def in_sequence(spans: list[tuple[float, float]]) -> int:
+    """Round trips one after the other: requests that overlap in time (sent side by side) count once."""
+    count, end = 0, float("-inf")
+    for started, ended in sorted(spans):
+        count += started > end
+        end = max(end, ended)
+    return count
 
 
 @dataclass
@@ -117,7 +130,7 @@ class StoreRun:
     index_s: float = 0.0
     rm_s: list[float] = field(default_factory=list)
     latencies: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
-    requests: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: {m: [] for m in MODES})
+    requests: dict[str, list[tuple[float, float, float]]] = field(default_factory=lambda: {m: [] for m in MODES})
 
 
 def open_store(name: str, root: Path, url: str, refresh_interval: str, count: bool) -> StoreRun:
@@ -165,7 +178,7 @@ def ask(run: StoreRun, question: str, mode: str, keep: bool) -> list[tuple[str, 
     if keep:
         run.latencies[mode].append(seconds * 1000.0)
         if sent:
-            run.requests[mode].append((sent["requests"], sent["seconds"] * 1000.0))
+            run.requests[mode].append((sent["requests"], sent["in_sequence"], sent["seconds"] * 1000.0))
     # chunk ids derive from document ids, which each store's metadata makes anew: name and position
     return [(c.doc_name, c.position) for c in result.chunks]
 
@@ -228,9 +241,10 @@ def report(runs: dict[str, StoreRun], same: dict[str, dict[str, float]], questio
         f"{m} {same[m]['same']:.0f}/{questions} ({same[m]['overlap']:.2f})" for m in MODES))
     rows["same_chunks"] = same
     if es.counter is not None:
-        print("Elasticsearch requests per query (mean count, mean ms in them): " + ", ".join(
-            f"{m} {statistics.mean(r for r, _ in es.requests[m]):.1f} / {statistics.mean(s for _, s in es.requests[m]):.0f} ms"
-            for m in MODES))
+        print("Elasticsearch requests per query (mean count, mean round trips in sequence, mean ms in them): " + ", ".join(
+            f"{m} {statistics.mean(r for r, _, _ in es.requests[m]):.1f} / {statistics.mean(q for _, q, _ in es.requests[m]):.1f}"
+            f" / {statistics.mean(s for _, _, s in es.requests[m]):.0f} ms" for m in MODES))
+        rows["requests"] = {m: [statistics.mean(x[i] for x in es.requests[m]) for i in range(3)] for m in MODES}
         print("Elasticsearch requests by endpoint over the run: " + json.dumps(es.counter.by_path, sort_keys=True))
     return rows
 

@@ -4,7 +4,8 @@ A graph query asks for many searches that do not depend on each other (the whole
 search, one per analysed entity, the answer type's, the question's relations and reports; the
 anchors' relations per side): asked first and read afterwards, they go to the store in one
 ``DocStore.search_many`` (on Elasticsearch a few round trips for all of them instead of a few
-each). The kg and mix modes run the ppr part and the kg part from the same seed and fact searches:
+each). Rows read by id (``ask_rows``: the analysed entities' own rows) go with them, in one
+``DocStore.get_many`` sent beside the searches when the store is remote. The kg and mix modes run the ppr part and the kg part from the same seed and fact searches:
 a request asked again in the same query is answered from the first.
 
 One batch belongs to one query: its answers are as fresh as the query. The query's parts may use it
@@ -15,12 +16,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
 
-from kbgraph.store.base import DocStore, Hit, SearchRequest, SearchResult
+from kbgraph.store.base import Doc, DocStore, Hit, SearchRequest, SearchResult
 
 T = TypeVar("T")
 
@@ -47,6 +49,20 @@ class Ticket:
     key: tuple
 
 
+@dataclass(frozen=True)
+class _RowRead:
+    kb_ids: list[str]
+    ids: list[str]
+    fields: list[str] | None
+
+
+@dataclass(frozen=True)
+class RowsTicket:
+    """Rows asked of a batch by id; they come with ``SearchBatch.rows``."""
+
+    key: tuple
+
+
 class SearchBatch:
     """Searches asked now and sent together at the first read of any of them (see the module docstring)."""
 
@@ -56,6 +72,8 @@ class SearchBatch:
         self._asked: dict[tuple, SearchRequest] = {}
         self._answers: dict[tuple, SearchResult] = {}
         self._values: dict[tuple, object] = {}
+        self._rows_asked: dict[tuple, _RowRead] = {}
+        self._rows: dict[tuple, list[Doc]] = {}
         # held while a batch is sent: a reader of a search in flight waits for its answer
         self._lock = threading.RLock()
 
@@ -74,6 +92,22 @@ class SearchBatch:
                 self._asked.setdefault(key, request)
         return Ticket(key)
 
+    def ask_rows(self, kb_ids: Sequence[str], ids: Sequence[str], fields: Sequence[str] | None) -> RowsTicket:
+        """Rows by id (``DocStore.get``), read with the next batch of searches."""
+        key = (tuple(kb_ids), tuple(ids), None if fields is None else tuple(fields))
+        with self._lock:
+            if key not in self._rows:
+                self._rows_asked.setdefault(key, _RowRead(list(kb_ids), list(ids),
+                                                          None if fields is None else list(fields)))
+        return RowsTicket(key)
+
+    def rows(self, ticket: RowsTicket) -> list[Doc]:
+        """The rows of an ``ask_rows`` (copies: callers keep and change rows)."""
+        with self._lock:
+            if ticket.key not in self._rows:
+                self.send()
+            return [dict(doc) for doc in self._rows[ticket.key]]
+
     def ask_all(self, requests: Sequence[SearchRequest]) -> list[Ticket]:
         return [self.ask(r) for r in requests]
 
@@ -89,16 +123,41 @@ class SearchBatch:
                 for h in self.result(ticket).hits]
 
     def send(self) -> None:
-        """Every search asked and not yet answered, in one ``search_many``."""
+        """Every search asked and not yet answered in one ``search_many``, every read of rows in one
+        ``get_many`` (beside it, on a store in another process)."""
         with self._lock:
-            if not self._asked:
+            if not self._asked and not self._rows_asked:
                 return
-            keys = list(self._asked)
-            requests = [self._asked[k] for k in keys]
-            self._asked = {}
+            keys, requests = list(self._asked), list(self._asked.values())
+            row_keys, reads = list(self._rows_asked), list(self._rows_asked.values())
+            self._asked, self._rows_asked = {}, {}
             try:
-                found = self.store.search_many(self.tenant, requests)
+                found, rows = self._fetch(requests, reads)
             except BaseException:
                 self._asked.update(zip(keys, requests))  # asked again by the next read
+                self._rows_asked.update(zip(row_keys, reads))
                 raise
             self._answers.update(zip(keys, found))
+            self._rows.update(zip(row_keys, rows))
+
+    def _fetch(self, requests: list[SearchRequest], reads: list[_RowRead]) -> tuple[list[SearchResult], list[list[Doc]]]:
+        def searches() -> list[SearchResult]:
+            return self.store.search_many(self.tenant, requests) if requests else []
+
+        def gets() -> list[list[Doc]]:
+            # a query's reads name its knowledge bases: one get_many per set of them (one, in practice)
+            out: dict[int, list[Doc]] = {}
+            scopes: dict[tuple[str, ...], list[int]] = {}
+            for i, read in enumerate(reads):
+                scopes.setdefault(tuple(read.kb_ids), []).append(i)
+            for scope, numbers in scopes.items():
+                found = self.store.get_many(self.tenant, list(scope), [(reads[i].ids, reads[i].fields) for i in numbers])
+                out.update(zip(numbers, found))
+            return [out[i] for i in range(len(reads))]
+
+        if requests and reads and self.store.remote:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-batch-rows") as beside:
+                reading = beside.submit(gets)
+                found = searches()
+                return found, reading.result()
+        return searches(), gets()

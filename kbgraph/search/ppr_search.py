@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -374,17 +375,33 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
                              batch)
     chaining = params.chains is not None and vector is not None and bool(naive)
     walked: np.ndarray | None = None
+    scores: dict[str, float] = {}
     if walk or not chaining:
         entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
         scores, walked = chunk_scores(graph, entity_seeds, naive, params, confidence)
-    if chaining:
-        assert vector is not None
-        chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
-                                       params, embedder.similarity_floor if embedder is not None else 0.0,
-                                       fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
-        scores = chained if chained is not None else naive_order([h.chunk_id for h in naive])
-    chunks = _ranked_chunks(store, tenant, kb_ids, graph, naive, scores, params)
-    entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
+
+    def ranked() -> list[RetrievedChunk]:
+        chunk_scores_ = scores
+        if chaining:
+            assert vector is not None
+            chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
+                                           params, embedder.similarity_floor if embedder is not None else 0.0,
+                                           fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
+            chunk_scores_ = chained if chained is not None else naive_order([h.chunk_id for h in naive])
+        return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params)
+
+    def entities_walked() -> list[EntityHit]:
+        return _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
+
+    # the chunks (the chains' cosines, their rows) and the walked entities' rows are independent reads:
+    # side by side on a store in another process
+    if walked is not None and store.remote:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-ppr-entities") as beside:
+            reading = beside.submit(entities_walked)
+            chunks = ranked()
+            entities = reading.result()
+    else:
+        chunks, entities = ranked(), entities_walked()
     return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
                      citations=citation_map(chunks),
                      matching=_leading(chunks, chain_starts(naive, params.chains) if params.chains is not None else []))

@@ -40,13 +40,13 @@ from kbgraph.search.context import (
 from kbgraph.search.batch import SearchBatch
 from kbgraph.search.fusion import FusionParams, fuse_rankings, naive_chunk
 from kbgraph.search.global_search import GlobalParams, KeyPoint, global_search
-from kbgraph.search.graph_cache import graph_state
+from kbgraph.search.graph_cache import GraphState, graph_state
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.seeds import ask_seed_searches
 from kbgraph.search.kg.retrieval import GraphResult, ask_kg_searches, retrieve_kg
-from kbgraph.search.ppr_search import PPRParams, PPRResult, retrieve_ppr
+from kbgraph.search.ppr_search import PPRParams, PPRResult, chunk_row, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
-from kbgraph.store.base import DocStore
+from kbgraph.store.base import DocStore, Hit, SearchRequest
 
 Mode = Literal["naive", "kg", "ppr", "global", "mix"]
 MODES: tuple[str, ...] = ("naive", "kg", "ppr", "global", "mix")
@@ -106,23 +106,53 @@ class RetrievalResult:
         return data
 
 
-def _vector_and_analysis(question: str, mode: str, embedder: Embedder, chat: ChatModel | None,
-                         extractor: Extractor | None, entity_types: Sequence[str],
-                         analysis: QueryAnalysis | None) -> tuple[np.ndarray, QueryAnalysis | None]:
-    """The question's vector and, in the graph modes, its analysis: the analysis (a model call) does
-    not need the vector, so both round trips go at once and a hosted embedder's latency is not
-    added to the model's. Without a chat model the analysis is the offline extractor's (~0.4 ms
-    of Python): a thread beside it buys nothing and costs a thread start and the hand-overs of
-    the GIL (kg p50 -4.6 to -6.1 ms, ppr -2.4 to -3.2 ms run in turn, per question, on the
-    100k-entity benchmark: bench/README.md, issue 41 item 5)."""
-    if analysis is not None or mode in ("naive", "global"):
-        return embed_question(embedder, question), analysis
-    if chat is None:
-        return embed_question(embedder, question), analyze_query(question, None, extractor, entity_types=entity_types)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-query-analysis") as beside:
-        analysing = beside.submit(analyze_query, question, chat, extractor, entity_types=entity_types)
-        vector = embed_question(embedder, question)
-    return vector, analysing.result()
+@dataclass
+class _GraphStart:
+    """What a graph query starts from: the question's vector and analysis, the graph state it reads,
+    and its chunk search's hits (``chunk_hits()``, waited for when called)."""
+
+    vector: np.ndarray
+    analysis: QueryAnalysis
+    state: GraphState
+    chunk_hits: Callable[[], list[Hit]]
+
+
+def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batch: SearchBatch,
+                       embed: Callable[[], np.ndarray], analyse: Callable[[], QueryAnalysis],
+                       chunk_search: Callable[[np.ndarray], SearchRequest], *, analysis_waits: bool) -> _GraphStart:
+    """The start of a graph query. In process (SQLite) one step after the other, the chunk search
+    asked of ``batch`` with the graph searches. When the store's reads wait on a network, the graph
+    state read and the analysis (a model call, or the nlp extractor) start at once and the chunk
+    search as soon as the question's vector is there: the query's heaviest search (1,024 BM25 and
+    1,024 kNN candidates, and its rows) runs on the store while the analysis runs here and the
+    graph searches go out, instead of holding each of them up.
+
+    ``analysis_waits``: the analysis waits on a network (a chat model's call), so in process too it
+    goes beside the embedding. Without one it is the offline extractor's (~0.4 ms of Python): a
+    thread buys nothing and costs a thread start and the hand-overs of the GIL (kg p50 -4.6 to
+    -6.1 ms, ppr -2.4 to -3.2 ms without it, per question on the 100k-entity benchmark:
+    bench/README.md, issue 41 item 5)."""
+    if not store.remote:
+        if analysis_waits:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-query-analysis") as beside:
+                analysing = beside.submit(analyse)
+                vector = embed()
+            analysis = analysing.result()
+        else:
+            vector, analysis = embed(), analyse()
+        state = graph_state(store, tenant, kb_ids)
+        asked = batch.ask(chunk_search(vector))
+        return _GraphStart(vector, analysis, state, lambda: batch.hits(asked))
+    pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="kbgraph-query-start")
+    try:
+        reading = pool.submit(graph_state, store, tenant, kb_ids)
+        analysing = pool.submit(analyse)
+        vector = embed()
+        request = chunk_search(vector)
+        searching = pool.submit(lambda: store.search(tenant, request).hits)
+        return _GraphStart(vector, analysing.result(), reading.result(), searching.result)
+    finally:
+        pool.shutdown(wait=False)  # the chunk search goes on: chunk_hits() waits for it
 
 
 def _graph_result(result: RetrievalResult, naive: list[ChunkHit], found_ppr: PPRResult | None,
@@ -193,7 +223,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
     s = settings or Settings()
     top_n = top_n or s.top_n
     budget = budget or Budget()
-    vector, analysis = _vector_and_analysis(question, mode, embedder, chat, extractor, entity_types, analysis)
+    if mode in ("naive", "global"):
+        vector = embed_question(embedder, question)
     result = RetrievalResult(mode=mode, question=question)
 
     def chunk_query(limit: int) -> ChunkQuery:
@@ -211,29 +242,37 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         result.chunks = fit_chunks([naive_chunk(h) for h in naive], budget.chunks)
         result.context = render_context(result.chunks)
     else:
-        assert analysis is not None
-        result.analysis = analysis
         mix = mix_params or MixParams()
         ppr = _ppr_params(ppr_params, mix, top_n, budget, s) if mode in ("ppr", "mix", "kg") else None
         kg = replace(kg_params or KGParams(), chunk_top_n=max(top_n, mix.candidates),
                      budget=replace(budget, chunks=1 << 30), loose_weight=mix.graph_loose_weight) \
             if mode in ("kg", "mix") else None
-        # one graph state and one batch of searches for the query's graph parts: the chunk search and
-        # the searches that depend on nothing found first go to the store together, and the kg part's
-        # seed and fact searches are the ppr part's, answered once
-        state, batch = graph_state(store, tenant, kb_ids), SearchBatch(store, tenant)
+        # one graph state and one batch of searches for the query's graph parts: the searches that
+        # depend on nothing found first go to the store together (with the chunk search, or beside
+        # it: _start_graph_query), and the kg part's seed and fact searches are the ppr part's,
+        # answered once
+        batch = SearchBatch(store, tenant)
         query = chunk_query(max(top_n, mix.candidates))
-        asked_naive = batch.ask(chunk_request(query, vector, embedder.similarity_floor))
+        given = analysis
+        start = _start_graph_query(
+            store, tenant, kb_ids, batch, lambda: embed_question(embedder, question),
+            lambda: given if given is not None else analyze_query(question, chat, extractor, entity_types=entity_types),
+            lambda v: chunk_request(query, v, embedder.similarity_floor),
+            analysis_waits=given is None and chat is not None)
+        vector, analysis, state = start.vector, start.analysis, start.state
+        result.analysis = analysis
         if ppr is not None:
             ask_seed_searches(batch, kb_ids, analysis, vector, ppr.kg, embedder)
         if kg is not None:
             ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, kg, embedder, state)
-        naive = chunk_results(query, batch.hits(asked_naive)).chunks
+        batch.send()
+        naive = chunk_results(query, start.chunk_hits()).chunks
 
         def kg_part() -> GraphResult:
             assert kg is not None
             return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state,
-                               with_chunks=mode == "kg" or mix.kg_weight > 0)
+                               with_chunks=mode == "kg" or mix.kg_weight > 0,
+                               known_chunks={h.chunk_id: chunk_row(h) for h in naive})
 
         def ppr_part() -> PPRResult:
             assert ppr is not None

@@ -30,7 +30,7 @@ order on both).
 
 Visibility of writes (the same on every engine as far as one store object can tell):
 
-- every read of a store object (``get``, ``search``, ``search_many``, ``scan``, ``count``,
+- every read of a store object (``get``, ``get_many``, ``search``, ``search_many``, ``scan``, ``count``,
   ``aggregate``) sees every write that store object made before it, whatever its ``refresh``;
 - a write with ``refresh=True`` is visible to every reader, in any process, once it returns;
 - a write with ``refresh=False`` reaches other store objects (other processes) by the engine's own
@@ -204,6 +204,12 @@ class DocStore(ABC):
     def get(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str],
             fields: Sequence[str] | None = None) -> list[Doc]:
         """The documents with these ids (in the order asked, missing ones left out)."""
+
+    def get_many(self, tenant_id: str, kb_ids: Sequence[str],
+                 reads: Sequence[tuple[Sequence[str], Sequence[str] | None]]) -> list[list[Doc]]:
+        """``get`` of each (ids, fields) read, in order, with the same results; an engine may send
+        them together (Elasticsearch: one multi-get for all of them)."""
+        return [self.get(tenant_id, kb_ids, ids, fields) for ids, fields in reads]
 
     @abstractmethod
     def delete(self, tenant_id: str, kb_ids: Sequence[str], where: Sequence[Condition] = (),

@@ -46,6 +46,41 @@ def test_search_many_answers_each_request_as_search_does(store: DocStore, tenant
     assert store.search_many(tenant, []) == []
 
 
+def test_search_many_answers_several_listings_as_search_does(store: DocStore, tenant: str, kb: str) -> None:
+    """Listings (neither text nor vector) of one batch go together on Elasticsearch (one _msearch):
+    each answers as alone, a deep one and a bad one included."""
+    store.upsert(tenant, kb, [{"id": f"r{i:02d}", "n_int": i, "tag_kwd": "even" if i % 2 == 0 else "odd"}
+                              for i in range(12)])
+    listings = [
+        SearchRequest(kb_ids=[kb], where=[eq("tag_kwd", "even")], limit=4, fields=["n_int"], count_total=False),
+        SearchRequest(kb_ids=[kb], where=[eq("tag_kwd", "odd")], order_by=[("n_int", "desc")], offset=2, limit=2),
+        SearchRequest(kb_ids=[kb], where=[eq("tag_kwd", "none")], limit=5),
+        SearchRequest(kb_ids=[kb], limit=3, offset=10_000),
+    ]
+    together = store.search_many(tenant, listings)
+    for request, found in zip(listings, together):
+        alone = store.search(tenant, request)
+        assert plain(found) == plain(alone) and found.total == alone.total
+    assert [h.doc for h in together[0].hits] == [{"id": f"r{i:02d}", "n_int": i} for i in (0, 2, 4, 6)]
+    assert [h.id for h in together[1].hits] == ["r07", "r05"] and together[1].total == 6
+    with pytest.raises(StoreError):
+        store.search_many(tenant, [listings[0], SearchRequest(kb_ids=[kb], limit=-1)])
+
+
+def test_get_many_reads_each_as_get_does(store: DocStore, tenant: str, kb: str) -> None:
+    other = f"{kb}-other"
+    store.upsert(tenant, kb, [{"id": f"g{i}", "n_int": i, "tag_kwd": f"t{i}", V: unit(i * 10)} for i in range(4)])
+    store.upsert(tenant, other, [{"id": "elsewhere", "n_int": 9}])
+    reads = [(["g2", "missing", "g0", "g2"], ["n_int"]), ([], None), (["g1", "elsewhere"], None),
+             (["g3"], ["tag_kwd", V]), (["g0"], ["n_int"])]
+    together = store.get_many(tenant, [kb], reads)
+    assert together == [store.get(tenant, [kb], ids, fields) for ids, fields in reads]
+    assert together[0] == [{"id": "g2", "n_int": 2}, {"id": "g0", "n_int": 0}]  # asked order, once each
+    assert together[2] == [{"id": "g1", "n_int": 1, "tag_kwd": "t1", "kb_id": kb}]  # not another KB's row
+    assert [round(x, 6) for x in together[3][0][V]] == [round(x, 6) for x in unit(30)]
+    assert store.get_many(tenant, [kb], []) == []
+
+
 def test_search_many_refuses_a_batch_with_a_request_it_cannot_answer(store: DocStore, tenant: str, kb: str) -> None:
     store.upsert(tenant, kb, [{"id": "a", V: unit(0)}])
     good = SearchRequest(kb_ids=[kb], vector=VectorQuery(V, unit(0)))

@@ -93,3 +93,47 @@ def test_graph_modes_answer_alike_with_their_parts_side_by_side(store: SQLiteSto
         results.append((found.context, [(c.chunk_id, c.score) for c in found.chunks],
                         [(e.key, e.score) for e in found.entities], [(r.id, r.score) for r in found.relations]))
     assert results[0] == results[1] and results[0][1]
+
+
+@pytest.mark.parametrize("mode", ["kg", "mix"])
+def test_kg_reads_its_entities_with_what_they_lead_to_and_answers_as_one_read_after_the_other(
+        store: SQLiteStore, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kg part reads the rows of the entities it can choose (ranked by the PageRank held with
+    the citations) in the batch that reads their relations, reports and mentions: no row is read
+    by id on its own and no listing is scanned, and the answer is the one of reading the pool's
+    rows first and then what the chosen entities lead to."""
+    import kbgraph.search.kg.retrieval as kg_retrieval
+    from kbgraph.search.kg.params import KGParams
+
+    question = "What is the emblem of the guild founded by Mira Castell?"
+    calls: list[str] = []
+    inside: list[str] = []  # a get_many made of gets (the embedded store's) counts once
+
+    for name in ("get", "scan", "get_many"):
+        def spy(*args: object, _name: str = name, _send: object = getattr(store, name), **kwargs: object) -> object:
+            if not inside:
+                calls.append(_name)
+            inside.append(_name)
+            try:
+                return _send(*args, **kwargs)  # type: ignore[operator]
+            finally:
+                inside.pop()
+        monkeypatch.setattr(store, name, spy)
+
+    def answer() -> tuple:
+        # few seeds (one hit per search): the entities the expansion reaches have rows left to read;
+        # three entities of six chosen: which ones the pool's ranking must get right
+        found = retrieve(store, TENANT, [KB], question, mode, embedder=EMBEDDER, settings=Settings(),
+                         extractor=NLPExtractor(), kg_params=KGParams(search_top_n=1, entity_matches=1, entity_top_n=3))
+        return (found.context, [(c.chunk_id, c.score) for c in found.chunks], [(e.key, e.score) for e in found.entities],
+                [(r.id, r.score) for r in found.relations], [(r.id, r.score) for r in found.reports])
+
+    answer()  # warm: the graph state's caches (citations, adjacency, graph) are read once
+    calls.clear()
+    batched = answer()
+    assert "scan" not in calls and calls.count("get") <= 1, calls  # get: the graph state's row alone
+    assert batched[2] and batched[4]
+    monkeypatch.setattr(kg_retrieval, "_ranked_pool", lambda *args: (None, 0.0))
+    calls.clear()
+    assert answer() == batched
+    assert calls.count("get") > 1  # the pool's rows read on their own first

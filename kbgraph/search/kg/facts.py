@@ -134,6 +134,14 @@ def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: 
     weigh most) are the bridge: "the guild *founded by* Mira Castell" leads to the guild's own page,
     not to every page that names the guild.
     """
+    far = bridge_ends(anchors, about, params, citations, seed_scores)
+    return bridge_chunks(far, mention_weights(store, tenant, kb_ids, far))
+
+
+def bridge_ends(anchors: Mapping[Node, float], about: dict[str, tuple[float, dict]], params: KGParams,
+                citations: Citations | None = None, seed_scores: Mapping[Node, float] | None = None
+                ) -> dict[Node, float]:
+    """The entities at the far ends of the question's best facts and their scores (``bridge_scores``)."""
     far: dict[Node, float] = {}
     for score, doc in ranked_facts(about, anchors, params.fact_top_n, params.fact_filter, params.fact_presence,
                                    params.fact_min_score):
@@ -141,8 +149,14 @@ def bridge_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: 
             damping = citations.specificity(b) ** params.hub_damping if citations is not None else 1.0
             relevance = seed_scores.get(a, 0.0) if seed_scores is not None else 1.0
             far[b] = max(far.get(b, 0.0), score * weight * relevance * damping)
+    return far
+
+
+def bridge_chunks(far: Mapping[Node, float], mentions: Mapping[Node, Mapping[str, float]]) -> dict[str, float]:
+    """Chunk id -> score of the passages about the facts' far ends (``bridge_ends``), from their
+    mention weights (``mention_weights``)."""
     out: dict[str, float] = {}
-    for node, weights in mention_weights(store, tenant, kb_ids, far).items():
+    for node, weights in mentions.items():
         top = max(weights.values(), default=0.0)
         for cid, weight in weights.items():
             if top > 0:

@@ -4,6 +4,7 @@ the context's token budgets, and the bridge chunks the facts lead to."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,20 +26,23 @@ from kbgraph.search.context import (
     report_block,
     within_budget,
 )
-from kbgraph.search.batch import SearchBatch, Ticket
+from kbgraph.search.batch import RowsTicket, SearchBatch, Ticket
 from kbgraph.search.graph_cache import Edge, GraphState, graph_state, holds_kind, relation_adjacency
 from kbgraph.search.kg.expand import expand
-from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_scores
+from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_chunks, bridge_ends
 from kbgraph.search.kg.params import KGParams
-from kbgraph.search.kg.ranking import rank_entities, rank_relations, rank_reports, relation_rows
-from kbgraph.search.kg.rows import (
-    RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, fetch_chunks, kind_request, mention_weights, relation_ends,
+from kbgraph.search.kg.ranking import (
+    ask_member_reports, rank_entities, rank_relations, rank_reports, relation_rows, unread_relations,
 )
-from kbgraph.search.kg.scoring import chunk_support, entity_citations
+from kbgraph.search.kg.rows import (
+    CHUNK_FIELDS, ENTITY_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, ask_mentions, fetch_chunks,
+    kind_request, mention_weights, relation_ends,
+)
+from kbgraph.search.kg.scoring import Citations, chunk_support, entity_citations
 from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.base import DocStore, Hit
-from kbgraph.store.records import CommunityReport, EntityMention, Relation
+from kbgraph.store.base import DocStore, Hit, SearchRequest
+from kbgraph.store.records import CommunityReport, EntityMention, Relation, entity_id
 
 
 @dataclass
@@ -56,11 +60,12 @@ class GraphResult:
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None,
                 batch: SearchBatch | None = None, state: GraphState | None = None,
-                with_chunks: bool = True) -> GraphResult:
+                with_chunks: bool = True, known_chunks: Mapping[str, dict] | None = None) -> GraphResult:
     """``batch``: the query's searches (shared with its ppr part, whose seed and fact searches are
     the same); ``state``: the graph state the query read (read here when not given);
     ``with_chunks=False`` leaves out the chunks the graph supports and the bridges (the mix mode
-    does not rank by them: its entities, relations and reports are what it takes)."""
+    does not rank by them: its entities, relations and reports are what it takes); ``known_chunks``:
+    chunk rows (rows.CHUNK_FIELDS) the query has read already (its chunk search's hits), not read again."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
@@ -75,11 +80,23 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     scores, hops, walked = expand(store, tenant, kb_ids, seed_scores, params,
                                   {rid: score for rid, (score, _) in facts.items()},
                                   relation_adjacency(store, tenant, kb_ids, state), citations)
-    entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params)
-    relations = _chosen_relations(store, tenant, kb_ids, params, seeds, anchors, facts, walked, entities,
-                                  batch.hits(question_relations) if question_relations is not None else [])
+    searched = batch.hits(question_relations) if question_relations is not None else []
+    found = _found_relations(seeds, anchors, facts, searched)
+    far = bridge_ends(anchors, about, params, citations, seeds.scores) if with_chunks else {}
+    prominent = with_chunks and params.prominence and holds_kind(store, tenant, kb_ids, EntityMention.KIND, state)
+    entities, reads, around = _entities_and_around(store, tenant, kb_ids, scores, hops, seeds, citations, params,
+                                                   walked, found, far, asked_reports is not None, prominent)
+    shown = _shown_relations(walked, entities)
+    relation_read, member_reports, mentions, far_mentions = (
+        around.relations, around.reports, around.mentions, around.far_mentions)
+    nodes = [(e.kb_id, e.key) for e in entities]
 
-    reports = rank_reports(store, tenant, kb_ids, entities, batch.hits(asked_reports), params) \
+    relations = rank_relations(found, relation_rows(store, tenant, kb_ids, shown, found,
+                                                    reads.rows(relation_read) if relation_read is not None else []),
+                               params.weight_prior)
+    relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
+    relations = within_budget(relations, relation_row, params.budget.relations)
+    reports = rank_reports(store, tenant, kb_ids, entities, batch.hits(asked_reports), params, reads, member_reports) \
         if asked_reports is not None else []
     reports = within_budget([r for r in reports if r.score >= params.min_score][:params.report_top_n],
                             report_block, params.budget.reports)
@@ -87,12 +104,100 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     chunks: list[RetrievedChunk] = []
     bridges: list[RetrievedChunk] = []
     if with_chunks:
-        support = _chunk_support(store, tenant, kb_ids, entities, relations, params, state)
-        chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg"), params.budget.chunks)
-        bridged = bridge_scores(store, tenant, kb_ids, anchors, about, params, citations, seeds.scores)
-        bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg")
+        prominence = mention_weights(store, tenant, kb_ids, nodes, reads, mentions) if prominent else {}
+        support = _chunk_support(entities, relations, params, prominence)
+        bridged = bridge_chunks(far, mention_weights(store, tenant, kb_ids, far, reads, far_mentions)) if far else {}
+        # the first rows of both rankings in one read; fetch_chunks reads on only where rows have gone
+        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n, known_chunks or {})
+        chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg", known),
+                            params.budget.chunks)
+        bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg", known)
     return GraphResult(bridges=bridges, entities=entities, relations=relations, reports=reports, chunks=chunks,
                        context=render_context(chunks, entities, relations, reports), citations=citation_map(chunks))
+
+
+def _entities_and_around(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],
+                         hops: dict[Node, int], seeds: Seeds, citations: Citations, params: KGParams,
+                         walked: dict[str, tuple[float, Edge]], found: dict[str, tuple[float, dict]],
+                         far: Mapping[Node, float], reports: bool, prominent: bool
+                         ) -> tuple[list[EntityHit], SearchBatch, _Around]:
+    """The chosen entities, and what they lead to asked of a batch (``_ask_around``). Their rows and
+    those reads go in one batch (a round trip or two on a remote store, where one read after the
+    other took six): the rows of the entities that can be chosen (``_ranked_pool``: ranked by score
+    and the PageRank held with the citations) and what those lead to; when the citations hold no
+    PageRank or a row has gone since, the pool's rows first, then what the chosen lead to."""
+    likely, top_rank = _ranked_pool(scores, citations, params)
+    if likely is not None:
+        reads = SearchBatch(store, tenant)
+        unseen = [n for n in likely if n not in seeds.docs]
+        entity_read = reads.ask_rows(kb_ids, [entity_id(kb, key) for kb, key in unseen], ENTITY_FIELDS) \
+            if unseen else None
+        around = _ask_around(reads, kb_ids, likely, walked, found, far, reports, prominent)
+        docs = {n: seeds.docs[n] for n in likely if n in seeds.docs}
+        docs.update({(d.get("kb_id", ""), d.get("entity_key_kwd", "")): d
+                     for d in (reads.rows(entity_read) if entity_read is not None else [])})
+        if set(docs) >= set(likely):
+            entities = within_budget(rank_entities(scores, hops, docs, params.pagerank_weight, top_rank)
+                                     [:params.entity_top_n], entity_row, params.budget.entities)
+            return entities, reads, around
+    entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params)
+    reads = SearchBatch(store, tenant)
+    return entities, reads, _ask_around(reads, kb_ids, [(e.kb_id, e.key) for e in entities], walked, found, far,
+                                        reports, prominent)
+
+
+def _first_chunk_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], rankings: Sequence[dict[str, float]],
+                      limit: int, known: Mapping[str, dict]) -> dict[str, dict]:
+    """The rows of the first ``limit`` chunks of each ranking (chunk id -> score): ``known`` and the
+    others, read at once (none when the question's chunk search found them all)."""
+    wanted = list(dict.fromkeys(cid for scores in rankings
+                                for cid in sorted(scores, key=lambda c: (-scores[c], c))[:limit] if cid not in known))
+    read = store.get(tenant, list(kb_ids), wanted, fields=CHUNK_FIELDS) if wanted else []
+    return {**known, **{doc["id"]: doc for doc in read}}
+
+
+@dataclass
+class _Around:
+    """What the chosen entities lead to, asked of a batch (``_ask_around``)."""
+
+    relations: RowsTicket | None
+    reports: list[tuple[SearchRequest, Ticket]] | None
+    mentions: list[tuple[SearchRequest, Ticket]]
+    far_mentions: list[tuple[SearchRequest, Ticket]]
+
+
+def _ask_around(reads: SearchBatch, kb_ids: Sequence[str], nodes: Sequence[Node],
+                walked: dict[str, tuple[float, Edge]], found: dict[str, tuple[float, dict]], far: Mapping[Node, float],
+                reports: bool, prominent: bool) -> _Around:
+    """Ask ``reads`` for what entities ``nodes`` (those chosen, or a set holding them) lead to: the
+    rows of the walked relations between them not found already, the reports of their communities,
+    their mention rows, and the mention rows of the facts' far ends ``far``."""
+    among = set(nodes)
+    unread = unread_relations({r: v for r, v in walked.items() if v[1].src in among and v[1].tgt in among}, found)
+    return _Around(reads.ask_rows(kb_ids, unread, RELATION_FIELDS) if unread else None,
+                   ask_member_reports(reads, kb_ids, nodes) if reports else None,
+                   ask_mentions(reads, kb_ids, nodes) if prominent else [],
+                   ask_mentions(reads, kb_ids, far) if far else [])
+
+
+def _ranked_pool(scores: dict[Node, float], citations: Citations, params: KGParams
+                 ) -> tuple[list[Node] | None, float]:
+    """The entities ``_chosen_entities`` can choose, ranked as it ranks them (score and PageRank
+    prior, ``ranking.rank_entities``) from the PageRank held with the citations: those scoring at
+    least the ``entity_top_n``-th best (ties included), and the pool's highest PageRank; None when
+    the citations hold no PageRank. An entity without a row there has none in the store either."""
+    pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
+    pool = pool[:max(params.entity_top_n * 4, 32)]
+    if pool and not citations.ranks:
+        return None, 0.0
+    known = [n for n in pool if n in citations.ranks]
+    top_rank = max((citations.ranks[n] for n in known), default=0.0)
+    w = params.pagerank_weight
+    final = {n: round((1.0 - w) * scores.get(n, 0.0) + w * (citations.ranks[n] / top_rank if top_rank > 0 else 0.0), 6)
+             for n in known}
+    ordered = sorted(known, key=lambda n: -final[n])
+    cut = final[ordered[params.entity_top_n - 1]] if len(ordered) >= params.entity_top_n else -math.inf
+    return [n for n in ordered if final[n] >= cut], top_rank
 
 
 def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],
@@ -124,12 +229,9 @@ def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Se
             batch.ask(reports) if reports is not None else None)
 
 
-def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], params: KGParams, seeds: Seeds,
-                      anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
-                      walked: dict[str, tuple[float, Edge]], entities: Sequence[EntityHit],
-                      searched: Sequence[Hit]) -> list[RelationHit]:
-    """The relations found by their own search (``searched``: ``_question_relations``) or the
-    question's facts, and the walked ones between chosen entities, ranked (within the budget)."""
+def _found_relations(seeds: Seeds, anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
+                     searched: Sequence[Hit]) -> dict[str, tuple[float, dict]]:
+    """The relations found by their own search (``searched``) or among the question's facts, scored."""
 
     def anchor_weight(doc: dict) -> float:
         return max(anchors.get(end, 0.0) for end in relation_ends(doc))
@@ -143,20 +245,20 @@ def _chosen_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], param
     for rid, (score, doc) in facts.items():
         if score > found.get(rid, (0.0, doc))[0]:
             found[rid] = (score, doc)
+    return found
+
+
+def _shown_relations(walked: dict[str, tuple[float, Edge]], entities: Sequence[EntityHit]
+                     ) -> dict[str, tuple[float, Edge]]:
+    """The walked relations between chosen entities: only those explain anything shown."""
     chosen = {(e.kb_id, e.key) for e in entities}
-    # only walked relations that end at a chosen entity explain anything shown
-    shown = {rid: v for rid, v in walked.items() if v[1].src in chosen and v[1].tgt in chosen}
-    relations = rank_relations(found, relation_rows(store, tenant, kb_ids, shown, found), params.weight_prior)
-    relations = [r for r in relations if r.score >= params.min_score][:params.relation_top_n]
-    return within_budget(relations, relation_row, params.budget.relations)
+    return {rid: v for rid, v in walked.items() if v[1].src in chosen and v[1].tgt in chosen}
 
 
-def _chunk_support(store: DocStore, tenant: str, kb_ids: Sequence[str], entities: Sequence[EntityHit],
-                   relations: Sequence[RelationHit], params: KGParams, state: GraphState) -> dict[str, float]:
-    """Chunk id -> support from the chosen entities (spread by their mention weights) and the best
-    relation citing it, normalized so the best chunk gets 1."""
-    prominence = mention_weights(store, tenant, kb_ids, [(e.kb_id, e.key) for e in entities]) \
-        if params.prominence and holds_kind(store, tenant, kb_ids, EntityMention.KIND, state) else {}
+def _chunk_support(entities: Sequence[EntityHit], relations: Sequence[RelationHit], params: KGParams,
+                   prominence: Mapping[Node, dict[str, float]]) -> dict[str, float]:
+    """Chunk id -> support from the chosen entities (spread by their mention weights, ``prominence``)
+    and the best relation citing it, normalized so the best chunk gets 1."""
     support = chunk_support([(e.score, e.chunk_ids, prominence.get((e.kb_id, e.key), {})) for e in entities],
                             params.support_power, normalize=False)
     # a chunk's relations mostly restate one sentence (co-occurrence relations share it) and their

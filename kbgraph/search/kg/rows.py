@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from kbgraph.search.batch import SearchBatch, Ticket
 from kbgraph.search.context import EntityHit, RelationHit, ReportHit, RetrievedChunk
 from kbgraph.store.base import (
     Condition,
@@ -104,17 +105,50 @@ def _fetch_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: 
     return out
 
 
-def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node]
+# rows a listing asks for at once (a scan's page); a listing that fills it is scanned instead
+LISTING_ROWS = 1000
+
+
+def listing_request(kb_ids: Sequence[str], where: Sequence[Condition], fields: Sequence[str]) -> SearchRequest:
+    """Every row matching ``where``, as a listing (in id order, as a scan reads them) that can go to
+    the store with a query's other searches (``SearchBatch``); ``listed_rows`` reads it."""
+    return SearchRequest(kb_ids=list(kb_ids), where=list(where), limit=LISTING_ROWS, fields=list(fields),
+                         count_total=False)
+
+
+def listed_rows(store: DocStore, tenant: str, batch: SearchBatch, ticket: Ticket, request: SearchRequest) -> list[dict]:
+    """The rows of a ``listing_request`` asked of ``batch``: its page, or a scan when the page was full."""
+    hits = batch.hits(ticket)
+    if len(hits) < request.limit:
+        return [hit.doc for hit in hits]
+    return list(store.scan(tenant, list(request.kb_ids), list(request.where), fields=request.fields))
+
+
+MENTION_FIELDS = ["kb_id", "entity_key_kwd", "chunk_id_kwd", "weight_flt"]
+
+
+def ask_mentions(batch: SearchBatch, kb_ids: Sequence[str], nodes: Iterable[Node]
+                 ) -> list[tuple[SearchRequest, Ticket]]:
+    """The listings of the mention rows of ``nodes`` (``mention_weights``), asked of ``batch``."""
+    keys = sorted({key for _, key in nodes})
+    requests = [listing_request(kb_ids, [eq("knowledge_graph_kwd", EntityMention.KIND),
+                                         any_of("entity_key_kwd", keys[start:start + 200])], MENTION_FIELDS)
+                for start in range(0, len(keys), 200)]
+    return [(request, batch.ask(request)) for request in requests]
+
+
+def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Iterable[Node],
+                    batch: SearchBatch | None = None, asked: list[tuple[SearchRequest, Ticket]] | None = None
                     ) -> dict[Node, dict[str, float]]:
     """Entity -> chunk id -> weight of its mention there (the nlp extractor's weight is the number
-    of the chunk's sentences naming it; an LLM's is its own strength), read from the mention rows."""
+    of the chunk's sentences naming it; an LLM's is its own strength), read from the mention rows
+    (``asked``: their listings, asked of ``batch`` with other searches by ``ask_mentions``)."""
     wanted = set(nodes)
+    batch = batch if batch is not None else SearchBatch(store, tenant)
+    asked = asked if asked is not None else ask_mentions(batch, kb_ids, wanted)
     out: dict[Node, dict[str, float]] = defaultdict(dict)
-    keys = sorted({key for _, key in wanted})
-    for start in range(0, len(keys), 200):
-        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", EntityMention.KIND),
-                                                      any_of("entity_key_kwd", keys[start:start + 200])],
-                              fields=["kb_id", "entity_key_kwd", "chunk_id_kwd", "weight_flt"]):
+    for request, ticket in asked:
+        for doc in listed_rows(store, tenant, batch, ticket, request):
             node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
             if node in wanted:
                 cid = doc.get("chunk_id_kwd", "")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -76,10 +76,13 @@ def specificity(chunks: int, total: int) -> float:
 
 @dataclass(frozen=True)
 class Citations:
-    """How many chunks cite each entity, and how many chunks the graph's entities cite in all."""
+    """How many chunks cite each entity, and how many chunks the graph's entities cite in all; and
+    each entity's PageRank (``ranks``: the kg mode ranks a pool of entities by it before reading
+    any of their rows, ``retrieval._ranked_pool``)."""
 
     counts: dict[Node, int]
     total: int
+    ranks: dict[Node, float] = field(default_factory=dict)
 
     def specificity(self, node: Node) -> float:
         return specificity(self.counts.get(node, 1), self.total)
@@ -88,12 +91,15 @@ class Citations:
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"nodes": strings_array([f"{kb}\x1f{key}" for kb, key in self.counts]),
                 "counts": np.fromiter(self.counts.values(), dtype=np.int64, count=len(self.counts)),
+                "ranks": np.fromiter((self.ranks.get(n, 0.0) for n in self.counts), dtype=np.float64,
+                                     count=len(self.counts)),
                 "total": np.array([self.total], dtype=np.int64)}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Citations:
         nodes = [tuple(n.split("\x1f", 1)) for n in array_strings(arrays["nodes"])]
-        return cls(dict(zip(nodes, arrays["counts"].tolist())), int(arrays["total"][0]))
+        return cls(dict(zip(nodes, arrays["counts"].tolist())), int(arrays["total"][0]),
+                   dict(zip(nodes, arrays["ranks"].tolist())))  # a file without ranks: KeyError, read again
 
     @property
     def rows(self) -> int:
@@ -101,16 +107,20 @@ class Citations:
 
 
 def entity_citations(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> Citations:
-    """The chunk counts of every entity, read once per graph state (one scan of the entity rows)."""
+    """The chunk counts and PageRank of every entity, read once per graph state (one scan of the
+    entity rows; a PageRank refresh stamps the state)."""
     def read() -> Citations:
         counts: dict[Node, int] = {}
+        ranks: dict[Node, float] = {}
         chunks: set[str] = set()
         for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Entity.KIND)],
-                              fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd"]):
+                              fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd", "pagerank_flt"]):
             cited = doc.get("chunk_ids_kwd") or []
-            counts[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = len(cited)
+            node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
+            counts[node] = len(cited)
+            ranks[node] = float(doc.get("pagerank_flt", 0.0) or 0.0)
             chunks.update(cited)
-        return Citations(counts, len(chunks))
+        return Citations(counts, len(chunks), ranks)
 
     return cached(store, ("citations", tenant, tuple(sorted(kb_ids))), state, read, LISTING_ENTRIES,
                   persist=Citations)

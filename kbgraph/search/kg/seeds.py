@@ -13,7 +13,7 @@ import numpy as np
 from kbgraph.graph.keys import normalize_key
 from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize, tokenize_query
-from kbgraph.search.batch import SearchBatch, Ticket
+from kbgraph.search.batch import RowsTicket, SearchBatch, Ticket
 from kbgraph.search.context import any_of_scores
 from kbgraph.search.graph_cache import LISTING_ENTRIES, GraphState, cached, graph_state
 from kbgraph.search.kg.params import KGParams
@@ -86,7 +86,7 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
 
     for hit in batch.hits(asked.question) if asked.question is not None else []:
         note(hit.doc, params.question_weight * hit.score)
-    for doc, score in _named_entity_hits(store, tenant, kb_ids, analysis, params, batch, asked.named):
+    for doc, score in _named_entity_hits(params, batch, asked):
         note(doc, score, anchor=True)
     if analysis.keywords:
         for doc, score in _answer_type_hits(store, tenant, kb_ids, analysis, params, state, batch,
@@ -115,6 +115,7 @@ class SeedSearches:
     question: Ticket | None
     named: list[_NameSearch]
     answer_type: Ticket | None
+    keyed: RowsTicket | None  # the rows whose keys are the analysed entities' (read by id)
 
 
 def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: QueryAnalysis,
@@ -131,8 +132,11 @@ def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: Query
         request = kind_request(kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None, params.search_top_n,
                                0.0, returned=SEED_FIELDS)
         answer_type = batch.ask(request) if request is not None else None
+    keys = list(dict.fromkeys(normalize_key(n) for n in analysis.entities if normalize_key(n)))
+    keyed = batch.ask_rows(kb_ids, [entity_id(kb, key) for kb in kb_ids for key in keys], SEED_FIELDS) \
+        if keys else None
     return SeedSearches(batch.ask(question) if question is not None else None,
-                        _named_entity_searches(batch, kb_ids, analysis, params, embedder, floor), answer_type)
+                        _named_entity_searches(batch, kb_ids, analysis, params, embedder, floor), answer_type, keyed)
 
 
 def _named_entity_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: QueryAnalysis, params: KGParams,
@@ -154,19 +158,12 @@ def _named_entity_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: 
     return out
 
 
-def _named_entity_hits(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
-                       params: KGParams, batch: SearchBatch, searches: list[_NameSearch]
-                       ) -> Iterator[tuple[dict, float]]:
+def _named_entity_hits(params: KGParams, batch: SearchBatch, asked: SeedSearches) -> Iterator[tuple[dict, float]]:
     """(row, score) of the entities the analysed entities match: by key (``exact_score``), and the
-    best ``entity_matches`` of each one's own search (``searches``), by name overlap and vector similarity."""
-    keys = list(dict.fromkeys(normalize_key(n) for n in analysis.entities if normalize_key(n)))
-    if keys:
-        ids = [entity_id(kb, key) for kb in kb_ids for key in keys]
-        rows = batch.remember(("rows", tuple(ids), tuple(SEED_FIELDS)),
-                              lambda: store.get(tenant, list(kb_ids), ids, fields=SEED_FIELDS))
-        for doc in rows:
-            yield dict(doc), params.exact_score
-    for search in searches:
+    best ``entity_matches`` of each one's own search (``asked.named``), by name overlap and vector similarity."""
+    for doc in batch.rows(asked.keyed) if asked.keyed is not None else []:
+        yield doc, params.exact_score
+    for search in asked.named:
         for hit in batch.hits(search.ticket) if search.ticket is not None else []:
             overlap = name_match(search.tokens, hit.doc.get("name_ltks", ""))
             similarity = hit.vector_score if search.has_vector else overlap

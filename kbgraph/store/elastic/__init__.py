@@ -23,7 +23,8 @@ Round trips (scored.py): the searches of a batch (``search_many``; ``search`` is
 take three requests at most, whatever the batch holds: one ``_msearch`` with every text and kNN
 half, ids and scores only (no stored field is read: the ids come from doc values); one ``_msearch``
 with the cosines of the text hits the kNN windows missed; one realtime ``mget`` of every page's
-rows. Rows carry vectors, so every request and answer is JSON by orjson (json_codec.py), vectors
+rows. The listings of a batch (neither text nor vector) within the result window go in one
+``_msearch`` (listing.py), and several reads by id in one ``mget`` (``get_many``). Rows carry vectors, so every request and answer is JSON by orjson (json_codec.py), vectors
 go out as float32 with the fewest digits, and rows are read as whole sources (the node's source
 filtering parses every vector to leave it out) with vectors dropped in Python.
 

@@ -1,7 +1,9 @@
 """Listings past Elasticsearch's result window: any offset and limit, as on the embedded store.
 
 A listing (a search with neither text nor vector) within the first ``MAX_RESULT_WINDOW`` rows is
-one ``from``/``size`` request (store.py). Past it, ``from`` is refused by the cluster, so the rows
+one ``from``/``size`` search, and every such listing of a batch goes in one ``_msearch``
+(``window_listings``: the rows of a kg query's community reports and its entities' mentions are
+read in one round trip). Past it, ``from`` is refused by the cluster, so the rows
 are walked in a point in time with ``search_after`` in the listing's own order (its fields, then
 ``id``, which is unique, so the walk never skips or repeats a row): the rows before ``offset`` are
 read as sort values only (no ``_source``), then the page itself. The point in time keeps every page
@@ -15,7 +17,37 @@ from typing import Any
 from kbgraph.store.base import Hit, SearchRequest, SearchResult
 from kbgraph.store.elastic.cluster import Cluster
 from kbgraph.store.elastic.hits import shape_doc
-from kbgraph.store.elastic.queries import MAX_RESULT_WINDOW, PIT_KEEP_ALIVE, build_sort, source_spec
+from kbgraph.store.elastic.queries import (
+    MAX_RESULT_WINDOW, PIT_KEEP_ALIVE, build_sort, listing_search, msearch_lines, source_spec,
+)
+
+
+def in_window(request: SearchRequest) -> bool:
+    """Whether a listing's page lies within the result window (one ``from``/``size`` search)."""
+    return request.offset + request.limit <= MAX_RESULT_WINDOW
+
+
+def listing_result(answer: Any | None, request: SearchRequest) -> SearchResult:
+    """A window listing's answer as the store returns it."""
+    if answer is None:
+        return SearchResult()
+    hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
+            for h in answer["hits"]["hits"]]
+    if request.count_total:
+        return SearchResult(hits=hits, total=int(answer["hits"]["total"]["value"]))
+    return SearchResult(hits=hits, total=request.offset + len(hits))
+
+
+def window_listings(cluster: Cluster, index: str, listings: list[tuple[dict[str, Any], SearchRequest]]
+                    ) -> list[SearchResult]:
+    """Listings within the window (``in_window``; (filter query, request) each) in one round trip."""
+    if not listings:
+        return []
+    if len(listings) == 1:
+        query, request = listings[0]
+        return [listing_result(cluster.search("search", index, **listing_search(query, request)), request)]
+    answers = cluster.msearch("search", index, msearch_lines(index, [listing_search(q, r) for q, r in listings]))
+    return [listing_result(answer, request) for answer, (_, request) in zip(answers, listings)]
 
 
 def page_request(pit_id: str, query: dict[str, Any], sort: list[dict[str, Any]], size: int, source: Any,

@@ -297,3 +297,16 @@ def mget_request(ids: Sequence[str], fields: Sequence[str] | None) -> dict[str, 
     if fields is not None and not any(VECTOR_RE.match(name) for name in fields):
         kwargs["source_includes"] = list(dict.fromkeys(["id", "kb_id", *fields]))
     return kwargs
+
+
+def mget_reads(ids_fields: Sequence[tuple[str, Sequence[str] | None]]) -> dict[str, Any]:
+    """A realtime multi-get of rows read with fields of their own (several ``get`` calls as one
+    request, the ``docs`` form of the Multi get API), each row's ``_source`` asked as
+    ``mget_request`` asks it: the named fields (plus ``id`` and ``kb_id``), or the whole source when
+    every field or a vector is wanted."""
+    docs: list[dict[str, Any]] = []
+    for doc_id, fields in ids_fields:
+        whole = fields is None or any(VECTOR_RE.match(name) for name in fields)
+        spec: Any = True if whole else {"includes": list(dict.fromkeys(["id", "kb_id", *(fields or [])]))}
+        docs.append({"_id": doc_id, "_source": spec})
+    return {"docs": docs}

@@ -24,10 +24,10 @@ from kbgraph.store.elastic.indices import (
     definition_for, index_body, load_index_body, vector_fields, vector_mapping,
 )
 from kbgraph.store.elastic.json_codec import use_orjson
-from kbgraph.store.elastic.listing import deep_listing
+from kbgraph.store.elastic.listing import deep_listing, in_window, window_listings
 from kbgraph.store.elastic.queries import (
     MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, aggregation_search, build_filter, checked_kb, checked_kbs, hit_id, ids_search,
-    listing_search, mget_request, msearch_lines, only_ids, scan_page, scan_source, similarity_search,
+    mget_reads, mget_request, msearch_lines, only_ids, scan_page, scan_source, similarity_search,
 )
 from kbgraph.store.elastic.scored import HIT_PATHS, scored_searches
 from kbgraph.store.elastic.tenants import TenantIndices
@@ -278,14 +278,40 @@ class ElasticStore(DocStore):
                     found[item["_id"]] = source_doc(source, item["_id"], fields)
         return [found[i] for i in wanted if i in found]
 
+    def get_many(self, tenant_id: str, kb_ids: Sequence[str],
+                 reads: Sequence[tuple[Sequence[str], Sequence[str] | None]]) -> list[list[Doc]]:
+        """Every read's rows in one realtime multi-get (several for more than MGET_BATCH rows)."""
+        allowed = set(checked_kbs(kb_ids))
+        wanted = [(list(dict.fromkeys(ids)), fields) for ids, fields in reads]
+        asked = [(doc_id, fields) for ids, fields in wanted for doc_id in ids]
+        items: list[dict[str, Any]] = []
+        index = self.index_for(tenant_id)
+        for start in range(0, len(asked), MGET_BATCH):
+            answer = self._cluster.mget(index, **mget_reads(asked[start:start + MGET_BATCH]))
+            if answer is None:
+                return [[] for _ in reads]
+            items += answer["docs"]
+        found = iter(items)
+        out: list[list[Doc]] = []
+        for ids, fields in wanted:
+            docs = []
+            for doc_id, item in zip(ids, found):
+                source = item.get("_source")
+                if item.get("found") and source is not None and source.get("kb_id") in allowed:
+                    docs.append(source_doc(source, doc_id, fields))
+            out.append(docs)
+        return out
+
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
         return self.search_many(tenant_id, [request])[0]
 
     def search_many(self, tenant_id: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
-        """Every scored request of the batch in three round trips at most (scored.py); listings one
-        request each."""
+        """Every scored request of the batch in three round trips at most (scored.py); every listing
+        within the result window in one (listing.py), deeper ones a walk each."""
         for request in requests:
             checked_kbs(request.kb_ids)
+            if request.text is None and request.vector is None and (request.offset < 0 or request.limit < 0):
+                raise StoreError("offset and limit must be >= 0")
         if not requests:
             return []
         index = self.index_for(tenant_id)
@@ -293,24 +319,11 @@ class ElasticStore(DocStore):
         scored = [r for r in requests if r.text is not None or r.vector is not None]
         found = iter(scored_searches(self._cluster, index, scored, lambda name: self._vector_mapped(index, name))
                      if scored else [])
-        return [next(found) if r.text is not None or r.vector is not None
-                else self._list(index, build_filter(r.kb_ids, r.where), r) for r in requests]
-
-    def _list(self, index: str, query: dict[str, Any], request: SearchRequest) -> SearchResult:
-        """Neither text nor vector: a filtered listing in field order, then id (past the result
-        window: a walk in a point in time, listing.py)."""
-        if request.offset < 0 or request.limit < 0:
-            raise StoreError("offset and limit must be >= 0")
-        if request.offset + request.limit > MAX_RESULT_WINDOW:
-            return deep_listing(self._cluster, index, query, request)
-        answer = self._cluster.search("search", index, **listing_search(query, request))
-        if answer is None:
-            return SearchResult()
-        hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
-                for h in answer["hits"]["hits"]]
-        if request.count_total:
-            return SearchResult(hits=hits, total=int(answer["hits"]["total"]["value"]))
-        return SearchResult(hits=hits, total=request.offset + len(hits))
+        listed = [(build_filter(r.kb_ids, r.where), r) for r in requests
+                  if r.text is None and r.vector is None and in_window(r)]
+        shallow = iter(window_listings(self._cluster, index, listed))
+        return [next(found) if r.text is not None or r.vector is not None else next(shallow) if in_window(r)
+                else deep_listing(self._cluster, index, build_filter(r.kb_ids, r.where), r) for r in requests]
 
     def vector_cosines(self, tenant_id: str, kb_ids: Sequence[str], ids: Sequence[str], field_name: str,
                        unit_vector: Sequence[float]) -> dict[str, float]:
