@@ -10,9 +10,10 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from kbgraph.graph.scores import join_scores
 from kbgraph.index.context import KBContext
-from kbgraph.store.base import eq
-from kbgraph.store.records import Entity, Relation
+from kbgraph.store.base import Condition, eq
+from kbgraph.store.records import Entity, EntityScore, Relation, entity_id, scored_entity_id
 
 
 @dataclass
@@ -43,17 +44,29 @@ class GraphRows:
     unembedded: set[str] = field(default_factory=set)
     # rows whose description waits for the summary pass (``summary_pending_int`` 1)
     pending: set[str] = field(default_factory=set)
+    # entity row id -> its stored score row (EntityScore), for those that have one
+    scores: dict[str, EntityScore] = field(default_factory=dict)
+    # score rows whose entity is gone
+    orphan_scores: list[str] = field(default_factory=list)
 
 
 def _graph_rows(ctx: KBContext) -> GraphRows:
     rows = GraphRows([], [])
+    # score rows are small (no vector, no text): read whole, the entities' scores joined from them
+    stored = {scored_entity_id(doc["id"]): doc for doc in ctx.store.scan(
+        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityScore.KIND)])}
     for kind, into in ((Entity, rows.entities), (Relation, rows.relations)):
         for doc in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", kind.KIND)]):
+            if kind is Entity:
+                join_scores([doc], stored)
             into.append(kind.from_doc(doc))
             if not doc.get("embedded_int"):
                 rows.unembedded.add(doc["id"])
             if doc.get("summary_pending_int"):
                 rows.pending.add(doc["id"])
+    entity_ids = {e.id for e in rows.entities}
+    rows.scores = {i: EntityScore.from_doc(doc) for i, doc in stored.items() if i in entity_ids}
+    rows.orphan_scores = sorted(doc["id"] for i, doc in stored.items() if i not in entity_ids)
     return rows
 
 
@@ -66,10 +79,10 @@ WRITE_ROWS = 4096
 
 class RowChanges:
     """Field changes to existing rows, gathered across refresh phases and written as one patch per
-    row: an entity's new vector, PageRank and communities cost one rewrite of its row, not three.
-    On Elasticsearch a rewrite is the row indexed again, vector and all (~0.5 ms of the node's CPU a
-    row, 20x a row without a vector), so on the MuSiQue corpus (11k entities) each rewrite spared is
-    ~6 s of the node's CPU.
+    row, and the entities' score rows (``track``). On Elasticsearch a rewrite is the row indexed
+    again, vector and all (~0.5 ms of the node's CPU a row, 20x a row without a vector), so on the
+    MuSiQue corpus (11k entities) each rewrite spared is ~6 s of the node's CPU: PageRank and
+    communities, which move for most entities, go to score rows, and a row's vector is its one patch.
 
     A row no later phase changes (``settled``: a relation's vector) is written with the next
     ``limit`` such rows; the others wait for ``write``, up to ``held`` rows (then they are written
@@ -87,6 +100,14 @@ class RowChanges:
         self._lock = threading.RLock()  # the embedding pass may add from its own thread
         self._writer: ThreadPoolExecutor | None = None
         self._writing: list[tuple[Future[None], dict[str, dict]]] = []
+        self._scored: GraphRows | None = None
+
+    def track(self, rows: GraphRows) -> None:
+        """The rows whose entities' score rows (EntityScore: PageRank, communities) each ``write``
+        and ``write_behind`` bring up to date: those that differ from the stored ones are written
+        whole, and those whose entity is gone removed."""
+        with self._lock:
+            self._scored = rows
 
     def add(self, row_id: str, fields: dict, *, settled: bool = False) -> None:
         with self._lock:
@@ -116,6 +137,40 @@ class RowChanges:
     def _patch(self, part: dict[str, dict]) -> None:
         self.ctx.store.patch(self.ctx.tenant, self.ctx.kb_id, part, refresh=False)
 
+    def _write_scores(self) -> None:
+        """Queue the score rows that changed since they were stored (see ``track``)."""
+        rows = self._scored
+        if rows is None:
+            return
+        due: list[EntityScore] = []
+        for entity in rows.entities:
+            score = EntityScore.of(entity)
+            if rows.scores.get(entity.id) != score:
+                due.append(score)
+                rows.scores[entity.id] = score
+        gone, rows.orphan_scores = rows.orphan_scores, []
+        for start in range(0, max(len(due), 1 if gone else 0), self.limit):
+            part, drop = due[start:start + self.limit], gone if start == 0 else []
+            if self.ctx.store.remote:
+                if self._writer is None:
+                    self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-row-writes")
+                self._writing.append((self._writer.submit(self._store_scores, rows, part, drop), {}))
+            else:
+                self._store_scores(rows, part, drop)
+
+    def _store_scores(self, rows: GraphRows, part: list[EntityScore], gone: list[str]) -> None:
+        try:
+            if part:
+                self.ctx.store.upsert(self.ctx.tenant, self.ctx.kb_id, [s.to_doc() for s in part], refresh=False)
+            if gone:
+                self.ctx.store.delete(self.ctx.tenant, [self.ctx.kb_id], [Condition("id", "in", gone)], refresh=False)
+        except BaseException:
+            with self._lock:  # written again by the next write
+                for score in part:
+                    rows.scores.pop(entity_id(score.kb_id, score.key), None)
+                rows.orphan_scores += gone
+            raise
+
     def _hold_again(self, part: dict[str, dict]) -> None:
         """A part that failed to be written is held again (a failed refresh writes what it computed),
         under any change made to its rows since."""
@@ -126,11 +181,13 @@ class RowChanges:
         """Start writing every row held: the caller changes none of them any more."""
         with self._lock:
             self._write(list(self.rows))
+            self._write_scores()
 
     def write(self) -> None:
         """Write every row held and wait for every write under way; raises the first failure."""
         with self._lock:
             self._write(list(self.rows))
+            self._write_scores()
             writing, self._writing = self._writing, []
             failure: BaseException | None = None
             for future, part in writing:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from kbgraph.graph.scores import join_scores, score_rows
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Relation, graph_meta_id
@@ -35,6 +36,8 @@ ADJACENCY_CACHES = 4
 EDGE_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]
 # cached typed listings per store
 LISTING_ENTRIES = 256
+# entities whose score rows (PageRank, communities) one score cache holds (~0.3 KB each)
+SCORE_ROWS = 200_000
 
 
 class Edge(NamedTuple):
@@ -224,3 +227,50 @@ def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], stat
         return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
     key = ("adjacency", tenant, tuple(sorted(kb_ids)))
     return cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)
+
+
+class EntityScores:
+    """The entities' score rows (PageRank, communities: kbgraph.graph.scores), read the first time an
+    entity is asked for and kept (up to ``max_rows`` entities, least recently used dropped first):
+    the rows a query ranks get their scores without a read once their score rows are known.
+
+    One instance belongs to one graph state: callers get it through ``entity_scores``."""
+
+    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_rows: int = SCORE_ROWS) -> None:
+        self._store, self._tenant, self._kb_ids = store, tenant, list(kb_ids)
+        self._max_rows = max_rows
+        self._known: OrderedDict[str, dict | None] = OrderedDict()  # None: the entity has no score row
+        self._lock = threading.Lock()
+
+    def join(self, docs: Iterable[dict]) -> None:
+        """Give these entity rows (each with its ``id``) their PageRank and communities."""
+        docs = list(docs)
+        with self._lock:
+            known = {d["id"]: self._known[d["id"]] for d in docs if d["id"] in self._known}
+            for row_id in known:
+                self._known.move_to_end(row_id)
+        missing = [d["id"] for d in docs if d["id"] not in known]
+        if missing:
+            read = score_rows(self._store, self._tenant, self._kb_ids, missing)
+            fresh = {row_id: read.get(row_id) for row_id in missing}
+            known.update(fresh)
+            self._keep(fresh)
+        join_scores(docs, known)
+
+    def _keep(self, fresh: dict[str, dict | None]) -> None:
+        if self._max_rows <= 0:
+            return
+        with self._lock:
+            self._known.update(fresh)
+            while len(self._known) > self._max_rows:
+                self._known.popitem(last=False)
+
+
+def entity_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> EntityScores:
+    """The shared score cache of these knowledge bases at ``state`` (a private reader that keeps
+    nothing when the state cannot be cached). A refresh stamps its phases in the state, so a moved
+    PageRank is never served from here."""
+    if not state.cacheable:
+        return EntityScores(store, tenant, kb_ids, max_rows=0)
+    key = ("scores", tenant, tuple(sorted(kb_ids)))
+    return cached(store, key, state, lambda: EntityScores(store, tenant, kb_ids), ADJACENCY_CACHES)

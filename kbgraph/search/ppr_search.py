@@ -52,7 +52,7 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.graph_cache import GraphState, graph_state
+from kbgraph.search.graph_cache import GraphState, entity_scores, graph_state
 from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities
@@ -384,7 +384,7 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
                                        fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
         scores = chained if chained is not None else naive_order([h.chunk_id for h in naive])
     chunks = _ranked_chunks(store, tenant, kb_ids, graph, naive, scores, params)
-    entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
+    entities = _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params, state) if walked is not None else []
     return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
                      citations=citation_map(chunks),
                      matching=_leading(chunks, chain_starts(naive, params.chains) if params.chains is not None else []))
@@ -418,11 +418,12 @@ def _ranked_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: E
 
 
 def _walked_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph, walked: np.ndarray,
-                     seeds: Seeds, params: PPRParams) -> list[EntityHit]:
+                     seeds: Seeds, params: PPRParams, state: GraphState) -> list[EntityHit]:
     """The entities the walk settled on, for the structured result and the context."""
     entity_mass = top_entities(graph, walked, params.entity_top_n * 3)
     top = max(entity_mass.values(), default=0.0)
     normalized = {n: m / top for n, m in entity_mass.items()} if top > 0 else {}
     docs = entity_rows(store, tenant, kb_ids, normalized, seeds.docs, params.entity_top_n)
+    entity_scores(store, tenant, kb_ids, state).join(docs.values())  # their PageRank and communities, shown
     entities = rank_entities(normalized, {}, docs, 0.0)[:params.entity_top_n]
     return within_budget(entities, entity_row, params.budget.entities)

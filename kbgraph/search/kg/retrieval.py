@@ -26,7 +26,7 @@ from kbgraph.search.context import (
     within_budget,
 )
 from kbgraph.search.batch import SearchBatch, Ticket
-from kbgraph.search.graph_cache import Edge, GraphState, graph_state, holds_kind, relation_adjacency
+from kbgraph.search.graph_cache import Edge, GraphState, entity_scores, graph_state, holds_kind, relation_adjacency
 from kbgraph.search.kg.expand import expand
 from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_scores
 from kbgraph.search.kg.params import KGParams
@@ -75,7 +75,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     scores, hops, walked = expand(store, tenant, kb_ids, seed_scores, params,
                                   {rid: score for rid, (score, _) in facts.items()},
                                   relation_adjacency(store, tenant, kb_ids, state), citations)
-    entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params)
+    entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params, state)
     relations = _chosen_relations(store, tenant, kb_ids, params, seeds, anchors, facts, walked, entities,
                                   batch.hits(question_relations) if question_relations is not None else [])
 
@@ -96,12 +96,15 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
 
 
 def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],
-                     hops: dict[Node, int], seed_docs: dict[Node, dict], params: KGParams) -> list[EntityHit]:
-    """The best-scored entities, their rows read where the seeds did not (within the budget)."""
+                     hops: dict[Node, int], seed_docs: dict[Node, dict], params: KGParams,
+                     state: GraphState) -> list[EntityHit]:
+    """The best-scored entities, their rows read where the seeds did not, with their PageRank and
+    communities (score rows, kept by the graph cache), within the budget."""
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
     docs = {n: seed_docs[n] for n in pool if n in seed_docs}
     docs.update(_fetch_entities(store, tenant, kb_ids, [n for n in pool if n not in docs]))
+    entity_scores(store, tenant, kb_ids, state).join(docs.values())
     entities = rank_entities(scores, hops, docs, params.pagerank_weight)[:params.entity_top_n]
     return within_budget(entities, entity_row, params.budget.entities)
 
