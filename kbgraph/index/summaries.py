@@ -12,9 +12,8 @@ from kbgraph.graph.derive.aliases import load_aliases
 from kbgraph.graph.derive.entities import entity_description_inputs
 from kbgraph.graph.derive.relations import relation_description_inputs
 from kbgraph.graph.describe import Describer, SummaryError
-from kbgraph.graph.scores import JOINED_FIELDS
 from kbgraph.index.context import WRITE_ROWS, KBContext, check_cancel, report_progress
-from kbgraph.index.refresh_state import GraphRows
+from kbgraph.index.refresh_state import GraphRows, stored_doc
 from kbgraph.llm.base import CancelCheck
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.records import Entity, Relation
@@ -60,7 +59,7 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
                 continue
             _set_summary(row, description)
             rows.unembedded.add(row.id)
-            waiting.append(_row_doc(row))
+            waiting.append(stored_doc(row))
             if on_row is not None:
                 on_row(row.id)
             if len(waiting) >= WRITE_ROWS:
@@ -85,15 +84,6 @@ def _summary(describer: Describer, failures: dict[str, str], cancel: CancelCheck
         for doc_id in row.doc_ids:
             failures.setdefault(doc_id, str(exc))
         return row, None
-
-
-def _row_doc(row: Entity | Relation) -> dict:
-    """The row as stored: an entity's PageRank and communities stay in its score row (EntityScore)."""
-    doc = row.to_doc()
-    if isinstance(row, Entity):
-        for name in JOINED_FIELDS:
-            doc.pop(name, None)
-    return doc
 
 
 def _set_summary(row: Entity | Relation, description: str) -> None:
