@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
-from kbgraph.graph.scores import join_scores, score_rows
+from kbgraph.graph.scores import JOINED_FIELDS, join_scores
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
-from kbgraph.store.records import Relation, graph_meta_id
+from kbgraph.store.records import Relation, entity_id, entity_score_id, graph_meta_id, scored_entity_id
 
 Node = tuple[str, str]  # (kb_id, entity key)
 T = TypeVar("T")
@@ -242,20 +242,30 @@ class EntityScores:
         self._known: OrderedDict[str, dict | None] = OrderedDict()  # None: the entity has no score row
         self._lock = threading.Lock()
 
-    def join(self, docs: Iterable[dict]) -> None:
-        """Give these entity rows (each with its ``id``) their PageRank and communities."""
-        docs = list(docs)
+    def complete(self, docs: dict[Node, dict], fetch: Sequence[Node], fields: Sequence[str]) -> None:
+        """Add the entity rows of ``fetch`` (with ``fields``) to ``docs``, and give every row of
+        ``docs`` its PageRank and communities: the rows and the score rows not known yet in one
+        read of the store."""
+        wanted = [entity_id(kb, key) for kb, key in fetch]
+        rows = list(docs.values())
         with self._lock:
-            known = {d["id"]: self._known[d["id"]] for d in docs if d["id"] in self._known}
+            known = {i: self._known[i] for i in [d["id"] for d in rows] + wanted if i in self._known}
             for row_id in known:
                 self._known.move_to_end(row_id)
-        missing = [d["id"] for d in docs if d["id"] not in known]
-        if missing:
-            read = score_rows(self._store, self._tenant, self._kb_ids, missing)
-            fresh = {row_id: read.get(row_id) for row_id in missing}
+        unscored = [i for i in dict.fromkeys([d["id"] for d in rows] + wanted) if i not in known]
+        if wanted or unscored:
+            read = self._store.get(self._tenant, self._kb_ids, [*wanted, *(entity_score_id(i) for i in unscored)],
+                                   fields=list(dict.fromkeys(["id", *fields, *JOINED_FIELDS])))
+            own = set(wanted)
+            scored = {scored_entity_id(d["id"]): d for d in read if d["id"] not in own}
+            fresh = {row_id: scored.get(row_id) for row_id in unscored}
             known.update(fresh)
             self._keep(fresh)
-        join_scores(docs, known)
+            for doc in read:
+                if doc["id"] in own:
+                    docs[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = doc
+                    rows.append(doc)
+        join_scores(rows, known)
 
     def _keep(self, fresh: dict[str, dict | None]) -> None:
         if self._max_rows <= 0:

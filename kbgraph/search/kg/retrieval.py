@@ -32,7 +32,7 @@ from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_sco
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities, rank_relations, rank_reports, relation_rows
 from kbgraph.search.kg.rows import (
-    RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, fetch_chunks, kind_request, mention_weights, relation_ends,
+    ENTITY_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, fetch_chunks, kind_request, mention_weights, relation_ends,
 )
 from kbgraph.search.kg.scoring import chunk_support, entity_citations
 from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
@@ -103,8 +103,8 @@ def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
     docs = {n: seed_docs[n] for n in pool if n in seed_docs}
-    docs.update(_fetch_entities(store, tenant, kb_ids, [n for n in pool if n not in docs]))
-    entity_scores(store, tenant, kb_ids, state).join(docs.values())
+    # the rows not read yet and the score rows not known yet: one read
+    entity_scores(store, tenant, kb_ids, state).complete(docs, [n for n in pool if n not in docs], ENTITY_FIELDS)
     entities = rank_entities(scores, hops, docs, params.pagerank_weight)[:params.entity_top_n]
     return within_budget(entities, entity_row, params.budget.entities)
 
