@@ -37,8 +37,8 @@ def refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity],
     result.communities = len(communities)
     _label_entities(entities, communities)
     if summaries is None:
-        # the entities' last change of the refresh: their rewrites go to the store while the reports
-        # are written (a summary pass running beside would rewrite some of them after)
+        # the entities' last change of the refresh: their score rows go to the store while the
+        # reports are written (a summary pass running beside would rewrite some rows after)
         changes.write_behind()
     reports = CommunityReports(ctx, communities, entities, relations)
     _write_reports(reports, meta.version, result, progress, cancel, summaries)

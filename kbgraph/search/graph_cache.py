@@ -1,8 +1,8 @@
 """In-process caches of graph reads that change only when the knowledge base's graph does.
 
 Entity and relation rows are written by merges, which bump the graph version in the knowledge base's
-``graph_meta`` row, and patched by the refresh phases (PageRank, communities), which stamp the
-version they ran at in the same row. So a read of those rows stays valid while that row stays the
+``graph_meta`` row, and the entities' score rows (PageRank, communities) by the refresh phases,
+which stamp the version they ran at in the same row. So a read of those rows stays valid while that row stays the
 same: the caches here are keyed by it (``GraphState``, one small get per query). Knowledge bases
 without a ``graph_meta`` row (rows written by hand, as some tests do) are never cached.
 
