@@ -2,7 +2,7 @@
 
     KBGRAPH_ES_PORT=9230 KBGRAPH_ES_PROFILE=deploy KBGRAPH_ES_HEAP=1g bash tests/es_node/es-node.sh start
     KBGRAPH_ES_URL=http://127.0.0.1:9230 python bench/es_speed.py [--corpus musique|sample] [--passes 1]
-        [--limit N] [--questions N] [--rm-docs 3] [--count-requests] [--json OUT.json]
+        [--limit N] [--questions N] [--no-queries] [--rm-docs 3] [--count-requests] [--json OUT.json]
 
 The corpus: ``musique`` (default) writes the 1,890 MuSiQue passages of musique-kag-train100 (found
 in $KBGRAPH_EVAL_DATA, as bench/index_throughput.py reads it) as one file each and asks its 100
@@ -20,7 +20,10 @@ and the same steps, timed through the Engine calls the CLI makes:
 It prints each figure, the Elasticsearch/SQLite ratio and issue 40's target (query p50 at most 2x
 SQLite's and 150 ms in the graph modes, naive p50 at most 25 ms, indexing at most 1.5x, docs rm at
 most 2x), and how many questions got the same top chunks from both stores. ``--count-requests``
-counts the HTTP requests each Elasticsearch query sends and the time spent in them.
+counts the HTTP requests each Elasticsearch query sends and the time spent in them. Beside the
+Elasticsearch times it prints what indexing and the removals cost the node (CPU seconds, rows indexed
+and deleted, its threads' time in indexing, merges, refreshes, searches, gets): the CPU figures hold
+under a load that makes wall times noisy. ``--no-queries`` skips the query passes.
 """
 
 from __future__ import annotations
