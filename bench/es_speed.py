@@ -2,7 +2,7 @@
 
     KBGRAPH_ES_PORT=9230 KBGRAPH_ES_PROFILE=deploy KBGRAPH_ES_HEAP=1g bash tests/es_node/es-node.sh start
     KBGRAPH_ES_URL=http://127.0.0.1:9230 python bench/es_speed.py [--corpus musique|sample] [--passes 1]
-        [--limit N] [--questions N] [--rm-docs 3] [--count-requests] [--json OUT.json]
+        [--limit N] [--questions N] [--no-queries] [--rm-docs 3] [--count-requests] [--json OUT.json]
 
 The corpus: ``musique`` (default) writes the 1,890 MuSiQue passages of musique-kag-train100 (found
 in $KBGRAPH_EVAL_DATA, as bench/index_throughput.py reads it) as one file each and asks its 100
@@ -21,7 +21,10 @@ It prints each figure, the Elasticsearch/SQLite ratio and issue 40's target (que
 SQLite's and 150 ms in the graph modes, naive p50 at most 25 ms, indexing at most 1.5x, docs rm at
 most 2x), and how many questions got the same top chunks from both stores. ``--count-requests``
 counts the HTTP requests each Elasticsearch query sends, the round trips among them in sequence
-(requests that overlap in time, sent side by side, count once) and the time spent in them.
+(requests that overlap in time, sent side by side, count once) and the time spent in them. Beside the
+Elasticsearch times it prints what indexing and the removals cost the node (CPU seconds, rows indexed
+and deleted, its threads' time in indexing, merges, refreshes, searches, gets): the CPU figures hold
+under a load that makes wall times noisy. ``--no-queries`` skips the query passes.
 """
 
 from __future__ import annotations
@@ -131,6 +134,7 @@ class StoreRun:
     rm_s: list[float] = field(default_factory=list)
     latencies: dict[str, list[float]] = field(default_factory=lambda: {m: [] for m in MODES})
     requests: dict[str, list[tuple[float, float, float]]] = field(default_factory=lambda: {m: [] for m in MODES})
+    node: dict[str, dict[str, float]] = field(default_factory=dict)  # phase -> node_delta (Elasticsearch)
 
 
 def open_store(name: str, root: Path, url: str, refresh_interval: str, count: bool) -> StoreRun:
@@ -155,6 +159,39 @@ def node_jvm(run: StoreRun) -> list[dict[str, Any]]:
              "reduced_jit": any("TieredStopAtLevel" in a for a in n["jvm"]["input_arguments"])} for n in nodes]
 
 
+def node_work(run: StoreRun) -> dict[str, float]:
+    """The node's CPU seconds and the rows it indexed and deleted so far (every index of the node):
+    what a phase cost the node whatever the machine's load, and how many rows it wrote (a rewrite of
+    a row is one more indexed and one more deleted)."""
+    client = getattr(run.engine.store, "_cluster").client
+    nodes = client.nodes.stats(metric="process,indices").body["nodes"].values()
+
+    def total(path: str) -> float:
+        found = 0.0
+        for node in nodes:
+            value: Any = node
+            for part in path.split("."):
+                value = value.get(part, {})
+            found += float(value or 0)
+        return found
+
+    # where its time went (thread time: under load it counts waits for a core too)
+    return {"cpu_s": total("process.cpu.total_in_millis") / 1000.0,
+            "indexed": total("indices.indexing.index_total"), "deleted": total("indices.indexing.delete_total"),
+            "index_s": total("indices.indexing.index_time_in_millis") / 1000.0,
+            "merge_s": total("indices.merges.total_time_in_millis") / 1000.0,
+            "refresh_s": total("indices.refresh.total_time_in_millis") / 1000.0,
+            "refreshes": total("indices.refresh.total"),
+            "search_s": total("indices.search.query_time_in_millis") / 1000.0
+            + total("indices.search.fetch_time_in_millis") / 1000.0,
+            "get_s": total("indices.get.time_in_millis") / 1000.0}
+
+
+def node_delta(run: StoreRun, before: dict[str, float]) -> dict[str, float]:
+    after = node_work(run)
+    return {name: round(after[name] - before[name], 1) for name in before}
+
+
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     started = time.perf_counter()
     value = fn()
@@ -163,9 +200,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 def index_corpus(run: StoreRun, folder: Path) -> None:
     run.engine.create_kb(KB, graph=GraphConfig(enabled=True, method="nlp", community=True))
+    before = node_work(run) if run.name == "elasticsearch" else {}
     run.index_s, report = timed(lambda: run.engine.index_paths(KB, [folder]))
-    print(f"{run.name:<14} kbgraph index: {run.index_s:8.2f} s ({report.count('indexed')} documents indexed)",
-          flush=True)
+    run.node["index"] = node_delta(run, before) if before else {}
+    print(f"{run.name:<14} kbgraph index: {run.index_s:8.2f} s ({report.count('indexed')} documents indexed)"
+          + (f"; node: {json.dumps(run.node['index'])}" if before else ""), flush=True)
 
 
 def ask(run: StoreRun, question: str, mode: str, keep: bool) -> list[tuple[str, int]]:
@@ -201,10 +240,13 @@ def ask_all(runs: list[StoreRun], questions: list[str], passes: int) -> dict[str
 
 
 def remove_documents(run: StoreRun, names: list[str]) -> None:
+    before = node_work(run) if run.name == "elasticsearch" else {}
     for name in names:
         seconds, _ = timed(lambda: run.engine.delete_document(KB, name))
         run.rm_s.append(seconds)
-    print(f"{run.name:<14} kbgraph docs rm: " + ", ".join(f"{s:.2f} s" for s in run.rm_s), flush=True)
+    run.node["rm"] = node_delta(run, before) if before else {}
+    print(f"{run.name:<14} kbgraph docs rm: " + ", ".join(f"{s:.2f} s" for s in run.rm_s)
+          + (f"; node (all of them): {json.dumps(run.node['rm'])}" if before else ""), flush=True)
 
 
 def verdict(ok: bool) -> str:
@@ -213,14 +255,14 @@ def verdict(ok: bool) -> str:
 
 def report(runs: dict[str, StoreRun], same: dict[str, dict[str, float]], questions: int) -> dict[str, Any]:
     lite, es = runs["sqlite"], runs["elasticsearch"]
-    rows: dict[str, Any] = {"met": {}}
+    rows: dict[str, Any] = {"met": {}, "node": es.node}
     print(f"\n{'':<24}{'Elasticsearch':>16}{'SQLite':>16}{'ratio':>8}  target")
     ratio = es.index_s / lite.index_s
     rows["index_s"] = (es.index_s, lite.index_s)
     rows["met"]["index"] = ratio <= INDEX_RATIO
     print(f"{'kbgraph index':<24}{es.index_s:>14.1f} s{lite.index_s:>14.1f} s{ratio:>8.2f}  "
           f"<= {INDEX_RATIO}x: {verdict(ratio <= INDEX_RATIO)}")
-    for mode in MODES:
+    for mode in MODES if same else ():
         e50, e99 = statistics.median(es.latencies[mode]), percentile(es.latencies[mode], 0.99)
         s50, s99 = statistics.median(lite.latencies[mode]), percentile(lite.latencies[mode], 0.99)
         rows[mode] = {"es": (e50, e99), "sqlite": (s50, s99), "n": len(es.latencies[mode])}
@@ -237,6 +279,8 @@ def report(runs: dict[str, StoreRun], same: dict[str, dict[str, float]], questio
     rows["met"]["rm"] = e_rm <= RM_RATIO * s_rm
     print(f"{'kbgraph docs rm':<24}{e_rm:>14.2f} s{s_rm:>14.2f} s{e_rm / s_rm:>8.2f}  "
           f"<= {RM_RATIO}x: {verdict(e_rm <= RM_RATIO * s_rm)}")
+    if not same:
+        return rows
     print("same chunk list on both stores (in order; mean overlap of the sets): " + ", ".join(
         f"{m} {same[m]['same']:.0f}/{questions} ({same[m]['overlap']:.2f})" for m in MODES))
     rows["same_chunks"] = same
@@ -255,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passes", type=int, default=1, help="timed passes over the questions (after one warm-up)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N passages (musique)")
     ap.add_argument("--questions", type=int, default=0, help="only the first N questions")
+    ap.add_argument("--no-queries", action="store_true", help="skip the query passes (indexing and docs rm only)")
     ap.add_argument("--rm-docs", type=int, default=3, help="documents removed one by one at the end")
     ap.add_argument("--refresh-interval", default="", help="es_refresh_interval (default: the setting's default)")
     ap.add_argument("--count-requests", action="store_true", help="count Elasticsearch requests per query")
@@ -279,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for run in runs.values():
             index_corpus(run, folder)
-        same = ask_all(list(runs.values()), questions, args.passes)
+        same = ask_all(list(runs.values()), questions, args.passes) if not args.no_queries else {}
         # documents spread over the corpus, the same on both stores
         step = max(1, len(files) // (args.rm_docs + 1))
         doomed = [files[step * (i + 1)] for i in range(args.rm_docs)]

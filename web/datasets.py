@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from kbgraph.engine import KBGraphError
 from kbgraph.engine.providers import embedding_choice
+from kbgraph.graph.scores import get_entities
 from kbgraph.graph.view import sample_graph
 from kbgraph.meta import AlreadyExists, GraphConfig, KBCounts, KnowledgeBase, MetaError, NotFound, graph_config
 from kbgraph.store.base import StoreError
@@ -278,7 +279,8 @@ def knowledge_graph(dataset_id: str) -> Response:
     sample = sample_graph(store, tenant(), kb.id, limit=MAX_NODES, facets=False)
     if not sample.nodes:
         return ok({"graph": {}, "mind_map": {}})
-    entities = [Entity.from_doc(d) for d in store.get(tenant(), [kb.id], [entity_id(kb.id, n.key) for n in sample.nodes])]
+    entities = [Entity.from_doc(d) for d in get_entities(store, tenant(), [kb.id],
+                                                         [entity_id(kb.id, n.key) for n in sample.nodes])]
     entities.sort(key=lambda e: (-e.pagerank, -e.mention_count, e.key))  # one order among equal PageRanks
     kept = {e.key: e for e in entities}
     ids = [relation_id(kb.id, e.source, e.target) for e in sample.edges if e.source in kept and e.target in kept]

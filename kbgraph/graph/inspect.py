@@ -9,6 +9,7 @@ from io import BytesIO
 import networkx as nx
 
 from kbgraph.graph.keys import normalize_key
+from kbgraph.graph.scores import get_entities, ranked_entities, scan_entities
 from kbgraph.store.base import DocStore, SearchRequest, TextQuery, eq
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.store.records import CommunityReport, Entity, GraphMeta, Relation, entity_id, graph_meta_id
@@ -37,10 +38,8 @@ def _count(store: DocStore, tenant: str, kb_id: str, kind: str) -> int:
 def graph_stats(store: DocStore, tenant: str, kb_id: str, top: int = 10) -> GraphStats:
     found = store.get(tenant, [kb_id], [graph_meta_id(kb_id)])
     meta = GraphMeta.from_doc(found[0]) if found else GraphMeta(kb_id=kb_id)
-    top_rows = store.search(tenant, SearchRequest(
-        kb_ids=[kb_id], where=[eq("knowledge_graph_kwd", Entity.KIND)], limit=top,
-        order_by=[("pagerank_flt", "desc"), ("mention_count_int", "desc")],
-        fields=["name_kwd", "entity_type_kwd", "pagerank_flt", "mention_count_int"])).hits
+    top_rows = ranked_entities(store, tenant, [kb_id], top, order_by=[("pagerank_flt", "desc"), ("mention_count_int", "desc")],
+                               fields=["name_kwd", "entity_type_kwd", "pagerank_flt", "mention_count_int"])
     communities = store.aggregate(tenant, [kb_id], "community_kwd", [eq("knowledge_graph_kwd", CommunityReport.KIND)],
                                   size=100_000)
     return GraphStats(
@@ -51,16 +50,16 @@ def graph_stats(store: DocStore, tenant: str, kb_id: str, top: int = 10) -> Grap
         communities=len(communities), reports=_count(store, tenant, kb_id, CommunityReport.KIND),
         phases={p: {"version": meta.phase_versions.get(p, -1), "status": meta.phase_status.get(p, "never"),
                     "stale": meta.is_stale(p)} for p in ("pagerank", "communities")},
-        top_entities=[{"name": h.doc.get("name_kwd"), "type": h.doc.get("entity_type_kwd"),
-                       "pagerank": round(float(h.doc.get("pagerank_flt", 0.0)), 6),
-                       "mentions": int(h.doc.get("mention_count_int", 0))} for h in top_rows],
+        top_entities=[{"name": d.get("name_kwd"), "type": d.get("entity_type_kwd"),
+                       "pagerank": round(float(d.get("pagerank_flt", 0.0)), 6),
+                       "mentions": int(d.get("mention_count_int", 0))} for d in top_rows],
         entity_types=store.aggregate(tenant, [kb_id], "entity_type_kwd", [eq("knowledge_graph_kwd", Entity.KIND)], 20),
     )
 
 
 def to_networkx(store: DocStore, tenant: str, kb_id: str) -> nx.Graph:
     graph = nx.Graph()
-    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", Entity.KIND)]):
+    for doc in scan_entities(store, tenant, [kb_id]):
         e = Entity.from_doc(doc)
         graph.add_node(e.key, name=e.name, type=e.type, description=e.description, pagerank=e.pagerank,
                        mentions=e.mention_count, aliases="|".join(e.aliases), doc_ids="|".join(e.doc_ids),
@@ -94,7 +93,7 @@ class EntityView:
 
 def find_entity(store: DocStore, tenant: str, kb_id: str, name: str) -> Entity | None:
     """The entity with this name (exactly, after normalization), else the best name match."""
-    exact = store.get(tenant, [kb_id], [entity_id(kb_id, normalize_key(name))])
+    exact = get_entities(store, tenant, [kb_id], [entity_id(kb_id, normalize_key(name))])
     if exact:
         return Entity.from_doc(exact[0])
     tokens = tokenize_query(name)
@@ -103,7 +102,8 @@ def find_entity(store: DocStore, tenant: str, kb_id: str, name: str) -> Entity |
     hits = store.search(tenant, SearchRequest(
         kb_ids=[kb_id], where=[eq("knowledge_graph_kwd", Entity.KIND)],
         text=TextQuery(tokens=tokens, fields={"name_ltks": 1.0}, minimum_should_match=1.0), limit=1)).hits
-    return Entity.from_doc(hits[0].doc) if hits else None
+    found = get_entities(store, tenant, [kb_id], [hits[0].id]) if hits else []
+    return Entity.from_doc(found[0]) if found else None
 
 
 def entity_names(store: DocStore, tenant: str, kb_id: str) -> list[str]:

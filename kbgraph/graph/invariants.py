@@ -9,6 +9,7 @@ from kbgraph.graph.derive.aliases import load_aliases
 from kbgraph.graph.derive.entities import apply_edits, derive_entity
 from kbgraph.graph.derive.fragments import Describe
 from kbgraph.graph.derive.relations import derive_relation
+from kbgraph.graph.scores import scan_entities
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.records import Entity, EntityMention, Relation, RelationMention
 
@@ -26,8 +27,7 @@ class GraphSnapshot:
 
 
 def stored_graph(store: DocStore, tenant: str, kb_id: str) -> GraphSnapshot:
-    entities = {e.key: e for e in (Entity.from_doc(d) for d in
-                                   store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", Entity.KIND)]))}
+    entities = {e.key: e for e in (Entity.from_doc(d) for d in scan_entities(store, tenant, [kb_id]))}
     relations = {(r.src_key, r.tgt_key): r for r in (Relation.from_doc(d) for d in
                                                      store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", Relation.KIND)]))}
     return GraphSnapshot(entities, relations)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kbgraph.graph.scores import get_entities, join_scores, ranked_entities, score_rows
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.store.base import Condition, DocStore, SearchRequest, TextQuery, any_of, eq
 from kbgraph.store.records import (
@@ -83,11 +84,8 @@ def top_nodes(store: DocStore, tenant: str, kb_id: str, limit: int, *, types: Se
     if community:
         return _community_nodes(store, tenant, kb_id, community, limit, types)
     where = [any_of("entity_type_kwd", list(types))] if types else []  # the selective condition drives: first
-    hits = store.search(tenant, SearchRequest(
-        kb_ids=[kb_id], where=[*where, eq("knowledge_graph_kwd", Entity.KIND)], limit=limit, fields=NODE_FIELDS,
-        # one numeric sort key: the store walks its index from the top instead of sorting every entity
-        order_by=[("pagerank_flt", "desc")], count_total=False)).hits
-    return [_node(h.doc) for h in hits]
+    # one numeric sort key: the store walks its index from the top instead of sorting every entity
+    return [_node(d) for d in ranked_entities(store, tenant, [kb_id], limit, where=where, fields=NODE_FIELDS)]
 
 
 def _community_nodes(store: DocStore, tenant: str, kb_id: str, community: str, limit: int,
@@ -161,7 +159,7 @@ def graph_facets(store: DocStore, tenant: str, kb_id: str) -> tuple[list[tuple[s
 
 
 def nodes_by_key(store: DocStore, tenant: str, kb_id: str, keys: Sequence[str]) -> list[ViewNode]:
-    docs = store.get(tenant, [kb_id], [entity_id(kb_id, k) for k in keys], fields=NODE_FIELDS)
+    docs = get_entities(store, tenant, [kb_id], [entity_id(kb_id, k) for k in keys], fields=NODE_FIELDS)
     return [_node(d) for d in docs]
 
 
@@ -191,8 +189,10 @@ def suggest(store: DocStore, tenant: str, kb_id: str, text: str, limit: int = 10
     hits = store.search(tenant, SearchRequest(
         kb_ids=[kb_id], where=[eq("knowledge_graph_kwd", Entity.KIND)],
         text=TextQuery(tokens=tokens, fields={"name_ltks": 1.0}, minimum_should_match=1.0), limit=limit,
-        fields=NODE_FIELDS)).hits
-    return [_node(h.doc) for h in hits]
+        fields=["id", *NODE_FIELDS])).hits
+    docs = [h.doc for h in hits]
+    join_scores(docs, score_rows(store, tenant, [kb_id], [d["id"] for d in docs]))
+    return [_node(d) for d in docs]
 
 
 @dataclass
@@ -246,7 +246,7 @@ def community_reports(store: DocStore, tenant: str, kb_id: str, labels: Sequence
 
 def entity_detail(store: DocStore, tenant: str, kb_id: str, key: str, doc_names: dict[str, str], *,
                   max_chunks: int = 8) -> EntityDetail | None:
-    found = store.get(tenant, [kb_id], [entity_id(kb_id, key)])
+    found = get_entities(store, tenant, [kb_id], [entity_id(kb_id, key)])
     if not found:
         return None
     e = Entity.from_doc(found[0])

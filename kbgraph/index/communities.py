@@ -35,10 +35,10 @@ def refresh_communities(ctx: KBContext, meta: GraphMeta, entities: list[Entity],
                                      max_cluster_size=ctx.settings.max_cluster_size)
     report_progress(ctx, progress, "communities", 1, 1, f"{len(communities)} communities")
     result.communities = len(communities)
-    _label_entities(entities, communities, changes)
+    _label_entities(entities, communities)
     if summaries is None:
-        # the entities' last change of the refresh: their rewrites go to the store while the reports
-        # are written (a summary pass running beside would rewrite some of them after)
+        # the entities' last change of the refresh: their score rows go to the store while the
+        # reports are written (a summary pass running beside would rewrite some rows after)
         changes.write_behind()
     reports = CommunityReports(ctx, communities, entities, relations)
     _write_reports(reports, meta.version, result, progress, cancel, summaries)
@@ -120,12 +120,11 @@ def _drop_stale_reports(reports: CommunityReports) -> int:
     return len(stale)
 
 
-def _label_entities(entities: list[Entity], communities: list[Community], changes: RowChanges) -> None:
-    """Each entity's community labels, where they changed."""
+def _label_entities(entities: list[Entity], communities: list[Community]) -> None:
+    """Each entity's community labels (stored in its score row by the refresh's writes)."""
     labels: dict[str, set[str]] = {e.key: set() for e in entities}
     for community in communities:
         for key in community.member_keys:
             labels.setdefault(key, set()).add(community.label)
     for e in entities:
-        if sorted(labels.get(e.key, ())) != sorted(e.community_ids):
-            changes.add(e.id, {"community_ids_kwd": sorted(labels.get(e.key, ()))})
+        e.community_ids = sorted(labels.get(e.key, ()))

@@ -60,13 +60,13 @@ def embed_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn = no_
         chunks = _single_chunk_vectors(ctx, [row for row, _ in batch if row.id in single])
         for (row, _), vector in zip(batch, vectors):
             if row.id not in single:
-                # a relation's vector is its last change of the refresh; an entity's PageRank and
-                # communities are still to come, and join its vector in one rewrite (RowChanges)
-                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1}, settled=isinstance(row, Relation))
+                # a row's vector is its last change of the refresh (an entity's PageRank and
+                # communities go to its score row): written with the next rows that are ready
+                changes.add(row.id, {ctx.vector_name: vector, "embedded_int": 1}, settled=True, whole=row)
             elif row.chunk_ids[0] in chunks:
                 row.vector = entity_vector_from_chunk(chunks[row.chunk_ids[0]], vector)
                 row.vector_from_chunks = True
-                changes.add(row.id, {ctx.vector_name: row.vector, "embedded_int": 2})
+                changes.add(row.id, {ctx.vector_name: row.vector, "embedded_int": 2}, settled=True, whole=row)
             else:  # its chunk has no vector of this size: the text's, as without the setting
                 chunkless.append(row)
         if into is None:
@@ -87,7 +87,7 @@ def _embed_texts(ctx: KBContext, entities: list[Entity], cancel: CancelCheck, in
     changes = into or RowChanges(ctx)
     for vectors in embed_ahead(ctx, [[entity_text(e) for e in entities]], cancel):
         for entity, vector in zip(entities, vectors):
-            changes.add(entity.id, {ctx.vector_name: vector, "embedded_int": 1})
+            changes.add(entity.id, {ctx.vector_name: vector, "embedded_int": 1}, settled=True, whole=entity)
     if into is None:
         changes.write()
 
@@ -117,7 +117,7 @@ def _relation_vectors_from_chunks(ctx: KBContext, relations: list[Relation], int
             left.append(relation)
             continue
         relation.vector, relation.vector_from_chunks = vector, True
-        changes.add(relation.id, {ctx.vector_name: vector, "embedded_int": 2}, settled=True)
+        changes.add(relation.id, {ctx.vector_name: vector, "embedded_int": 2}, settled=True, whole=relation)
         done += 1
     if into is None:
         changes.write()

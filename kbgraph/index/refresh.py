@@ -32,6 +32,7 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
     if force or load_graph_meta(ctx).is_stale("pagerank"):  # the graph changed since the last refresh
         refresh_name_links(ctx)  # re-derives rows: before the rows are read for the other phases
     rows = _graph_rows(ctx)
+    changes.track(rows)
     # with a remote model the summaries and then the vectors are fetched while the reports are
     # written (all wait on the network): the reports of communities with a member waiting for its
     # summary are written once it has it, the others at once. Resolution re-derives rows, so with
@@ -50,6 +51,7 @@ def _refresh_phases(ctx: KBContext, result: RefreshResult, changes: RowChanges, 
             changes.write()  # merges re-derive rows: a vector waiting here could be stale after them
             refresh_resolution(ctx, rows.entities, result, cancel)
             rows = _graph_rows(ctx)
+            changes.track(rows)
             result.summarized += summarize_pending(ctx, rows, progress=progress, cancel=cancel,
                                                    failures=result.summary_failures)
             result.embedded += embed_pending(ctx, rows, progress=progress, cancel=cancel,
@@ -109,7 +111,7 @@ def _ranked_and_reported(ctx: KBContext, meta: GraphMeta, rows: GraphRows, resul
     entities, relations = rows.entities, rows.relations
     if force or meta.is_stale("pagerank"):
         report_progress(ctx, progress, "pagerank", 0, 1)
-        result.pagerank_updated = refresh_pagerank(ctx, entities, relations, changes)
+        result.pagerank_updated = refresh_pagerank(ctx, entities, relations)
         meta.phase_versions["pagerank"], meta.phase_status["pagerank"] = meta.version, "done"
         report_progress(ctx, progress, "pagerank", 1, 1)
     else:

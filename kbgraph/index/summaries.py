@@ -13,7 +13,7 @@ from kbgraph.graph.derive.entities import entity_description_inputs
 from kbgraph.graph.derive.relations import relation_description_inputs
 from kbgraph.graph.describe import Describer, SummaryError
 from kbgraph.index.context import WRITE_ROWS, KBContext, check_cancel, report_progress
-from kbgraph.index.refresh_state import GraphRows
+from kbgraph.index.refresh_state import GraphRows, stored_doc
 from kbgraph.llm.base import CancelCheck
 from kbgraph.parse.tokenize import token_string
 from kbgraph.store.records import Entity, Relation
@@ -59,7 +59,7 @@ def summarize_pending(ctx: KBContext, rows: GraphRows, *, progress: ProgressFn =
                 continue
             _set_summary(row, description)
             rows.unembedded.add(row.id)
-            waiting.append(row.to_doc())
+            waiting.append(stored_doc(row))
             if on_row is not None:
                 on_row(row.id)
             if len(waiting) >= WRITE_ROWS:

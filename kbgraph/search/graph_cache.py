@@ -1,8 +1,8 @@
 """In-process caches of graph reads that change only when the knowledge base's graph does.
 
 Entity and relation rows are written by merges, which bump the graph version in the knowledge base's
-``graph_meta`` row, and patched by the refresh phases (PageRank, communities), which stamp the
-version they ran at in the same row. So a read of those rows stays valid while that row stays the
+``graph_meta`` row, and the entities' score rows (PageRank, communities) by the refresh phases,
+which stamp the version they ran at in the same row. So a read of those rows stays valid while that row stays the
 same: the caches here are keyed by it (``GraphState``, one small get per query). Knowledge bases
 without a ``graph_meta`` row (rows written by hand, as some tests do) are never cached.
 
@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from kbgraph.graph.scores import JOINED_FIELDS, join_scores
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
-from kbgraph.store.records import Relation, graph_meta_id
+from kbgraph.store.records import Relation, entity_id, entity_score_id, graph_meta_id, scored_entity_id
 
 Node = tuple[str, str]  # (kb_id, entity key)
 T = TypeVar("T")
@@ -35,6 +36,8 @@ ADJACENCY_CACHES = 4
 EDGE_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]
 # cached typed listings per store
 LISTING_ENTRIES = 256
+# entities whose score rows (PageRank, communities) one score cache holds (~0.3 KB each)
+SCORE_ROWS = 200_000
 
 
 class Edge(NamedTuple):
@@ -226,3 +229,60 @@ def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], stat
         return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
     key = ("adjacency", tenant, tuple(sorted(kb_ids)))
     return cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)
+
+
+class EntityScores:
+    """The entities' score rows (PageRank, communities: kbgraph.graph.scores), read the first time an
+    entity is asked for and kept (up to ``max_rows`` entities, least recently used dropped first):
+    the rows a query ranks get their scores without a read once their score rows are known.
+
+    One instance belongs to one graph state: callers get it through ``entity_scores``."""
+
+    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_rows: int = SCORE_ROWS) -> None:
+        self._store, self._tenant, self._kb_ids = store, tenant, list(kb_ids)
+        self._max_rows = max_rows
+        self._known: OrderedDict[str, dict | None] = OrderedDict()  # None: the entity has no score row
+        self._lock = threading.Lock()
+
+    def complete(self, docs: dict[Node, dict], fetch: Sequence[Node], fields: Sequence[str]) -> None:
+        """Add the entity rows of ``fetch`` (with ``fields``) to ``docs``, and give every row of
+        ``docs`` its PageRank and communities: the rows and the score rows not known yet in one
+        read of the store."""
+        wanted = [entity_id(kb, key) for kb, key in fetch]
+        rows = list(docs.values())
+        with self._lock:
+            known = {i: self._known[i] for i in [d["id"] for d in rows] + wanted if i in self._known}
+            for row_id in known:
+                self._known.move_to_end(row_id)
+        unscored = [i for i in dict.fromkeys([d["id"] for d in rows] + wanted) if i not in known]
+        if wanted or unscored:
+            read = self._store.get(self._tenant, self._kb_ids, [*wanted, *(entity_score_id(i) for i in unscored)],
+                                   fields=list(dict.fromkeys(["id", *fields, *JOINED_FIELDS])))
+            own = set(wanted)
+            scored = {scored_entity_id(d["id"]): d for d in read if d["id"] not in own}
+            fresh = {row_id: scored.get(row_id) for row_id in unscored}
+            known.update(fresh)
+            self._keep(fresh)
+            for doc in read:
+                if doc["id"] in own:
+                    docs[(doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))] = doc
+                    rows.append(doc)
+        join_scores(rows, known)
+
+    def _keep(self, fresh: dict[str, dict | None]) -> None:
+        if self._max_rows <= 0:
+            return
+        with self._lock:
+            self._known.update(fresh)
+            while len(self._known) > self._max_rows:
+                self._known.popitem(last=False)
+
+
+def entity_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> EntityScores:
+    """The shared score cache of these knowledge bases at ``state`` (a private reader that keeps
+    nothing when the state cannot be cached). A refresh stamps its phases in the state, so a moved
+    PageRank is never served from here."""
+    if not state.cacheable:
+        return EntityScores(store, tenant, kb_ids, max_rows=0)
+    key = ("scores", tenant, tuple(sorted(kb_ids)))
+    return cached(store, key, state, lambda: EntityScores(store, tenant, kb_ids), ADJACENCY_CACHES)

@@ -53,11 +53,11 @@ from kbgraph.search.context import (
     render_context,
     within_budget,
 )
-from kbgraph.search.graph_cache import GraphState, graph_state
+from kbgraph.search.graph_cache import EntityScores, GraphState, entity_scores, graph_state
 from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities
-from kbgraph.search.kg.rows import _fetch_entities, fetch_chunks
+from kbgraph.search.kg.rows import ENTITY_FIELDS, _fetch_entities, fetch_chunks
 from kbgraph.search.kg.scoring import present, ramp
 from kbgraph.search.kg.seeds import Seeds, seed_entities
 from kbgraph.search.ppr_graph import EntityGraph, chunk_node, entity_graph, entity_node
@@ -323,18 +323,23 @@ def top_entities(graph: EntityGraph, walk: np.ndarray, limit: int) -> dict[tuple
 
 
 def entity_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[tuple[str, str], float],
-                known: dict[tuple[str, str], dict], limit: int) -> dict[tuple[str, str], dict]:
+                known: dict[tuple[str, str], dict], limit: int,
+                ranks: EntityScores | None = None) -> dict[tuple[str, str], dict]:
     """The rows ``rank_entities`` needs to rank the first ``limit`` of ``scores`` with no PageRank
     prior (by score rounded to 6 places, then name): those scoring at least the ``limit``-th, the
     others only when some of those have gone. Rows in ``known`` (read by the seed searches) are
-    not read again."""
+    not read again. ``ranks``: the rows are also given their PageRank and communities, read with them."""
     ordered = sorted(scores, key=lambda n: -round(scores[n], 6))
     cut = round(scores[ordered[limit - 1]], 6) if len(ordered) > limit else -math.inf
     first = [n for n in ordered if round(scores[n], 6) >= cut]
     docs: dict[tuple[str, str], dict] = {}
     for group in (first, ordered[len(first):]):
-        docs.update({n: known[n] for n in group if n in known})
-        docs.update(_fetch_entities(store, tenant, kb_ids, [n for n in group if n not in docs]))
+        part = {n: known[n] for n in group if n in known}
+        if ranks is not None:
+            ranks.complete(part, [n for n in group if n not in part], ENTITY_FIELDS)
+        else:
+            part.update(_fetch_entities(store, tenant, kb_ids, [n for n in group if n not in part]))
+        docs.update(part)
         if len(docs) >= limit:
             break
     return docs
@@ -391,7 +396,8 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
         return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params)
 
     def entities_walked() -> list[EntityHit]:
-        return _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params) if walked is not None else []
+        return _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params, state) \
+            if walked is not None else []
 
     # the chunks (the chains' cosines, their rows) and the walked entities' rows are independent reads:
     # side by side on a store in another process
@@ -435,11 +441,13 @@ def _ranked_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: E
 
 
 def _walked_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph, walked: np.ndarray,
-                     seeds: Seeds, params: PPRParams) -> list[EntityHit]:
+                     seeds: Seeds, params: PPRParams, state: GraphState) -> list[EntityHit]:
     """The entities the walk settled on, for the structured result and the context."""
     entity_mass = top_entities(graph, walked, params.entity_top_n * 3)
     top = max(entity_mass.values(), default=0.0)
     normalized = {n: m / top for n, m in entity_mass.items()} if top > 0 else {}
-    docs = entity_rows(store, tenant, kb_ids, normalized, seeds.docs, params.entity_top_n)
+    # with their PageRank and communities, shown
+    docs = entity_rows(store, tenant, kb_ids, normalized, seeds.docs, params.entity_top_n,
+                       entity_scores(store, tenant, kb_ids, state))
     entities = rank_entities(normalized, {}, docs, 0.0)[:params.entity_top_n]
     return within_budget(entities, entity_row, params.budget.entities)

@@ -61,6 +61,20 @@ def graph_meta_id(kb_id: str) -> str:
     return stable_id("graph_meta", kb_id)
 
 
+# an entity's score row is its row's id with this suffix: score rows then sort as their entities do
+# (every entity id has the same length), so a listing of score rows ties as one of entity rows would
+SCORE_SUFFIX = "_s"
+
+
+def entity_score_id(entity_row_id: str) -> str:
+    return entity_row_id + SCORE_SUFFIX
+
+
+def scored_entity_id(score_row_id: str) -> str:
+    """The id of the entity row a score row belongs to."""
+    return score_row_id[:-len(SCORE_SUFFIX)] if score_row_id.endswith(SCORE_SUFFIX) else score_row_id
+
+
 # Keyword and numeric fields of these records that no query filters, sorts or aggregates on. An engine
 # may keep them out of its filter indexes (the embedded store does: each value is one more index entry,
 # on a random page, to write per row); a condition on one must still give the same answer, only slower.
@@ -250,11 +264,17 @@ class Entity:
             "name_kwd": self.name, "entity_type_kwd": self.type, "content_with_weight": self.description,
             "name_ltks": self.name_tokens, "content_ltks": self.description_tokens,
             "aliases_kwd": list(self.aliases), "doc_ids_kwd": list(self.doc_ids),
-            "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count,
-            "pagerank_flt": self.pagerank, "community_ids_kwd": list(self.community_ids), "available_int": 0,
+            "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count, "available_int": 0,
             # 0 until the KB's embedding pass gives the row a vector (kbgraph.index.embed_rows.embed_pending)
             "embedded_int": (2 if self.vector_from_chunks else 1) if self.vector is not None else 0,
         }
+        # the refresh keeps PageRank and communities in the entity's score row (EntityScore): a row
+        # carries them only when written with them (by hand, or by a kbgraph before score rows), and
+        # its score row, once there is one, wins (kbgraph.graph.scores)
+        if self.pagerank:
+            doc["pagerank_flt"] = self.pagerank
+        if self.community_ids:
+            doc["community_ids_kwd"] = list(self.community_ids)
         if self.derivation is not None:
             doc["derivation_with_weight"] = self.derivation
         if self.summary_pending:  # absent otherwise: rows written before the field stay as they are
@@ -274,6 +294,46 @@ class Entity:
             vector=_vector_fields(doc), derivation=doc.get("derivation_with_weight"),
             summary_pending=bool(doc.get("summary_pending_int")), vector_from_chunks=doc.get("embedded_int") == 2,
         )
+
+
+@dataclass
+class EntityScore:
+    """What the refresh computes for an entity (its PageRank, its communities), in a small row of its
+    own beside the entity's row, with the fields listings of the highest PageRank filter and order on.
+
+    A refresh moves PageRank for nearly every entity when a document comes or goes; kept in the
+    entity's row, every move rewrote that row, and Elasticsearch (Lucene) rewrites a row whole, its
+    vector indexed again (~0.3 ms of the node's CPU per row: 10.8k rows, ~3 s, per ``docs rm`` of a
+    MuSiQue document). A score row has no vector and no text."""
+
+    KIND: ClassVar[str] = "entity_score"
+
+    kb_id: str
+    key: str
+    type: str
+    mention_count: int
+    pagerank: float
+    community_ids: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return entity_score_id(entity_id(self.kb_id, self.key))
+
+    @classmethod
+    def of(cls, entity: Entity) -> "EntityScore":
+        return cls(kb_id=entity.kb_id, key=entity.key, type=entity.type, mention_count=entity.mention_count,
+                   pagerank=entity.pagerank, community_ids=sorted(entity.community_ids))
+
+    def to_doc(self) -> Doc:
+        return {"id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "entity_key_kwd": self.key,
+                "entity_type_kwd": self.type, "mention_count_int": self.mention_count, "pagerank_flt": self.pagerank,
+                "community_ids_kwd": list(self.community_ids), "available_int": 0}
+
+    @classmethod
+    def from_doc(cls, doc: Doc) -> "EntityScore":
+        return cls(kb_id=doc["kb_id"], key=doc["entity_key_kwd"], type=doc.get("entity_type_kwd", ""),
+                   mention_count=int(doc.get("mention_count_int", 0)), pagerank=float(doc.get("pagerank_flt", 0.0)),
+                   community_ids=list(doc.get("community_ids_kwd") or []))
 
 
 @dataclass

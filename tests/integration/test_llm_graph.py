@@ -14,6 +14,7 @@ from kbgraph.engine import Engine
 from kbgraph.config import Settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.graph.inspect import find_entity
+from kbgraph.graph.scores import scan_entities
 from kbgraph.graph.invariants import check_graph
 from kbgraph.meta.schemas import GraphConfig
 from kbgraph.index.resolution import record_decisions
@@ -257,6 +258,10 @@ def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors
         patched.append(set(changes))
         return original_patch(self, tenant_id, kb_id, changes, **kw)
 
+    def counting_upsert(self, tenant_id, kb_id, docs, **kw):  # a vector written with its whole row
+        patched.append({d["id"] for d in docs if any(k.startswith("q_") and k.endswith("_vec") for k in d)})
+        return original_upsert(self, tenant_id, kb_id, docs, **kw)
+
     def failing_reports(request):
         if "briefing about one cluster" in request["messages"][-1]["content"]:
             return ScriptedError(400, "reports are switched off on this model")
@@ -265,15 +270,15 @@ def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors
     with _engine(settings, scripted_llm) as engine:
         engine.create_kb("once", graph=GraphConfig(enabled=True, method="general", community=True))
         store_class = type(engine.store)  # SQLite, or Elasticsearch when KBGRAPH_ES_URL is set
-        original_patch = store_class.patch
-        store_class.patch = counting_patch
+        original_patch, original_upsert = store_class.patch, store_class.upsert
+        store_class.patch, store_class.upsert = counting_patch, counting_upsert
         try:
             engine.index_paths("once", [corpus])
         finally:
-            store_class.patch = original_patch
+            store_class.patch, store_class.upsert = original_patch, original_upsert
         entity_ids = {d["id"] for d in engine.store.scan(engine.tenant, [engine.kb("once").id],
                                                          [eq("knowledge_graph_kwd", "entity")], fields=["id"])}
-        # vector, PageRank and communities of an entity arrive in one rewrite of its row
+        # an entity's vector arrives in one rewrite of its row (PageRank and communities: its score row)
         assert entity_ids and sum(len(ids & entity_ids) for ids in patched) == len(entity_ids)
 
     with _engine(settings, scripted_llm, data="fresh") as engine:  # no cached reports to fall back on
@@ -282,7 +287,6 @@ def test_refresh_writes_each_entity_once_and_a_failed_report_phase_keeps_vectors
         with pytest.raises(LLMError, match="reports are switched off"):
             engine.index_paths("fails", [corpus])
         kb = engine.kb("fails")
-        rows = list(engine.store.scan(engine.tenant, [kb.id], [eq("knowledge_graph_kwd", "entity")],
-                                      fields=["embedded_int", "pagerank_flt"]))
+        rows = list(scan_entities(engine.store, engine.tenant, [kb.id], fields=["id", "embedded_int", "pagerank_flt"]))
         assert rows and all(r["embedded_int"] == 1 for r in rows)
         assert sum(r["pagerank_flt"] for r in rows) == pytest.approx(1.0, abs=1e-3)

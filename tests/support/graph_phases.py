@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from kbgraph.graph.scores import scan_entities
 from kbgraph.store.base import DocStore, eq
 from kbgraph.store.records import CommunityReport, Entity
 
@@ -25,7 +26,7 @@ class PhaseProducts:
 
 def phase_products(store: DocStore, tenant: str, kb_id: str) -> PhaseProducts:
     products = PhaseProducts({}, {}, {})
-    for doc in store.scan(tenant, [kb_id], [eq("knowledge_graph_kwd", Entity.KIND)]):
+    for doc in scan_entities(store, tenant, [kb_id]):  # PageRank and communities from the score rows
         entity = Entity.from_doc(doc)
         products.pagerank[entity.key] = entity.pagerank
         products.communities[entity.key] = sorted(entity.community_ids)

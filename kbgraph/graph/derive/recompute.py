@@ -20,7 +20,9 @@ from kbgraph.graph.derive.relations import _relation_description_input, derive_r
 from kbgraph.graph.derive.vectors import entity_text, relation_text
 from kbgraph.parse.tokenize import token_string_of
 from kbgraph.store.base import Condition, DocStore, any_of, eq
-from kbgraph.store.records import Entity, EntityMention, Relation, RelationMention, entity_id, relation_id
+from kbgraph.store.records import (
+    Entity, EntityMention, Relation, RelationMention, entity_id, entity_score_id, relation_id,
+)
 
 # Embeds texts; rows are plain float lists (None when the KB has no embedder).
 EmbedTexts = Callable[[Sequence[str]], list[list[float]]]
@@ -121,18 +123,18 @@ def _entity_rows(run: _Derivation, keys: list[str], raw_keys: set[str], added: M
                 without_mentions.add(key)
                 continue
             entity = apply_edits(_entity_from_facts(kb_id, key, facts[key], describe, tokens), aliases.edits)
+            # its PageRank and communities stay in its score row (the refresh's), not carried here
             old = previous.get(entity.id)
-            if old is not None:
-                entity.pagerank = float(old.get("pagerank_flt", 0.0))
-                entity.community_ids = list(old.get("community_ids_kwd") or [])
-                if old.get("name_kwd") != entity.name:
-                    result.renamed.add(key)
+            if old is not None and old.get("name_kwd") != entity.name:
+                result.renamed.add(key)
             entities.append(entity)
         run.done += len(batch)
         run.report(run.done, total)
     changed, gone = _write_rows(run, entities, previous, entity_text, Entity.from_doc,
                                 {entity_id(kb_id, k) for k in without_mentions}
                                 | {entity_id(kb_id, k) for k in raw_keys if aliases.canon(k) != k})
+    if gone:  # their score rows (the refresh's PageRank and communities) go with them
+        store.delete(tenant, [kb_id], [Condition("id", "in", [entity_score_id(i) for i in gone])], refresh=False)
     result.entities_written, result.entities_removed = len(changed), len(gone)
     result.entities_created = sum(1 for e in changed if e.id not in previous)
     return entities

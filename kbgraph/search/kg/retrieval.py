@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kbgraph.graph.scores import SCORE_FIELDS, join_scores
 from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize_query
 from kbgraph.search.context import (
@@ -27,7 +28,7 @@ from kbgraph.search.context import (
     within_budget,
 )
 from kbgraph.search.batch import RowsTicket, SearchBatch, Ticket
-from kbgraph.search.graph_cache import Edge, GraphState, graph_state, holds_kind, relation_adjacency
+from kbgraph.search.graph_cache import Edge, GraphState, entity_scores, graph_state, holds_kind, relation_adjacency
 from kbgraph.search.kg.expand import expand
 from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_chunks, bridge_ends
 from kbgraph.search.kg.params import KGParams
@@ -35,14 +36,14 @@ from kbgraph.search.kg.ranking import (
     ask_member_reports, rank_entities, rank_relations, rank_reports, relation_rows, unread_relations,
 )
 from kbgraph.search.kg.rows import (
-    CHUNK_FIELDS, ENTITY_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, _fetch_entities, ask_mentions, fetch_chunks,
+    CHUNK_FIELDS, ENTITY_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, ask_mentions, fetch_chunks,
     kind_request, mention_weights, relation_ends,
 )
 from kbgraph.search.kg.scoring import Citations, chunk_support, entity_citations
 from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, Hit, SearchRequest
-from kbgraph.store.records import CommunityReport, EntityMention, Relation, entity_id
+from kbgraph.store.records import CommunityReport, EntityMention, Relation, entity_id, entity_score_id, scored_entity_id
 
 
 @dataclass
@@ -85,7 +86,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     far = bridge_ends(anchors, about, params, citations, seeds.scores) if with_chunks else {}
     prominent = with_chunks and params.prominence and holds_kind(store, tenant, kb_ids, EntityMention.KIND, state)
     entities, reads, around = _entities_and_around(store, tenant, kb_ids, scores, hops, seeds, citations, params,
-                                                   walked, found, far, asked_reports is not None, prominent)
+                                                   walked, found, far, asked_reports is not None, prominent, state)
     shown = _shown_relations(walked, entities)
     relation_read, member_reports, mentions, far_mentions = (
         around.relations, around.reports, around.mentions, around.far_mentions)
@@ -119,7 +120,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
 def _entities_and_around(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],
                          hops: dict[Node, int], seeds: Seeds, citations: Citations, params: KGParams,
                          walked: dict[str, tuple[float, Edge]], found: dict[str, tuple[float, dict]],
-                         far: Mapping[Node, float], reports: bool, prominent: bool
+                         far: Mapping[Node, float], reports: bool, prominent: bool, state: GraphState
                          ) -> tuple[list[EntityHit], SearchBatch, _Around]:
     """The chosen entities, and what they lead to asked of a batch (``_ask_around``). Their rows and
     those reads go in one batch (a round trip or two on a remote store, where one read after the
@@ -132,15 +133,18 @@ def _entities_and_around(store: DocStore, tenant: str, kb_ids: Sequence[str], sc
         unseen = [n for n in likely if n not in seeds.docs]
         entity_read = reads.ask_rows(kb_ids, [entity_id(kb, key) for kb, key in unseen], ENTITY_FIELDS) \
             if unseen else None
+        # PageRank and communities live in score rows (kbgraph/graph/scores.py): read beside the rows
+        score_read = reads.ask_rows(kb_ids, [entity_score_id(entity_id(kb, key)) for kb, key in likely], SCORE_FIELDS)
         around = _ask_around(reads, kb_ids, likely, walked, found, far, reports, prominent)
-        docs = {n: seeds.docs[n] for n in likely if n in seeds.docs}
+        docs = {n: dict(seeds.docs[n]) for n in likely if n in seeds.docs}
         docs.update({(d.get("kb_id", ""), d.get("entity_key_kwd", "")): d
                      for d in (reads.rows(entity_read) if entity_read is not None else [])})
+        join_scores(docs.values(), {scored_entity_id(d["id"]): d for d in reads.rows(score_read)})
         if set(docs) >= set(likely):
             entities = within_budget(rank_entities(scores, hops, docs, params.pagerank_weight, top_rank)
                                      [:params.entity_top_n], entity_row, params.budget.entities)
             return entities, reads, around
-    entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params)
+    entities = _chosen_entities(store, tenant, kb_ids, scores, hops, seeds.docs, params, state)
     reads = SearchBatch(store, tenant)
     return entities, reads, _ask_around(reads, kb_ids, [(e.kb_id, e.key) for e in entities], walked, found, far,
                                         reports, prominent)
@@ -201,12 +205,15 @@ def _ranked_pool(scores: dict[Node, float], citations: Citations, params: KGPara
 
 
 def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[Node, float],
-                     hops: dict[Node, int], seed_docs: dict[Node, dict], params: KGParams) -> list[EntityHit]:
-    """The best-scored entities, their rows read where the seeds did not (within the budget)."""
+                     hops: dict[Node, int], seed_docs: dict[Node, dict], params: KGParams,
+                     state: GraphState) -> list[EntityHit]:
+    """The best-scored entities, their rows read where the seeds did not, with their PageRank and
+    communities (score rows, kept by the graph cache), within the budget."""
     pool = sorted((n for n, s in scores.items() if s >= params.min_score), key=lambda n: (-scores[n], n))
     pool = pool[:max(params.entity_top_n * 4, 32)]
     docs = {n: seed_docs[n] for n in pool if n in seed_docs}
-    docs.update(_fetch_entities(store, tenant, kb_ids, [n for n in pool if n not in docs]))
+    # the rows not read yet and the score rows not known yet: one read
+    entity_scores(store, tenant, kb_ids, state).complete(docs, [n for n in pool if n not in docs], ENTITY_FIELDS)
     entities = rank_entities(scores, hops, docs, params.pagerank_weight)[:params.entity_top_n]
     return within_budget(entities, entity_row, params.budget.entities)
 

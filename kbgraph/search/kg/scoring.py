@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kbgraph.graph.scores import scan_entities
 from kbgraph.search.graph_cache import LISTING_ENTRIES, GraphState, cached
 from kbgraph.search.kg.rows import Node
-from kbgraph.store.base import DocStore, eq
+from kbgraph.store.base import DocStore
 from kbgraph.store.index_files import array_strings, strings_array
-from kbgraph.store.records import Entity
 
 
 def hop_factor(weight: float, max_weight: float, decay: float) -> float:
@@ -113,8 +113,9 @@ def entity_citations(store: DocStore, tenant: str, kb_ids: Sequence[str], state:
         counts: dict[Node, int] = {}
         ranks: dict[Node, float] = {}
         chunks: set[str] = set()
-        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Entity.KIND)],
-                              fields=["kb_id", "entity_key_kwd", "chunk_ids_kwd", "pagerank_flt"]):
+        # PageRank from the score rows (kbgraph/graph/scores.py), joined as the rows are scanned
+        for doc in scan_entities(store, tenant, kb_ids, fields=["id", "kb_id", "entity_key_kwd", "chunk_ids_kwd",
+                                                                "pagerank_flt"]):
             cited = doc.get("chunk_ids_kwd") or []
             node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
             counts[node] = len(cited)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kbgraph.graph.keys import normalize_key
+from kbgraph.graph.scores import ranked_entities
 from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize, tokenize_query
 from kbgraph.search.batch import RowsTicket, SearchBatch, Ticket
@@ -20,7 +21,7 @@ from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.rows import ENTITY_FIELDS, Node, kind_request
 from kbgraph.search.kg.scoring import name_match, ramp
 from kbgraph.search.query_analysis import QueryAnalysis
-from kbgraph.store.base import DocStore, Hit, SearchRequest, any_of, eq
+from kbgraph.store.base import DocStore, Hit, any_of
 from kbgraph.store.records import Entity, entity_id
 
 
@@ -46,9 +47,9 @@ def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: S
     their listing walks the PageRank index, so it is kept until the graph changes (``graph_cache``).
     """
     def listing() -> list[Hit]:
-        return store.search(tenant, SearchRequest(
-            kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Entity.KIND), any_of("entity_type_kwd", types)],
-            order_by=[("pagerank_flt", "desc")], limit=limit, fields=list(fields), count_total=False)).hits
+        # the score rows (PageRank) ordered, then the rows they name (kbgraph.graph.scores)
+        return [Hit(id=doc["id"], doc=doc, score=0.0) for doc in ranked_entities(
+            store, tenant, kb_ids, limit, where=[any_of("entity_type_kwd", types)], fields=list(fields))]
 
     key = ("typed", tenant, tuple(sorted(kb_ids)), tuple(types), limit, tuple(fields))
     # callers keep the rows they are handed: each gets its own copies
