@@ -248,14 +248,16 @@ class RowChanges:
             self._write(list(self.rows))
             self._write_scores()
             writing, self._writing = self._writing, []
-            failure: BaseException | None = None
-            for future, part in writing:
-                error = future.exception()
+            writer, self._writer = self._writer, None
+        # waited for outside the lock: a score write that fails takes it to hold its rows again
+        errors = [(future.exception(), part) for future, part in writing]
+        if writer is not None:
+            writer.shutdown()
+        failure: BaseException | None = None
+        with self._lock:
+            for error, part in errors:
                 if error is not None:
                     self._hold_again(part)
                     failure = failure or error
-            if self._writer is not None:
-                self._writer.shutdown()
-                self._writer = None
-            if failure is not None:
-                raise failure
+        if failure is not None:
+            raise failure

@@ -325,6 +325,7 @@ def test_the_next_worker_task_of_the_kb_finishes_what_an_outage_left(node: Drill
 
     corpus = _corpus(tmp_path)
     with Worker(service_drill, tmp_path / "worker.log", concurrency=1) as worker:
+        worker.wait_ready()  # its start's repairs are over before the outage marks the knowledge base
         with Engine.open(service_drill) as engine:
             kb = engine.create_kb("drill", graph=GraphConfig(enabled=True, method="nlp", community=True))
             with pytest.raises(StoreUnavailable):
@@ -355,6 +356,7 @@ def test_a_refresh_the_store_failed_on_a_worker_is_tried_again(node: DrillNode, 
 
     corpus = _corpus(tmp_path)
     with Worker(service_drill, tmp_path / "worker.log", concurrency=1) as worker:
+        worker.wait_ready()  # its start's repairs are over before the outage marks the knowledge base
         with Engine.open(service_drill) as engine:
             kb = engine.create_kb("drill", graph=GraphConfig(enabled=True, method="nlp", community=True))
             with pytest.raises(StoreUnavailable):

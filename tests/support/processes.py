@@ -193,3 +193,27 @@ class Worker(ServiceProcess):
         super().__init__([str(BIN / "kbgraph-worker"), "--pool", "prefork", "--concurrency", str(concurrency),
                           "--loglevel", "INFO", "--without-gossip", "--without-mingle"],
                          service_env(settings, **env), log)
+        self.settings = settings
+
+    def wait_ready(self, timeout: float = 60.0) -> "Worker":
+        """Wait until this worker beats (it is ready: its start's sweep and repairs have begun) and a
+        moment more for that sweep to end."""
+        import socket
+        import time
+
+        import redis
+
+        from task_executor.heartbeat import workers_seen
+
+        client = redis.Redis.from_url(self.settings.redis_url)
+        name = f"{socket.gethostname()}:{self.pid}"
+        deadline = time.monotonic() + timeout
+        try:
+            while name not in workers_seen(client, self.settings):
+                assert self.alive(), f"the worker exited:\n{self.output()}"
+                assert time.monotonic() < deadline, f"the worker never beat:\n{self.output()}"
+                time.sleep(0.1)
+        finally:
+            client.close()
+        time.sleep(1.0)
+        return self
