@@ -94,10 +94,25 @@ def ranked_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], limit: 
         kb_ids=list(kb_ids), where=[*where, eq("knowledge_graph_kwd", EntityScore.KIND)], order_by=list(order_by),
         limit=limit, fields=["id"], count_total=False)).hits
     if not hits and not _has_scores(store, tenant, kb_ids):
-        return [h.doc for h in store.search(tenant, SearchRequest(
-            kb_ids=list(kb_ids), where=[*where, eq("knowledge_graph_kwd", Entity.KIND)], order_by=list(order_by),
-            limit=limit, fields=None if fields is None else list(fields), count_total=False)).hits]
-    return get_entities(store, tenant, kb_ids, [scored_entity_id(h.id) for h in hits], fields)
+        return _entity_listing(store, tenant, kb_ids, limit, where, order_by, fields)
+    scored = [scored_entity_id(h.id) for h in hits]
+    rows = get_entities(store, tenant, kb_ids, scored, fields)
+    if len(hits) < limit:
+        # entities merged since the last refresh have no score row yet: PageRank 0, after every
+        # scored one (as their rows read until the refresh); among them, their own order then id
+        seen = set(scored)
+        newer = _entity_listing(store, tenant, kb_ids, limit + len(hits), where, order_by, fields)
+        rows += [d for d in newer if d["id"] not in seen][:limit - len(hits)]
+    return rows
+
+
+def _entity_listing(store: DocStore, tenant: str, kb_ids: Sequence[str], limit: int, where: Sequence[Condition],
+                    order_by: Sequence[tuple[str, str]], fields: Sequence[str] | None) -> list[Doc]:
+    """Entity rows listed by their own fields (those without a score row keep what they hold)."""
+    asked = None if fields is None else list(dict.fromkeys(["id", *fields]))
+    return [h.doc for h in store.search(tenant, SearchRequest(
+        kb_ids=list(kb_ids), where=[*where, eq("knowledge_graph_kwd", Entity.KIND)],
+        order_by=[*order_by, ("id", "asc")], limit=limit, fields=asked, count_total=False)).hits]
 
 
 def _has_scores(store: DocStore, tenant: str, kb_ids: Sequence[str]) -> bool:

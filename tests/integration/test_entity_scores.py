@@ -15,7 +15,7 @@ from kbgraph.graph.invariants import stored_graph
 from kbgraph.graph.view import entity_detail, top_nodes
 from kbgraph.meta import GraphConfig
 from kbgraph.search.graph_cache import clear_caches
-from kbgraph.store.base import eq
+from kbgraph.store.base import any_of, eq
 from kbgraph.store.records import EntityScore, scored_entity_id
 
 GRAPH = GraphConfig(enabled=True, method="nlp", community=True)
@@ -72,3 +72,23 @@ def test_an_index_from_before_score_rows_reads_the_same_and_a_forced_refresh_mov
         entities = store.count(tenant, [kb.id], [eq("knowledge_graph_kwd", "entity")])
         assert store.count(tenant, [kb.id], [eq("knowledge_graph_kwd", EntityScore.KIND)]) == entities
         assert reads(engine, kb.id) == expected
+
+
+def test_entities_merged_since_the_last_refresh_are_listed_after_the_scored_ones(settings: Settings) -> None:
+    """Between a merge and the refresh after it, a new entity has no score row: listings by PageRank
+    (the graph view, the knowledge_graph endpoint, typed seeds) still show it, after every scored one."""
+    from kbgraph.store.records import entity_id, entity_score_id
+
+    with Engine.open(settings) as engine:
+        kb = engine.create_kb("sample", graph=GRAPH)
+        engine.index_paths("sample", [SAMPLE_CORPUS_DIR])
+        store, tenant = engine.store, engine.tenant
+        keys = sorted(stored_graph(store, tenant, kb.id).entities)
+        newest = set(keys[:3])
+        store.delete(tenant, [kb.id], [any_of("id", [entity_score_id(entity_id(kb.id, k)) for k in newest])],
+                     refresh=True)
+        clear_caches()
+        listed = [n.key for n in top_nodes(store, tenant, kb.id, len(keys) + 10)]
+        assert sorted(listed) == keys, newest - set(listed)
+        assert set(listed[-len(newest):]) == newest  # PageRank 0 until the refresh: after the scored ones
+        assert [n.key for n in top_nodes(store, tenant, kb.id, 5)] == listed[:5]
