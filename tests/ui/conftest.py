@@ -48,14 +48,15 @@ def ui_settings(tmp_path_factory: pytest.TempPathFactory, scripted_model: Script
         yield scripted_model.settings(base, embedding_provider="hash", embedding_model="")
 
 
-UI_REFRESH_DELAY = 2.0
+UI_REFRESH_DELAY = 0.3
 
 
 @pytest.fixture(scope="module")
 def ui_celery(ui_settings: Settings) -> Iterator[KBCelery]:
     from celery.contrib.testing.worker import start_worker
 
-    # longer than the documents page's one-second poll: the refresh's "queued" state is always seen
+    # short: the pages' tests go on to the graph's communities and reports once the documents are done
+    # (2 s here left the graph page's community reports unwritten when that test looked for them)
     app = make_celery(ui_settings, refresh_delay=UI_REFRESH_DELAY)
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
                       shutdown_timeout=30):
