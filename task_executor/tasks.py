@@ -205,9 +205,9 @@ def run_index(app: KBCelery, tenant_id: str, kb_id: str, doc_id: str, task_id: s
         usage = {"add_llm_calls": max(calls, 0), "add_prompt_tokens": max(prompt, 0),
                  "add_completion_tokens": max(completion, 0)}
         if outcome.status == "indexed":
-            meta.update_task(task_id, status="done", message=outcome.message, **usage)
-            if kb.graph.enabled:
+            if kb.graph.enabled:  # first: a document "done" with no refresh to come reads as an idle graph
                 schedule_refresh(app, tenant_id, kb_id)
+            meta.update_task(task_id, status="done", message=outcome.message, **usage)
         elif outcome.status == "cancelled":
             if _is_latest_run(meta, kb_id, doc_id, task_id):  # a newer run owns the document's rows now
                 _discard_partial(engine, kb_id, doc_id, task_id)

@@ -19,6 +19,7 @@ from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
 from support.scripted_llm import ScriptedLLM
 from task_executor.celery_app import KBCelery, make_celery
+from task_executor.heartbeat import WorkerHeartbeat
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "ui"
 
@@ -58,9 +59,14 @@ def ui_celery(ui_settings: Settings) -> Iterator[KBCelery]:
     # short: the pages' tests go on to the graph's communities and reports once the documents are done
     # (2 s here left the graph page's community reports unwritten when that test looked for them)
     app = make_celery(ui_settings, refresh_delay=UI_REFRESH_DELAY)
+    # celery's test worker sends no worker_ready, so the real worker's heartbeat is started here: without
+    # it the pages would say "no worker is running" beside a worker that runs
+    heartbeat = WorkerHeartbeat(app)
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
                       shutdown_timeout=30):
+        heartbeat.start()
         yield app
+        heartbeat.stop()
     app.close_process_state()
 
 

@@ -128,6 +128,10 @@
         : "Refreshing the graph (PageRank, communities, reports)…");
     } else if (g.refresh_task && g.refresh_task.status === "failed")
       parts.push("Graph refresh failed: " + (g.refresh_task.error || g.refresh_task.message));
+    else if (g.refresh_task && g.refresh_task.status === "done" && g.refresh_task.finished)
+      // a refresh can start and end between two polls: the reader still learns that it ran, and when
+      parts.push(`Graph refreshed at ${new Date(g.refresh_task.finished).toLocaleTimeString()}` +
+        (g.refresh_task.started ? ` (${duration(g.refresh_task.finished - g.refresh_task.started)})` : ""));
     parts.push(`${g.entities} entities, ${g.relations} relations` + (g.reports ? `, ${g.reports} community reports` : ""));
     return parts.join(" · ");
   }
