@@ -10,20 +10,18 @@ Redis: KBGRAPH_TEST_REDIS_URL (default DB 11, as tests/conftest.py), keys under 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.dataset import DataSet
-from werkzeug.serving import make_server
 
 from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
 from service.test_ragflow_sdk import ChatScript, parsed
 from support.scripted_llm import ScriptedLLM
-from task_executor.celery_app import KBCelery, make_celery
+from support.web_host import celery_worker, web_server
 
 pytestmark = pytest.mark.services
 
@@ -56,22 +54,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iter
 
 @pytest.fixture(scope="module")
 def host(settings: Settings) -> Iterator[str]:
-    from celery.contrib.testing.worker import start_worker
-
-    from web import create_app
-
-    celery: KBCelery = make_celery(settings, refresh_delay=0.2)
-    with start_worker(celery, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30):
-        app = create_app(settings, celery=celery)
-        server = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        yield f"http://127.0.0.1:{server.server_port}"
-        server.shutdown()
-        thread.join(10)
-        app.extensions["kbgraph"].close()
-    celery.close_process_state()
+    with celery_worker(settings, refresh_delay=0.2) as celery, web_server(settings, celery) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,12 +19,12 @@ import requests
 from ragflow_sdk import RAGFlow
 from ragflow_sdk.modules.chunk import ChunkUpdateError
 from ragflow_sdk.modules.dataset import DataSet
-from werkzeug.serving import make_server
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from support.scripted_llm import ScriptedError, ScriptedLLM
-from task_executor.celery_app import KBCelery, make_celery
+from support.web_host import celery_worker, web_server
+from task_executor.celery_app import KBCelery
 from task_executor.tasks import refresh_pending_key
 from conftest import REDIS_URL, scratch_redis_prefix
 
@@ -75,27 +74,14 @@ def settings(tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> Iter
 
 @pytest.fixture(scope="module")
 def celery_app(settings: Settings) -> Iterator[KBCelery]:
-    from celery.contrib.testing.worker import start_worker
-
-    app = make_celery(settings, refresh_delay=0.2)
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30):
+    with celery_worker(settings, refresh_delay=0.2) as app:
         yield app
-    app.close_process_state()
 
 
 @pytest.fixture(scope="module")
 def host(settings: Settings, celery_app: KBCelery) -> Iterator[str]:
-    from web import create_app
-
-    app = create_app(settings, celery=celery_app)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(10)
-    app.extensions["kbgraph"].close()
+    with web_server(settings, celery_app) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.meta import FINISHED
 from support.graph_model import GraphModel
 from support.scripted_llm import ScriptedLLM
-from task_executor.celery_app import KBCelery, make_celery
+from support.web_host import celery_worker
+from task_executor.celery_app import KBCelery
 
 pytestmark = pytest.mark.services
 
@@ -57,13 +58,8 @@ def run_settings(tmp_path_factory: pytest.TempPathFactory, model: SlowGraphModel
 
 @pytest.fixture(scope="module")
 def worker(run_settings: Settings) -> Iterator[KBCelery]:
-    from celery.contrib.testing.worker import start_worker
-
-    app = make_celery(run_settings, refresh_delay=0.3)
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=60):
+    with celery_worker(run_settings, refresh_delay=0.3, shutdown_timeout=60) as app:
         yield app
-    app.close_process_state()
 
 
 @pytest.fixture(scope="module")

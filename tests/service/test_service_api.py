@@ -13,10 +13,11 @@ import requests
 
 from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
-from task_executor.celery_app import KBCelery, make_celery
+from task_executor.celery_app import KBCelery
 from task_executor.tasks import refresh_pending_key, schedule_refresh
 from conftest import REDIS_URL, scratch_redis_prefix, store_overrides
 from support.processes import WebServer
+from support.web_host import celery_worker
 
 GRAPH = {"use_graphrag": True, "method": "nlp", "community": False}
 
@@ -52,13 +53,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
 
 @pytest.fixture(scope="module")
 def celery_app(settings: Settings) -> Iterator[KBCelery]:
-    from celery.contrib.testing.worker import start_worker
-
-    app = make_celery(settings, refresh_delay=0.3)
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30):
+    with celery_worker(settings, refresh_delay=0.3) as app:
         yield app
-    app.close_process_state()
 
 
 @pytest.fixture(scope="module")

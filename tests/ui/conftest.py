@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,8 @@ import pytest
 from conftest import REDIS_URL, scratch_redis_prefix
 from kbgraph.config import Settings, load_settings
 from support.scripted_llm import ScriptedLLM
-from task_executor.celery_app import KBCelery, make_celery
-from task_executor.heartbeat import WorkerHeartbeat
+from support.web_host import celery_worker, web_server
+from task_executor.celery_app import KBCelery
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "ui"
 
@@ -54,41 +53,22 @@ UI_REFRESH_DELAY = 0.3
 
 @pytest.fixture(scope="module")
 def ui_celery(ui_settings: Settings) -> Iterator[KBCelery]:
-    from celery.contrib.testing.worker import start_worker
-
     # short: the pages' tests go on to the graph's communities and reports once the documents are done
     # (2 s here left the graph page's community reports unwritten when that test looked for them)
-    app = make_celery(ui_settings, refresh_delay=UI_REFRESH_DELAY)
-    # celery's test worker sends no worker_ready, so the real worker's heartbeat is started here: without
-    # it the pages would say "no worker is running" beside a worker that runs
-    heartbeat = WorkerHeartbeat(app)
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False, loglevel="WARNING",
-                      shutdown_timeout=30):
-        heartbeat.start()
+    with celery_worker(ui_settings, refresh_delay=UI_REFRESH_DELAY) as app:
         yield app
-        heartbeat.stop()
-    app.close_process_state()
 
 
 @pytest.fixture(scope="module")
 def base_url(ui_settings: Settings, ui_celery: KBCelery) -> Iterator[str]:
-    from werkzeug.serving import make_server
-
-    from web import create_app
     from web.ui.assets import AssetsError, setup_assets
 
     try:
         setup_assets()
     except AssetsError as exc:
         pytest.fail(f"the graph view's libraries cannot be installed: {exc}")
-    app = create_app(ui_settings, celery=ui_celery)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(10)
-    app.extensions["kbgraph"].close()
+    with web_server(ui_settings, ui_celery) as url:
+        yield url
 
 
 def _chromium() -> tuple[str, str]:
