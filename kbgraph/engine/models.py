@@ -59,7 +59,7 @@ class ModelSelection:
     def _provider_embedder(self, kb: KnowledgeBase) -> Embedder:
         """A knowledge base's ``model@provider`` at that provider's endpoint, with its key; built again
         when the provider changes (removed and added again with another URL or key)."""
-        from kbgraph.engine.providers import provider_of, unseal_key
+        from kbgraph.engine.providers import provider_advice, provider_of, unseal_key
 
         named = provider_of(self.meta, self.tenant, kb.embedding_model)
         if named is None:
@@ -74,7 +74,7 @@ class ModelSelection:
 
             self._kb_embedders[key] = build_provider_embedder(
                 self.settings, provider.base_url, unseal_key(self.settings, provider.api_key_sealed), model,
-                ledger=self.ledger)
+                ledger=self.ledger, advice=provider_advice(provider.name))
         return self._kb_embedders[key]
 
     @property
@@ -86,14 +86,18 @@ class ModelSelection:
         """The chat model for a knowledge base: the engine's, with the KB's own LLM settings on top;
         ``model`` names another model of the same endpoint (a chat assistant's own choice), or, as
         ``model@provider``, a model of one of the tenant's providers (kbgraph/engine/providers.py)."""
-        from kbgraph.engine.providers import provider_of, provider_settings, resolved_llm
+        from kbgraph.engine.providers import provider_advice, provider_of, provider_settings, resolved_llm
 
-        wanted = resolved_llm(self.settings, self.meta, self.tenant, dict(kb.extra.get("llm") or {})) \
-            if kb is not None else {}
+        kb_llm = dict(kb.extra.get("llm") or {}) if kb is not None else {}
+        wanted = resolved_llm(self.settings, self.meta, self.tenant, kb_llm) if kb is not None else {}
+        advice = ""
+        if wanted.get("llm_model") != kb_llm.get("llm_model"):  # the KB's model is one of a provider's
+            advice = provider_advice(kb_llm["llm_model"].rpartition("@")[2])
         if "@" in model:
             named = provider_of(self.meta, self.tenant, model)
             if named is not None:
                 wanted.update(provider_settings(self.settings, *named))
+                advice = provider_advice(named[0].name)
                 model = ""
             else:  # RAGFlow's name@factory: a model of the configured endpoint
                 model = model.rsplit("@", 1)[0].strip()
@@ -101,10 +105,11 @@ class ModelSelection:
             wanted["llm_model"] = model
         overrides = tuple(sorted(wanted.items()))
         key = (overrides, kb.id if kb is not None else "")
+        # the advice follows from the overrides (a provider's endpoint), so the key need not hold it
         if key not in self._chats:
             from kbgraph.llm.factory import build_chat
 
             # a knowledge base's chat has its own concurrency limit inside the process-wide one
             self._chats[key] = build_chat(self.settings.replace(**dict(overrides)), ledger=self.ledger, kb_id=key[1],
-                                          limits=self.limits)
+                                          limits=self.limits, advice=advice)
         return self._chats[key]

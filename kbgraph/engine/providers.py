@@ -154,6 +154,11 @@ def embedding_choice(meta: MetaDB, tenant: str, name: str, default_model: str) -
     return default_model if bare == default_model else None
 
 
+def provider_advice(name: str) -> str:
+    """What to check when nothing answers at a provider's endpoint: its settings, not the server's."""
+    return f"check the base URL of your model provider {name!r} (settings page, Model providers)"
+
+
 def resolved_llm(settings: Settings, meta: MetaDB, tenant: str, llm: dict[str, str]) -> dict[str, str]:
     """A knowledge base's LLM settings with a ``model@provider`` model turned into that provider's
     endpoint, key and model (other names are left as they are)."""

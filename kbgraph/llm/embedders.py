@@ -169,8 +169,8 @@ class OpenAIEmbedder:
 
     def __init__(self, base_url: str, model: str, api_key: str = "", *, batch_size: int = 64,
                  concurrency: int = 4, timeout: float = 120.0, retry: RetryPolicy | None = None,
-                 ledger: UsageLedger | None = None, setting: str = "embedding_base_url") -> None:
-        from kbgraph.llm.openai_chat import shared_client
+                 ledger: UsageLedger | None = None, advice: str = "") -> None:
+        from kbgraph.llm.openai_chat import setting_advice, shared_client
 
         self.base_url = base_url
         self.model_name = model
@@ -181,7 +181,8 @@ class OpenAIEmbedder:
         self.ledger = ledger
         self._dim: int | None = None
         self._where = f"embedding model {model!r} at {base_url}"
-        self._setting = setting  # the setting that named base_url, for the message when nothing answers there
+        # where base_url was chosen, for the message when nothing answers there
+        self._advice = advice or setting_advice("embedding_base_url")
 
     @property
     def dim(self) -> int:
@@ -198,7 +199,7 @@ class OpenAIEmbedder:
         # skips the SDK's typed models (their construction costs more CPU than the exchange).
         response = post_json(self.client, "/embeddings",
                              {"model": self.model_name, "input": batch, "encoding_format": "base64"}, self._where,
-                             self._setting)
+                             self._advice)
         items = response.get("data") if isinstance(response, dict) else None
         if not isinstance(items, list) or len(items) != len(batch):
             got = len(items) if isinstance(items, list) else 0

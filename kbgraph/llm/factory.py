@@ -18,24 +18,26 @@ from kbgraph.llm.limits import PROCESS_LIMITS, CallLimits
 
 def build_chat(settings: Settings, ledger: UsageLedger | None = None, cache: bool = True, *,
                backoff_base: float = 1.0, backoff_max: float = 30.0, kb_id: str = "",
-               limits: CallLimits = PROCESS_LIMITS) -> ChatModel | None:
+               limits: CallLimits = PROCESS_LIMITS, advice: str = "") -> ChatModel | None:
     """The configured chat model, or None when no LLM is configured.
 
     Layers, outermost first: cache (optional) -> retry -> per-minute budget -> the knowledge base's
     concurrency limit (with ``kb_id``) -> the process's concurrency limit -> accounting -> HTTP.
     ``backoff_*`` shape the retry waits (seconds); tests shrink them. ``limits`` keeps the limits
-    and the budget: in this process (default) or shared by several (kbgraph.llm.limits).
+    and the budget: in this process (default) or shared by several (kbgraph.llm.limits). ``advice``:
+    what to check when nothing answers at the endpoint (default: the server's setting).
     """
     if not settings.llm_configured:
         return None
     # imported here: the openai package costs ~0.4 s to import, which a query without an LLM
     # (or with only a local embedder) should not pay
-    from kbgraph.llm.openai_chat import OpenAIChat
+    from kbgraph.llm.openai_chat import OpenAIChat, setting_advice
 
     model: ChatBase = OpenAIChat(settings.llm_base_url, settings.llm_model, settings.llm_api_key,
                                  timeout=settings.llm_timeout,
                                  temperature=settings.llm_temperature,
-                                 max_tokens=settings.llm_max_tokens or None)
+                                 max_tokens=settings.llm_max_tokens or None,
+                                 advice=advice or setting_advice("llm_base_url"))
     model = AccountedChat(model, ledger)
     model_key = f"{settings.llm_base_url}|{settings.llm_model}"
     model = LimitedChat(model, limits.slots(model_key, settings.llm_concurrency))
@@ -82,6 +84,8 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
                               if settings.embedding_model_cache else None,
                               ledger=ledger)
     elif provider == "openai":
+        from kbgraph.llm.openai_chat import setting_advice
+
         base_url = settings.embedding_base_url or settings.llm_base_url
         api_key = (settings.embedding_api_key if settings.embedding_base_url
                    else settings.embedding_api_key or settings.llm_api_key)
@@ -97,7 +101,8 @@ def build_embedder(settings: Settings, cache: bool = True, ledger: UsageLedger |
                                retry=RetryPolicy(settings.llm_max_retries, backoff_base,
                                                  backoff_max),
                                ledger=ledger,
-                               setting="embedding_base_url" if settings.embedding_base_url else "llm_base_url")
+                               advice=setting_advice("embedding_base_url" if settings.embedding_base_url
+                                                     else "llm_base_url"))
     else:
         raise ValueError(f"unknown embedding_provider {provider!r}")
     # Hashing is cheaper than a cache lookup, so the hash embedder goes uncached.
@@ -122,12 +127,13 @@ def build_embedder_for(settings: Settings, model_name: str, ledger: UsageLedger 
 
 
 def build_provider_embedder(settings: Settings, base_url: str, api_key: str, model: str,
-                            ledger: UsageLedger | None = None) -> Embedder:
+                            ledger: UsageLedger | None = None, *, advice: str = "") -> Embedder:
     """``model`` at a tenant's own OpenAI-compatible endpoint (a model provider), with the server's
-    batching, concurrency, timeout and retries, behind the vector cache."""
+    batching, concurrency, timeout and retries, behind the vector cache. ``advice``: what to check
+    when nothing answers there (the provider's settings, not the server's)."""
     inner = OpenAIEmbedder(base_url, model, api_key, batch_size=settings.embedding_batch_size,
                            concurrency=settings.embedding_concurrency, timeout=settings.llm_timeout,
-                           retry=RetryPolicy(settings.llm_max_retries, 1.0, 30.0), ledger=ledger)
+                           retry=RetryPolicy(settings.llm_max_retries, 1.0, 30.0), ledger=ledger, advice=advice)
     cached = CachedEmbedder(inner, settings.cache_path, ledger)
     # the cache is the server's, shared by every tenant: vectors are kept per endpoint, since two
     # providers may serve different models under one name (the requests still name ``model``)

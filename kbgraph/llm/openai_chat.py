@@ -214,18 +214,23 @@ def _unreachable(exc: BaseException) -> str:
     return ""
 
 
-def translate_error(exc: Exception, where: str, setting: str = "llm_base_url") -> LLMError:
+def setting_advice(setting: str) -> str:
+    """What to check when nothing answers at an endpoint that the server setting ``setting`` names."""
+    return f"check the setting {setting} (KBGRAPH_{setting.upper()})"
+
+
+def translate_error(exc: Exception, where: str, advice: str = setting_advice("llm_base_url")) -> LLMError:
     """Map an openai exception to TransientLLMError (retry) or LLMError (give up now).
 
     Retries are for what passes: timeouts, 408/409/429 and 5xx, a dropped connection. A refused
     connection or an unknown host will not answer a second later: it is reported at once, naming
-    the endpoint and the ``setting`` that chose it (a dead endpoint cost 5 attempts and ~29 s)."""
+    the endpoint and, as ``advice``, where it was chosen (a dead endpoint cost 5 attempts and ~29 s)."""
     if isinstance(exc, openai.APITimeoutError):
         return TransientLLMError(f"{where}: timed out")
     if isinstance(exc, openai.APIConnectionError):
         reason = _unreachable(exc)
         if reason:
-            return LLMError(f"{where}: {reason}; check the setting {setting} (KBGRAPH_{setting.upper()})")
+            return LLMError(f"{where}: {reason}; {advice}")
         return TransientLLMError(f"{where}: connection failed: {exc}")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
@@ -246,7 +251,7 @@ def _full_url(client: openai.OpenAI, path: str) -> str:
 
 
 def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str,
-              setting: str = "llm_base_url") -> Any:
+              advice: str = setting_advice("llm_base_url")) -> Any:
     """POST ``body`` to ``path`` through the SDK and return the decoded JSON reply.
 
     The body goes out as JSON bytes and the reply comes back as bytes, both (de)coded with orjson:
@@ -261,7 +266,7 @@ def post_json(client: openai.OpenAI, path: str, body: dict[str, Any], where: str
     try:
         raw = client.post(_full_url(client, path), content=payload, cast_to=bytes)
     except openai.OpenAIError as exc:
-        raise translate_error(exc, where, setting) from exc
+        raise translate_error(exc, where, advice) from exc
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -276,13 +281,15 @@ def _int_or_none(value: Any) -> int | None:
 
 class OpenAIChat(ChatBase):
     def __init__(self, base_url: str, model: str, api_key: str = "", *, timeout: float = 120.0,
-                 temperature: float = 0.0, max_tokens: int | None = None) -> None:
+                 temperature: float = 0.0, max_tokens: int | None = None,
+                 advice: str = setting_advice("llm_base_url")) -> None:
         self.base_url = base_url
         self.model_name = model
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.client = shared_client(base_url, api_key, timeout)
         self._where = f"chat model {model!r} at {base_url}"
+        self._advice = advice  # where the endpoint was chosen, for the message when nothing answers there
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -298,7 +305,8 @@ class OpenAIChat(ChatBase):
         request.check_cancel()
         # The plain JSON reply, not the SDK's typed models: building and validating those (and
         # transforming the parameters on the way out) costs more CPU than the HTTP exchange itself.
-        response = post_json(self.client, "/chat/completions", self._params(request), self._where)
+        response = post_json(self.client, "/chat/completions", self._params(request), self._where,
+                             self._advice)
         choices = response.get("choices") if isinstance(response, dict) else None
         if not choices or not isinstance(choices[0], dict):
             raise TransientLLMError(f"{self._where}: reply without choices")
@@ -316,7 +324,7 @@ class OpenAIChat(ChatBase):
             response = self.client.chat.completions.create(
                 **self._params(request), stream=True, stream_options={"include_usage": True})
         except openai.OpenAIError as exc:
-            raise translate_error(exc, self._where) from exc
+            raise translate_error(exc, self._where, self._advice) from exc
         text_stream: TextStream
 
         def pieces() -> Iterator[str]:
@@ -342,7 +350,7 @@ class OpenAIChat(ChatBase):
                 if tail:
                     yield tail
             except openai.OpenAIError as exc:
-                raise translate_error(exc, self._where) from exc
+                raise translate_error(exc, self._where, self._advice) from exc
             finally:
                 response.close()
 
@@ -350,4 +358,4 @@ class OpenAIChat(ChatBase):
         return text_stream
 
 
-__all__ = ["OpenAIChat", "ThinkFilter", "post_json", "shared_client", "strip_think", "translate_error"]
+__all__ = ["OpenAIChat", "ThinkFilter", "post_json", "setting_advice", "shared_client", "strip_think", "translate_error"]

@@ -7,6 +7,7 @@ knowledge base that embeds with a provider (a scripted OpenAI-compatible server 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from kbgraph.config import Settings, load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR
 from kbgraph.engine import Engine
 from kbgraph.engine.providers import seal_key, unseal_key
+from kbgraph.llm.base import LLMError, Message
 from kbgraph.meta import DEFAULT_TENANT
 from support.scripted_llm import ScriptedLLM
 
@@ -148,3 +150,31 @@ def test_the_cli_creates_a_knowledge_base_on_a_providers_embedding_model(data_di
     assert unknown.returncode != 0 and f"{MODEL}@acme" in unknown.stderr, unknown.stderr  # the choices
     created = _run("kbgraph.cli", ["kb", "create", "elsewhere", "--embedding-model", f"{MODEL}@acme"], env)
     assert created.returncode == 0 and f"embeddings {MODEL}@acme" in created.stdout, created.stderr
+
+
+def test_an_unreachable_provider_is_named_not_the_servers_setting(tmp_path: Path) -> None:
+    # a provider whose endpoint nothing answers: the message points at the provider the user added
+    # (its base URL on the settings page), not at the server's llm_base_url / embedding_base_url
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    settings = load_settings(data_dir=tmp_path / "data", embedding_provider="hash", embedding_dim=64, store="sqlite",
+                             provider_key_secret="first")
+    with Engine.open(settings) as engine:
+        engine.meta.add_provider(DEFAULT_TENANT, "gone", dead, seal_key(settings, KEY), chat_models=["talk"],
+                                 embedding_models=[MODEL])
+        engine.create_kb("lore", embedding_model=f"{MODEL}@gone")
+    env = _env(settings.data_dir, "first")
+    failed = _run("kbgraph.cli", ["index", str(SAMPLE_CORPUS_DIR / "mira_castell.md"), "--kb", "lore"], env)
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "connection refused" in said, said
+    assert "model provider 'gone'" in said and "embedding_base_url" not in said, said
+
+    with Engine.open(settings) as engine:
+        engine.create_kb("notes")
+        engine.index_paths("notes", [SAMPLE_CORPUS_DIR / "mira_castell.md"])
+        chat = engine.chat_for(engine.meta.get_kb_by_name(DEFAULT_TENANT, "notes"), "talk@gone")
+        assert chat is not None
+        with pytest.raises(LLMError) as raised:
+            chat.chat([Message("user", "Who is Mira Castell?")])
+    assert "model provider 'gone'" in str(raised.value) and "llm_base_url" not in str(raised.value), raised.value
