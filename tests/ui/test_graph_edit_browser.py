@@ -132,6 +132,30 @@ def test_a_user_corrects_the_graph_in_the_browser(browser: WebDriver, base_url: 
     wait(browser, lambda b: "Undone" in _status(b) and "undone" in _corrections(b)[0], what="the undo")
     assert "Caldmere" in _shown_names(browser)
     shot(browser, artifacts, "21-graph-corrections")
+
+    # split the merged name out again: "Corran" is an entity of its own once more
+    _open(browser, "Isle of Corran")
+    browser.find_element(By.CSS_SELECTOR, "#split-form summary").click()
+    browser.find_element(By.CSS_SELECTOR, "#split-names input[value='Corran']").click()
+    browser.find_element(By.ID, "split-by-name").click()
+    wait(browser, lambda b: "split" in _status(b), what="the name split out")
+    wait(browser, lambda b: "Corran" in _shown_names(b), what="Corran drawn again")
+
+    # delete the relation added above, from the tower's list of relations
+    _open(browser, "Glass Tower of Varrow")
+    browser.execute_script("document.querySelector('#entity-relations').closest('details').open = true")
+    wait(browser, lambda b: any(li.text.startswith("Isle of Corran")
+                                for li in b.find_elements(By.CSS_SELECTOR, "#entity-relations li")),
+         what="the tower's relations listed")
+    row = next(li for li in browser.find_elements(By.CSS_SELECTOR, "#entity-relations li")
+               if li.text.startswith("Isle of Corran"))
+    row.find_element(By.CSS_SELECTOR, "button.delete-relation").click()
+    WebDriverWait(browser, 10).until(EC.alert_is_present(), "the question before deleting").accept()
+    wait(browser, lambda b: "delete relation" in _status(b), what="the relation deleted")
+    wait(browser, lambda b: not any(li.text.startswith("Isle of Corran")
+                                    for li in b.find_elements(By.CSS_SELECTOR, "#entity-relations li")),
+         what="the relation gone from the list")
+    assert "split" in _corrections(browser)[1] and "delete relation" in _corrections(browser)[0]
     errors = [e for e in page_errors(browser) if "409 (CONFLICT)" not in e]  # the declined rename's answer
     assert not errors, errors
 

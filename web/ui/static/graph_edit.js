@@ -1,5 +1,6 @@
 // The graph view's edit panel: correct the selected entity (name, type, description), merge it with
-// similar-named entities, delete it, add a relation from it; undo the last correction (or any one);
+// similar-named entities, split names or documents out of it, delete it or one of its relations, add a
+// relation from it; undo the last correction (or any one);
 // list the knowledge base's corrections; import a curated graph file. Every change is a stored correction (kbgraph graph corrections).
 const { call, el } = window.kb;
 const app = document.getElementById("graph-app");
@@ -81,6 +82,54 @@ function relationForm(key) {
   return el("details", { class: "report" }, el("summary", {}, "Add a relation"), other, description, add);
 }
 
+function checks(items) {
+  return items.map(([value, label]) => el("label", { class: "check" }, el("input", { type: "checkbox", value }), label));
+}
+
+function picked(box) { return [...box.querySelectorAll("input:checked")].map((b) => b.value); }
+
+// undo a merge after the fact: names merged into this entity, or its mentions in some documents, become
+// an entity of their own again
+function splitForm(key, d) {
+  const names = el("div", { id: "split-names" }, ...(d.aliases.length ? checks(d.aliases.map((a) => [a, a]))
+    : [el("p", { class: "meta" }, "No other names were merged into it.")]));
+  const byName = el("button", { type: "button", id: "split-by-name" }, "Split the picked names out");
+  byName.addEventListener("click", async () => {
+    const chosen = picked(names);
+    if (!chosen.length) { say("Pick at least one name to split out.", true); return; }
+    changed(await correct({ op: "split", entity: key, names: chosen }), key);
+  });
+  const docs = el("div", { id: "split-documents" }, ...checks(d.documents.map((doc) => [doc.id, doc.name])));
+  const newName = el("input", { id: "split-name", placeholder: "the new entity's name", "aria-label": "the new entity's name" });
+  const byDocs = el("button", { type: "button", id: "split-by-documents" }, "Make its mentions in the picked documents a new entity");
+  byDocs.addEventListener("click", async () => {
+    const chosen = picked(docs);
+    if (!chosen.length || !newName.value.trim()) { say("Pick documents and name the new entity.", true); return; }
+    changed(await correct({ op: "split", entity: key, documents: chosen, name: newName.value.trim() }), key);
+  });
+  return el("details", { class: "report", id: "split-form" }, el("summary", {}, "Split"), names, byName,
+    el("p", { class: "meta" }, "Or by documents:"), docs, newName, byDocs);
+}
+
+// the entity's relations, each deletable (all of them, not only the ones drawn)
+function relationsList(key) {
+  const list = el("ul", { id: "entity-relations" }, el("li", { class: "meta" }, "Loading…"));
+  call("GET", `${app.dataset.api}/neighbours?key=${encodeURIComponent(key)}&min_weight=0`).then((out) => {
+    const names = new Map(out.nodes.map((n) => [n.key, n.name]));
+    const items = out.edges.map((edge) => {
+      const other = edge.source === key ? edge.target : edge.source;
+      const remove = el("button", { type: "button", class: "link delete-relation", "data-other": other }, "delete");
+      remove.addEventListener("click", async () => {
+        if (!window.confirm(`Delete the relation with ${names.get(other) || other}? (Undo brings it back.)`)) return;
+        changed(await correct({ op: "delete_relation", source: key, target: other }), key);
+      });
+      return el("li", {}, names.get(other) || other, " ", remove);
+    });
+    list.replaceChildren(...(items.length ? items : [el("li", { class: "meta" }, "No relations.")]));
+  }).catch((e) => list.replaceChildren(el("li", { class: "error" }, e.message)));
+  return el("details", { class: "report" }, el("summary", {}, "Relations"), list);
+}
+
 app.addEventListener("entity-selected", (e) => {
   const { key, entity, panel } = e.detail;
   const remove = el("button", { type: "button", id: "delete-entity", class: "danger" }, "Delete entity");
@@ -89,7 +138,7 @@ app.addEventListener("entity-selected", (e) => {
     changed(await correct({ op: "delete_entity", entity: key }), null);
   });
   panel.append(el("section", { id: "edit-panel" }, el("h3", {}, "Correct"), editForm(key, entity), mergeForm(key),
-    relationForm(key), remove));
+    relationForm(key), splitForm(key, entity), relationsList(key), remove));
 });
 
 undoButton.addEventListener("click", () => undo());
