@@ -25,7 +25,7 @@ from support.deployment import DEPLOYMENT_SHAPE, deployment_shape
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
-KBGRAPH_SERVICES = ("web", "worker")
+KBGRAPH_SERVICES = ("web", "worker", "mcp")
 BACKING_SERVICES = {"store": "elasticsearch", "metadata": "postgres", "queue": "redis", "blob_store": "s3"}
 
 # Compose's interpolation: $$ is a dollar sign; ${NAME}, ${NAME:-default}, ${NAME-default},
@@ -135,15 +135,22 @@ def test_every_variable_it_needs_is_in_the_example_env(example_env: dict[str, st
     assert re.fullmatch(r"[A-Za-z0-9_-]+", example_env["POSTGRES_PASSWORD"])
 
 
-def test_it_runs_the_four_services_web_and_worker(compose: dict[str, Any]) -> None:
+def test_it_runs_the_four_services_web_worker_and_mcp(compose: dict[str, Any]) -> None:
     assert set(compose["services"]) == {*BACKING_SERVICES.values(), *KBGRAPH_SERVICES}
-    web, worker = compose["services"]["web"], compose["services"]["worker"]
+    web, worker, mcp = (compose["services"][name] for name in KBGRAPH_SERVICES)
     # `kbgraph-web serve` runs the migrations once, before gunicorn forks its workers
     assert web["command"][:2] == ["kbgraph-web", "serve"]
     assert worker["command"][0] == "kbgraph-worker"
+    # MCP over HTTP on every interface of its container, on the port it publishes
+    assert mcp["command"][:3] == ["kbgraph", "mcp", "--http"] and "0.0.0.0" in mcp["command"]
+    port = mcp["command"][mcp["command"].index("--port") + 1]
+    assert any(str(mapping).endswith(f":{port}") for mapping in mcp["ports"])
     for service in (web, worker):
         assert {name for name, when in service["depends_on"].items() if when["condition"] == "service_healthy"} \
             == set(BACKING_SERVICES.values())
+    # and after the schema migrations web runs at its start
+    assert {name for name, when in mcp["depends_on"].items() if when["condition"] == "service_healthy"} \
+        == {*BACKING_SERVICES.values(), "web"}
 
 
 def test_web_and_worker_share_no_volume(compose: dict[str, Any]) -> None:
@@ -173,8 +180,9 @@ def test_every_kbgraph_variable_is_a_setting_kbgraph_accepts(compose: dict[str, 
         assert (parts.hostname, parts.port) == (BACKING_SERVICES[role], ports[role]), (role, url)
 
 
-def test_web_and_worker_are_configured_alike(compose: dict[str, Any]) -> None:
-    assert _environment(compose["services"]["web"]) == _environment(compose["services"]["worker"])
+def test_web_worker_and_mcp_are_configured_alike(compose: dict[str, Any]) -> None:
+    web = _environment(compose["services"]["web"])
+    assert web == _environment(compose["services"]["worker"]) == _environment(compose["services"]["mcp"])
 
 
 def test_the_backing_services_know_the_credentials_kbgraph_uses(compose: dict[str, Any], tmp_path: Path,
