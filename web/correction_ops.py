@@ -14,7 +14,6 @@ from kbgraph.engine.corrections import CorrectionOutcome
 from kbgraph.graph.curated import FORMATS, CuratedFormatError, CuratedGraph, parse_curated
 
 # a curated file sent to an import route: larger ones are refused before they are read whole
-MAX_IMPORT_BYTES = 64 * 1024 * 1024
 OPS = ("rename", "set", "merge", "split", "delete_entity", "delete_relation", "add_entity", "add_relation")
 
 
@@ -81,9 +80,11 @@ def correction_call(engine: Engine, kb: str, body: dict[str, Any], who: str) -> 
     return lambda: engine.add_relation(kb, source, target, description, keywords, weight, who=who)
 
 
-def curated_upload(files: Mapping[str, FileStorage], form: Mapping[str, str]) -> tuple[CuratedGraph, str]:
+def curated_upload(files: Mapping[str, FileStorage], form: Mapping[str, str],
+                   max_bytes: int) -> tuple[CuratedGraph, str]:
     """The curated graph of an import request (multipart ``file``, and ``relations`` beside an
-    entities CSV; ``format`` and ``source`` fields, by default the file's suffix and name)."""
+    entities CSV; ``format`` and ``source`` fields, by default the file's suffix and name); each file
+    at most ``max_bytes`` (the server's max_file_bytes, as for uploaded documents)."""
     upload = files.get("file")
     if upload is None or not upload.filename:
         raise CorrectionRequestError("send the curated graph as the multipart field `file`")
@@ -95,14 +96,16 @@ def curated_upload(files: Mapping[str, FileStorage], form: Mapping[str, str]) ->
     relations = files.get("relations")
     relations = relations if relations is not None and relations.filename else None
     try:
-        graph = parse_curated(_read(upload), fmt, _read(relations) if relations is not None else None, where=name)
+        graph = parse_curated(_read(upload, max_bytes), fmt,
+                              _read(relations, max_bytes) if relations is not None else None, where=name)
     except CuratedFormatError as exc:
         raise CorrectionRequestError(str(exc)) from None
     return graph, (form.get("source") or "").strip() or name
 
 
-def _read(upload: FileStorage) -> bytes:
-    data = upload.stream.read(MAX_IMPORT_BYTES + 1)
-    if len(data) > MAX_IMPORT_BYTES:
-        raise CorrectionRequestError(f"{upload.filename}: over {MAX_IMPORT_BYTES // (1024 * 1024)} MB")
+def _read(upload: FileStorage, max_bytes: int) -> bytes:
+    data = upload.stream.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CorrectionRequestError(f"{upload.filename}: the file is larger than the limit of {max_bytes} bytes "
+                                     "(setting max_file_bytes)")
     return data

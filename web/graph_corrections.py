@@ -93,7 +93,7 @@ def import_graph(dataset_id: str) -> Response:
     and ``source`` form fields (defaults: the file's suffix and name)."""
     kb = _kb(dataset_id)
     try:
-        graph, source = curated_upload(request.files, request.form)
+        graph, source = curated_upload(request.files, request.form, services().settings.max_file_bytes)
     except CorrectionRequestError as exc:
         raise ApiError(ARGUMENT_ERROR, str(exc)) from None
     who = _who(dict(request.form))

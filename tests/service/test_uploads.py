@@ -110,6 +110,19 @@ def test_an_upload_over_the_limit_is_refused_at_the_door(server: WebServer, key:
     assert not folder.exists() or not list(folder.iterdir())  # the partial file went with the refusal
 
 
+def test_a_curated_graph_over_the_limit_is_refused_with_the_same_message(server: WebServer, key: str) -> None:
+    ds = _dataset(server, key)
+    _call(server, key, "PUT", f"/api/v1/datasets/{ds}", json={"parser_config": {"graphrag": {"use_graphrag": True}}})
+    big = b"name,type,description\n" + b"Saltmere Lighthouse,building," + b"x" * LIMIT + b"\n"
+    answer = _call(server, key, "POST", f"/api/v1/datasets/{ds}/knowledge_graph/import",
+                   files={"file": ("lights.csv", big)})
+    assert answer == {"code": 101, "message": f"lights.csv: the file is larger than the limit of {LIMIT} bytes "
+                                              "(setting max_file_bytes)"}
+    small = b"name,type,description\nSaltmere Lighthouse,building,It guides ships past the reef.\n"
+    assert _call(server, key, "POST", f"/api/v1/datasets/{ds}/knowledge_graph/import",
+                 files={"file": ("lights.csv", small)})["code"] == 0
+
+
 def _start_upload(server: WebServer, key: str, ds: str, name: str, head: bytes, total: int) -> socket.socket:
     """Send the headers and the first part of a multipart upload of ``total`` declared bytes, then
     stall: the web server holds a half-written temporary file."""

@@ -12,6 +12,7 @@ from flask import g, jsonify, request
 from kbgraph.engine import KBGraphError
 from kbgraph.engine.corrections import CorrectionConflict, correction_dict
 from web.correction_ops import CorrectionRequestError, correction_call, curated_upload
+from web.services import services
 from web.ui.common import PageError, engine, json_body, page_blueprint
 from web.ui.graph import _graph_kb
 
@@ -63,7 +64,7 @@ def similar(kb_id: str) -> dict[str, Any]:
 def import_graph(kb_id: str) -> dict[str, Any]:
     kb = _graph_kb(kb_id)
     try:
-        graph, source = curated_upload(request.files, request.form)
+        graph, source = curated_upload(request.files, request.form, services().settings.max_file_bytes)
     except CorrectionRequestError as exc:
         raise PageError(str(exc)) from None
     return engine().import_graph(kb.name, graph, source, who=_who()).to_dict()
