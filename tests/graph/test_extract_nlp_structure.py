@@ -71,3 +71,19 @@ def test_chinese_ordinary_words_are_no_persons_and_names_stay_whole() -> None:
     assert found["凯尔·内斯"] == "person" and found["路易九世"] == "person"
     assert {"鑫诺二号", "长征三号乙", "成都谢菲联"} <= set(found)
     assert "建业" not in found  # the club's short name is 河南建业 in this text
+
+
+def test_chinese_names_end_where_an_enumeration_says_and_organizations_keep_their_nouns() -> None:
+    found = entities("服务对象包括中国教育网、新华社、国家气象局、佛山车务段等单位。代表来自美国消费科技协会。"
+                     "西格尔提出开办一所武术学校。\"最新的事件\"是指那次攻击。")
+    # a list item of a name and generic nouns is one name; a name, nouns and an organization word too
+    assert {"中国教育网", "国家气象局", "佛山车务段", "美国消费科技协会"} <= set(found)
+    assert found["美国消费科技协会"] == "organization"
+    # ...and no piece of them is a name of its own; a kind of school and a quoted phrase are none
+    assert not {"中国", "美国", "佛山", "武术学校", "最新的事件"} & set(found)
+
+
+def test_chinese_list_items_that_are_places_in_places_or_roles_stay_apart() -> None:
+    found = entities("他走访了广东省广州市、深圳市和珠海市。他曾任元朗区议会主席、立法会议员、古物咨询委员会成员。")
+    assert {"广东省", "广州市", "深圳市"} <= set(found)  # a place in a place: two names
+    assert not {"广东省广州市", "立法会议员", "元朗区议会主席", "古物咨询委员会成员"} & set(found)

@@ -94,7 +94,7 @@ def _cjk_titles(text: str) -> list[tuple[int, int]]:
         inner = m.group(group)
         title = inner.strip()
         if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title) \
-                or not _nominal(title):
+                or not _nominal(title) or (group > 1 and "的" in title):  # "最新的事件": a quoted phrase
             continue
         start = m.start(group) + len(inner) - len(inner.lstrip())
         found.append((start, start + len(title)))

@@ -9,7 +9,12 @@
 - a person's name (nr) must look like one: a surname first (one of the commonest few hundred, or a
   compound one), or transliteration characters throughout; jieba's person tag on 西兰花, 今天上午,
   友谊赛 is dropped, and a function character it glued on ("由金晨") is cut off;
-- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) are none.
+- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) are none;
+- an item of an enumeration (between 、) made of a name and generic nouns is one name ("中国" +
+  "教育网", "国家" + "气象局", "佛山" + "车务段"): the list says where each name ends;
+- a name, nouns, then an organization word is one organization ("美国" + "消费" + "科技" + "协会",
+  "三茂铁路" + "股份" + "有限公司");
+- a word jieba tags as an organization after a measure word ("一所" + "武术学校") is a description.
 """
 
 from __future__ import annotations
@@ -228,6 +233,140 @@ def _unglued(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
+# tags of the words a name of several words is made of (nouns, names, abbreviations, place words)
+_NOMINAL = frozenset("n nz ns nt nr nrfg nrt j s b vn nl ng".split())
+# words that begin an institution's name without being names ("国家" + "气象局")
+_STATE_HEADS = frozenset("国家 中央 全国 国际 皇家 联邦 国立 省立 市立".split())
+# words that end an organization's name after a name and nouns ("美国消费科技协会")
+_LONG_ORG_SUFFIXES = frozenset("""
+协会 学会 俱乐部 足球俱乐部 委员会 联合会 基金会 研究院 研究所 有限公司 股份有限公司 总公司 集团 公司 银行 大学
+学院 商会 理事会
+""".split())
+# classifier characters of institutions: "一所" / "这家" + an organization word is a description
+_CLASSIFIER_ENDINGS = frozenset("所家个间座支位名")
+_LONGEST_NAME = 14
+# a phrase ending in a person's role or a span of time names no place or organization ("元朗区议会
+# 主席", "立法会议员", "香港日治时期"): the characters roles end with, and time words
+_ROLE_ENDINGS = frozenset("长员事记席理师臣友官任")
+_TIME_WORDS = frozenset("时期 时代 期间 年代 年间 时候".split())
+# characters of a word that joins or bounds two names (至, 及, 等...): no part of a longer name
+_LINKING_CHARS = frozenset("至及等和与或的之")
+
+
+def _nominal(pair: Pair) -> bool:
+    word, flag = pair
+    return flag in _NOMINAL and not any(ch in _LINKING_CHARS for ch in word)
+
+
+def _name_start(pairs: list[Pair], lo: int, hi: int) -> int | None:
+    """The first word of pairs[lo:hi] that can begin a name of several words (a name, an
+    abbreviation or a state head), or None."""
+    for k in range(lo, hi):
+        word, flag = pairs[k]
+        if flag in _NAME_TAGS or flag == "j" or word in _STATE_HEADS:
+            return k
+    return None
+
+
+def _joined(pairs: list[Pair], lo: int, hi: int) -> str | None:
+    """The words pairs[lo:hi] as one name, when they can be one: Chinese only, not too long, and
+    not names alone (a place after a place, "广东省" + "广州市", is two names)."""
+    words = [w for w, _ in pairs[lo:hi]]
+    name = "".join(words)
+    if hi - lo < 2 or len(name) > _LONGEST_NAME or not _CJK_WORD.match(name):
+        return None
+    if all(f in _NAME_TAGS for _, f in pairs[lo:hi]) or any(f in _PERSON_TAGS for _, f in pairs[lo:hi]):
+        return None  # names alone, or a person with their role ("朝大臣向朗")
+    if name[-1] in _ROLE_ENDINGS or words[-1] in _TIME_WORDS:
+        return None
+    return name
+
+
+def _place_like(pair: Pair) -> bool:
+    word, flag = pair
+    return flag == "ns" or word[-1:] in _PLACE_ENDINGS or word in _INFRA_SUFFIXES
+
+
+def _list_items(pairs: list[Pair]) -> list[tuple[int, int]]:
+    """The spans of an enumeration's items: between the 、 marks, the first one the nominal words
+    before the first mark, the last one the nominal words after the last mark."""
+    marks = [i for i, (w, _) in enumerate(pairs) if w == "、"]
+    if not marks:
+        return []
+    items = []
+    lo = marks[0]
+    while lo > 0 and _nominal(pairs[lo - 1]):
+        lo -= 1
+    items.append((lo, marks[0]))
+    for a, b in zip(marks, marks[1:]):
+        if all(_nominal(p) for p in pairs[a + 1:b]):
+            items.append((a + 1, b))
+    hi = marks[-1] + 1
+    while hi < len(pairs) and _nominal(pairs[hi]):
+        hi += 1
+    items.append((marks[-1] + 1, hi))
+    return items
+
+
+def _listed(pairs: list[Pair]) -> list[Pair]:
+    """An enumeration's item made of a name and generic nouns is one name ("中国教育网、新华社、国家
+    气象局"): the list marks where each item ends. Only in a list of at least two names."""
+    merges: dict[int, tuple[int, str, str]] = {}
+    names = 0
+    for lo, hi in _list_items(pairs):
+        start = _name_start(pairs, lo, hi)
+        if start is None:
+            continue
+        names += 1
+        name = _joined(pairs, start, hi)
+        if name and name not in ORDINARY:
+            merges[start] = (hi, name, "ns" if _place_like(pairs[hi - 1]) else "nt")
+    if names < 2 or not merges:
+        return pairs
+    out: list[Pair] = []
+    i = 0
+    while i < len(pairs):
+        if i in merges:
+            hi, name, flag = merges[i]
+            out.append((name, flag))
+            i = hi
+            continue
+        out.append(pairs[i])
+        i += 1
+    return out
+
+
+def _long_orgs(pairs: list[Pair]) -> list[Pair]:
+    """"美国" + "消费" + "科技" + "协会" -> one organization: a name, up to three nouns, and an
+    organization word after them."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if word in _LONG_ORG_SUFFIXES and out:
+            lo = len(out)
+            while lo > 0 and len(out) - lo < 4 and _nominal(out[lo - 1]):
+                lo -= 1
+            start = _name_start(out, lo, len(out))
+            if start is not None and len(out) - start >= 2:
+                name = _joined(out + [(word, "n")], start, len(out) + 1)
+                if name:
+                    del out[start:]
+                    out.append((name, "nt"))
+                    continue
+        out.append((word, flag))
+    return out
+
+
+def _described(pairs: list[Pair]) -> list[Pair]:
+    """"一所" + "武术学校" (nt) -> a description: an organization word after a measure word is a
+    kind of organization, not the name of one."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if flag == "nt" and out and out[-1][1] in ("m", "q", "r") and out[-1][0][-1:] in _CLASSIFIER_ENDINGS:
+            flag = "n"
+        out.append((word, flag))
+    return out
+
+
 def plain(pairs: list[Pair]) -> list[Pair]:
     """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) dropped
     to "n", before any rule reads them."""
@@ -246,4 +385,4 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
             flag = "n"
         out.append((word, flag))
-    return out
+    return _described(_listed(_long_orgs(out)))
