@@ -245,6 +245,7 @@ _LONG_ORG_SUFFIXES = frozenset("""
 # classifier characters of institutions: "一所" / "这家" + an organization word is a description
 _CLASSIFIER_ENDINGS = frozenset("所家个间座支位名")
 _LONGEST_NAME = 14
+_LIST_CONJUNCTIONS = frozenset("和 及 与 以及 或".split())
 # a phrase ending in a person's role or a span of time names no place or organization ("元朗区议会
 # 主席", "立法会议员", "香港日治时期"): the characters roles end with, and time words
 _ROLE_ENDINGS = frozenset("长员事记席理师臣友官任")
@@ -263,7 +264,7 @@ def _name_start(pairs: list[Pair], lo: int, hi: int) -> int | None:
     abbreviation or a state head), or None."""
     for k in range(lo, hi):
         word, flag = pairs[k]
-        if flag in _NAME_TAGS or flag == "j" or word in _STATE_HEADS:
+        if flag in _NAME_TAGS or word in _STATE_HEADS:  # not an abbreviation tag: "房地产" is one
             return k
     return None
 
@@ -275,8 +276,8 @@ def _joined(pairs: list[Pair], lo: int, hi: int) -> str | None:
     name = "".join(words)
     if hi - lo < 2 or len(name) > _LONGEST_NAME or not _CJK_WORD.match(name):
         return None
-    if all(f in _NAME_TAGS for _, f in pairs[lo:hi]) or any(f in _PERSON_TAGS for _, f in pairs[lo:hi]):
-        return None  # names alone, or a person with their role ("朝大臣向朗")
+    if all(f == "ns" for _, f in pairs[lo:hi]) or any(f in _PERSON_TAGS for _, f in pairs[lo:hi]):
+        return None  # places alone (a place in a place), or a person with their role ("朝大臣向朗")
     if name[-1] in _ROLE_ENDINGS or words[-1] in _TIME_WORDS:
         return None
     return name
@@ -293,6 +294,8 @@ def _list_items(pairs: list[Pair]) -> list[tuple[int, int]]:
     marks = [i for i, (w, _) in enumerate(pairs) if w == "、"]
     if not marks:
         return []
+    # "和" / "及" / "与" join the list's last items ("佛山车务段和工务、电务")
+    marks = sorted(marks + [i for i, (w, f) in enumerate(pairs) if f == "c" and w in _LIST_CONJUNCTIONS])
     items = []
     lo = marks[0]
     while lo > 0 and _nominal(pairs[lo - 1]):
