@@ -87,3 +87,20 @@ def test_chinese_list_items_that_are_places_in_places_or_roles_stay_apart() -> N
     found = entities("他走访了广东省广州市、深圳市和珠海市。他曾任元朗区议会主席、立法会议员、古物咨询委员会成员。")
     assert {"广东省", "广州市", "深圳市"} <= set(found)  # a place in a place: two names
     assert not {"广东省广州市", "立法会议员", "元朗区议会主席", "古物咨询委员会成员"} & set(found)
+
+
+def test_chinese_transliterated_names_keep_every_part() -> None:
+    found = entities("马其顿国王阿闵塔斯一世接受了统治。克里斯蒂安·沃尔玛尔将在12月1日参赛。"
+                     "产自凯尔特海的鳕鱼可能会灭绝。俄国联邦安全局的特工很活跃。")
+    assert found["阿闵塔斯一世"] == "person" and found["克里斯蒂安·沃尔玛尔"] == "person"
+    assert found["凯尔特海"] == "geo" and found["俄国联邦安全局"] == "organization"
+    assert not {"阿闵", "塔斯一世", "克里斯蒂安·沃尔玛", "凯尔特", "俄国"} & set(found)
+
+
+def test_chinese_list_items_end_at_their_name() -> None:
+    found = entities("资料来自国防部所有部门、中国足球俱乐部上海浦东、国家经济和香港新闻处服务。"
+                     "他效力于天津一汽夏利汽车股份有限公司原、国家气象局。")
+    # a verb's noun, a one-character word, a state word without an agency: no part of the name;
+    # an organization and a place after it are two names
+    assert {"国防部", "中国足球俱乐部", "上海浦东", "香港新闻处", "天津一汽夏利汽车股份有限公司"} <= set(found)
+    assert not {"国防部所有部门", "中国足球俱乐部上海浦东", "国家经济", "香港新闻处服务"} & set(found)

@@ -84,6 +84,10 @@ def _dotted(pairs: list[Pair]) -> list[Pair]:
             prev = out.pop()[0]
             out.append((prev + dot + word, "nr"))
             continue
+        if out and len(word) == 1 and word in TRANSLITERATION and flag in _PERSON_TAGS and out[-1][1] == "nr" \
+                and any(d in out[-1][0] for d in _DOTS):
+            out.append((out.pop()[0] + word, "nr"))  # "克里斯蒂安·沃尔玛" + "尔": its last syllable
+            continue
         if out and _transliterated(word) and flag not in _VERBAL and out[-1][1] == "nr" \
                 and any(d in out[-1][0] for d in _DOTS) and len(out[-1][0].rsplit("·", 1)[-1]) + len(word) <= 6:
             out.append((out.pop()[0] + word, "nr"))  # the rest of the part after the dot
@@ -119,12 +123,26 @@ def _regnal(pairs: list[Pair]) -> list[Pair]:
                 if take < len(prev):
                     out.append((prev[:len(prev) - take], "x" if prev[:len(prev) - take] in FUNCTION_CHARS else prev_flag))
                 out.append((prev[len(prev) - take:] + word, "nr"))
+                _name_before_regnal(out)
                 continue
             if len(head) >= 2 and all(ch in TRANSLITERATION for ch in head):
                 out.append((word, "nr"))
+                _name_before_regnal(out)
                 continue
         out.append((word, flag))
     return out
+
+
+def _name_before_regnal(out: list[Pair]) -> None:
+    """"阿闵" + "塔斯一世" -> "阿闵塔斯一世", "拉美" + "西斯二世" -> "拉美西斯二世": the word before a
+    regnal name that jieba tags as a name (short, not a function word) is the start of that name."""
+    if len(out) < 2:
+        return
+    word, flag = out[-2]
+    if flag in _PERSON_TAGS | {"nz"} and _CJK_WORD.match(word) and len(word) <= 3 and word not in ORDINARY \
+            and word[0] not in FUNCTION_CHARS:
+        name = out.pop()[0]
+        out[-1] = (word + name, "nr")
 
 
 def _designations(pairs: list[Pair]) -> list[Pair]:
@@ -209,6 +227,18 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
 
 
+def _geo_tails(pairs: list[Pair]) -> list[Pair]:
+    """"凯尔特" + "海" -> "凯尔特海" (a place): a transliterated name jieba tags as a person or a
+    name, then a one-character word for a sea, lake, river, mountain, island, pass or city."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if word in _GEO_TAILS and out and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]):
+            out.append((out.pop()[0] + word, "ns"))
+            continue
+        out.append((word, flag))
+    return out
+
+
 def _events(pairs: list[Pair]) -> list[Pair]:
     """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word."""
     out: list[Pair] = []
@@ -234,7 +264,7 @@ def _unglued(pairs: list[Pair]) -> list[Pair]:
 
 
 # tags of the words a name of several words is made of (nouns, names, abbreviations, place words)
-_NOMINAL = frozenset("n nz ns nt nr nrfg nrt j s b vn nl ng".split())
+_NOMINAL = frozenset("n nz ns nt nr nrfg nrt j s vn nl ng".split())
 # words that begin an institution's name without being names ("国家" + "气象局")
 _STATE_HEADS = frozenset("国家 中央 全国 国际 皇家 联邦 国立 省立 市立".split())
 # words that end an organization's name after a name and nouns ("美国消费科技协会")
@@ -245,7 +275,12 @@ _LONG_ORG_SUFFIXES = frozenset("""
 # classifier characters of institutions: "一所" / "这家" + an organization word is a description
 _CLASSIFIER_ENDINGS = frozenset("所家个间座支位名")
 _LONGEST_NAME = 14
+# the last characters of an agency's word ("俄国" + "联邦" + "安全局", however jieba tags it); a
+# club's coined name after its kind ("中乙球队" + "成都钱宝") is a name of its own
+_AGENCY_ENDINGS = frozenset("局部署院委处厅社")  # not 会 or 所: 社会, 场所
 _LIST_CONJUNCTIONS = frozenset("和 及 与 以及 或".split())
+# one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
+_GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
 # a phrase ending in a person's role or a span of time names no place or organization ("元朗区议会
 # 主席", "立法会议员", "香港日治时期"): the characters roles end with, and time words
 _ROLE_ENDINGS = frozenset("长员事记席理师臣友官任")
@@ -256,7 +291,20 @@ _LINKING_CHARS = frozenset("至及等和与或的之")
 
 def _nominal(pair: Pair) -> bool:
     word, flag = pair
-    return flag in _NOMINAL and not any(ch in _LINKING_CHARS for ch in word)
+    return (flag in _NOMINAL or word in _STATE_HEADS) and not any(ch in _LINKING_CHARS for ch in word)
+
+
+def _name_end(pairs: list[Pair], lo: int, hi: int) -> int:
+    """pairs[lo:hi] less the words that end no name: a verb's noun ("服务", "出资") or one
+    character that is no kind of place or agency ("原")."""
+    while hi > lo:
+        word, flag = pairs[hi - 1]
+        if flag == "vn" or (len(word) == 1 and word not in _GEO_TAILS and word not in _AGENCY_ENDINGS
+                            and word not in _INFRA_SUFFIXES):
+            hi -= 1
+            continue
+        break
+    return hi
 
 
 def _name_start(pairs: list[Pair], lo: int, hi: int) -> int | None:
@@ -280,6 +328,11 @@ def _joined(pairs: list[Pair], lo: int, hi: int) -> str | None:
         return None  # places alone (a place in a place), or a person with their role ("朝大臣向朗")
     if name[-1] in _ROLE_ENDINGS or words[-1] in _TIME_WORDS:
         return None
+    if pairs[lo][0] in _STATE_HEADS and name[-1] not in _AGENCY_ENDINGS and words[-1] not in _LONG_ORG_SUFFIXES:
+        return None  # "国家" + "经济": a state head begins an agency's name only
+    if pairs[hi - 1][1] == "ns" and any(w in _LONG_ORG_SUFFIXES or w[-1] in _AGENCY_ENDINGS
+                                        for w in words[:-1] if len(w) >= 2):
+        return None  # an organization, then a place ("中国足球俱乐部" + "上海浦东"): two names
     return name
 
 
@@ -321,6 +374,7 @@ def _listed(pairs: list[Pair]) -> list[Pair]:
         if start is None:
             continue
         names += 1
+        hi = _name_end(pairs, start, hi)
         name = _joined(pairs, start, hi)
         if name and name not in ORDINARY:
             merges[start] = (hi, name, "ns" if _place_like(pairs[hi - 1]) else "nt")
@@ -344,7 +398,8 @@ def _long_orgs(pairs: list[Pair]) -> list[Pair]:
     organization word after them."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if word in _LONG_ORG_SUFFIXES and out:
+        agency = flag in ("n", "nt") and len(word) >= 2 and word[-1] in _AGENCY_ENDINGS  # "联邦" + "安全局"
+        if (word in _LONG_ORG_SUFFIXES or agency) and out:
             lo = len(out)
             while lo > 0 and len(out) - lo < 4 and _nominal(out[lo - 1]):
                 lo -= 1
@@ -380,7 +435,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _events(_clubs(_designations(_regnal(_dotted(_unglued(plain(pairs))))), freq, rare, tails))
+    pairs = _events(_clubs(_designations(_geo_tails(_regnal(_dotted(_unglued(plain(pairs)))))), freq, rare, tails))
     out: list[Pair] = []
     for word, flag in pairs:
         if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
