@@ -104,3 +104,9 @@ def test_chinese_list_items_end_at_their_name() -> None:
     # an organization and a place after it are two names
     assert {"国防部", "中国足球俱乐部", "上海浦东", "香港新闻处", "天津一汽夏利汽车股份有限公司"} <= set(found)
     assert not {"国防部所有部门", "中国足球俱乐部上海浦东", "国家经济", "香港新闻处服务"} & set(found)
+
+
+def test_chinese_person_names_lose_the_particle_jieba_ran_onto_them() -> None:
+    found = entities("孙亮即位后，潘淑的地位上升。尼高·高华为球队打进一球。")
+    assert found["潘淑"] == "person" and found["尼高·高华"] == "person"
+    assert not {"潘淑的", "尼高·高华为"} & set(found)

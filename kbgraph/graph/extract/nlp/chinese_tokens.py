@@ -278,6 +278,8 @@ _LONGEST_NAME = 14
 # the last characters of an agency's word ("俄国" + "联邦" + "安全局", however jieba tags it); a
 # club's coined name after its kind ("中乙球队" + "成都钱宝") is a name of its own
 _AGENCY_ENDINGS = frozenset("局部署院委处厅社")  # not 会 or 所: 社会, 场所
+# characters that end no person's name but that jieba's guessing runs onto one ("潘淑的", "余蔚为")
+_NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃")
 _LIST_CONJUNCTIONS = frozenset("和 及 与 以及 或".split())
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
@@ -425,6 +427,21 @@ def _described(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
+def _clipped(pairs: list[Pair]) -> list[Pair]:
+    """"潘淑的" -> "潘淑" + "的", "尼高·高华为" -> "尼高·高华" + "为": a particle, conjunction or
+    adverb jieba's guessing ran onto the end of a person's name."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        rest = word[:-1]
+        dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        if flag in _PERSON_TAGS and word[-1:] in _NAME_FINAL_STOPS and len(word) >= 3 \
+                and (dotted or (len(word) == 3 and person_like(rest))):
+            out += [(rest, "nr"), (word[-1], "x")]
+            continue
+        out.append((word, flag))
+    return out
+
+
 def plain(pairs: list[Pair]) -> list[Pair]:
     """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) dropped
     to "n", before any rule reads them."""
@@ -437,7 +454,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
     pairs = _events(_clubs(_designations(_geo_tails(_regnal(_dotted(_unglued(plain(pairs)))))), freq, rare, tails))
     out: list[Pair] = []
-    for word, flag in pairs:
+    for word, flag in _clipped(pairs):
         if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
             flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
