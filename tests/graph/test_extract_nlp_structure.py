@@ -110,3 +110,11 @@ def test_chinese_person_names_lose_the_particle_jieba_ran_onto_them() -> None:
     found = entities("孙亮即位后，潘淑的地位上升。尼高·高华为球队打进一球。")
     assert found["潘淑"] == "person" and found["尼高·高华"] == "person"
     assert not {"潘淑的", "尼高·高华为"} & set(found)
+
+
+def test_chinese_foreign_names_cut_by_jieba_are_joined() -> None:
+    found = entities("也向其致敬的伊斯内尔（Isner）。1770年格拉夫顿政府分裂。潘沃尔卡先生说。巴罗佐的调离引起轩然大波。"
+                     "他访问了伊朗伊拉克和叙利亚。")
+    assert {"伊斯内尔", "格拉夫顿", "潘沃尔卡", "巴罗佐"} <= set(found)
+    assert not {"伊斯", "内尔", "格拉夫", "沃尔卡", "巴罗"} & set(found)
+    assert {"伊朗", "伊拉克"} <= set(found)  # two places jieba knows stay two

@@ -1,6 +1,7 @@
 """jieba's (word, tag) pairs mended where its default tags cut or misread names, by general rules:
 
-- a transliterated name joined by "·" is one person ("凯尔" + "·" + "内斯" is 凯尔·内斯, never 内斯);
+- a transliterated name joined by "·" is one person ("凯尔" + "·" + "内斯" is 凯尔·内斯, never 内斯),
+  and so are the pieces jieba cut a foreign name into ("伊斯" + "内尔", "格拉夫" + "顿");
 - a regnal name is one person ("路" + "易九世" is 路易九世; "和亨" + "利八世" is 亨利八世);
 - a designation is one name: a name and its serial number ("中星" + "九号" is 中星九号, "长征三号" +
   "乙" is 长征三号乙);
@@ -55,6 +56,14 @@ _INFRA_SUFFIXES = frozenset("""
 站 火车站 东站 西站 南站 北站 铁路 线 联络线 支线 干线 机场 国际机场 港 码头 大桥 隧道 公路 高速公路 高速 运河 水库 大坝
 """.split())
 
+# tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
+_SYLLABLE_TAGS = frozenset("n q vg v a j f nr nrt ns nz ng b".split())
+_FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
+# a word this frequent in jieba's dictionary is a name of its own (伊朗 3820, 伊拉克 2671, 波斯 1717),
+# not a piece of a longer one (塔斯 4)
+_KNOWN_NAME = 100
+
+
 def _transliterated(word: str) -> bool:
     return len(word) >= 2 and all(ch in TRANSLITERATION for ch in word)
 
@@ -72,10 +81,11 @@ def person_like(word: str) -> bool:
     return _transliterated(word)
 
 
-def _dotted(pairs: list[Pair]) -> list[Pair]:
+def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"凯尔" "·" "内斯" -> "凯尔·内斯" (nr); "杰西卡" "·" "拉" "布罗卡" -> "杰西卡·拉布罗卡" (jieba cut the
     part after the dot again); "唐纳德" "特朗普" -> "唐纳德特朗普" (a transliterated given name and
-    surname written without the dot)."""
+    surname written without the dot); "伊斯" + "内尔" -> "伊斯内尔" (a foreign name jieba cut into
+    pieces it tags as names; ``freq``: jieba's dictionary frequency)."""
     out: list[Pair] = []
     for word, flag in pairs:
         after_dot = _name_part((word, flag)) or all(ch in TRANSLITERATION for ch in word)  # "拉" (v) in 杰西卡·拉布罗卡
@@ -93,11 +103,38 @@ def _dotted(pairs: list[Pair]) -> list[Pair]:
             out.append((out.pop()[0] + word, "nr"))  # the rest of the part after the dot
             continue
         if out and _transliterated(word) and _transliterated(out[-1][0]) and len(word) >= 2 \
-                and len(out[-1][0]) >= 2 and {flag, out[-1][1]} & _PERSON_TAGS and flag not in _VERBAL:
+                and len(out[-1][0]) >= 2 and {flag, out[-1][1]} & _PERSON_TAGS and flag not in _VERBAL \
+                and min(freq(word), freq(out[-1][0])) < _KNOWN_NAME:  # not "伊朗" + "伊拉克"
             out.append((out.pop()[0] + word, "nr"))
+            continue
+        if out and _foreign_run(out[-1], (word, flag), freq):
+            prev, prev_flag = out.pop()
+            out.append((prev + word, "nr" if {flag, prev_flag} & _PERSON_TAGS else "ns"))
             continue
         out.append((word, flag))
     return out
+
+
+def _foreign_syllables(pair: Pair) -> bool:
+    """A word of transliteration characters only; one character only where jieba did not read it
+    as a function word ("肯" + "瑟斯", "格拉夫" + "顿")."""
+    word, flag = pair
+    if not _CJK_WORD.match(word) or not all(ch in TRANSLITERATION for ch in word) or word in ORDINARY:
+        return False
+    return len(word) >= 2 or (flag in _SYLLABLE_TAGS and word not in _GEO_TAILS)  # "凯尔特" + "海": a sea
+
+
+def _foreign_run(prev: Pair, pair: Pair, freq: Callable[[str], int]) -> bool:
+    """Whether two adjacent words are pieces of one transliterated name jieba cut ("伊斯" + "内尔",
+    "潘" + "沃尔卡", "巴罗" + "佐"): transliteration characters throughout, one of them tagged as a
+    name, at most seven characters, and not two places jieba knows ("伊朗" + "伊拉克")."""
+    if not (_foreign_syllables(prev) and _foreign_syllables(pair)) or len(prev[0]) + len(pair[0]) > 7:
+        return False
+    if any(d in prev[0] for d in _DOTS) or not {prev[1], pair[1]} & _FOREIGN_NAME_TAGS:
+        return False
+    known = [p for p in (prev, pair) if len(p[0]) >= 2 and freq(p[0]) >= _KNOWN_NAME]
+    single = len(prev[0]) == 1 or len(pair[0]) == 1
+    return not known if single else len(known) < 2  # "德" + "波斯": the 德 ends the name before
 
 
 def _name_part(pair: Pair) -> bool:
@@ -452,7 +489,8 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _events(_clubs(_designations(_geo_tails(_regnal(_dotted(_unglued(plain(pairs)))))), freq, rare, tails))
+    pairs = _regnal(_dotted(_unglued(plain(pairs)), freq))
+    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
     out: list[Pair] = []
     for word, flag in _clipped(pairs):
         if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
