@@ -118,3 +118,10 @@ def test_chinese_foreign_names_cut_by_jieba_are_joined() -> None:
     assert {"伊斯内尔", "格拉夫顿", "潘沃尔卡", "巴罗佐"} <= set(found)
     assert not {"伊斯", "内尔", "格拉夫", "沃尔卡", "巴罗"} & set(found)
     assert {"伊朗", "伊拉克"} <= set(found)  # two places jieba knows stay two
+
+
+def test_an_encyclopedias_glosses_in_other_languages_are_no_names() -> None:
+    found = entities("The Normans (Norman: Nourmands; French: Normands; Latin: Normanni) were the people who "
+                     "gave their name to Normandy, a region in France.")
+    assert {"Normandy", "France"} <= set(found)
+    assert not {"Norman", "Nourmands", "Normands", "Normanni", "Latin"} & set(found)

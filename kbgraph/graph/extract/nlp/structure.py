@@ -1,7 +1,7 @@
 """A chunk's document structure, read as structure: header lines of e-mails and chat exports
 ("From:", "Date:", "Time:", "Subject:"), the subject's reply prefixes and list tags ("Re: [ILUG]"),
-field labels of exported records ("Region: North; Revenue: 1200", a sheet's "Sheet:" line), and
-speakers (an IRC "<nick>", a sender "Wynne, Conor" or "Ryan, Shane" read as "Conor Wynne").
+field labels of exported records ("Region: North; Revenue: 1200", a sheet's "Sheet:" line), an
+encyclopedia's glosses in other languages ("(French: Normands; Latin: Normanni)"), and speakers (an IRC "<nick>", a sender "Wynne, Conor" or "Ryan, Shane" read as "Conor Wynne").
 
 ``read_structure`` says which spans the name finder must not read (labels, tags, dates and times:
 they are blanked, same length, so offsets hold) and which people the structure names itself
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kbgraph.graph.extract.nlp.lexicon import header_label, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import header_label, nationality_word, ordinary_word
 
 # a header line: a known label at a line's start (after quote markers), its value to the line's end
 _HEADER = re.compile(r"(?im)^[ \t>]*([A-Za-z][A-Za-z\-]{1,20})[ \t]*:[ \t]*(.*)$")
@@ -44,6 +44,9 @@ _NAME_LABELS = {**dict.fromkeys("name person employee contact owner author manag
                 **dict.fromkeys("company client vendor supplier brand firm organization organisation security "
                                 "employer publisher manufacturer".split(), "organization"),
                 **dict.fromkeys("city country town place location headquarters venue state province".split(), "geo")}
+# a parenthesis, and its "Label: gloss" parts ("Latin: Normanni", "Old Norse: Norðmaðr")
+_PARENTHESIS = re.compile(r"\(([^()\n]{3,300})\)")
+_GLOSS = re.compile(r"(?:^|[;,])([ \t]*)([A-Z][a-z]+(?:[ \t][A-Z][a-z]+)?)[ \t]*:[ \t]*([^;,]+?)[ \t]*(?=[;,]|$)")
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -181,6 +184,18 @@ def _irc_speakers(text: str, out: Structure) -> None:
             out._person(nick, m.start(), m.end())
 
 
+def _language_glosses(text: str, out: Structure) -> None:
+    """An encyclopedia's glosses of a name in other languages, "(Norman: Nourmands; French: Normands;
+    Latin: Normanni)": words of those languages, not names of their own. A parenthesis whose
+    "Label: word" parts include one labelled with a language is read so whole."""
+    for m in _PARENTHESIS.finditer(text):
+        parts = [(p.start(1) + m.start(1), p) for p in _GLOSS.finditer(m.group(1))]
+        if not parts or not any(nationality_word(p.group(2).split()[-1]) for _, p in parts):
+            continue
+        for offset, p in parts:
+            out.blank.append((offset - p.start(1) + p.start(2), offset - p.start(1) + p.end(3)))
+
+
 def _nick(nick: str) -> bool:
     """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
     return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
@@ -194,6 +209,7 @@ def read_structure(text: str) -> Structure:
     _first_line_subject(text, out)
     _records(text, out)
     _ordinary_labels(text, out)
+    _language_glosses(text, out)
     for m in _REVERSED_WROTE.finditer(text):
         out._person(f"{m.group(2)} {m.group(1)}", m.start(), m.end())
     return out
