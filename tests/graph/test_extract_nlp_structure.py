@@ -125,3 +125,10 @@ def test_an_encyclopedias_glosses_in_other_languages_are_no_names() -> None:
                      "gave their name to Normandy, a region in France.")
     assert {"Normandy", "France"} <= set(found)
     assert not {"Norman", "Nourmands", "Normands", "Normanni", "Latin"} & set(found)
+
+
+def test_an_emails_editing_marks_and_signature_fields_are_no_speakers() -> None:
+    found = entities("From: Sean Rima\nDate: Sun, 04 Aug 2002 19:24:23 +0100\n\nA nice followon for Procmail:\n"
+                     "\t<snip>\nand Mutt works.\n\nSean\n  Linux User:      231986          Jabber:   tcobone@jabber.org\n")
+    assert found["Sean Rima"] == "person" and {"Procmail", "Mutt"} <= set(found)
+    assert not {"snip", "Linux User"} & set(found)

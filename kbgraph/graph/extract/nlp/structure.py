@@ -32,7 +32,9 @@ _REVERSED_WROTE = re.compile(r"\b([A-Z][a-zA-Z'’\-]+), ([A-Z][a-zA-Z'’\-]+)(
 # a field of a record line: "Label: value" between "; " or " | " separators
 _RECORD_FIELD = re.compile(r"(?:^|;[ \t]*|[ \t]\|[ \t]*)([^;:|\n]{1,40}?)[ \t]*:[ \t]")
 # an IRC or chat log line: "[02:24] <nick> text", "<nick> text", "* nick does something"
-_IRC_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:<[@+%&~]?([^\s<>]{2,30})>|\*[ \t]+([^\s*]{2,30})[ \t])")
+# (a "<nick>" says something on its line: "<snip>" alone on a line is an editor's mark)
+_IRC_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:<[@+%&~]?([^\s<>]{2,30})>(?=[ \t]*\S)"
+                          r"|\*[ \t]+([^\s*]{2,30})[ \t])")
 # IRC join, part and nick-change lines: "=== fge [~insomniac@fge.user]  has left #ubuntu",
 # "=== tim241_ is now known as tim241"
 _IRC_EVENT = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:===|\*\*\*|-->|<--|-!-)[ \t]*([^\s\[\]]{2,30})"
@@ -156,11 +158,20 @@ def _ordinary_labels(text: str, out: Structure) -> None:
     a speaker; names.py reads the others ("Jennifer Moore:", "JonasVale:") as speakers."""
     for m in _LINE_LABEL.finditer(text):
         words = m.group(1).split()
-        if words and len(words) <= 4 and all(ordinary_word(w) for w in words):
+        value = text[m.end():text.find("\n", m.end()) if "\n" in text[m.end():] else len(text)]
+        if words and len(words) <= 4 and (all(ordinary_word(w) for w in words) or _opaque_value(value)):
             out.blank.append((m.start(1), m.end(1)))
             out.values.append(m.end())
         elif words and len(words) <= 3:
             out.utterances.append(m.end())  # "Jennifer Moore: Sounds Good"
+
+
+def _opaque_value(value: str) -> bool:
+    """A field value no one says: a number, an id, an address or a link ("Linux User: 231986",
+    "Jabber: tcobone@jabber.org"), so its label is a field's, not a speaker's."""
+    words = value.split()
+    return bool(words) and all(not re.search(r"[A-Za-z]", w) or "@" in w or "://" in w or w.startswith("www.")
+                               or w.endswith(":") for w in words)  # "231986  Jabber: tcobone@jabber.org"
 
 
 def _irc_speakers(text: str, out: Structure) -> None:
