@@ -132,3 +132,9 @@ def test_an_emails_editing_marks_and_signature_fields_are_no_speakers() -> None:
                      "\t<snip>\nand Mutt works.\n\nSean\n  Linux User:      231986          Jabber:   tcobone@jabber.org\n")
     assert found["Sean Rima"] == "person" and {"Procmail", "Mutt"} <= set(found)
     assert not {"snip", "Linux User"} & set(found)
+
+
+def test_plural_abbreviations_and_chat_interjections_are_no_names() -> None:
+    found = entities("I burned the ISOs to CDs last night, Grrr. AFAICS the FAQs are wrong. Ta, Kevin Lyda")
+    assert "Kevin Lyda" in found
+    assert not {"ISOs", "CDs", "Grrr", "AFAICS", "FAQs", "Ta"} & set(found)

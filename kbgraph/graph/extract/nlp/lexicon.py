@@ -30,6 +30,7 @@ hth afaik ymmv rtfm otoh ianal iow imnsho tia tyvm lmk wfh ooo nvm ftw irl
 dunno gonna wanna gotta kinda sorta lemme gimme ya yah im ive dont cant wont didnt doesnt isnt wasnt arent
 werent shouldnt wouldnt couldnt thats whats hows wheres theres heres youre theyre weve youve theyve tho
 thru cuz coz cos anyhoo anyways methinks
+afaics afaict grrr grrrr argh ie eg ta whoo woot yippee ahh ohh
 """.split())
 
 # abbreviations of ordinary things (technology, units, time zones, business and mail words): written
@@ -46,6 +47,7 @@ am pm ad bc bce ce
 ppp pppoe pppoa l2tp ipsec voip sip snmp ldap nat vnc rdp smb cifs ntp imap pop3 mime uri url
 wav wave riff mp3 mp4 jpg jpeg png gif tif tiff bmp avi mov mkv ogg flac aac zip rar tar gz tgz exe dll txt
 rtf xls xlsx ppt pptx docx odt tex ps eps svg wi-fi
+eof iso isos faq
 """.split()) - {"uk", "usa", "gnu"}
 
 # adjectives of nationality, language, people or faith: "French", "Frankish", "Catholic" are no
@@ -97,8 +99,12 @@ def interjection(word: str) -> bool:
 
 
 def generic_acronym(word: str) -> bool:
-    """An abbreviation of an ordinary thing ("CD", "PCMCIA", "GMT"), however it is written."""
-    return word.lower().rstrip(".") in _GENERIC_ACRONYMS
+    """An abbreviation of an ordinary thing ("CD", "PCMCIA", "GMT"), however it is written, also in
+    the plural ("CDs", "FAQs")."""
+    low = word.lower().rstrip(".")
+    if low in _GENERIC_ACRONYMS:
+        return True
+    return len(word) >= 3 and word.endswith("s") and word[:-1].isupper() and low[:-1] in _GENERIC_ACRONYMS
 
 
 def nationality_word(word: str) -> bool:
