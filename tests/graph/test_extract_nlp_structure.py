@@ -138,3 +138,9 @@ def test_plural_abbreviations_and_chat_interjections_are_no_names() -> None:
     found = entities("I burned the ISOs to CDs last night, Grrr. AFAICS the FAQs are wrong. Ta, Kevin Lyda")
     assert "Kevin Lyda" in found
     assert not {"ISOs", "CDs", "Grrr", "AFAICS", "FAQs", "Ta"} & set(found)
+
+
+def test_a_rare_noun_listed_among_places_is_a_place() -> None:
+    found = entities("铁路向西跨越北江、西江，经佛山、三水、肇庆、云浮、阳江至茂名市。他爱吃苹果、香蕉和梨。")
+    assert found["三水"] == "geo" and {"佛山", "肇庆", "云浮"} <= set(found)
+    assert not {"苹果", "香蕉"} & set(found)

@@ -403,12 +403,15 @@ def _list_items(pairs: list[Pair]) -> list[tuple[int, int]]:
     return items
 
 
-def _listed(pairs: list[Pair]) -> list[Pair]:
+def _listed(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """An enumeration's item made of a name and generic nouns is one name ("中国教育网、新华社、国家
-    气象局"): the list marks where each item ends. Only in a list of at least two names."""
+    气象局"): the list marks where each item ends. Only in a list of at least two names. A rare
+    noun listed among places is a place too ("佛山、三水、肇庆")."""
     merges: dict[int, tuple[int, str, str]] = {}
     names = 0
-    for lo, hi in _list_items(pairs):
+    items = _list_items(pairs)
+    _listed_with_places(pairs, items, freq)
+    for lo, hi in items:
         start = _name_start(pairs, lo, hi)
         if start is None:
             continue
@@ -430,6 +433,20 @@ def _listed(pairs: list[Pair]) -> list[Pair]:
         out.append(pairs[i])
         i += 1
     return out
+
+
+def _listed_with_places(pairs: list[Pair], items: list[tuple[int, int]], freq: Callable[[str], int]) -> None:
+    """In a list most of whose items are places, an item that is one rare noun ("三水", a
+    dictionary frequency under _COINED_NOUN) is a place as well (retagged in ``pairs``)."""
+    singles = [lo for lo, hi in items if hi - lo == 1]
+    places = [lo for lo in singles if pairs[lo][1] == "ns"]
+    if len(places) < 2 or 2 * len(places) < len(items):
+        return
+    for lo in singles:
+        word, flag = pairs[lo]
+        if flag in ("n", "j", "nz") and _CJK_WORD.match(word) and 2 <= len(word) <= 3 and word not in ORDINARY \
+                and freq(word) < _COINED_NOUN:
+            pairs[lo] = (word, "ns")
 
 
 def _long_orgs(pairs: list[Pair]) -> list[Pair]:
@@ -498,4 +515,4 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
             flag = "n"
         out.append((word, flag))
-    return _described(_listed(_long_orgs(out)))
+    return _described(_listed(_long_orgs(out), freq))
