@@ -144,3 +144,10 @@ def test_a_rare_noun_listed_among_places_is_a_place() -> None:
     found = entities("铁路向西跨越北江、西江，经佛山、三水、肇庆、云浮、阳江至茂名市。他爱吃苹果、香蕉和梨。")
     assert found["三水"] == "geo" and {"佛山", "肇庆", "云浮"} <= set(found)
     assert not {"苹果", "香蕉"} & set(found)
+
+
+def test_a_ticker_field_names_its_company_and_compound_adjectives_of_peoples_are_none() -> None:
+    found = entities("Symbol: MMM; Security: Acme Robotics; GICS Sector: Industrials\n"
+                     "They mixed with the native Frankish and Roman-Gaulish populations of Gaul.")
+    assert found["MMM"] == "organization" and "Acme Robotics" in found
+    assert not {"Roman-Gaulish", "Frankish"} & set(found)

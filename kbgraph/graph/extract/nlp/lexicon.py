@@ -69,6 +69,10 @@ tamil thai tibetan turkish ukrainian uzbek venetian vietnamese viking welsh west
 yiddish yugoslav zulu
 """.split())
 
+# endings of adjectives of peoples and languages, for the parts of a compound after a nationality
+# ("Roman-Gaulish", "Anglo-Frisian")
+_ADJECTIVE_ENDINGS = ("ish", "ian", "ese", "ic")
+
 # field labels of e-mail and chat headers and of exported records: structure, never a speaker
 _HEADER_LABELS = frozenset("""
 from to cc bcc date sent subject re fw fwd reply-to received time timestamp message-id organization
@@ -109,12 +113,12 @@ def generic_acronym(word: str) -> bool:
 
 def nationality_word(word: str) -> bool:
     """An adjective of nationality, language, people or faith ("French", "Frankish", "Catholic"),
-    also in a hyphenated compound whose every part is one or is an ordinary word ("Roman-Gaulish",
-    "Carolingian-based")."""
+    also in a hyphenated compound whose every part is one, an ordinary word or an adjective of that
+    kind ("Roman-Gaulish", "Carolingian-based")."""
     parts = [p for p in word.lower().replace("’", "'").split("-") if p]
     if not parts or not any(p in _NATIONALITIES for p in parts):
         return False
-    return all(p in _NATIONALITIES or p in _common_words() for p in parts)
+    return all(p in _NATIONALITIES or p in _common_words() or p.endswith(_ADJECTIVE_ENDINGS) for p in parts)
 
 
 def header_label(label: str) -> bool:

@@ -44,7 +44,7 @@ _IRC_EVENT_TAIL = re.compile(r"\[~?[^\]\s]*@[^\]\s]*\]|\bhas (?:joined|left|quit
 _NAME_LABELS = {**dict.fromkeys("name person employee contact owner author manager customer speaker member "
                                 "founder ceo".split(), "person"),
                 **dict.fromkeys("company client vendor supplier brand firm organization organisation security "
-                                "employer publisher manufacturer".split(), "organization"),
+                                "employer publisher manufacturer ticker symbol".split(), "organization"),
                 **dict.fromkeys("city country town place location headquarters venue state province".split(), "geo")}
 # a parenthesis, and its "Label: gloss" parts ("Latin: Normanni", "Old Norse: Norðmaðr")
 _PARENTHESIS = re.compile(r"\(([^()\n]{3,300})\)")
