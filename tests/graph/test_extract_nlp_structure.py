@@ -151,3 +151,10 @@ def test_a_ticker_field_names_its_company_and_compound_adjectives_of_peoples_are
                      "They mixed with the native Frankish and Roman-Gaulish populations of Gaul.")
     assert found["MMM"] == "organization" and "Acme Robotics" in found
     assert not {"Roman-Gaulish", "Frankish"} & set(found)
+
+
+def test_the_singular_of_a_people_the_text_names_is_no_entity() -> None:
+    found = entities("Some Normans joined Turkish forces. A Norman named Oursel led them, and Amalfi was under "
+                     "Norman rule. Ryan Duggan wrote to Ryan.")
+    assert {"Normans", "Oursel", "Amalfi", "Ryan Duggan"} <= set(found)
+    assert "Norman" not in found

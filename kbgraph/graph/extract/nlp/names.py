@@ -360,10 +360,20 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
     w = _POSSESSIVE.sub("", toks[i][0])
     if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
+    if _people_adjective(w, text):
+        return False  # "Norman rule" in a text about the Normans: the people's adjective
     if w.isupper() and w.isalpha() and (len(w) > 6 or _shouting(toks, run[0] - 1, text)
                                         or _shouting(toks, run[-1] + 1, text)):
         return False  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
     return True
+
+
+def _people_adjective(word: str, text: str) -> bool:
+    """A word in -an whose plural the text writes as a name ("Norman" beside "the Normans",
+    "Mercian" beside "the Mercians") is the adjective or the singular of a people, no entity of its
+    own (the people, in the plural, is)."""
+    return len(word) >= 4 and word.endswith("an") and word[0].isupper() and not word.isupper() \
+        and re.search(rf"\b{re.escape(word)}s\b", text) is not None
 
 
 def _handle(name: str, seen: set[str]) -> bool:
