@@ -288,12 +288,13 @@ def _events(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
-def _unglued(pairs: list[Pair]) -> list[Pair]:
+def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
     into the name after it (a person's must then start with a surname)."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY:
+        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY \
+                and not freq(word):  # a word jieba's dictionary knows is whole ("同盟国")
             out += [(word[0], "p"), (word[1:], flag)]
             continue
         out.append((word, flag))
@@ -506,7 +507,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _regnal(_dotted(_unglued(plain(pairs)), freq))
+    pairs = _regnal(_dotted(_unglued(plain(pairs), freq), freq))
     pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
     out: list[Pair] = []
     for word, flag in _clipped(pairs):
