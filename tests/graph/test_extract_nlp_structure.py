@@ -159,3 +159,11 @@ def test_the_singular_of_a_people_the_text_names_is_no_entity() -> None:
                      "Norman rule. Ryan Duggan wrote to Ryan.")
     assert {"Normans", "Oursel", "Amalfi", "Ryan Duggan"} <= set(found)
     assert "Norman" not in found
+
+
+def test_chinese_language_names_are_no_entities() -> None:
+    found = entities("加拿大广场（英文：Canada Place）位于温哥华。该台以粤语和国语双语广播，也有西班牙语和拉丁文版本。"
+                     "建文帝即位后，建文年间的政策改变。")
+    assert {"加拿大广场", "温哥华"} <= set(found) or {"加拿大", "温哥华"} <= set(found)
+    assert not {"英文", "粤语", "国语", "双语", "西班牙语", "拉丁文"} & set(found)
+    assert "建文" in found  # an era, not a language

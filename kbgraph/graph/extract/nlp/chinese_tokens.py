@@ -14,7 +14,8 @@
 - a regnal name takes the name part before it ("阿闵" + "塔斯一世"), a transliterated name a sea,
   river or island after it ("凯尔特" + "海"), and a particle jieba ran onto a person's name is cut
   off ("潘淑的" is 潘淑);
-- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) are none.
+- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) and the
+  names of languages (英文, 粤语, 西班牙语) are none.
 
 Names of several words (lists, long organization names) are chinese_phrases.py's.
 """
@@ -322,6 +323,22 @@ def _clipped(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
+# one-character names of peoples and countries before 文 (英文, 汉文) and longer heads jieba does
+# not tag as places (拉丁文)
+_NATION_CHARS = frozenset("中英日法德俄汉满藏蒙韩朝意西葡梵越泰希波荷瑞")
+_LANGUAGE_HEADS = frozenset("拉丁 意大利 阿拉伯 希腊 西班牙 葡萄牙 蒙古 朝鲜 满洲 波斯 中英".split())
+
+
+def _language(word: str, flag: str) -> bool:
+    """A language's name, which names no entity (英文, 粤语, 西班牙语, 拉丁文): jieba tags them as
+    proper nouns; a person's name may end in 文 ("李文"), not in 语."""
+    if len(word) < 2 or any(d in word for d in _DOTS) or not _CJK_WORD.match(word):
+        return False
+    if word[-1] == "文":  # only after a people's or country's name: 英文, 拉丁文, not the era 建文
+        return flag == "nz" and (word[:-1] in _NATION_CHARS or word[:-1] in _LANGUAGE_HEADS)
+    return word[-1] == "语" and (flag == "nz" or flag in _PERSON_TAGS)
+
+
 def plain(pairs: list[Pair]) -> list[Pair]:
     """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) dropped
     to "n", before any rule reads them."""
@@ -338,7 +355,8 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     for word, flag in _clipped(pairs):
         if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
             flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
-        elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
+        elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))
+                                     or _language(word, flag)):
             flag = "n"
         out.append((word, flag))
     return out
