@@ -167,3 +167,11 @@ def test_chinese_language_names_are_no_entities() -> None:
     assert {"加拿大广场", "温哥华"} <= set(found) or {"加拿大", "温哥华"} <= set(found)
     assert not {"英文", "粤语", "国语", "双语", "西班牙语", "拉丁文"} & set(found)
     assert "建文" in found  # an era, not a language
+
+
+def test_a_latin_gloss_after_a_chinese_name_is_that_entity() -> None:
+    ents = NLPExtractor().extract("霍普利（Hopley）女士补充道。加拿大广场公司（Canada Place Corporation）管理码头。"
+                                  "艾达（Dündar）警告欧洲。").entities
+    found = {e.name: e for e in ents}
+    assert {"霍普利", "加拿大广场公司", "艾达", "欧洲"} <= set(found)
+    assert not {"Hopley", "Canada Place Corporation", "Dündar"} & set(found)
