@@ -175,3 +175,10 @@ def test_a_latin_gloss_after_a_chinese_name_is_that_entity() -> None:
     found = {e.name: e for e in ents}
     assert {"霍普利", "加拿大广场公司", "艾达", "欧洲"} <= set(found)
     assert not {"Hopley", "Canada Place Corporation", "Dündar"} & set(found)
+
+
+def test_scientific_names_of_species_are_no_entities() -> None:
+    found = entities("最常见的品种为异株荨麻（\"Urtica dioica\"），原生于欧洲。The nettle (Urtica dioica) grows in "
+                     "Europe; Mozilla (Mozilla Firefox) does not.")
+    assert {"欧洲", "Europe", "Mozilla Firefox"} <= set(found)
+    assert not {"Urtica", "Urtica dioica"} & set(found)

@@ -1,7 +1,8 @@
 """A chunk's document structure, read as structure: header lines of e-mails and chat exports
 ("From:", "Date:", "Time:", "Subject:"), the subject's reply prefixes and list tags ("Re: [ILUG]"),
 field labels of exported records ("Region: North; Revenue: 1200", a sheet's "Sheet:" line), an
-encyclopedia's glosses in other languages ("(French: Normands; Latin: Normanni)"), and speakers (an IRC "<nick>", a sender "Wynne, Conor" or "Ryan, Shane" read as "Conor Wynne").
+encyclopedia's glosses in other languages ("(French: Normands; Latin: Normanni)") and scientific
+names of species ("(Urtica dioica)"), and speakers (an IRC "<nick>", a sender "Wynne, Conor" or "Ryan, Shane" read as "Conor Wynne").
 
 ``read_structure`` says which spans the name finder must not read (labels, tags, dates and times:
 they are blanked, same length, so offsets hold) and which people the structure names itself
@@ -49,6 +50,8 @@ _NAME_LABELS = {**dict.fromkeys("name person employee contact owner author manag
 # a parenthesis, and its "Label: gloss" parts ("Latin: Normanni", "Old Norse: Norðmaðr")
 _PARENTHESIS = re.compile(r"\(([^()\n]{3,300})\)")
 _GLOSS = re.compile(r"(?:^|[;,])([ \t]*)([A-Z][a-z]+(?:[ \t][A-Z][a-z]+)?)[ \t]*:[ \t]*([^;,]+?)[ \t]*(?=[;,]|$)")
+# "Genus epithet" alone in quotes or parentheses (a species' scientific name)
+_BINOMIAL = re.compile(r"[\"“「(（][ \t]*([A-Z][a-z]{2,})[ \t]+([a-z]{3,})[ \t]*[\"”」)）]")
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -207,6 +210,15 @@ def _language_glosses(text: str, out: Structure) -> None:
             out.blank.append((offset - p.start(1) + p.start(2), offset - p.start(1) + p.end(3)))
 
 
+def _binomials(text: str, out: Structure) -> None:
+    """A species' scientific name quoted or in parentheses, "(Urtica dioica)", "（学名："Aburria
+    jacutinga"）": a genus and a lower-case epithet that is no English word. A biological name, not
+    a name of the entities the graph holds (the genus alone was read as one before)."""
+    for m in _BINOMIAL.finditer(text):
+        if not ordinary_word(m.group(2)):
+            out.blank.append((m.start(1), m.end(2)))
+
+
 def _nick(nick: str) -> bool:
     """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
     return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
@@ -221,6 +233,7 @@ def read_structure(text: str) -> Structure:
     _records(text, out)
     _ordinary_labels(text, out)
     _language_glosses(text, out)
+    _binomials(text, out)
     for m in _REVERSED_WROTE.finditer(text):
         out._person(f"{m.group(2)} {m.group(1)}", m.start(), m.end())
     return out
