@@ -32,7 +32,9 @@ TRANSLITERATION = frozenset(
     "丝黛蒂娅琪芭易顿茨娃琼翁吕蓬钦昆佐丽翰治瑞廉柏")
 
 # ordinary words jieba's dictionary tags nr (person), ns (place), nt (organization) or nz (other
-# proper noun): read from its commonest such entries; none of them names one thing
+# proper noun): read from its commonest such entries, and (second block) from its commonest nr/ns
+# entries and the most frequent entities of unlabelled zh-wiki-cmrc and PUD text outside the gold
+# set; none of them names one thing
 ORDINARY = frozenset("""
 明白 武功 文明 小姐 小龙 和尚 王朝 阳光 陆军 道德 荣誉 卫星 雷达 太后 古老 汉白玉 丘陵 言语 冷笑 武林 明星 宫殿 光荣
 权威 老太太 师傅 侍卫 维生素 帝王 封锁 宣言 胡同 玉米 师兄 顾问 花岗岩 王爷 智慧 贡献者 王公 白雪 高峰 齐声 祖先 文武
@@ -60,4 +62,14 @@ ORDINARY = frozenset("""
 音乐会 音乐学院 联合政府 天文学 商学院 商业银行 党政军 安全局 人民共和国 中西部 中南部 音乐厅 美术馆 文工团 伦理学
 人力资源部 交易会 中国区 联合体 卫生院 统计学 施工队 信息中心 黑社会 超级大国 党政机关 卫生局 海洋生物 大中学校 陆战队
 中医药 中人 中大
+宝贝 白领 大展宏图 子孙 宝贵 向东 封建王朝 康复 鱼雷 沙滩 师范 诸如 梅花 青青 吉祥 范畴 相公 布政使 周转 诸侯
+小姑娘 鹿角 元帅 双拥 杜鹃花 雪山 宝剑 老汉 宁可 修正 比武 山珍 凌辱 子宫 大侠 高明 陈述 老夫 荣获 丛林 小康
+老虎 马匹 双喜 博客 关怀 林立 王子 温泉 向阳 黎明 呼唤 陈列 布满 望远镜 通达 乌云 宁静 养老 蓝天 左翼 金刚 师生
+冷汗 天亮 安抚 高僧 宝石 许可 小雨 朱红 原谅 尼姑 容纳 柴禾 杜绝 卓越 沙丘 季后赛 山珍海味 白莲 五星红旗 仁兄
+晋升 云母 童子 祝贺 师母 慈善 小学生 松树 兰花 黑陶 大将军 岳父 探雷器 史诗 蓬勃 过敏 谢恩 大元帅 白白 英才 乌龟
+凌厉 师娘 高三 王八 胡闹 荣耀 满怀 旷野 桂花 高悬 马背 乔木 毛巾 博士生 麦子 郎中 老天爷 张开 胡萝卜 元老 周密
+银杏 朴素 陈设 马夫 老总 英俊 孔雀 史前 连胜 侯爵 安民 托叶 师兄弟 熊猫 钟楼 孙女 孙儿 吉他 黄蜂 柳枝 齐平 安保
+公开赛 南纬 北纬 宗庙 孔径 公卿 诸子 王权 蓝绿色 黄绿色 蓝黑 花蕾 叶柄 修道院 晋级 多达 长约 换乘 十字
+自治州 自治县 共和国 太庙 入市 路桥 莲蓬 泉水 渡江 大山 黄连 重阳 舞美 巴士 巴士站 巴士线 巴士总站 大镇 小镇
+都市区 港湾 大城市 交汇处 唱片公司 上市公司 亚科
 """.split())
