@@ -182,3 +182,8 @@ def test_scientific_names_of_species_are_no_entities() -> None:
                      "Europe; Mozilla (Mozilla Firefox) does not.")
     assert {"欧洲", "Europe", "Mozilla Firefox"} <= set(found)
     assert not {"Urtica", "Urtica dioica"} & set(found)
+
+
+def test_ordinary_words_jieba_tags_as_names_are_none() -> None:
+    found = entities("黎明时分，孔雀走过小镇的钟楼，巴士载着马匹驶向共和国大道。")
+    assert not {"黎明", "孔雀", "小镇", "钟楼", "巴士", "马匹", "共和国"} & set(found)
