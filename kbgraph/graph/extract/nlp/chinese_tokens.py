@@ -65,7 +65,7 @@ _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 # not a piece of a longer one (塔斯 4)
 _KNOWN_NAME = 100
 # characters that end no person's name but that jieba's guessing runs onto one ("潘淑的", "余蔚为")
-_NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃")
+_NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃于自给")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
 
@@ -308,16 +308,21 @@ def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
 
 
 
-def _clipped(pairs: list[Pair]) -> list[Pair]:
+def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"潘淑的" -> "潘淑" + "的", "尼高·高华为" -> "尼高·高华" + "为": a particle, conjunction or
-    adverb jieba's guessing ran onto the end of a person's name."""
+    adverb jieba's guessing ran onto the end of a person's name; onto a word its dictionary knows
+    ("任教" + "于", "晋升" + "为"), it made no name at all."""
     out: list[Pair] = []
     for word, flag in pairs:
         rest = word[:-1]
         dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        if flag == "nz" and len(word) == 3 and word[-1] in _NAME_FINAL_STOPS and freq(rest) > 0:
+            out += [(rest, "n"), (word[-1], "x")]  # "改编" + "自"
+            continue
         if flag in _PERSON_TAGS and word[-1:] in _NAME_FINAL_STOPS and len(word) >= 3 \
-                and (dotted or (len(word) == 3 and person_like(rest))):
-            out += [(rest, "nr"), (word[-1], "x")]
+                and (dotted or (len(word) == 3 and (person_like(rest) or rest in ORDINARY))):
+            known = not dotted and (freq(rest) > 0 or rest in ORDINARY)
+            out += [(rest, "n" if known else "nr"), (word[-1], "x")]
             continue
         out.append((word, flag))
     return out
@@ -352,7 +357,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     pairs = _regnal(_dotted(_unglued(plain(pairs), freq), freq))
     pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
     out: list[Pair] = []
-    for word, flag in _clipped(pairs):
+    for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
             flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))
