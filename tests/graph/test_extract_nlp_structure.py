@@ -190,3 +190,10 @@ def test_ordinary_words_jieba_tags_as_names_are_none() -> None:
     assert not {"黎明", "孔雀", "小镇", "钟楼", "巴士", "马匹", "共和国", "欧元"} & set(found)
     # a verb jieba's guessing ran into a particle is no name ("任教" + "于")
     assert "北京大学" in found and not {"任教于", "任教", "晋升为", "晋升", "改编自", "改编"} & set(found)
+
+
+def test_a_compound_title_before_a_name_is_cut() -> None:
+    found = entities("The settlement was established under Lieutenant-Governor David Collins at Sullivan Bay. "
+                     "Major League Baseball came later.")
+    assert found["David Collins"] == "person" and "Major League Baseball" in found
+    assert "Lieutenant-Governor David Collins" not in found

@@ -50,6 +50,10 @@ _CONTRACTION = re.compile(r"['’](t|ll|re|ve|d|m)$", re.I)
 _POSSESSIVE = re.compile(r"['’]s$", re.I)
 
 
+# words that make a compound title with a title ("Lieutenant-Governor", "Vice-Admiral")
+_TITLE_PARTS = frozenset("vice governor admiral commander chief major marshal brigadier".split())
+
+
 def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
     """The name after the first "of" inside a name ("Bank of England" -> England), connectors
     ("the") dropped; empty when there is none."""
@@ -309,7 +313,7 @@ def _cut_titles(words: list[str], idxs: list[int], person: int) -> tuple[list[st
     # a role in front: "CEO of Corvid Interactive" is Corvid Interactive (the connector goes below)
     while len(idxs) > 1 and words[0].lower() in _ROLES:
         words, idxs = words[1:], idxs[1:]
-    while idxs and words[0].lower() in _TITLES_DROP and len(idxs) > 1:
+    while idxs and _title_drop(words[0]) and len(idxs) > 1:
         person += 3
         words, idxs = words[1:], idxs[1:]
     if len(words) >= 3 and words[0].lower() in _TITLES_KEEP and _ROMAN.match(words[-1]):
@@ -318,6 +322,13 @@ def _cut_titles(words: list[str], idxs: list[int], person: int) -> tuple[list[st
     elif words and words[0].lower() in _TITLES_KEEP:
         person += 3 if len(words) > 1 else 0
     return words, idxs, person
+
+
+def _title_drop(word: str) -> bool:
+    """A title dropped before a name, also a compound one ("Lieutenant-Governor", "Vice-Admiral")."""
+    parts = word.lower().split("-")
+    return word.lower() in _TITLES_DROP or (len(parts) > 1 and all(p in _TITLES_DROP or p in _TITLE_PARTS
+                                                                    for p in parts))
 
 
 def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
