@@ -197,3 +197,9 @@ def test_a_compound_title_before_a_name_is_cut() -> None:
                      "Major League Baseball came later. Earlier Google engineers left.")
     assert found["David Collins"] == "person" and {"Major League Baseball", "Google"} <= set(found)
     assert not {"Lieutenant-Governor David Collins", "Earlier Google"} & set(found)
+
+
+def test_the_word_as_after_a_name_is_no_legal_form() -> None:
+    found = entities("The state is split into Northern and Southern California as the region grew. Norsk Hydro AS sold.")
+    assert {"Southern California", "Norsk Hydro AS"} <= set(found)
+    assert "Southern California as" not in found

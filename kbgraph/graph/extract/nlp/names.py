@@ -37,8 +37,9 @@ _CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
 # splits words, and a word never starts inside another or a number ("650M", "3C5X9")
 _TOKEN = re.compile(rf"(?<![0-9{_LATIN}])[{_LATIN}][{_LATIN}0-9]*(?:['’\-][{_LATIN}0-9]+)*(?:\.[0-9]+[{_LATIN}0-9]*)*")
 _AMPERSAND_GAP = re.compile(r"^[ \t]+&[ \t]+$")  # "Wandel & Goltermann", "Marks & Spencer"
-# a company's legal form written in lower case after its name: "British Sky Broadcasting Group plc"
-_LEGAL_FORM_AFTER = re.compile(r" (plc|ltd|inc|llc|gmbh|ag|sa|bv|nv|oy|ab|as|co)\b\.?")
+# a company's legal form written in lower case after its name: "British Sky Broadcasting Group plc";
+# the short ones that are also words ("as", "co", "sa") only as a legal form writes them ("AS", "Co")
+_LEGAL_FORM_AFTER = re.compile(r" (plc|ltd|inc|llc|gmbh|AG|SA|BV|NV|Oy|AB|AS|Co)\b\.?")
 # a model number or version right after a name: "Zyxel 643", "Redhat 7.3", "Channel 4" (not a year,
 # not a time of day)
 _VERSION_AFTER = re.compile(r" (\d{1,3}(?:\.\d+)*|\d+(?:\.\d+)+)(?![\d:.,]\d|[\w])")
