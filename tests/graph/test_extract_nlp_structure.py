@@ -203,3 +203,9 @@ def test_the_word_as_after_a_name_is_no_legal_form() -> None:
     found = entities("The state is split into Northern and Southern California as the region grew. Norsk Hydro AS sold.")
     assert {"Southern California", "Norsk Hydro AS"} <= set(found)
     assert "Southern California as" not in found
+
+
+def test_chinese_administrative_divisions_are_places_not_persons() -> None:
+    found = entities("位于乌克兰（敖德萨州）境内。他来到张家村，又前往肯特郡和萨里郡。美国州政府很忙。")
+    assert found["敖德萨州"] == "geo" and found["张家村"] == "geo" and found["肯特郡"] == "geo"
+    assert "敖德萨" not in found and "美国州" not in found

@@ -47,7 +47,9 @@ _COINED_NOUN = 300
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
 # characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
 # cannot be one (no surname first) and ends so is a place
-_PLACE_ENDINGS = frozenset("城庄村镇县区市省州山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
+_PLACE_ENDINGS = frozenset("城庄村镇县区市省州郡山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
+# the ends of an administrative division's name: no person's name ends so ("张家村", "肯特郡")
+_ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 # a club's name may go on with these ("成都谢菲联" + "足球俱乐部"); "队" after it is a description
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
@@ -275,7 +277,9 @@ def _geo_tails(pairs: list[Pair]) -> list[Pair]:
     name, then a one-character word for a sea, lake, river, mountain, island, pass or city."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if word in _GEO_TAILS and out and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]):
+        if out and ((word in _GEO_TAILS and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]))
+                    or (word in _ADMIN_ENDINGS and out[-1][1] in _PERSON_TAGS and _CJK_WORD.match(out[-1][0])
+                        and 2 <= len(out[-1][0]) <= 4)):  # "敖德萨" + "州"
             out.append((out.pop()[0] + word, "ns"))
             continue
         out.append((word, flag))
@@ -358,8 +362,9 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
-        if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
-            flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
+        if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
+                and (not person_like(word) or (len(word) >= 3 and word[-1] in _ADMIN_ENDINGS)):
+            flag = "ns"  # "科学城", "亦庄", "张家村": jieba's person tag on a place
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))
                                      or _language(word, flag)):
             flag = "n"
