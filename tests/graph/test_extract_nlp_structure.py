@@ -209,3 +209,9 @@ def test_chinese_administrative_divisions_are_places_not_persons() -> None:
     found = entities("位于乌克兰（敖德萨州）境内。他来到张家村，又前往肯特郡和萨里郡。美国州政府很忙。")
     assert found["敖德萨州"] == "geo" and found["张家村"] == "geo" and found["肯特郡"] == "geo"
     assert "敖德萨" not in found and "美国州" not in found
+
+
+def test_chinese_battles_wars_and_treaties_after_a_name_are_events() -> None:
+    found = entities("签订了天津条约。凡尔登会战中伤亡惨重。各国签订了国际条约。这场战争很长。")
+    assert found["天津条约"] == "event" and found["凡尔登会战"] == "event"
+    assert not {"国际条约", "天津", "凡尔登", "战争"} & set(found)

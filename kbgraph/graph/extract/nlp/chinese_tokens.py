@@ -54,6 +54,8 @@ _ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# battles, wars, risings and treaties after a place's or people's name ("凡尔登" + "会战")
+_BATTLE_SUFFIXES = frozenset("战役 战争 之战 会战 起义 条约 公约 协定 和约".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
 # "茂名" + "站", "广茂" + "铁路", "广三" + "线"
 _INFRA_SUFFIXES = frozenset("""
@@ -287,10 +289,12 @@ def _geo_tails(pairs: list[Pair]) -> list[Pair]:
 
 
 def _events(pairs: list[Pair]) -> list[Pair]:
-    """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word."""
+    """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word;
+    a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约")."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if word in _EVENT_SUFFIXES and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
+        named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
+        if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
                 and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL:
             out.append((out.pop()[0] + word, "nev"))
             continue
