@@ -324,6 +324,9 @@ def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     for word, flag in pairs:
         rest = word[:-1]
         dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        if flag in _PERSON_TAGS and len(word) == 2 and word[-1] in _NAME_FINAL_STOPS and not freq(word):
+            out += [(word[0], "n"), (word[-1], "x")]  # "叶" + "为": a noun and a verb, no "叶为"
+            continue
         if flag == "nz" and len(word) == 3 and word[-1] in _NAME_FINAL_STOPS and freq(rest) > 0:
             out += [(rest, "n"), (word[-1], "x")]  # "改编" + "自"
             continue
