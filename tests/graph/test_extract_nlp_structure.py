@@ -110,7 +110,7 @@ def test_chinese_person_names_lose_the_particle_jieba_ran_onto_them() -> None:
     found = entities("孙亮即位后，潘淑的地位上升。尼高·高华为球队打进一球。资金由金晨提供。战争之前，同盟国有优势。")
     assert found["潘淑"] == "person" and found["尼高·高华"] == "person" and found["金晨"] == "person"
     assert not {"潘淑的", "尼高·高华为", "由金晨", "盟国"} & set(found)
-    assert not entities("其叶为卵形，长约3英里。")  # "叶" + "为" and a unit: no person, no place
+    assert not entities("某些昆虫的幼虫以荨麻叶为食，长约3英里。")  # "叶" + "为" and a unit: no person, no place
     assert "同盟国" in found  # a word jieba's dictionary knows keeps its first character
 
 
