@@ -18,6 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
+from kbgraph.graph.extract.nlp.chinese_phrases import phrases
 from kbgraph.graph.extract.nlp.chinese_tokens import mended, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
@@ -94,7 +95,7 @@ def _cjk_titles(text: str) -> list[tuple[int, int]]:
         inner = m.group(group)
         title = inner.strip()
         if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title) \
-                or not _nominal(title):
+                or not _nominal(title) or (group > 1 and "的" in title):  # "最新的事件": a quoted phrase
             continue
         start = m.start(group) + len(inner) - len(inner.lstrip())
         found.append((start, start + len(title)))
@@ -196,7 +197,7 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
                 continue
             pos = 0
             pairs = _whole_orgs(_whole_names(plain([(p.word, p.flag) for p in posseg.cut(piece)])), heads)
-            for word, flag in mended(pairs, _frequency, _CJK_RARE, heads):
+            for word, flag in phrases(mended(pairs, _frequency, _CJK_RARE, heads), _frequency):
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))

@@ -1,6 +1,7 @@
 """jieba's (word, tag) pairs mended where its default tags cut or misread names, by general rules:
 
-- a transliterated name joined by "·" is one person ("凯尔" + "·" + "内斯" is 凯尔·内斯, never 内斯);
+- a transliterated name joined by "·" is one person ("凯尔" + "·" + "内斯" is 凯尔·内斯, never 内斯),
+  and so are the pieces jieba cut a foreign name into ("伊斯" + "内尔", "格拉夫" + "顿");
 - a regnal name is one person ("路" + "易九世" is 路易九世; "和亨" + "利八世" is 亨利八世);
 - a designation is one name: a name and its serial number ("中星" + "九号" is 中星九号, "长征三号" +
   "乙" is 长征三号乙);
@@ -8,8 +9,15 @@
   ("成都" + "谢菲联", "深圳" + "健力宝"): only a rare word or a name tag makes the second part;
 - a person's name (nr) must look like one: a surname first (one of the commonest few hundred, or a
   compound one), or transliteration characters throughout; jieba's person tag on 西兰花, 今天上午,
-  友谊赛 is dropped, and a function character it glued on ("由金晨") is cut off;
-- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) are none.
+  友谊赛 is dropped, and a function character it glued on ("由金晨") is cut off (a word jieba's
+  dictionary knows, "同盟国", stays whole);
+- a regnal name takes the name part before it ("阿闵" + "塔斯一世"), a transliterated name a sea,
+  river or island after it ("凯尔特" + "海"), and a particle jieba ran onto a person's name is cut
+  off ("潘淑的" is 潘淑);
+- ordinary words its dictionary tags as names (城市, 卫星, 国家队; chinese_words.ORDINARY) and the
+  names of languages (英文, 粤语, 西班牙语) are none.
+
+Names of several words (lists, long organization names) are chinese_phrases.py's.
 """
 
 from __future__ import annotations
@@ -39,16 +47,32 @@ _COINED_NOUN = 300
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
 # characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
 # cannot be one (no surname first) and ends so is a place
-_PLACE_ENDINGS = frozenset("城庄村镇县区市省州山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
+_PLACE_ENDINGS = frozenset("城庄村镇县区市省州郡山河湖江岛湾港桥路街园寺庙宫楼塔门关峡谷岭峰洲泉池坝堡营屯寨府道巷坊口")
+# the ends of an administrative division's name: no person's name ends so ("张家村", "肯特郡")
+_ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 # a club's name may go on with these ("成都谢菲联" + "足球俱乐部"); "队" after it is a description
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# battles, wars, risings and treaties after a place's or people's name ("凡尔登" + "会战")
+_BATTLE_SUFFIXES = frozenset("战役 战争 之战 会战 起义 条约 公约 协定 和约".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
 # "茂名" + "站", "广茂" + "铁路", "广三" + "线"
 _INFRA_SUFFIXES = frozenset("""
 站 火车站 东站 西站 南站 北站 铁路 线 联络线 支线 干线 机场 国际机场 港 码头 大桥 隧道 公路 高速公路 高速 运河 水库 大坝
 """.split())
+
+# tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
+_SYLLABLE_TAGS = frozenset("n q vg v a j f nr nrt ns nz ng b".split())
+_FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
+# a word this frequent in jieba's dictionary is a name of its own (伊朗 3820, 伊拉克 2671, 波斯 1717),
+# not a piece of a longer one (塔斯 4)
+_KNOWN_NAME = 100
+# characters that end no person's name but that jieba's guessing runs onto one ("潘淑的", "余蔚为")
+_NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃于自给")
+# one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
+_GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
+
 
 def _transliterated(word: str) -> bool:
     return len(word) >= 2 and all(ch in TRANSLITERATION for ch in word)
@@ -67,10 +91,11 @@ def person_like(word: str) -> bool:
     return _transliterated(word)
 
 
-def _dotted(pairs: list[Pair]) -> list[Pair]:
+def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"凯尔" "·" "内斯" -> "凯尔·内斯" (nr); "杰西卡" "·" "拉" "布罗卡" -> "杰西卡·拉布罗卡" (jieba cut the
     part after the dot again); "唐纳德" "特朗普" -> "唐纳德特朗普" (a transliterated given name and
-    surname written without the dot)."""
+    surname written without the dot); "伊斯" + "内尔" -> "伊斯内尔" (a foreign name jieba cut into
+    pieces it tags as names; ``freq``: jieba's dictionary frequency)."""
     out: list[Pair] = []
     for word, flag in pairs:
         after_dot = _name_part((word, flag)) or all(ch in TRANSLITERATION for ch in word)  # "拉" (v) in 杰西卡·拉布罗卡
@@ -79,16 +104,47 @@ def _dotted(pairs: list[Pair]) -> list[Pair]:
             prev = out.pop()[0]
             out.append((prev + dot + word, "nr"))
             continue
+        if out and len(word) == 1 and word in TRANSLITERATION and flag in _PERSON_TAGS and out[-1][1] == "nr" \
+                and any(d in out[-1][0] for d in _DOTS):
+            out.append((out.pop()[0] + word, "nr"))  # "克里斯蒂安·沃尔玛" + "尔": its last syllable
+            continue
         if out and _transliterated(word) and flag not in _VERBAL and out[-1][1] == "nr" \
                 and any(d in out[-1][0] for d in _DOTS) and len(out[-1][0].rsplit("·", 1)[-1]) + len(word) <= 6:
             out.append((out.pop()[0] + word, "nr"))  # the rest of the part after the dot
             continue
         if out and _transliterated(word) and _transliterated(out[-1][0]) and len(word) >= 2 \
-                and len(out[-1][0]) >= 2 and {flag, out[-1][1]} & _PERSON_TAGS and flag not in _VERBAL:
+                and len(out[-1][0]) >= 2 and {flag, out[-1][1]} & _PERSON_TAGS and flag not in _VERBAL \
+                and min(freq(word), freq(out[-1][0])) < _KNOWN_NAME:  # not "伊朗" + "伊拉克"
             out.append((out.pop()[0] + word, "nr"))
+            continue
+        if out and _foreign_run(out[-1], (word, flag), freq):
+            prev, prev_flag = out.pop()
+            out.append((prev + word, "nr" if {flag, prev_flag} & _PERSON_TAGS else "ns"))
             continue
         out.append((word, flag))
     return out
+
+
+def _foreign_syllables(pair: Pair) -> bool:
+    """A word of transliteration characters only; one character only where jieba did not read it
+    as a function word ("肯" + "瑟斯", "格拉夫" + "顿")."""
+    word, flag = pair
+    if not _CJK_WORD.match(word) or not all(ch in TRANSLITERATION for ch in word) or word in ORDINARY:
+        return False
+    return len(word) >= 2 or (flag in _SYLLABLE_TAGS and word not in _GEO_TAILS)  # "凯尔特" + "海": a sea
+
+
+def _foreign_run(prev: Pair, pair: Pair, freq: Callable[[str], int]) -> bool:
+    """Whether two adjacent words are pieces of one transliterated name jieba cut ("伊斯" + "内尔",
+    "潘" + "沃尔卡", "巴罗" + "佐"): transliteration characters throughout, one of them tagged as a
+    name, at most seven characters, and not two places jieba knows ("伊朗" + "伊拉克")."""
+    if not (_foreign_syllables(prev) and _foreign_syllables(pair)) or len(prev[0]) + len(pair[0]) > 7:
+        return False
+    if any(d in prev[0] for d in _DOTS) or not {prev[1], pair[1]} & _FOREIGN_NAME_TAGS:
+        return False
+    known = [p for p in (prev, pair) if len(p[0]) >= 2 and freq(p[0]) >= _KNOWN_NAME]
+    single = len(prev[0]) == 1 or len(pair[0]) == 1
+    return not known if single else len(known) < 2  # "德" + "波斯": the 德 ends the name before
 
 
 def _name_part(pair: Pair) -> bool:
@@ -114,12 +170,26 @@ def _regnal(pairs: list[Pair]) -> list[Pair]:
                 if take < len(prev):
                     out.append((prev[:len(prev) - take], "x" if prev[:len(prev) - take] in FUNCTION_CHARS else prev_flag))
                 out.append((prev[len(prev) - take:] + word, "nr"))
+                _name_before_regnal(out)
                 continue
             if len(head) >= 2 and all(ch in TRANSLITERATION for ch in head):
                 out.append((word, "nr"))
+                _name_before_regnal(out)
                 continue
         out.append((word, flag))
     return out
+
+
+def _name_before_regnal(out: list[Pair]) -> None:
+    """"阿闵" + "塔斯一世" -> "阿闵塔斯一世", "拉美" + "西斯二世" -> "拉美西斯二世": the word before a
+    regnal name that jieba tags as a name (short, not a function word) is the start of that name."""
+    if len(out) < 2:
+        return
+    word, flag = out[-2]
+    if flag in _PERSON_TAGS | {"nz"} and _CJK_WORD.match(word) and len(word) <= 3 and word not in ORDINARY \
+            and word[0] not in FUNCTION_CHARS:
+        name = out.pop()[0]
+        out[-1] = (word + name, "nr")
 
 
 def _designations(pairs: list[Pair]) -> list[Pair]:
@@ -204,11 +274,27 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
 
 
-def _events(pairs: list[Pair]) -> list[Pair]:
-    """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word."""
+def _geo_tails(pairs: list[Pair]) -> list[Pair]:
+    """"凯尔特" + "海" -> "凯尔特海" (a place): a transliterated name jieba tags as a person or a
+    name, then a one-character word for a sea, lake, river, mountain, island, pass or city."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if word in _EVENT_SUFFIXES and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
+        if out and ((word in _GEO_TAILS and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]))
+                    or (word in _ADMIN_ENDINGS and out[-1][1] in _PERSON_TAGS and _CJK_WORD.match(out[-1][0])
+                        and 2 <= len(out[-1][0]) <= 4)):  # "敖德萨" + "州"
+            out.append((out.pop()[0] + word, "ns"))
+            continue
+        out.append((word, flag))
+    return out
+
+
+def _events(pairs: list[Pair]) -> list[Pair]:
+    """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word;
+    a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约")."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
+        if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
                 and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL:
             out.append((out.pop()[0] + word, "nev"))
             continue
@@ -216,16 +302,57 @@ def _events(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
-def _unglued(pairs: list[Pair]) -> list[Pair]:
+def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
     into the name after it (a person's must then start with a surname)."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY:
+        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY \
+                and not freq(word):  # a word jieba's dictionary knows is whole ("同盟国")
             out += [(word[0], "p"), (word[1:], flag)]
             continue
         out.append((word, flag))
     return out
+
+
+
+def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
+    """"潘淑的" -> "潘淑" + "的", "尼高·高华为" -> "尼高·高华" + "为": a particle, conjunction or
+    adverb jieba's guessing ran onto the end of a person's name; onto a word its dictionary knows
+    ("任教" + "于", "晋升" + "为"), it made no name at all."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        rest = word[:-1]
+        dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        if flag in _PERSON_TAGS and len(word) == 2 and word[-1] in _NAME_FINAL_STOPS and not freq(word):
+            out += [(word[0], "n"), (word[-1], "x")]  # "叶" + "为": a noun and a verb, no "叶为"
+            continue
+        if flag == "nz" and len(word) == 3 and word[-1] in _NAME_FINAL_STOPS and freq(rest) > 0:
+            out += [(rest, "n"), (word[-1], "x")]  # "改编" + "自"
+            continue
+        if flag in _PERSON_TAGS and word[-1:] in _NAME_FINAL_STOPS and len(word) >= 3 \
+                and (dotted or (len(word) == 3 and (person_like(rest) or rest in ORDINARY))):
+            known = not dotted and (freq(rest) > 0 or rest in ORDINARY)
+            out += [(rest, "n" if known else "nr"), (word[-1], "x")]
+            continue
+        out.append((word, flag))
+    return out
+
+
+# one-character names of peoples and countries before 文 (英文, 汉文) and longer heads jieba does
+# not tag as places (拉丁文)
+_NATION_CHARS = frozenset("中英日法德俄汉满藏蒙韩朝意西葡梵越泰希波荷瑞")
+_LANGUAGE_HEADS = frozenset("拉丁 意大利 阿拉伯 希腊 西班牙 葡萄牙 蒙古 朝鲜 满洲 波斯 中英".split())
+
+
+def _language(word: str, flag: str) -> bool:
+    """A language's name, which names no entity (英文, 粤语, 西班牙语, 拉丁文): jieba tags them as
+    proper nouns; a person's name may end in 文 ("李文"), not in 语."""
+    if len(word) < 2 or any(d in word for d in _DOTS) or not _CJK_WORD.match(word):
+        return False
+    if word[-1] == "文":  # only after a people's or country's name: 英文, 拉丁文, not the era 建文
+        return flag == "nz" and (word[:-1] in _NATION_CHARS or word[:-1] in _LANGUAGE_HEADS)
+    return word[-1] == "语" and (flag == "nz" or flag in _PERSON_TAGS)
 
 
 def plain(pairs: list[Pair]) -> list[Pair]:
@@ -238,12 +365,15 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _events(_clubs(_designations(_regnal(_dotted(_unglued(plain(pairs))))), freq, rare, tails))
+    pairs = _regnal(_dotted(_unglued(plain(pairs), freq), freq))
+    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
     out: list[Pair] = []
-    for word, flag in pairs:
-        if flag in _PERSON_TAGS and not person_like(word) and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY:
-            flag = "ns"  # "科学城", "亦庄": jieba's person tag on a place
-        elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))):
+    for word, flag in _clipped(pairs, freq):
+        if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
+                and (not person_like(word) or (len(word) >= 3 and word[-1] in _ADMIN_ENDINGS)):
+            flag = "ns"  # "科学城", "亦庄", "张家村": jieba's person tag on a place
+        elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))
+                                     or _language(word, flag)):
             flag = "n"
         out.append((word, flag))
     return out

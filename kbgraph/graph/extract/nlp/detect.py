@@ -8,12 +8,17 @@ extractor.
 from __future__ import annotations
 
 import bisect
+import re
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _link_short_names, _proven_candidate
 from kbgraph.graph.extract.nlp.chinese import _cjk_titles, chinese_names
 from kbgraph.graph.extract.nlp.names import latin_names
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _sentences, _without_boilerplate
 from kbgraph.graph.extract.nlp.structure import Structure, read_structure
+
+# "（英文：Canada Place）", "（Hopley）": a Latin-script name in parentheses, after an optional label
+_GLOSS = re.compile(r"[（(][ \t]*(?:(?:英文|英语|英文名|英语名|原名|外文名?|德文|法文|德语|法语)[:：][ \t]*)?"
+                    r"([A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f.'’&\- ]{1,60}?)[ \t]*[）)，,;；]")
 
 
 def find_names(text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate], list[tuple[int, int, str]],
@@ -35,9 +40,32 @@ def find_names(text: str) -> tuple[list[tuple[int, int]], dict[str, _Candidate],
                 structure.named_values)
     if cjk:
         chinese_names(names_text, spans, starts, cjk_titles, cands, occurrences)
+    if cjk:
+        occurrences = _link_glosses(names_text, cands, occurrences)
     occurrences = _link_short_names(cands, occurrences)
     keep = {k for k, c in cands.items() if c.proven}
     return spans, cands, occurrences, keep
+
+
+def _link_glosses(text: str, cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]
+                  ) -> list[tuple[int, int, str]]:
+    """A Latin-script name in parentheses right after a Chinese name, alone or after a label
+    ("加拿大广场（英文：Canada Place）", "霍普利（Hopley）"), is that entity's name in another
+    language: its occurrences and votes move to the Chinese name."""
+    at = {(off, key) for _, off, key in occurrences}
+    ends = {off + len(cands[key].name): key for off, key in at if key in cands and _CJK_CHAR.match(cands[key].name)}
+    moved: dict[str, str] = {}
+    for m in _GLOSS.finditer(text):
+        target = ends.get(m.start())
+        gloss = next((key for off, key in at if off == m.start(1) and key in cands
+                      and cands[key].name == " ".join(m.group(1).split())), None)
+        if target is None or gloss is None or gloss == target or gloss in moved:
+            continue
+        moved[gloss] = target
+        full, cand = cands[target], cands.pop(gloss)
+        full.votes.update(cand.votes)
+        full.sentences = sorted(set(full.sentences) | set(cand.sentences))
+    return [(si, off, moved.get(key, key)) for si, off, key in occurrences]
 
 
 def _structure_people(structure: Structure, starts: list[int], cands: dict[str, _Candidate],

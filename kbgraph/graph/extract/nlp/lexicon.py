@@ -30,6 +30,7 @@ hth afaik ymmv rtfm otoh ianal iow imnsho tia tyvm lmk wfh ooo nvm ftw irl
 dunno gonna wanna gotta kinda sorta lemme gimme ya yah im ive dont cant wont didnt doesnt isnt wasnt arent
 werent shouldnt wouldnt couldnt thats whats hows wheres theres heres youre theyre weve youve theyve tho
 thru cuz coz cos anyhoo anyways methinks
+afaics afaict grrr grrrr argh ie eg ta whoo woot yippee ahh ohh
 """.split())
 
 # abbreviations of ordinary things (technology, units, time zones, business and mail words): written
@@ -46,6 +47,7 @@ am pm ad bc bce ce
 ppp pppoe pppoa l2tp ipsec voip sip snmp ldap nat vnc rdp smb cifs ntp imap pop3 mime uri url
 wav wave riff mp3 mp4 jpg jpeg png gif tif tiff bmp avi mov mkv ogg flac aac zip rar tar gz tgz exe dll txt
 rtf xls xlsx ppt pptx docx odt tex ps eps svg wi-fi
+eof iso isos faq
 """.split()) - {"uk", "usa", "gnu"}
 
 # adjectives of nationality, language, people or faith: "French", "Frankish", "Catholic" are no
@@ -66,6 +68,10 @@ serbian siamese sicilian slavic slovak slovenian somali spanish sudanese swedish
 tamil thai tibetan turkish ukrainian uzbek venetian vietnamese viking welsh western eastern northern southern
 yiddish yugoslav zulu
 """.split())
+
+# endings of adjectives of peoples and languages, for the parts of a compound after a nationality
+# ("Roman-Gaulish", "Anglo-Frisian")
+_ADJECTIVE_ENDINGS = ("ish", "ian", "ese", "ic")
 
 # field labels of e-mail and chat headers and of exported records: structure, never a speaker
 _HEADER_LABELS = frozenset("""
@@ -97,18 +103,22 @@ def interjection(word: str) -> bool:
 
 
 def generic_acronym(word: str) -> bool:
-    """An abbreviation of an ordinary thing ("CD", "PCMCIA", "GMT"), however it is written."""
-    return word.lower().rstrip(".") in _GENERIC_ACRONYMS
+    """An abbreviation of an ordinary thing ("CD", "PCMCIA", "GMT"), however it is written, also in
+    the plural ("CDs", "FAQs")."""
+    low = word.lower().rstrip(".")
+    if low in _GENERIC_ACRONYMS:
+        return True
+    return len(word) >= 3 and word.endswith("s") and word[:-1].isupper() and low[:-1] in _GENERIC_ACRONYMS
 
 
 def nationality_word(word: str) -> bool:
     """An adjective of nationality, language, people or faith ("French", "Frankish", "Catholic"),
-    also in a hyphenated compound whose every part is one or is an ordinary word ("Roman-Gaulish",
-    "Carolingian-based")."""
+    also in a hyphenated compound whose every part is one, an ordinary word or an adjective of that
+    kind ("Roman-Gaulish", "Carolingian-based")."""
     parts = [p for p in word.lower().replace("’", "'").split("-") if p]
     if not parts or not any(p in _NATIONALITIES for p in parts):
         return False
-    return all(p in _NATIONALITIES or p in _common_words() for p in parts)
+    return all(p in _NATIONALITIES or p in _common_words() or p.endswith(_ADJECTIVE_ENDINGS) for p in parts)
 
 
 def header_label(label: str) -> bool:

@@ -37,8 +37,9 @@ _CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
 # splits words, and a word never starts inside another or a number ("650M", "3C5X9")
 _TOKEN = re.compile(rf"(?<![0-9{_LATIN}])[{_LATIN}][{_LATIN}0-9]*(?:['’\-][{_LATIN}0-9]+)*(?:\.[0-9]+[{_LATIN}0-9]*)*")
 _AMPERSAND_GAP = re.compile(r"^[ \t]+&[ \t]+$")  # "Wandel & Goltermann", "Marks & Spencer"
-# a company's legal form written in lower case after its name: "British Sky Broadcasting Group plc"
-_LEGAL_FORM_AFTER = re.compile(r" (plc|ltd|inc|llc|gmbh|ag|sa|bv|nv|oy|ab|as|co)\b\.?")
+# a company's legal form written in lower case after its name: "British Sky Broadcasting Group plc";
+# the short ones that are also words ("as", "co", "sa") only as a legal form writes them ("AS", "Co")
+_LEGAL_FORM_AFTER = re.compile(r" (plc|ltd|inc|llc|gmbh|AG|SA|BV|NV|Oy|AB|AS|Co)\b\.?")
 # a model number or version right after a name: "Zyxel 643", "Redhat 7.3", "Channel 4" (not a year,
 # not a time of day)
 _VERSION_AFTER = re.compile(r" (\d{1,3}(?:\.\d+)*|\d+(?:\.\d+)+)(?![\d:.,]\d|[\w])")
@@ -48,6 +49,10 @@ _PLAIN_GAP = re.compile(r"^[\s,]+$")
 _TITLE_GAP = re.compile(r"^\.?\s+$")
 _CONTRACTION = re.compile(r"['’](t|ll|re|ve|d|m)$", re.I)
 _POSSESSIVE = re.compile(r"['’]s$", re.I)
+
+
+# words that make a compound title with a title ("Lieutenant-Governor", "Vice-Admiral")
+_TITLE_PARTS = frozenset("vice governor admiral commander chief major marshal brigadier".split())
 
 
 def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
@@ -309,7 +314,7 @@ def _cut_titles(words: list[str], idxs: list[int], person: int) -> tuple[list[st
     # a role in front: "CEO of Corvid Interactive" is Corvid Interactive (the connector goes below)
     while len(idxs) > 1 and words[0].lower() in _ROLES:
         words, idxs = words[1:], idxs[1:]
-    while idxs and words[0].lower() in _TITLES_DROP and len(idxs) > 1:
+    while idxs and _title_drop(words[0]) and len(idxs) > 1:
         person += 3
         words, idxs = words[1:], idxs[1:]
     if len(words) >= 3 and words[0].lower() in _TITLES_KEEP and _ROMAN.match(words[-1]):
@@ -318,6 +323,13 @@ def _cut_titles(words: list[str], idxs: list[int], person: int) -> tuple[list[st
     elif words and words[0].lower() in _TITLES_KEEP:
         person += 3 if len(words) > 1 else 0
     return words, idxs, person
+
+
+def _title_drop(word: str) -> bool:
+    """A title dropped before a name, also a compound one ("Lieutenant-Governor", "Vice-Admiral")."""
+    parts = word.lower().split("-")
+    return word.lower() in _TITLES_DROP or (len(parts) > 1 and all(p in _TITLES_DROP or p in _TITLE_PARTS
+                                                                    for p in parts))
 
 
 def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
@@ -360,10 +372,20 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
     w = _POSSESSIVE.sub("", toks[i][0])
     if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
+    if _people_adjective(w, text):
+        return False  # "Norman rule" in a text about the Normans: the people's adjective
     if w.isupper() and w.isalpha() and (len(w) > 6 or _shouting(toks, run[0] - 1, text)
                                         or _shouting(toks, run[-1] + 1, text)):
         return False  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
     return True
+
+
+def _people_adjective(word: str, text: str) -> bool:
+    """A word in -an whose plural the text writes as a name ("Norman" beside "the Normans",
+    "Mercian" beside "the Mercians") is the adjective or the singular of a people, no entity of its
+    own (the people, in the plural, is)."""
+    return len(word) >= 4 and word.endswith("an") and word[0].isupper() and not word.isupper() \
+        and re.search(rf"\b{re.escape(word)}s\b", text) is not None
 
 
 def _handle(name: str, seen: set[str]) -> bool:

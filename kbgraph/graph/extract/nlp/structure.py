@@ -1,7 +1,8 @@
 """A chunk's document structure, read as structure: header lines of e-mails and chat exports
 ("From:", "Date:", "Time:", "Subject:"), the subject's reply prefixes and list tags ("Re: [ILUG]"),
-field labels of exported records ("Region: North; Revenue: 1200", a sheet's "Sheet:" line), and
-speakers (an IRC "<nick>", a sender "Wynne, Conor" or "Ryan, Shane" read as "Conor Wynne").
+field labels of exported records ("Region: North; Revenue: 1200", a sheet's "Sheet:" line), an
+encyclopedia's glosses in other languages ("(French: Normands; Latin: Normanni)") and scientific
+names of species ("(Urtica dioica)"), and speakers (an IRC "<nick>", a sender "Wynne, Conor" or "Ryan, Shane" read as "Conor Wynne").
 
 ``read_structure`` says which spans the name finder must not read (labels, tags, dates and times:
 they are blanked, same length, so offsets hold) and which people the structure names itself
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kbgraph.graph.extract.nlp.lexicon import header_label, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import header_label, nationality_word, ordinary_word
 
 # a header line: a known label at a line's start (after quote markers), its value to the line's end
 _HEADER = re.compile(r"(?im)^[ \t>]*([A-Za-z][A-Za-z\-]{1,20})[ \t]*:[ \t]*(.*)$")
@@ -32,7 +33,9 @@ _REVERSED_WROTE = re.compile(r"\b([A-Z][a-zA-Z'’\-]+), ([A-Z][a-zA-Z'’\-]+)(
 # a field of a record line: "Label: value" between "; " or " | " separators
 _RECORD_FIELD = re.compile(r"(?:^|;[ \t]*|[ \t]\|[ \t]*)([^;:|\n]{1,40}?)[ \t]*:[ \t]")
 # an IRC or chat log line: "[02:24] <nick> text", "<nick> text", "* nick does something"
-_IRC_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:<[@+%&~]?([^\s<>]{2,30})>|\*[ \t]+([^\s*]{2,30})[ \t])")
+# (a "<nick>" says something on its line: "<snip>" alone on a line is an editor's mark)
+_IRC_SPEAKER = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:<[@+%&~]?([^\s<>]{2,30})>(?=[ \t]*\S)"
+                          r"|\*[ \t]+([^\s*]{2,30})[ \t])")
 # IRC join, part and nick-change lines: "=== fge [~insomniac@fge.user]  has left #ubuntu",
 # "=== tim241_ is now known as tim241"
 _IRC_EVENT = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?(?:===|\*\*\*|-->|<--|-!-)[ \t]*([^\s\[\]]{2,30})"
@@ -42,8 +45,13 @@ _IRC_EVENT_TAIL = re.compile(r"\[~?[^\]\s]*@[^\]\s]*\]|\bhas (?:joined|left|quit
 _NAME_LABELS = {**dict.fromkeys("name person employee contact owner author manager customer speaker member "
                                 "founder ceo".split(), "person"),
                 **dict.fromkeys("company client vendor supplier brand firm organization organisation security "
-                                "employer publisher manufacturer".split(), "organization"),
+                                "employer publisher manufacturer ticker symbol".split(), "organization"),
                 **dict.fromkeys("city country town place location headquarters venue state province".split(), "geo")}
+# a parenthesis, and its "Label: gloss" parts ("Latin: Normanni", "Old Norse: Norðmaðr")
+_PARENTHESIS = re.compile(r"\(([^()\n]{3,300})\)")
+_GLOSS = re.compile(r"(?:^|[;,])([ \t]*)([A-Z][a-z]+(?:[ \t][A-Z][a-z]+)?)[ \t]*:[ \t]*([^;,]+?)[ \t]*(?=[;,]|$)")
+# "Genus epithet" alone in quotes or parentheses (a species' scientific name)
+_BINOMIAL = re.compile(r"[\"“「(（][ \t]*([A-Z][a-z]{2,})[ \t]+([a-z]{3,})[ \t]*[\"”」)）]")
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -153,11 +161,20 @@ def _ordinary_labels(text: str, out: Structure) -> None:
     a speaker; names.py reads the others ("Jennifer Moore:", "JonasVale:") as speakers."""
     for m in _LINE_LABEL.finditer(text):
         words = m.group(1).split()
-        if words and len(words) <= 4 and all(ordinary_word(w) for w in words):
+        value = text[m.end():text.find("\n", m.end()) if "\n" in text[m.end():] else len(text)]
+        if words and len(words) <= 4 and (all(ordinary_word(w) for w in words) or _opaque_value(value)):
             out.blank.append((m.start(1), m.end(1)))
             out.values.append(m.end())
         elif words and len(words) <= 3:
             out.utterances.append(m.end())  # "Jennifer Moore: Sounds Good"
+
+
+def _opaque_value(value: str) -> bool:
+    """A field value no one says: a number, an id, an address or a link ("Linux User: 231986",
+    "Jabber: tcobone@jabber.org"), so its label is a field's, not a speaker's."""
+    words = value.split()
+    return bool(words) and all(not re.search(r"[A-Za-z]", w) or "@" in w or "://" in w or w.startswith("www.")
+                               or w.endswith(":") for w in words)  # "231986  Jabber: tcobone@jabber.org"
 
 
 def _irc_speakers(text: str, out: Structure) -> None:
@@ -181,6 +198,27 @@ def _irc_speakers(text: str, out: Structure) -> None:
             out._person(nick, m.start(), m.end())
 
 
+def _language_glosses(text: str, out: Structure) -> None:
+    """An encyclopedia's glosses of a name in other languages, "(Norman: Nourmands; French: Normands;
+    Latin: Normanni)": words of those languages, not names of their own. A parenthesis whose
+    "Label: word" parts include one labelled with a language is read so whole."""
+    for m in _PARENTHESIS.finditer(text):
+        parts = [(p.start(1) + m.start(1), p) for p in _GLOSS.finditer(m.group(1))]
+        if not parts or not any(nationality_word(p.group(2).split()[-1]) for _, p in parts):
+            continue
+        for offset, p in parts:
+            out.blank.append((offset - p.start(1) + p.start(2), offset - p.start(1) + p.end(3)))
+
+
+def _binomials(text: str, out: Structure) -> None:
+    """A species' scientific name quoted or in parentheses, "(Urtica dioica)", "（学名："Aburria
+    jacutinga"）": a genus and a lower-case epithet that is no English word. A biological name, not
+    a name of the entities the graph holds (the genus alone was read as one before)."""
+    for m in _BINOMIAL.finditer(text):
+        if not ordinary_word(m.group(2)):
+            out.blank.append((m.start(1), m.end(2)))
+
+
 def _nick(nick: str) -> bool:
     """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
     return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
@@ -194,6 +232,8 @@ def read_structure(text: str) -> Structure:
     _first_line_subject(text, out)
     _records(text, out)
     _ordinary_labels(text, out)
+    _language_glosses(text, out)
+    _binomials(text, out)
     for m in _REVERSED_WROTE.finditer(text):
         out._person(f"{m.group(2)} {m.group(1)}", m.start(), m.end())
     return out

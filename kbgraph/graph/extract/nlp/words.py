@@ -15,7 +15,8 @@ do does doing done down during each eh either else elsewhere enough even ever ev
 everywhere except far few first for former formerly from further furthermore good great had has have having he
 hello hence her here hereafter hereby herein hers herself hey hi him himself his how however hullo hum i if in
 indeed instead into is it its itself just last later latter least less let like little lo look many may maybe me
-meanwhile might mine more moreover most mostly much must my myself namely nay neither never nevertheless next no
+meanwhile might mine more moreover most mostly much must my myself namely nay neither never nevertheless nonetheless
+earlier next no
 nobody none noone nor not nothing now nowhere o of off often oh ok okay on once one only onto or other others
 otherwise ought our ours ourselves out over own perhaps please quite rather really said same say see seem several
 shall she should since so some somebody somehow someone something sometime sometimes somewhere soon still such
