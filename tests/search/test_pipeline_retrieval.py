@@ -185,6 +185,16 @@ def test_sample_default_mode_is_never_below_naive(sample_engine, top: int) -> No
     assert found["mix"] >= found["naive"] - (1 if top == 2 else 0), found
 
 
+def test_mix_takes_the_kg_parts_support(sample_engine) -> None:  # type: ignore[no-untyped-def]
+    # the treaty's record (a JSON sheet) shares few words with the question; the kg part reaches it
+    # from the Salt War through the treaty, and mix fuses that support with the chains' ranking
+    # (MixParams.kg_weight): without it the page of 3 keeps two pages that only echo the question
+    engine, kb = sample_engine
+    question = "Who negotiated the treaty that ended the Salt War?"
+    assert {"salt_war.md", "varrow_records.json"} <= set(_names(engine, kb.id, question, "mix", 3))
+    assert {"salt_war.md", "varrow_records.json"} <= set(_names(engine, kb.id, question, "kg", 3))
+
+
 def test_sample_context_and_citations(sample_engine) -> None:  # type: ignore[no-untyped-def]
     engine, kb = sample_engine
     question = "Who designed the building where the Lumen Cartographers Guild has its headquarters?"
