@@ -220,10 +220,13 @@ def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores
 
 def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Sequence[str],
                     analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams,
-                    embedder: Embedder | None, state: GraphState) -> tuple[Ticket | None, Ticket | None]:
+                    embedder: Embedder | None, state: GraphState | None) -> tuple[Ticket | None, Ticket | None]:
     """Ask the batch for the kg mode's searches that depend on nothing found first (the question's
     relations and, when the knowledge bases hold reports, its reports) and the seed searches: asked
-    early, with the query's other searches, they go to the store together."""
+    early, with the query's other searches, they go to the store together. ``state`` None: the
+    graph state is not read yet, and the reports are asked for whatever the graph holds (a graph
+    without reports finds none; the caller asks again with the state and reads the reports only
+    when there are some)."""
     ask_seed_searches(batch, kb_ids, analysis, vector, params, embedder)
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
     relations = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
@@ -231,7 +234,7 @@ def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Se
                              floor=embedder.similarity_floor if embedder is not None else 0.0)
     reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), {"content_ltks": 1.0},
                            vector, params.search_top_n, params.vector_weight, returned=REPORT_FIELDS) \
-        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
+        if state is None or holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
     return (batch.ask(relations) if relations is not None else None,
             batch.ask(reports) if reports is not None else None)
 
