@@ -137,3 +137,40 @@ def test_kg_reads_its_entities_with_what_they_lead_to_and_answers_as_one_read_af
     calls.clear()
     assert answer() == batched
     assert calls.count("get") > 1  # the pool's rows read on their own first
+
+
+def test_a_search_asked_while_another_is_on_its_way_goes_out_beside_it(store: SQLiteStore) -> None:
+    """The kg and ppr parts of a query share its batch from two threads: what one asks while the
+    other's searches are on their way is sent at once, not after them (a round trip of the query
+    each time), and a reader of a search on its way waits for that one answer."""
+    batch = SearchBatch(store, TENANT)
+    first_sent, release = threading.Event(), threading.Event()
+    send = store.search_many
+    calls: list[int] = []
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        calls.append(len(requests))
+        if len(calls) == 1:  # the first batch stays on its way until released
+            first_sent.set()
+            assert release.wait(10)
+        return send(tenant, requests)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    first = batch.ask(entity_search("mira castell"))
+    found: dict[str, int] = {}
+    reader = threading.Thread(target=lambda: found.setdefault("first", len(batch.hits(first))))
+    waiter = threading.Thread(target=lambda: found.setdefault("again", len(batch.hits(batch.ask(
+        entity_search("mira castell"))))))
+    reader.start()
+    assert first_sent.wait(10)
+    waiter.start()  # the same search, on its way: waits for it, sends nothing
+    second = batch.ask(entity_search("salt war"))
+    beside = threading.Thread(target=lambda: found.setdefault("second", len(batch.hits(second))))
+    beside.start()
+    beside.join(5)
+    answered = "second" in found
+    release.set()
+    assert answered and found["second"] and calls[:2] == [1, 1]  # answered while the first was on its way
+    for thread in (reader, waiter, beside):
+        thread.join(10)
+    assert found["first"] and found["again"] == found["first"] and calls == [1, 1]
