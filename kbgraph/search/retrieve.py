@@ -271,23 +271,26 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, kg, embedder, start.read_state)
         batch.send()
         state = start.state()
-        naive = chunk_results(query, start.chunk_hits()).chunks
+
+        def naive_hits() -> list[ChunkHit]:
+            return chunk_results(query, start.chunk_hits()).chunks
 
         def kg_part() -> GraphResult:
             assert kg is not None
+            # the chunk search's rows are wanted last of all: the kg part starts without waiting for it
             return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state,
                                with_chunks=mode == "kg" or mix.kg_weight > 0,
-                               known_chunks={h.chunk_id: chunk_row(h) for h in naive})
+                               known_chunks=lambda: {h.chunk_id: chunk_row(h) for h in naive_hits()})
 
         def ppr_part() -> PPRResult:
             assert ppr is not None
             # the kg and mix modes take their entities from the kg part: their ppr part needs no walk
-            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder, batch=batch,
+            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive_hits(), ppr, embedder, batch=batch,
                                 state=state, walk=mode == "ppr")
 
         found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
                                          store.remote)
-        _graph_result(result, naive, found_ppr, graph, mix, top_n, budget)
+        _graph_result(result, naive_hits(), found_ppr, graph, mix, top_n, budget)
     result.citations = citation_map(result.chunks)
     result.elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
     return result

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,12 +61,15 @@ class GraphResult:
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None,
                 batch: SearchBatch | None = None, state: GraphState | None = None,
-                with_chunks: bool = True, known_chunks: Mapping[str, dict] | None = None) -> GraphResult:
+                with_chunks: bool = True,
+                known_chunks: Mapping[str, dict] | Callable[[], Mapping[str, dict]] | None = None) -> GraphResult:
     """``batch``: the query's searches (shared with its ppr part, whose seed and fact searches are
     the same); ``state``: the graph state the query read (read here when not given);
     ``with_chunks=False`` leaves out the chunks the graph supports and the bridges (the mix mode
     does not rank by them: its entities, relations and reports are what it takes); ``known_chunks``:
-    chunk rows (rows.CHUNK_FIELDS) the query has read already (its chunk search's hits), not read again."""
+    chunk rows (rows.CHUNK_FIELDS) the query has read already (its chunk search's hits), not read again,
+    or what gives them (called when they are needed, the last step: a chunk search still on its way
+    holds nothing up before)."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
@@ -109,7 +112,8 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
         support = _chunk_support(entities, relations, params, prominence)
         bridged = bridge_chunks(far, mention_weights(store, tenant, kb_ids, far, reads, far_mentions)) if far else {}
         # the first rows of both rankings in one read; fetch_chunks reads on only where rows have gone
-        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n, known_chunks or {})
+        read = known_chunks() if callable(known_chunks) else known_chunks
+        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n, read or {})
         chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg", known),
                             params.budget.chunks)
         bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg", known)
