@@ -128,10 +128,13 @@ class SearchBatch:
                 if key in answers:
                     return
                 on_its_way = self._sending.get(sending)
+                unsent = bool(self._asked or self._rows_asked)
             if on_its_way is not None:
                 on_its_way.wait()
-            else:
+            elif unsent:
                 self.send()
+            else:
+                raise KeyError(f"{key!r} was never asked of this batch")
 
     def hits(self, ticket: Ticket) -> list[Hit]:
         """The hits of an asked search; each call gets its own copies (callers keep and change rows)."""
