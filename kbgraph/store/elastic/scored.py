@@ -145,7 +145,7 @@ def _rows_search(request: SearchRequest, ids: Sequence[str]) -> dict[str, Any]:
     return {"query": query, "size": len(ids), "source": spec, "track_total_hits": False}
 
 
-# rows a request may read beyond its page in round trip 2 (at least; half its page when larger):
+# rows a request may read beyond its page's last place in round trip 2 (at least; half of it when more):
 # reading a row costs the node ~0.07 ms (its source parsed, vector and all, to pick the fields), and
 # a kNN window of cosines as close together as the hash embedder's entity vectors give (0.45-0.58)
 # bounds nothing: the seed searches' candidates that could reach their pages were 54 a page of 24
@@ -169,7 +169,8 @@ def _cosines_and_rows(cluster: Cluster, index: str, plans: Sequence[_Scored]) ->
             searches.append(similarity_search(plan.request.vector.field, plan.request.vector.vector, plan.filter,
                                               missed[start:start + MAX_NUM_CANDIDATES]))
         likely = likely_page(plan, missed)
-        if len(likely) > plan.request.limit + max(EXTRA_ROWS, plan.request.limit // 2):
+        place = plan.request.offset + plan.request.limit
+        if len(likely) > place + max(EXTRA_ROWS, place // 2):
             continue  # too loose a bound: its page's rows are read once its cosines are known
         plan.asked_rows = set(likely)
         for start in range(0, len(likely), MAX_RESULT_WINDOW):
