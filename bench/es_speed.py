@@ -274,11 +274,12 @@ def report(runs: dict[str, StoreRun], same: dict[str, dict[str, float]], questio
             target = f"p50 <= {QUERY_RATIO}x and {GRAPH_P50_MS:.0f} ms: {verdict(rows['met'][mode])}"
         print(f"{'query p50 / p99, ' + mode:<24}{e50:>7.0f} /{e99:>5.0f} ms{s50:>7.0f} /{s99:>5.0f} ms"
               f"{e50 / s50:>8.2f}  {target}")
-    e_rm, s_rm = statistics.median(es.rm_s), statistics.median(lite.rm_s)
-    rows["rm_s"] = (e_rm, s_rm, es.rm_s, lite.rm_s)
-    rows["met"]["rm"] = e_rm <= RM_RATIO * s_rm
-    print(f"{'kbgraph docs rm':<24}{e_rm:>14.2f} s{s_rm:>14.2f} s{e_rm / s_rm:>8.2f}  "
-          f"<= {RM_RATIO}x: {verdict(e_rm <= RM_RATIO * s_rm)}")
+    if es.rm_s and lite.rm_s:  # --rm-docs 0 removes none
+        e_rm, s_rm = statistics.median(es.rm_s), statistics.median(lite.rm_s)
+        rows["rm_s"] = (e_rm, s_rm, es.rm_s, lite.rm_s)
+        rows["met"]["rm"] = e_rm <= RM_RATIO * s_rm
+        print(f"{'kbgraph docs rm':<24}{e_rm:>14.2f} s{s_rm:>14.2f} s{e_rm / s_rm:>8.2f}  "
+              f"<= {RM_RATIO}x: {verdict(e_rm <= RM_RATIO * s_rm)}")
     if not same:
         return rows
     print("same chunk list on both stores (in order; mean overlap of the sets): " + ", ".join(
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="only the first N passages (musique)")
     ap.add_argument("--questions", type=int, default=0, help="only the first N questions")
     ap.add_argument("--no-queries", action="store_true", help="skip the query passes (indexing and docs rm only)")
-    ap.add_argument("--rm-docs", type=int, default=3, help="documents removed one by one at the end")
+    ap.add_argument("--rm-docs", type=int, default=3, help="documents removed one by one at the end (0: none)")
     ap.add_argument("--refresh-interval", default="", help="es_refresh_interval (default: the setting's default)")
     ap.add_argument("--count-requests", action="store_true", help="count Elasticsearch requests per query")
     ap.add_argument("--workdir", type=Path, help="where the passages and the stores go (default: a temp dir)")
@@ -329,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
         step = max(1, len(files) // (args.rm_docs + 1))
         doomed = [files[step * (i + 1)] for i in range(args.rm_docs)]
         for run in runs.values():
-            remove_documents(run, doomed)
+            if doomed:
+                remove_documents(run, doomed)
         load.append(os.getloadavg())
         rows = report(runs, same, len(questions))
         rows.update(corpus=args.corpus, files=len(files), questions=len(questions), passes=args.passes, nodes=jvm,

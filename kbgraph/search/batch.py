@@ -9,7 +9,11 @@ each). Rows read by id (``ask_rows``: the analysed entities' own rows) go with t
 a request asked again in the same query is answered from the first.
 
 One batch belongs to one query: its answers are as fresh as the query. The query's parts may use it
-from two threads (``DocStore.remote``); a search asked in one and read in the other is sent once.
+from two threads (``DocStore.remote``); a search asked in one and read in the other is sent once,
+and what one thread asks while the other's searches are on their way goes out at once, beside them:
+the kg and ppr parts of a kg or mix query search their anchors' relations side by side (their
+anchors differ when a seed sits between the two modes' ramps), where the second part's searches
+used to wait for the first part's to come back (two round trips of the query one after the other).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -74,7 +78,9 @@ class SearchBatch:
         self._values: dict[tuple, object] = {}
         self._rows_asked: dict[tuple, _RowRead] = {}
         self._rows: dict[tuple, list[Doc]] = {}
-        # held while a batch is sent: a reader of a search in flight waits for its answer
+        # searches and reads on their way (key -> set once their answers are in): a reader of one waits
+        self._sending: dict[tuple, threading.Event] = {}
+        # held while the batch's state changes, never while a batch is sent
         self._lock = threading.RLock()
 
     def remember(self, key: tuple, build: Callable[[], T]) -> T:
@@ -88,7 +94,7 @@ class SearchBatch:
     def ask(self, request: SearchRequest) -> Ticket:
         key = request_key(request)
         with self._lock:
-            if key not in self._answers:
+            if key not in self._answers and key not in self._sending:
                 self._asked.setdefault(key, request)
         return Ticket(key)
 
@@ -96,26 +102,39 @@ class SearchBatch:
         """Rows by id (``DocStore.get``), read with the next batch of searches."""
         key = (tuple(kb_ids), tuple(ids), None if fields is None else tuple(fields))
         with self._lock:
-            if key not in self._rows:
+            if key not in self._rows and ("rows", key) not in self._sending:
                 self._rows_asked.setdefault(key, _RowRead(list(kb_ids), list(ids),
                                                           None if fields is None else list(fields)))
         return RowsTicket(key)
 
     def rows(self, ticket: RowsTicket) -> list[Doc]:
         """The rows of an ``ask_rows`` (copies: callers keep and change rows)."""
-        with self._lock:
-            if ticket.key not in self._rows:
-                self.send()
-            return [dict(doc) for doc in self._rows[ticket.key]]
+        self._wait_for(self._rows, ticket.key, ("rows", ticket.key))
+        return [dict(doc) for doc in self._rows[ticket.key]]
 
     def ask_all(self, requests: Sequence[SearchRequest]) -> list[Ticket]:
         return [self.ask(r) for r in requests]
 
     def result(self, ticket: Ticket) -> SearchResult:
-        with self._lock:
-            if ticket.key not in self._answers:
+        self._wait_for(self._answers, ticket.key, ticket.key)
+        return self._answers[ticket.key]
+
+    def _wait_for(self, answers: dict[tuple, Any], key: tuple, sending: tuple) -> None:
+        """Until ``answers`` holds ``key``: wait for the batch it went out with, or send it (with
+        everything else asked and not sent yet). A batch that failed leaves its searches asked again:
+        the next reader sends them again, or gets the failure."""
+        while True:
+            with self._lock:
+                if key in answers:
+                    return
+                on_its_way = self._sending.get(sending)
+                unsent = bool(self._asked or self._rows_asked)
+            if on_its_way is not None:
+                on_its_way.wait()
+            elif unsent:
                 self.send()
-            return self._answers[ticket.key]
+            else:
+                raise KeyError(f"{key!r} was never asked of this batch")
 
     def hits(self, ticket: Ticket) -> list[Hit]:
         """The hits of an asked search; each call gets its own copies (callers keep and change rows)."""
@@ -123,22 +142,35 @@ class SearchBatch:
                 for h in self.result(ticket).hits]
 
     def send(self) -> None:
-        """Every search asked and not yet answered in one ``search_many``, every read of rows in one
-        ``get_many`` (beside it, on a store in another process)."""
+        """Every search asked and not yet sent in one ``search_many``, every read of rows in one
+        ``get_many`` (beside it, on a store in another process); the lock is not held meanwhile, so
+        another thread's searches can go out beside these."""
         with self._lock:
             if not self._asked and not self._rows_asked:
                 return
             keys, requests = list(self._asked), list(self._asked.values())
             row_keys, reads = list(self._rows_asked), list(self._rows_asked.values())
             self._asked, self._rows_asked = {}, {}
-            try:
-                found, rows = self._fetch(requests, reads)
-            except BaseException:
+            done = threading.Event()
+            waiting = [*keys, *(("rows", key) for key in row_keys)]
+            self._sending.update(dict.fromkeys(waiting, done))
+        try:
+            found, rows = self._fetch(requests, reads)
+        except BaseException:
+            with self._lock:
                 self._asked.update(zip(keys, requests))  # asked again by the next read
                 self._rows_asked.update(zip(row_keys, reads))
-                raise
+                self._sent(waiting, done)
+            raise
+        with self._lock:
             self._answers.update(zip(keys, found))
             self._rows.update(zip(row_keys, rows))
+            self._sent(waiting, done)
+
+    def _sent(self, waiting: list[tuple], done: threading.Event) -> None:
+        for key in waiting:
+            self._sending.pop(key, None)
+        done.set()
 
     def _fetch(self, requests: list[SearchRequest], reads: list[_RowRead]) -> tuple[list[SearchResult], list[list[Doc]]]:
         def searches() -> list[SearchResult]:

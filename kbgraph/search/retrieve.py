@@ -109,13 +109,15 @@ class RetrievalResult:
 
 @dataclass
 class _GraphStart:
-    """What a graph query starts from: the question's vector and analysis, the graph state it reads,
-    and its chunk search's hits (``chunk_hits()``, waited for when called)."""
+    """What a graph query starts from: the question's vector and analysis, the graph state it reads
+    (``state()``, waited for when called; ``read_state`` when it is already read), and its chunk
+    search's hits (``chunk_hits()``, waited for when called)."""
 
     vector: np.ndarray
     analysis: QueryAnalysis
-    state: GraphState
+    state: Callable[[], GraphState]
     chunk_hits: Callable[[], list[Hit]]
+    read_state: GraphState | None = None
 
 
 def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batch: SearchBatch,
@@ -126,7 +128,9 @@ def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batc
     state read and the analysis (a model call, or the nlp extractor) start at once and the chunk
     search as soon as the question's vector is there: the query's heaviest search (1,024 BM25 and
     1,024 kNN candidates, and its rows) runs on the store while the analysis runs here and the
-    graph searches go out, instead of holding each of them up.
+    graph searches go out, instead of holding each of them up; and the graph searches need not wait
+    for the graph state (``ask_kg_searches`` without one asks for reports whatever the graph holds):
+    a round trip fewer one after the other.
 
     ``analysis_waits``: the analysis waits on a network (a chat model's call), so in process too it
     goes beside the embedding. Without one it is the offline extractor's (~0.4 ms of Python): a
@@ -143,7 +147,7 @@ def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batc
             vector, analysis = embed(), analyse()
         state = graph_state(store, tenant, kb_ids)
         asked = batch.ask(chunk_search(vector))
-        return _GraphStart(vector, analysis, state, lambda: batch.hits(asked))
+        return _GraphStart(vector, analysis, lambda: state, lambda: batch.hits(asked), state)
     pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="kbgraph-query-start")
     try:
         reading = pool.submit(graph_state, store, tenant, kb_ids)
@@ -151,7 +155,7 @@ def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batc
         vector = embed()
         request = chunk_search(vector)
         searching = pool.submit(lambda: store.search(tenant, request).hits)
-        return _GraphStart(vector, analysing.result(), reading.result(), searching.result)
+        return _GraphStart(vector, analysing.result(), reading.result, searching.result)
     finally:
         pool.shutdown(wait=False)  # the chunk search goes on: chunk_hits() waits for it
 
@@ -260,30 +264,34 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
             lambda: given if given is not None else analyze_query(question, chat, extractor, entity_types=entity_types),
             lambda v: chunk_request(query, v, embedder.similarity_floor),
             analysis_waits=given is None and chat is not None)
-        vector, analysis, state = start.vector, start.analysis, start.state
+        vector, analysis = start.vector, start.analysis
         result.analysis = analysis
         if ppr is not None:
             ask_seed_searches(batch, kb_ids, analysis, vector, ppr.kg, embedder)
         if kg is not None:
-            ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, kg, embedder, state)
+            ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, kg, embedder, start.read_state)
         batch.send()
-        naive = chunk_results(query, start.chunk_hits()).chunks
+        state = start.state()
+
+        def naive_hits() -> list[ChunkHit]:
+            return chunk_results(query, start.chunk_hits()).chunks
 
         def kg_part() -> GraphResult:
             assert kg is not None
+            # the chunk search's rows are wanted last of all: the kg part starts without waiting for it
             return retrieve_kg(store, tenant, kb_ids, analysis, vector, kg, embedder, batch, state,
                                with_chunks=mode == "kg" or mix.kg_weight > 0,
-                               known_chunks={h.chunk_id: chunk_row(h) for h in naive})
+                               known_chunks=lambda: {h.chunk_id: chunk_row(h) for h in naive_hits()})
 
         def ppr_part() -> PPRResult:
             assert ppr is not None
             # the kg and mix modes take their entities from the kg part: their ppr part needs no walk
-            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive, ppr, embedder, batch=batch,
+            return retrieve_ppr(store, tenant, kb_ids, analysis, vector, naive_hits(), ppr, embedder, batch=batch,
                                 state=state, walk=mode == "ppr")
 
         found_ppr, graph = _side_by_side(ppr_part if ppr is not None else None, kg_part if kg is not None else None,
                                          store.remote)
-        _graph_result(result, naive, found_ppr, graph, mix, top_n, budget)
+        _graph_result(result, naive_hits(), found_ppr, graph, mix, top_n, budget)
     result.citations = citation_map(result.chunks)
     result.elapsed_ms = round((time.perf_counter() - started) * 1000.0, 2)
     return result

@@ -6,6 +6,7 @@ graph modes answer the same whether their kg and ppr parts run one after the oth
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -137,3 +138,117 @@ def test_kg_reads_its_entities_with_what_they_lead_to_and_answers_as_one_read_af
     calls.clear()
     assert answer() == batched
     assert calls.count("get") > 1  # the pool's rows read on their own first
+
+
+def test_a_search_asked_while_another_is_on_its_way_goes_out_beside_it(store: SQLiteStore) -> None:
+    """The kg and ppr parts of a query share its batch from two threads: what one asks while the
+    other's searches are on their way is sent at once, not after them (a round trip of the query
+    each time), and a reader of a search on its way waits for that one answer."""
+    batch = SearchBatch(store, TENANT)
+    first_sent, release = threading.Event(), threading.Event()
+    send = store.search_many
+    calls: list[int] = []
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        calls.append(len(requests))
+        if len(calls) == 1:  # the first batch stays on its way until released
+            first_sent.set()
+            assert release.wait(10)
+        return send(tenant, requests)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    first = batch.ask(entity_search("mira castell"))
+    found: dict[str, int] = {}
+    reader = threading.Thread(target=lambda: found.setdefault("first", len(batch.hits(first))))
+    waiter = threading.Thread(target=lambda: found.setdefault("again", len(batch.hits(batch.ask(
+        entity_search("mira castell"))))))
+    reader.start()
+    assert first_sent.wait(10)
+    waiter.start()  # the same search, on its way: waits for it, sends nothing
+    second = batch.ask(entity_search("salt war"))
+    beside = threading.Thread(target=lambda: found.setdefault("second", len(batch.hits(second))))
+    beside.start()
+    beside.join(5)
+    answered = "second" in found
+    release.set()
+    assert answered and found["second"] and calls[:2] == [1, 1]  # answered while the first was on its way
+    for thread in (reader, waiter, beside):
+        thread.join(10)
+    assert found["first"] and found["again"] == found["first"] and calls == [1, 1]
+
+
+@pytest.mark.parametrize("mode", ["kg", "ppr", "mix"])
+def test_a_remote_graph_query_sends_its_graph_searches_without_waiting_for_the_graph_state(
+        store: SQLiteStore, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a store behind a network the graph state's read and the first graph searches go out side
+    by side (a round trip of every graph query one after the other): a graph state that comes back
+    only once those searches are sent holds nothing up, and the answer is the one of reading it first."""
+    import kbgraph.search.retrieve as retrieve_module
+
+    question = "What is the emblem of the guild founded by Mira Castell?"
+
+    def answer() -> tuple:
+        found = retrieve(store, TENANT, [KB], question, mode, embedder=EMBEDDER, settings=Settings(),
+                         extractor=NLPExtractor())
+        return found.context, [(c.chunk_id, c.score) for c in found.chunks], [(e.key, e.score) for e in found.entities]
+
+    clear_caches()
+    first = answer()  # in process: the state first, then the searches
+    clear_caches()
+    store.remote = True  # type: ignore[misc]
+    searched = threading.Event()
+    read_state = retrieve_module.graph_state
+    send = store.search_many
+
+    def state_after_the_searches(*args: object, **kwargs: object) -> object:
+        searched.wait(5)
+        return read_state(*args, **kwargs)  # type: ignore[arg-type]
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        if len(requests) > 1:  # the graph searches (the chunk search goes on its own)
+            searched.set()
+        return send(tenant, requests)
+
+    monkeypatch.setattr(retrieve_module, "graph_state", state_after_the_searches)
+    store.search_many = search_many  # type: ignore[method-assign]
+    started = time.perf_counter()
+    assert answer() == first
+    assert searched.is_set() and time.perf_counter() - started < 4
+
+
+@pytest.mark.parametrize("mode", ["kg", "mix"])
+def test_the_kg_part_of_a_remote_query_does_not_wait_for_the_chunk_search(
+        store: SQLiteStore, mode: str) -> None:
+    """The kg part wants the chunk search's rows only at its very end: on a store behind a network
+    it searches its anchors' relations while the chunk search (the query's heaviest) is still on its
+    way, and answers as when it waited for it."""
+    question = "What is the emblem of the guild founded by Mira Castell?"
+
+    def answer() -> tuple:
+        found = retrieve(store, TENANT, [KB], question, mode, embedder=EMBEDDER, settings=Settings(),
+                         extractor=NLPExtractor())
+        return (found.context, [(c.chunk_id, c.score) for c in found.chunks], [(e.key, e.score) for e in found.entities],
+                [(r.id, r.score) for r in found.relations])
+
+    clear_caches()
+    first = answer()
+    clear_caches()
+    store.remote = True  # type: ignore[misc]
+    related = threading.Event()
+    search, send = store.search, store.search_many
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        if any(c.field in ("src_key_kwd", "tgt_key_kwd") for r in requests for c in r.where):
+            related.set()  # the anchors' relations
+        return send(tenant, requests)
+
+    def chunk_search(tenant: str, request: SearchRequest) -> SearchResult:
+        if any(c.field == "knowledge_graph_kwd" and c.op == "missing" for c in request.where):
+            related.wait(5)  # the chunk search comes back once the kg part has searched its anchors' relations
+        return search(tenant, request)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    store.search = chunk_search  # type: ignore[method-assign]
+    started = time.perf_counter()
+    assert answer() == first
+    assert related.is_set() and time.perf_counter() - started < 4

@@ -613,6 +613,11 @@ def ids_only(*rows: tuple[str, float]) -> dict[str, Any]:
     return answer
 
 
+def rows_answer(*sources: dict[str, Any]) -> dict[str, Any]:
+    """A search answer of rows read by id (scored.py's round trip 2): _id and the _source asked."""
+    return hits(*((src["id"], None, src) for src in sources))
+
+
 def mget_answer(*sources: dict[str, Any]) -> Answer:
     return 200, {"docs": [{"_index": INDEX, "_id": src["id"], "found": True, "_source": src} for src in sources]}
 
@@ -626,13 +631,13 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
     # one Multi search: the text half (ids and BM25 scores only) and the kNN half
     es.script("POST", "/_msearch", msearch_answer(ids_only(("a", 4.0), ("b", 2.0), ("c", 1.0)),
                                                   ids_only(("a", 1.0), ("d", (1 + cos_d) / 2))))
-    # the text hits the kNN window missed (b, c) are scored by a kNN request restricted to their ids;
-    # c has no vector, so it is not in the answer
-    es.script("POST", "/_msearch", msearch_answer(ids_only(("b", 0.5))))
-    # then one multi get of the page's rows
-    es.script("POST", f"/{INDEX}/_mget", mget_answer(
+    # the text hits the kNN window missed (b, c) are scored by a kNN request restricted to their ids
+    # (c has no vector, so it is not in the answer), and in the same Multi search the rows of every
+    # candidate that can reach the page: a missed hit at most as near as the window's lowest (d)
+    es.script("POST", "/_msearch", msearch_answer(ids_only(("b", 0.5)), rows_answer(
         {"id": "a", "kb_id": "kb1", "content_ltks": "alpha beta", "q_3_vec": [1, 0, 0]},
-        {"id": "b", "kb_id": "kb1", "content_ltks": "alpha"}, {"id": "d", "kb_id": "kb1", "content_ltks": "delta"}))
+        {"id": "b", "kb_id": "kb1", "content_ltks": "alpha"}, {"id": "c", "kb_id": "kb1", "content_ltks": "gamma"},
+        {"id": "d", "kb_id": "kb1", "content_ltks": "delta"})))
     request = SearchRequest(
         kb_ids=["kb1"], where=[eq("knowledge_graph_kwd", "entity")],
         text=TextQuery(tokens=["alpha", "beta", "alpha"], fields={"content_ltks": 1.0, "name_ltks": 2.0},
@@ -640,7 +645,7 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
         vector=VectorQuery("q_3_vec", qv), vector_weight=0.4, threshold=0.1, candidates=5, limit=3)
     result = store.search("t1", request)
 
-    mapping_req, halves_req, missed_req, mget_req = es.requests
+    mapping_req, halves_req, second_req = es.requests  # no multi get: the rows came with the cosines
     assert (mapping_req.method, mapping_req.path) == ("GET", f"/{INDEX}/_mapping/field/q_3_vec")  # Get field mapping API
     flt = {"bool": {"filter": [KB_FILTER, {"term": {"knowledge_graph_kwd": "entity"}}]}}
     text_header, text_body, knn_header, knn_body = halves_req.body
@@ -663,14 +668,17 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
     # kNN search page: top-level knn with k, num_candidates (<= 10,000) and a filter
     assert knn_body == {"knn": {"field": "q_3_vec", "query_vector": qv, "k": 5, "num_candidates": 100, "filter": flt},
                         "size": 5, **IDS_ONLY, "track_total_hits": False}
-    assert missed_req.body == [{"index": INDEX}, {
+    missed_header, missed_body, rows_header, rows_body = second_req.body
+    assert missed_header == rows_header == {"index": INDEX}
+    assert missed_body == {
         "knn": {"field": "q_3_vec", "query_vector": qv, "k": 2, "num_candidates": 100,
                 "filter": {"bool": {"filter": [flt, {"ids": {"values": ["b", "c"]}}]}}},
-        "size": 2, **IDS_ONLY, "track_total_hits": False}]
-    # Multi get API, docs form: the page's rows only, each with its _source filter (every field
-    # here: the whole source, vectors dropped by the store)
-    assert mget_req.body == {"docs": [{"_id": "a", "_source": True}, {"_id": "b", "_source": True},
-                                      {"_id": "d", "_source": True}]}
+        "size": 2, **IDS_ONLY, "track_total_hits": False}
+    # the rows (every field here: the whole source, vectors dropped by the store) of the candidates
+    # whose best score reaches the page's last sure place: with 0.6 t + 0.4 v, a at 1.0, b at 0.3
+    # and d at 0.283 for sure; b could reach 0.583 and c 0.433 with d's cosine (0.707)
+    assert rows_body == {"query": {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a", "b", "c", "d"]}}]}},
+                         "size": 4, "_source": True, "track_total_hits": False}
 
     # term = _score / 4.0; vector = cosine from the kNN _score; score = 0.6 t + 0.4 v
     want = {"a": (1.0, 1.0), "b": (0.5, 0.0), "c": (0.25, 0.0), "d": (0.0, cos_d)}
@@ -684,19 +692,65 @@ def test_hybrid_search_requests_and_fused_scores(es: FakeElasticsearch, store: E
         assert "q_3_vec" not in hit.doc and hit.doc["id"] == hit.id  # vectors only when named
 
 
+def _mapped_q3(es: FakeElasticsearch) -> None:
+    es.script("GET", f"/{INDEX}/_mapping/field/q_3_vec", (200, {INDEX: {"mappings": {"q_3_vec": {
+        "full_name": "q_3_vec", "mapping": {"q_3_vec": {"type": "dense_vector", "dims": 3}}}}}}))
+
+
+def test_a_page_row_the_cosines_did_not_bring_is_read_after_them(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """An approximate kNN window can miss a vector nearer than its lowest: the missed hit then scores
+    above what round trip 2 reckoned it could reach, and its row, not read with the cosines, is
+    read by one multi get; the page is the same as with every row read after fusion."""
+    _mapped_q3(es)
+    es.script("POST", "/_msearch", msearch_answer(ids_only(("a", 4.0), ("b", 3.9)),
+                                                  ids_only(("a", 0.6), ("d", 0.55))))  # cosines 0.2 and 0.1
+    # b could reach 0.5 * 0.975 + 0.5 * 0.1 = 0.54 < a's 0.6: only a's row is asked; b's cosine is 0.9
+    es.script("POST", "/_msearch", msearch_answer(ids_only(("b", 0.95)), rows_answer({"id": "a", "kb_id": "kb1"})))
+    es.script("POST", f"/{INDEX}/_mget", mget_answer({"id": "b", "kb_id": "kb1", "name_kwd": "B"}))
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["beta"], {"name_ltks": 1.0}),
+                            vector=VectorQuery("q_3_vec", [1.0, 0.0, 0.0]), vector_weight=0.5, candidates=5, limit=1,
+                            fields=["name_kwd"])
+    result = store.search("t1", request)
+    assert [(h.id, h.doc) for h in result.hits] == [("b", {"name_kwd": "B", "id": "b"})] and result.total == 3
+    assert es.requests[2].body[3]["query"]["bool"]["filter"][1] == {"ids": {"values": ["a"]}}
+    assert es.requests[3].body == {"docs": [{"_id": "b", "_source": {"includes": ["id", "kb_id", "name_kwd"]}}]}
+
+
+def test_rows_wait_for_the_cosines_when_too_many_candidates_could_reach_the_page(
+        es: FakeElasticsearch, store: ElasticStore) -> None:
+    """Cosines close together bound nothing: when far more candidates than the page could reach it,
+    round trip 2 holds the cosines only and the page's rows are read once it is known (reading every
+    candidate's row costs the node more than a round trip)."""
+    _mapped_q3(es)
+    texts = [(f"t{i:02d}", 10.0 - 0.1 * i) for i in range(20)]
+    es.script("POST", "/_msearch", msearch_answer(ids_only(*texts), ids_only(("v", 0.95))))
+    es.script("POST", "/_msearch", msearch_answer(ids_only(*((i, 0.5) for i, _ in texts))))
+    es.script("POST", f"/{INDEX}/_mget", mget_answer({"id": "t00", "kb_id": "kb1"}))
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["beta"], {"name_ltks": 1.0}),
+                            vector=VectorQuery("q_3_vec", [1.0, 0.0, 0.0]), vector_weight=0.5, candidates=20, limit=1,
+                            fields=["id"])
+    result = store.search("t1", request)
+    assert [h.id for h in result.hits] == ["t00"]
+    assert len(es.requests[2].body) == 2  # the cosines only
+    assert es.requests[3].body == {"docs": [{"_id": "t00", "_source": {"includes": ["id", "kb_id"]}}]}
+
+
 def test_search_many_sends_every_request_of_a_batch_together(es: FakeElasticsearch, store: ElasticStore) -> None:
     es.script("POST", "/_msearch", msearch_answer(hits(("a", 2.0, {}), ("b", 1.0, {})), hits(("c", 3.0, {}))))
-    es.script("POST", f"/{INDEX}/_mget", mget_answer({"id": "a", "kb_id": "kb1", "name_kwd": "A"},
-                                                     {"id": "c", "kb_id": "kb1", "docnm_kwd": "C"}))
+    es.script("POST", "/_msearch", msearch_answer(rows_answer({"id": "a", "kb_id": "kb1", "name_kwd": "A"}),
+                                                  rows_answer({"id": "c", "kb_id": "kb1", "docnm_kwd": "C"})))
     first = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"name_ltks": 1.0}), fields=["name_kwd"], limit=1)
     second = SearchRequest(kb_ids=["kb1"], text=TextQuery(["beta"], {"content_ltks": 1.0}), fields=["docnm_kwd"])
     one, two = store.search_many("t1", [first, second])
     assert [(h.id, h.doc) for h in one.hits] == [("a", {"name_kwd": "A", "id": "a"})] and one.total == 2
     assert [(h.id, h.doc) for h in two.hits] == [("c", {"docnm_kwd": "C", "id": "c"})]
-    msearch, mget = es.requests
-    assert len(msearch.body) == 4  # two searches (header and body each), one request
-    assert mget.body == {"docs": [{"_id": "a", "_source": {"includes": ["id", "kb_id", "name_kwd"]}},
-                                  {"_id": "c", "_source": {"includes": ["id", "kb_id", "docnm_kwd"]}}]}
+    candidates, rows = es.requests
+    assert len(candidates.body) == 4  # two searches (header and body each), one request
+    # no missed cosines (no vector): the pages are known, and only their rows are read, in one request
+    assert [body["_source"] for body in rows.body[1::2]] == [{"includes": ["id", "kb_id", "name_kwd"]},
+                                                            {"includes": ["id", "kb_id", "docnm_kwd"]}]
+    assert [body["query"]["bool"]["filter"][1] for body in rows.body[1::2]] == [{"ids": {"values": ["a"]}},
+                                                                               {"ids": {"values": ["c"]}}]
     assert store.search_many("t1", []) == [] and len(es.requests) == 2
 
 
@@ -739,16 +793,18 @@ def test_reads_refresh_only_after_this_stores_own_writes(es: FakeElasticsearch, 
 
 def test_text_only_search_names_fields_and_threshold(es: FakeElasticsearch, store: ElasticStore) -> None:
     es.script("POST", "/_msearch", msearch_answer(hits(("a", 3.0, {}), ("b", 0.3, {}))))
-    es.script("POST", f"/{INDEX}/_mget", mget_answer({"id": "a", "kb_id": "kb1", "docnm_kwd": "A"}))
+    es.script("POST", "/_msearch", msearch_answer(rows_answer({"id": "a", "kb_id": "kb1", "docnm_kwd": "A"})))
     request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"content_ltks": 1.0}),
                             threshold=0.2, fields=["docnm_kwd"], candidates=50)
     result = store.search("t1", request)
     body = es.requests[0].body[1]
-    # ids and scores only (no stored field read: the id from doc values); the page's rows come from the mget
+    # ids and scores only (no stored field read: the id from doc values); the page's rows come next
     assert {k: body[k] for k in IDS_ONLY} == IDS_ONLY
     assert body["query"]["bool"]["filter"] == [{"bool": {"filter": [KB_FILTER]}}]  # one token: no token filter
-    # _source filtering (Multi get API): the named fields, plus id and kb_id
-    assert es.requests[1].body == {"docs": [{"_id": "a", "_source": {"includes": ["id", "kb_id", "docnm_kwd"]}}]}
+    # the page's rows by id, _source filtered to the named fields, plus id and kb_id (b is under the threshold)
+    assert es.requests[1].body[1] == {"query": {"bool": {"filter": [KB_FILTER, {"ids": {"values": ["a"]}}]}},
+                                      "size": 1, "_source": {"includes": ["id", "kb_id", "docnm_kwd"]},
+                                      "track_total_hits": False}
     assert [(h.id, h.score, h.doc) for h in result.hits] == [("a", 1.0, {"docnm_kwd": "A", "id": "a"})]
     assert result.total == 1  # b scored 0.1 < threshold
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,12 +61,15 @@ class GraphResult:
 def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                 vector: np.ndarray | None, params: KGParams = KGParams(), embedder: Embedder | None = None,
                 batch: SearchBatch | None = None, state: GraphState | None = None,
-                with_chunks: bool = True, known_chunks: Mapping[str, dict] | None = None) -> GraphResult:
+                with_chunks: bool = True,
+                known_chunks: Mapping[str, dict] | Callable[[], Mapping[str, dict]] | None = None) -> GraphResult:
     """``batch``: the query's searches (shared with its ppr part, whose seed and fact searches are
     the same); ``state``: the graph state the query read (read here when not given);
     ``with_chunks=False`` leaves out the chunks the graph supports and the bridges (the mix mode
     does not rank by them: its entities, relations and reports are what it takes); ``known_chunks``:
-    chunk rows (rows.CHUNK_FIELDS) the query has read already (its chunk search's hits), not read again."""
+    chunk rows (rows.CHUNK_FIELDS) the query has read already (its chunk search's hits), not read again,
+    or what gives them (called when they are needed, the last step: a chunk search still on its way
+    holds nothing up before)."""
     batch = batch if batch is not None else SearchBatch(store, tenant)
     state = state if state is not None else graph_state(store, tenant, kb_ids)
     question_relations, asked_reports = ask_kg_searches(batch, store, tenant, kb_ids, analysis, vector, params,
@@ -109,7 +112,8 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
         support = _chunk_support(entities, relations, params, prominence)
         bridged = bridge_chunks(far, mention_weights(store, tenant, kb_ids, far, reads, far_mentions)) if far else {}
         # the first rows of both rankings in one read; fetch_chunks reads on only where rows have gone
-        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n, known_chunks or {})
+        read = known_chunks() if callable(known_chunks) else known_chunks
+        known = _first_chunk_rows(store, tenant, kb_ids, [support, bridged], params.chunk_top_n, read or {})
         chunks = fit_chunks(fetch_chunks(store, tenant, kb_ids, support, params.chunk_top_n, "kg", known),
                             params.budget.chunks)
         bridges = fetch_chunks(store, tenant, kb_ids, bridged, params.chunk_top_n, "kg", known)
@@ -220,10 +224,13 @@ def _chosen_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], scores
 
 def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Sequence[str],
                     analysis: QueryAnalysis, vector: np.ndarray | None, params: KGParams,
-                    embedder: Embedder | None, state: GraphState) -> tuple[Ticket | None, Ticket | None]:
+                    embedder: Embedder | None, state: GraphState | None) -> tuple[Ticket | None, Ticket | None]:
     """Ask the batch for the kg mode's searches that depend on nothing found first (the question's
     relations and, when the knowledge bases hold reports, its reports) and the seed searches: asked
-    early, with the query's other searches, they go to the store together."""
+    early, with the query's other searches, they go to the store together. ``state`` None: the
+    graph state is not read yet, and the reports are asked for whatever the graph holds (a graph
+    without reports finds none; the caller asks again with the state and reads the reports only
+    when there are some)."""
     ask_seed_searches(batch, kb_ids, analysis, vector, params, embedder)
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
     relations = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
@@ -231,7 +238,7 @@ def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Se
                              floor=embedder.similarity_floor if embedder is not None else 0.0)
     reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), {"content_ltks": 1.0},
                            vector, params.search_top_n, params.vector_weight, returned=REPORT_FIELDS) \
-        if holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
+        if state is None or holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
     return (batch.ask(relations) if relations is not None else None,
             batch.ask(reports) if reports is not None else None)
 

@@ -20,10 +20,11 @@ them (kbgraph.store.base), so term scores agree with the embedded store's within
 bit for bit.
 
 Round trips (scored.py): the searches of a batch (``search_many``; ``search`` is a batch of one)
-take three requests at most, whatever the batch holds: one ``_msearch`` with every text and kNN
-half, ids and scores only (no stored field is read: the ids come from doc values); one ``_msearch``
-with the cosines of the text hits the kNN windows missed; one realtime ``mget`` of every page's
-rows. The listings of a batch (neither text nor vector) within the result window go in one
+take two requests, whatever the batch holds: one ``_msearch`` with every text and kNN half, ids and
+scores only (no stored field is read: the ids come from doc values); one ``_msearch`` with the
+cosines of the text hits the kNN windows missed and the rows of the candidates that can reach each
+page; a third, a realtime ``mget``, only for the pages whose rows could not be told before their
+cosines (a window of cosines too close together to bound which candidates reach the page). The listings of a batch (neither text nor vector) within the result window go in one
 ``_msearch`` (listing.py), and several reads by id in one ``mget`` (``get_many``). Rows carry vectors, so every request and answer is JSON by orjson (json_codec.py), vectors
 go out as float32 with the fewest digits, and rows are read as whole sources (the node's source
 filtering parses every vector to leave it out) with vectors dropped in Python.
@@ -49,7 +50,7 @@ The package, one file per concern:
 - listing.py: listings past the result window (a point in time and ``search_after``);
 - admin.py and copier.py: a tenant moved to a new index while in use, replicas changed, index states;
 - bulk.py: values cleaned for JSON, bulk actions, reports of failed items;
-- scored.py: the scored searches of a batch, in three round trips;
+- scored.py: the scored searches of a batch, in two round trips (three where a page waits for its cosines);
 - hits.py: text and kNN hits fused with ``base.fuse``, sources shaped for callers;
 - json_codec.py: orjson for every request and answer.
 """

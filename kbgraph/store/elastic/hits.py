@@ -1,4 +1,4 @@
-"""Hits as callers get them: text and kNN hits fused with ``base.fuse``, and sources shaped.
+"""Hits as callers get them: text and kNN candidates fused with ``base.fuse``, and sources shaped.
 
 Fusion, threshold, order and paging are done here in Python, exactly as the embedded store does;
 ``vector_score`` is read back from the kNN ``_score`` (for ``cosine`` similarity ES scores
@@ -22,30 +22,42 @@ def cosine_from_knn_score(score: float | None) -> float:
     return min(1.0, max(0.0, 2.0 * float(score) - 1.0))
 
 
-def fuse_hits(text_hits: Sequence[Mapping[str, Any]], vector_hits: Sequence[Mapping[str, Any]],
-              request: SearchRequest) -> list[Hit]:
-    """Scored candidates (raw ES hits with ``_id``, ``_score``, ``_source``) -> fused, thresholded,
-    ordered hits, before offset/limit. ``vector_hits`` are kNN hits (their ``_score`` carries the
-    cosine) for every candidate that has a vector. See the module docstring of kbgraph.store.base."""
+# a candidate of an ids-only search: its id and its ``_score``
+Candidate = tuple[str, float | None]
+
+
+def score_parts(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate],
+                request: SearchRequest) -> tuple[dict[str, float], dict[str, float]]:
+    """Per candidate its text part (BM25 over the best) and its vector part (``vector_score``, from
+    the kNN ``_score``), of those that have one (``absent_vector_score`` for the others); every
+    candidate is in one of them."""
+    best = max((float(score or 0.0) for _, score in text_hits), default=0.0)
+    term = {doc_id: float(score or 0.0) / best if best > 0 else 0.0 for doc_id, score in text_hits}
+    floor = request.vector.floor if request.vector else 0.0
+    vector = {doc_id: rescale_cosine(cosine_from_knn_score(score), floor) for doc_id, score in vector_hits}
+    return term, vector
+
+
+def absent_vector_score(request: SearchRequest) -> float:
+    """The vector part of a candidate without a cosine (no vector, or none asked): a cosine of 0."""
+    return rescale_cosine(0.0, request.vector.floor if request.vector else 0.0)
+
+
+def fuse_hits(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate], request: SearchRequest) -> list[Hit]:
+    """Scored candidates -> fused, thresholded, ordered hits, before offset/limit, their rows still
+    to be read. ``vector_hits`` are kNN hits (their ``_score`` carries the cosine) for every
+    candidate that has a vector. See the module docstring of kbgraph.store.base."""
     has_text, has_vector = request.text is not None, request.vector is not None
-    best = max((float(h["_score"] or 0.0) for h in text_hits), default=0.0)
-    term: dict[str, float] = {}
-    sources: dict[str, Doc] = {}
-    for h in text_hits:
-        term[h["_id"]] = float(h["_score"] or 0.0) / best if best > 0 else 0.0
-        sources[h["_id"]] = dict(h.get("_source") or {})
-    similarity: dict[str, float] = {}
-    for h in vector_hits:
-        similarity[h["_id"]] = cosine_from_knn_score(h.get("_score"))
-        sources.setdefault(h["_id"], dict(h.get("_source") or {}))
+    term, vector = score_parts(text_hits, vector_hits, request)
+    absent = absent_vector_score(request)
     hits: list[Hit] = []
-    for doc_id, source in sources.items():
+    for doc_id in dict.fromkeys([*term, *vector]):
         term_score = term.get(doc_id, 0.0)
-        vector_score = rescale_cosine(similarity.get(doc_id, 0.0), request.vector.floor if request.vector else 0.0)
+        vector_score = vector.get(doc_id, absent)
         score = fuse(term_score, vector_score, request.vector_weight, has_text, has_vector)
         if score < request.threshold:
             continue
-        hits.append(Hit(id=doc_id, doc=source, score=score, term_score=term_score, vector_score=vector_score))
+        hits.append(Hit(id=doc_id, doc={}, score=score, term_score=term_score, vector_score=vector_score))
     hits.sort(key=lambda hit: (-hit.score, hit.id))
     return hits
 

@@ -1,27 +1,35 @@
-"""Scored searches (text, vector or both) of one batch, in at most three round trips whatever the
-batch holds:
+"""Scored searches (text, vector or both) of one batch, in two round trips whatever the batch holds:
 
 1. one ``_msearch`` with the text half and the kNN half of every request, ids and scores only;
-2. one ``_msearch`` scoring the text hits each kNN window missed (a kNN request filtered to
-   exactly their ids, so every candidate with a vector gets its cosine, as on the embedded store);
-3. fusion in Python (``hits.fuse_hits``), then one realtime ``mget`` of every page's rows with the
-   fields its request names.
+2. one ``_msearch`` with, per request, the cosines of the text hits its kNN window missed (a kNN
+   request filtered to exactly their ids, so every candidate with a vector gets its cosine, as on
+   the embedded store) and the rows, with the fields the request names, of every candidate that can
+   reach its page (``likely_page``);
+3. fusion in Python (``hits.fuse_hits``); only when a row of a page was not read with 2 (a missed
+   text hit whose cosine beat the lowest of its kNN window, which an approximate kNN search can
+   leave out, or a row written since), one realtime ``mget`` of those rows.
 
 Fusion needs only ids and scores, and only the page needs its rows: a chunk search looks at 1,024
 text and 1,024 vector candidates, whose texts as JSON were most of its time (MuSiQue passages: 89 ms
-a naive query when both halves returned their sources, see bench/README.md). The results are the
-same as searching one request at a time.
+a naive query when both halves returned their sources, see bench/README.md). Before its missed
+cosines are known, a candidate's fused score lies between its text part alone and what it would get
+with the lowest cosine of the window: the candidates whose best can reach the page's last sure place
+are the ones read. A graph query makes its scored searches in steps that follow each other (seeds,
+then their relations): each step's rows going with its cosines took a round trip off each of them
+(bench/README.md, issue 40). The results are the same as searching one request at a time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
 from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError
 from kbgraph.store.elastic.cluster import Cluster
-from kbgraph.store.elastic.hits import fuse_hits, shape_doc
+from kbgraph.store.base import fuse
+from kbgraph.store.elastic.hits import Candidate, absent_vector_score, fuse_hits, score_parts, shape_doc
 from kbgraph.store.elastic.indices import VECTOR_RE
 from kbgraph.store.elastic.queries import (
     MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, build_filter, hit_id, knn_search, mget_fields, msearch_lines,
@@ -37,8 +45,10 @@ class _Scored:
     filter: dict[str, Any]
     text: dict[str, Any] | None
     knn: dict[str, Any] | None
-    text_hits: list[dict[str, Any]] = field(default_factory=list)
-    vector_hits: list[dict[str, Any]] = field(default_factory=list)
+    text_hits: list[Candidate] = field(default_factory=list)
+    vector_hits: list[Candidate] = field(default_factory=list)
+    asked_rows: set[str] = field(default_factory=set)  # ids whose rows round trip 2 read
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> source, of those found
 
 
 def check_request(request: SearchRequest) -> None:
@@ -68,12 +78,12 @@ def _plan(request: SearchRequest, vector_mapped: Callable[[str], bool]) -> _Scor
 HIT_PATHS = ["responses.hits.hits._score", "responses.hits.hits.fields.id"]
 
 
-def _hits(answer: Any | None) -> list[dict[str, Any]]:
-    """The hits of an ids-only search (queries.IDS_ONLY) as fusion reads them: ``_id`` and ``_score``
-    (an answer without hits holds no ``hits`` once filtered by HIT_PATHS)."""
+def _hits(answer: Any | None) -> list[Candidate]:
+    """The hits of an ids-only search (queries.IDS_ONLY) as fusion reads them: (id, ``_score``) (an
+    answer without hits holds no ``hits`` once filtered by HIT_PATHS)."""
     if answer is None:
         return []
-    return [{"_id": hit_id(h), "_score": h.get("_score")} for h in (answer.get("hits") or {}).get("hits", [])]
+    return [(hit_id(h), h.get("_score")) for h in (answer.get("hits") or {}).get("hits", [])]
 
 
 def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
@@ -95,41 +105,106 @@ def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
             plan.vector_hits = _hits(answer)
 
 
-def _missed_similarities(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
-    """Round trip 2: the cosine of every text hit its request's kNN window missed."""
-    sent: list[_Scored] = []
+def _missed(plan: _Scored) -> list[str]:
+    """The text hits its kNN window missed, whose cosines round trip 2 asks (none without a kNN half:
+    their vector score is 0)."""
+    if plan.knn is None or plan.request.vector is None:
+        return []
+    seen = {doc_id for doc_id, _ in plan.vector_hits}
+    return [doc_id for doc_id, _ in plan.text_hits if doc_id not in seen]
+
+
+def likely_page(plan: _Scored, missed: Sequence[str]) -> list[str]:
+    """The candidates that can reach the request's page before the ``missed`` cosines are known: a
+    missed candidate's fused score lies between its score with a cosine of 0 and its score with the
+    lowest cosine of its kNN window (none nearer was missed, as an exact search would have it), every
+    other candidate's is known. Those whose highest score reaches the ``offset + limit``-th lowest."""
+    request = plan.request
+    place = request.offset + request.limit
+    if place <= 0:
+        return []
+    has_text, has_vector, weight = request.text is not None, request.vector is not None, request.vector_weight
+    term, vector = score_parts(plan.text_hits, plan.vector_hits, request)
+    absent = absent_vector_score(request)
+    lows = {i: fuse(term.get(i, 0.0), vector.get(i, absent), weight, has_text, has_vector)
+            for i in dict.fromkeys([*term, *vector])}
+    sure = heapq.nlargest(place, (low for low in lows.values() if low >= request.threshold))
+    bar = sure[-1] if len(sure) == place else request.threshold
+    highs = dict(lows)
+    if missed:
+        top = max(min(vector.values(), default=absent), absent)  # the window's lowest cosine
+        highs.update({i: fuse(term.get(i, 0.0), top, weight, has_text, has_vector) for i in missed})
+    return [i for i, high in highs.items() if high >= bar]
+
+
+def _rows_search(request: SearchRequest, ids: Sequence[str]) -> dict[str, Any]:
+    """The rows of ``ids`` with the request's fields (a search, in the view its candidates came
+    from; a row of another knowledge base is none of this request's)."""
+    spec: Any = True if request.fields is None else {"includes": list(dict.fromkeys(["id", "kb_id", *request.fields]))}
+    query = {"bool": {"filter": [{"terms": {"kb_id": list(request.kb_ids)}}, {"ids": {"values": list(ids)}}]}}
+    return {"query": query, "size": len(ids), "source": spec, "track_total_hits": False}
+
+
+# rows a request may read beyond its page's last place in round trip 2 (at least; half of it when more):
+# reading a row costs the node ~0.07 ms (its source parsed, vector and all, to pick the fields), and
+# a kNN window of cosines as close together as the hash embedder's entity vectors give (0.45-0.58)
+# bounds nothing: the seed searches' candidates that could reach their pages were 54 a page of 24
+# (MuSiQue: 327 rows for 6 searches against 102, and 20 ms against 7 under load)
+EXTRA_ROWS = 8
+
+# what round trip 2's answers hold: ids-only hits and rows
+ROW_PATHS = [*HIT_PATHS, "responses.hits.hits._id", "responses.hits.hits._source"]
+
+
+def _cosines_and_rows(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
+    """Round trip 2: the cosine of every text hit its request's kNN window missed, and the rows of
+    every candidate that can reach its page."""
+    sent: list[tuple[_Scored, bool]] = []  # (plan, whether the answer is rows)
     searches: list[dict[str, Any]] = []
     for plan in plans:
-        if plan.knn is None or plan.request.vector is None:
-            continue
-        seen = {h["_id"] for h in plan.vector_hits}
-        missed = [h["_id"] for h in plan.text_hits if h["_id"] not in seen]
+        missed = _missed(plan)
         for start in range(0, len(missed), MAX_NUM_CANDIDATES):
-            sent.append(plan)
+            assert plan.request.vector is not None
+            sent.append((plan, False))
             searches.append(similarity_search(plan.request.vector.field, plan.request.vector.vector, plan.filter,
                                               missed[start:start + MAX_NUM_CANDIDATES]))
+        likely = likely_page(plan, missed)
+        place = plan.request.offset + plan.request.limit
+        if len(likely) > place + max(EXTRA_ROWS, place // 2):
+            continue  # too loose a bound: its page's rows are read once its cosines are known
+        plan.asked_rows = set(likely)
+        for start in range(0, len(likely), MAX_RESULT_WINDOW):
+            sent.append((plan, True))
+            searches.append(_rows_search(plan.request, likely[start:start + MAX_RESULT_WINDOW]))
     if not searches:
         return
-    for plan, answer in zip(sent, cluster.msearch("vector scores", index, msearch_lines(index, searches),
-                                                  filter_path=HIT_PATHS)):
-        plan.vector_hits += _hits(answer)
+    for (plan, rows), answer in zip(sent, cluster.msearch("vector scores and rows", index,
+                                                          msearch_lines(index, searches), filter_path=ROW_PATHS)):
+        if not rows:
+            plan.vector_hits += _hits(answer)
+            continue
+        for hit in ((answer or {}).get("hits") or {}).get("hits", []):
+            source = hit.get("_source") or {}
+            plan.rows[str(source.get("id", hit.get("_id")))] = source
 
 
-def _read_pages(cluster: Cluster, index: str, pages: Sequence[tuple[SearchRequest, list[Hit]]]) -> None:
-    """Round trip 3: the rows of every page (in place); a row deleted since the search leaves its page."""
-    wanted = [(hit.id, request.fields) for request, page in pages for hit in page]
-    if not wanted:
-        return
-    answer = cluster.mget(index, **mget_fields(wanted))
-    docs = iter(answer["docs"] if answer is not None else [{}] * len(wanted))
-    for request, page in pages:
-        allowed = set(request.kb_ids)
+def _read_pages(cluster: Cluster, index: str, pages: Sequence[tuple[_Scored, list[Hit]]]) -> None:
+    """The rows of every page (in place): those read with the cosines, the others (rarely any) in one
+    realtime ``mget``; a row deleted since the search leaves its page."""
+    wanted = [(hit.id, plan.request.fields) for plan, page in pages for hit in page if hit.id not in plan.asked_rows]
+    fetched: dict[str, Any] = {}
+    if wanted:
+        answer = cluster.mget(index, **mget_fields(wanted))
+        for (doc_id, _), item in zip(wanted, answer["docs"] if answer is not None else []):
+            if item.get("found") and item.get("_source") is not None:
+                fetched[doc_id] = item["_source"]
+    for plan, page in pages:
+        allowed = set(plan.request.kb_ids)
         kept = []
         for hit in page:
-            item = next(docs)
-            source = item.get("_source")
-            if item.get("found") and source is not None and source.get("kb_id") in allowed:
-                hit.doc = shape_doc(source, hit.id, request.fields)
+            source = plan.rows.get(hit.id) if hit.id in plan.asked_rows else fetched.get(hit.id)
+            if source is not None and source.get("kb_id") in allowed:
+                hit.doc = shape_doc(source, hit.id, plan.request.fields)
                 kept.append(hit)
         page[:] = kept
 
@@ -141,13 +216,13 @@ def scored_searches(cluster: Cluster, index: str, requests: Sequence[SearchReque
         check_request(request)
     plans = [_plan(request, vector_mapped) for request in requests]
     _candidates(cluster, index, plans)
-    _missed_similarities(cluster, index, plans)
+    _cosines_and_rows(cluster, index, plans)
     results: list[SearchResult] = []
-    pages: list[tuple[SearchRequest, list[Hit]]] = []
+    pages: list[tuple[_Scored, list[Hit]]] = []
     for plan in plans:
         ranked = fuse_hits(plan.text_hits, plan.vector_hits, plan.request)
         page = ranked[plan.request.offset:plan.request.offset + plan.request.limit]
-        pages.append((plan.request, page))
+        pages.append((plan, page))
         results.append(SearchResult(hits=page, total=len(ranked)))
     _read_pages(cluster, index, pages)
     return results

@@ -306,8 +306,9 @@ class ElasticStore(DocStore):
         return self.search_many(tenant_id, [request])[0]
 
     def search_many(self, tenant_id: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
-        """Every scored request of the batch in three round trips at most (scored.py); every listing
-        within the result window in one (listing.py), deeper ones a walk each."""
+        """Every scored request of the batch in two round trips (three where a page waits for its
+        cosines: scored.py); every listing within the result window in one (listing.py), deeper
+        ones a walk each."""
         for request in requests:
             checked_kbs(request.kb_ids)
             if request.text is None and request.vector is None and (request.offset < 0 or request.limit < 0):
