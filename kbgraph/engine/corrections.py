@@ -353,7 +353,7 @@ class GraphCorrections(EngineCore):
         return CorrectionOutcome(correction, _entities(change), _relations(change), key)
 
     def _remover(self, ctx: KBContext) -> Callable[[Correction], DeriveResult]:
-        from kbgraph.index.curated import MANUAL_SOURCE, remove_added, remove_source
+        from kbgraph.index.curated import remove_added, remove_source
 
         def remove(c: Correction) -> DeriveResult:
             p = c.params

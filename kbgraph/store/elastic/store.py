@@ -14,12 +14,12 @@ from typing import Any
 from elasticsearch import Elasticsearch
 
 from kbgraph.config import Settings
-from kbgraph.store.base import Condition, Doc, DocStore, Hit, SearchRequest, SearchResult, StoreError, none_of
+from kbgraph.store.base import Condition, Doc, DocStore, SearchRequest, SearchResult, StoreError, none_of
 from kbgraph.store.elastic.bulk import (
     _describe_failures, bulk_delete_actions, bulk_index_actions, bulk_update_actions, clean_values, prepare_doc,
 )
 from kbgraph.store.elastic.cluster import Cluster, connect
-from kbgraph.store.elastic.hits import shape_doc, source_doc
+from kbgraph.store.elastic.hits import source_doc
 from kbgraph.store.elastic.indices import (
     definition_for, index_body, load_index_body, vector_fields, vector_mapping,
 )
