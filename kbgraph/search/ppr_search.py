@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +62,7 @@ from kbgraph.search.kg.seeds import Seeds, seed_entities
 from kbgraph.search.ppr_graph import EntityGraph, chunk_node, entity_graph, entity_node
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, vector_field
+from kbgraph.utils.beside import side_by_side
 from kbgraph.utils.top_k import largest
 
 
@@ -401,13 +401,8 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
 
     # the chunks (the chains' cosines, their rows) and the walked entities' rows are independent reads:
     # side by side on a store in another process
-    if walked is not None and store.remote:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-ppr-entities") as beside:
-            reading = beside.submit(entities_walked)
-            chunks = ranked()
-            entities = reading.result()
-    else:
-        chunks, entities = ranked(), entities_walked()
+    chunks, entities = side_by_side(ranked, entities_walked, concurrent=walked is not None and store.remote,
+                                    name="kbgraph-ppr-entities")
     return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
                      citations=citation_map(chunks),
                      matching=_leading(chunks, chain_starts(naive, params.chains) if params.chains is not None else []))

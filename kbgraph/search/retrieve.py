@@ -47,6 +47,7 @@ from kbgraph.search.kg.retrieval import GraphResult, ask_kg_searches, retrieve_k
 from kbgraph.search.ppr_search import PPRParams, PPRResult, chunk_row, retrieve_ppr
 from kbgraph.search.query_analysis import QueryAnalysis, analyze_query
 from kbgraph.store.base import DocStore, Hit, SearchRequest
+from kbgraph.utils.beside import side_by_side
 
 Mode = Literal["naive", "kg", "ppr", "global", "mix"]
 MODES: tuple[str, ...] = ("naive", "kg", "ppr", "global", "mix")
@@ -138,13 +139,7 @@ def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batc
     -6.1 ms, ppr -2.4 to -3.2 ms without it, per question on the 100k-entity benchmark:
     bench/README.md, issue 41 item 5)."""
     if not store.remote:
-        if analysis_waits:
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-query-analysis") as beside:
-                analysing = beside.submit(analyse)
-                vector = embed()
-            analysis = analysing.result()
-        else:
-            vector, analysis = embed(), analyse()
+        vector, analysis = side_by_side(embed, analyse, concurrent=analysis_waits, name="kbgraph-query-analysis")
         state = graph_state(store, tenant, kb_ids)
         asked = batch.ask(chunk_search(vector))
         return _GraphStart(vector, analysis, lambda: state, lambda: batch.hits(asked), state)
@@ -195,12 +190,10 @@ def leading(ranked: list[RetrievedChunk], matching: Sequence[str]) -> list[Retri
 def _side_by_side(ppr_part: Callable[[], PPRResult] | None, kg_part: Callable[[], GraphResult] | None,
                   concurrent: bool) -> tuple[PPRResult | None, GraphResult | None]:
     """The ppr and kg parts of a query, on two threads when the store's reads wait on a network
-    (their round trips then overlap; in-process reads hold the GIL, and one thread is as fast)."""
-    if ppr_part is not None and kg_part is not None and concurrent:
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbgraph-kg-part") as beside:
-            graph = beside.submit(kg_part)
-            return ppr_part(), graph.result()
-    return (ppr_part() if ppr_part is not None else None), (kg_part() if kg_part is not None else None)
+    (their round trips then overlap)."""
+    return side_by_side(lambda: ppr_part() if ppr_part is not None else None,
+                        lambda: kg_part() if kg_part is not None else None,
+                        concurrent=concurrent and ppr_part is not None and kg_part is not None, name="kbgraph-kg-part")
 
 
 def _ppr_params(given: PPRParams | None, mix: MixParams, top_n: int, budget: Budget, s: Settings) -> PPRParams:
