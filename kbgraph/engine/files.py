@@ -19,6 +19,7 @@ from kbgraph.llm.base import CancelCheck, Cancelled, UsageLedger
 from kbgraph.meta import MAX_CHUNK_TOKENS, DocumentFile, NotFound
 from kbgraph.meta.schemas import Document, KnowledgeBase
 from kbgraph.parse.readers import SUPPORTED_SUFFIXES
+from kbgraph.search.prepare import prepare_search
 from kbgraph.utils.progress import Progress, ProgressFn, never, no_progress
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ class Indexing(FolderSync):
         report.documents = [settled.get(n) or indexed[n] for n in names if n in settled or n in indexed]
         progress(Progress("documents", len(files), len(files)))
         if refresh and kb.graph.enabled:
-            self._refresh_after_run(kb, report, progress, cancel)
+            self._refresh_after_run(kb, report, progress, cancel)  # the refresh prepares the searches
+        elif report.count("indexed") or report.removed:
+            prepare_search(self.store, self.tenant, [kb.id], graph=False)
         return report
 
     def _refresh_after_run(self, kb: KnowledgeBase, report: IndexReport, progress: ProgressFn,

@@ -22,6 +22,7 @@ from kbgraph.index.resolution import refresh_name_links, refresh_resolution
 from kbgraph.index.schedule import _SummaryWatch
 from kbgraph.index.summaries import summarize_pending
 from kbgraph.llm.base import CancelCheck
+from kbgraph.search.prepare import prepare_search
 from kbgraph.store.records import Entity, GraphMeta, Relation
 from kbgraph.utils.gc_scope import bulk_gc
 from kbgraph.utils.progress import ProgressFn, never, no_progress
@@ -153,5 +154,6 @@ def refresh_kb(ctx: KBContext, *, force: bool = False, progress: ProgressFn = no
     meta.relation_count = count_kind(ctx, Relation.KIND)
     save_graph_meta(ctx, meta)  # after a refresh: every row written here is visible with it
     result.version = meta.version
+    prepare_search(ctx.store, ctx.tenant, [ctx.kb_id])
     return result
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from kbgraph.graph.ppr import SparseGraph
 from kbgraph.search.graph_cache import graph_state
-from kbgraph.store.base import DocStore, eq
+from kbgraph.store.base import DocStore, eq, missing
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation
 
@@ -122,6 +122,21 @@ def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link
     with _cache_lock:
         per_store[key] = built
     return built
+
+
+def prepare_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link_weight: float = 1.0) -> None:
+    """The walk graph of these KBs written to disk for the processes that will query them
+    (search/prepare.py), unless it is there already; this process does not keep it."""
+    versions = graph_versions(store, tenant, kb_ids)
+    key = (tenant, tuple(sorted(kb_ids)), chunk_link_weight)
+    if store.index_files() is None or not _persistable(versions) or _graph_from_disk(store, key, versions):
+        return
+    # its nodes are the entities and the chunks they cite: a smaller graph is built in milliseconds
+    nodes_at_most = sum(store.count(tenant, list(kb_ids), [where]) for where in
+                        (eq("knowledge_graph_kwd", Entity.KIND), missing("knowledge_graph_kwd")))
+    if nodes_at_most < PERSIST_MIN_ROWS:
+        return
+    _graph_to_disk(store, key, versions, build_entity_graph(store, tenant, kb_ids, versions, chunk_link_weight))
 
 
 def _graph_from_disk(store: DocStore, key: tuple, versions: tuple[tuple[str, int], ...]) -> EntityGraph | None:

@@ -264,6 +264,13 @@ class DocStore(ABC):
                   where: Sequence[Condition] = (), size: int = 100) -> list[tuple[Any, int]]:
         """(value, document count) for the most frequent values of a keyword field, most first."""
 
+    def prepare_search(self, tenant_id: str, kb_ids: Sequence[str],
+                       text_fields: Mapping[str | None, Sequence[str]]) -> None:
+        """Build now what searches of these KBs would otherwise build on first use. ``text_fields``
+        names, per row kind (None: chunks), the text fields searches read. An engine that indexes as
+        it writes (Elasticsearch) has nothing to do; the embedded store builds its large in-memory
+        indexes and keeps them on disk for the next process. Failing costs only speed."""
+
     def index_files(self) -> "IndexFiles | None":
         """Where search structures derived from this store may be kept between processes (a store
         on the local disk), or None."""
