@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import logging
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
 from kbgraph.graph.extract.nlp.chinese_phrases import phrases
-from kbgraph.graph.extract.nlp.chinese_tokens import mended, plain
+from kbgraph.graph.extract.nlp.chinese_tokens import dictionary_tag, mended, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
@@ -46,6 +46,10 @@ _CJK_NATIONAL_SUFFIXES = frozenset("航空 石油 石化 电信 移动 联通 �
 # 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
 _CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
 _CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
+_PERSON_FLAGS = frozenset("nr nrfg nrt".split())
+# what jieba tags a character its guessing runs onto a name: verbs, adverbs, directions, particles
+_RUN_ON_TAGS = frozenset("vdfpcu")
+_ARMY_CHARS = frozenset("军兵部")  # "陆完军", "曹爽军": the person's army
 # what jieba tags the single characters of a coined name it could not read as one word
 _CJK_CHAR_TAGS = _CJK_NAME_TAGS | frozenset("n ng a ag b j".split())
 # conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
@@ -177,6 +181,46 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
     return out
 
 
+def _one_reading(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """An organization's name read whole once in the chunk ("广东日之泉" after "中甲球队") is read so
+    wherever jieba cut the same characters into pieces ("与" + "广东" + "日" + "之" + "泉"): the
+    pieces that spell it from a word's start are that name."""
+    orgs = {w for _, _, w, f in words if f == "nt" and len(w) >= 4}
+    if not orgs:
+        return words
+    out: list[tuple[int, int, str, str]] = []
+    i = 0
+    while i < len(words):
+        si, offset, word, flag = words[i]
+        spelled, j = word, i + 1
+        while j < len(words) and len(spelled) < 8 and words[j][1] == offset + len(spelled) \
+                and any(o.startswith(spelled + words[j][2]) for o in orgs):
+            spelled += words[j][2]
+            j += 1
+        if j > i + 1 and spelled in orgs:
+            out.append((si, offset, spelled, "nt"))
+            i = j
+            continue
+        out.append(words[i])
+        i += 1
+    return out
+
+
+def _person_fragments(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """A three-character person whose first two characters the chunk names as a person more often
+    is that person and a word jieba's guessing ran onto the name ("侯景" + "入", "陆完" + "率",
+    "曹爽" + "军"): the third character alone is a verb, adverb, direction or an army."""
+    people = Counter(w for _, _, w, f in words if f in _PERSON_FLAGS)
+    out = []
+    for si, offset, word, flag in words:
+        head = word[:2]
+        if flag in _PERSON_FLAGS and len(word) == 3 and people[head] > people[word] \
+                and (word[2] in _ARMY_CHARS or (dictionary_tag(word[2]) or "n")[:1] in _RUN_ON_TAGS):
+            word = head
+        out.append((si, offset, word, flag))
+    return out
+
+
 def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
                   cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
     """The Chinese names of ``text`` (its sentences: ``spans`` and their ``starts``) added to ``cands`` and
@@ -201,6 +245,7 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
+    words = _person_fragments(_one_reading(words))
     tags = posseg.dt.word_tag_tab
     for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
         if flag == "nt" and len(word) >= 4:

@@ -51,6 +51,13 @@ _ROLE_ENDINGS = frozenset("长员事记席理师臣友官任")
 _TIME_WORDS = frozenset("时期 时代 期间 年代 年间 时候".split())
 # characters of a word that joins or bounds two names (至, 及, 等...): no part of a longer name
 _LINKING_CHARS = frozenset("至及等和与或的之")
+# words after which a team's name comes ("中甲球队广州医药", "升班马厦门蓝狮", "对阵深圳红钻")
+_TEAM_CUES = frozenset("球队 升班马 球会 对阵 迎战 战胜 击败 负于 不敌 力克".split())
+# what ends a team's name after its city: particles, prepositions, conjunctions, pronouns,
+# punctuation; verbs, verb nouns and adverbs of two characters or more ("试训", "签约", "随后")
+_TEAM_STOP_TAGS = frozenset("ucprxw")
+_TEAM_STOP_VERBS = frozenset("v vn vd d ad t f".split())
+_TEAM_STOP_WORDS = frozenset("是 为 有 将 被 也 都 就 已 还 又 和 与 及 在 代表".split())
 
 
 def _nominal(pair: Pair) -> bool:
@@ -206,6 +213,52 @@ def _described(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
+def _team_start(pairs: list[Pair], i: int) -> bool:
+    """Whether pairs[i] can begin a team's name: a place right after a word that says a team comes
+    next ("中甲球队" + "广州医药", "升班马" + "厦门蓝狮", "对阵" + "深圳红钻")."""
+    if pairs[i][1] != "ns" or not _CJK_WORD.match(pairs[i][0]) or i == 0:
+        return False
+    before = pairs[i - 1][0]
+    if before == "的" and i >= 2 and pairs[i - 2][0].endswith("球队"):
+        before = pairs[i - 2][0]  # "中甲球队的广州医药"
+    return before in _TEAM_CUES or before.endswith("球队")
+
+
+def _team_end(pairs: list[Pair], i: int) -> int:
+    """The end of the team name that starts with the place pairs[i]: the Chinese words after it up
+    to punctuation, a particle, preposition, conjunction or pronoun, a verb of two characters or
+    more, or a kind of team ("青年队"); at most four characters after the place."""
+    end, width = i + 1, 0
+    while end < len(pairs):
+        word, flag = pairs[end]
+        if word == "之" and end + 1 < len(pairs) and len(pairs[end + 1][0]) == 1:
+            flag = "n"  # "广东" + "日之泉"
+        if not _CJK_WORD.match(word) or flag[:1] in _TEAM_STOP_TAGS or word.endswith("队") or word in _TEAM_STOP_WORDS \
+                or (len(word) >= 2 and flag in _TEAM_STOP_VERBS) or width + len(word) > 4:
+            break
+        width += len(word)
+        end += 1
+    return end
+
+
+def _teams(pairs: list[Pair]) -> list[Pair]:
+    """"中甲球队" + "广州" + "医药" -> "广州医药" (an organization): a place and the words after it,
+    where the words before say that a team is named ("球队", "升班马", "对阵"); a club's sponsor name
+    after its city is part of the club's name, and the city alone no entity there."""
+    out: list[Pair] = []
+    i = 0
+    while i < len(pairs):
+        if _team_start(pairs, i):
+            end = _team_end(pairs, i)
+            if end > i + 1:
+                out.append(("".join(w for w, _ in pairs[i:end]), "nt"))
+                i = end
+                continue
+        out.append(pairs[i])
+        i += 1
+    return out
+
+
 def phrases(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """The mended pairs with the module's rules applied (``freq``: jieba's dictionary frequency)."""
-    return _described(_listed(_long_orgs(pairs), freq))
+    return _described(_listed(_long_orgs(_teams(pairs)), freq))

@@ -41,6 +41,12 @@ _CJK_WORD = re.compile(r"^[\u4e00-\u9fff]+$")
 # conjunctions and prepositions that jieba's guessing glues to a name after them ("由金晨", "和朗峰")
 FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
 _GLUED_CHARS = FUNCTION_CHARS | {"原"}  # "原广三" (the former ...)
+# prepositions that are surnames as well (于丹): glued only before a word jieba knows ("于京师")
+_SURNAME_PREPOSITIONS = frozenset("于")
+# what follows a surname to say "the family / clan / surname" ("李氏", "刘家", "姜姓"): no name
+_CLAN_CHARS = frozenset("氏姓家")
+# compass directions jieba tags as places ("转向东北", "山东省西北部"): directions, not regions
+_DIRECTIONS = frozenset("东北 西北 东南 西南 东部 西部 南部 北部 中部 东面 西面 南面 北面".split())
 # a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
 # in "在中国效力" is a verb it tags as a noun
 _COINED_NOUN = 300
@@ -54,6 +60,8 @@ _ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
+_EVENT_SCOPES = frozenset("世界 冬季 夏季".split())
 # battles, wars, risings and treaties after a place's or people's name ("凡尔登" + "会战")
 _BATTLE_SUFFIXES = frozenset("战役 战争 之战 会战 起义 条约 公约 协定 和约".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
@@ -288,14 +296,17 @@ def _geo_tails(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
-def _events(pairs: list[Pair]) -> list[Pair]:
+def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word;
-    a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约")."""
+    a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约").
+    A common noun before a league word is a kind of league ("低" + "级别" + "联赛")."""
     out: list[Pair] = []
     for word, flag in pairs:
         named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
         if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
-                and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL:
+                and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL \
+                and (out[-1][1] in _NAME_TAGS or out[-1][1] == "j" or out[-1][0] in _EVENT_SCOPES
+                     or freq(out[-1][0]) < _COINED_NOUN):
             out.append((out.pop()[0] + word, "nev"))
             continue
         out.append((word, flag))
@@ -304,16 +315,37 @@ def _events(pairs: list[Pair]) -> list[Pair]:
 
 def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
-    into the name after it (a person's must then start with a surname)."""
+    into the name after it (a person's must then start with a surname). "于" is a surname too: only
+    before a word the dictionary knows better than the whole ("于京师", "于岩礁") or a foreign name
+    ("于罗密·施奈德") is it the preposition."""
     out: list[Pair] = []
-    for word, flag in pairs:
-        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY \
-                and not freq(word):  # a word jieba's dictionary knows is whole ("同盟国")
-            out += [(word[0], "p"), (word[1:], flag)]
+    for i, (word, flag) in enumerate(pairs):
+        nxt = pairs[i + 1][0] if i + 1 < len(pairs) else ""
+        if flag in _NAME_TAGS and len(word) == 3 and _glued(word, freq, nxt in _DOTS):
+            out += [(word[0], "p"), (word[1:], dictionary_tag(word[1:]) or flag)]  # "华中" is a place
             continue
         out.append((word, flag))
     return out
 
+
+def dictionary_tag(word: str) -> str | None:
+    """The tag jieba's dictionary gives ``word``, None for a word it does not list."""
+    import jieba.posseg as posseg  # loaded by the caller's cut already
+    return posseg.dt.word_tag_tab.get(word)
+
+
+def _glued(word: str, freq: Callable[[str], int], dotted: bool) -> bool:
+    """Whether the first character of a three-character name is a preposition glued to the rest.
+    A word the dictionary knows is whole ("同盟国"), unless the rest is ten times better known: its
+    rare entries "于京师" (3) and "和威廉" (3) are jieba's own glued guesses."""
+    if word in ORDINARY or not _CJK_WORD.match(word) or word[0] not in _GLUED_CHARS | _SURNAME_PREPOSITIONS:
+        return False
+    rest = word[1:]
+    if dotted and _transliterated(rest):
+        return True  # no Chinese surname before a foreign name
+    if word[0] in _SURNAME_PREPOSITIONS:
+        return freq(rest) > 0 and freq(word) * 10 < freq(rest)
+    return not freq(word) or freq(word) * 10 < freq(rest)
 
 
 def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
@@ -356,9 +388,21 @@ def _language(word: str, flag: str) -> bool:
 
 
 def plain(pairs: list[Pair]) -> list[Pair]:
-    """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) dropped
-    to "n", before any rule reads them."""
-    return [(w, "n") if f in _NAME_TAGS and w in ORDINARY else (w, f) for w, f in pairs]
+    """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) and a
+    surname's family or clan ("李氏", "刘家") dropped to "n" before any rule reads them."""
+    out: list[Pair] = []
+    for w, f in pairs:
+        if f in _NAME_TAGS and (w in ORDINARY or _clan(w)):
+            f = "n"
+        out.append((w, f))
+    return out
+
+
+def _clan(word: str) -> bool:
+    """"李氏", "刘家", "姜姓", "赫连氏", "李氏家族": a surname and the word for its family or clan."""
+    if word[0] in SURNAMES and (len(word) == 2 and word[1] in _CLAN_CHARS or word[1:2] == "氏"):
+        return True  # not "国家广电总局": only 氏 begins a longer word so
+    return len(word) == 3 and word[:2] in COMPOUND_SURNAMES and word[2] in _CLAN_CHARS
 
 
 def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
@@ -366,7 +410,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
     pairs = _regnal(_dotted(_unglued(plain(pairs), freq), freq))
-    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
+    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
@@ -375,5 +419,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))
                                      or _language(word, flag)):
             flag = "n"
+        elif flag in _NAME_TAGS and word in _DIRECTIONS:
+            flag = "f"  # alone, after the rules: "西南" + "站" is a station
         out.append((word, flag))
     return out

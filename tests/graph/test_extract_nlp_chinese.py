@@ -1,0 +1,42 @@
+"""The nlp extractor on Chinese text (issue 41, third round): ordinary words, fragments and the
+boundaries of names, by kinds of error rather than by word."""
+
+from __future__ import annotations
+
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
+
+
+def entities(text: str) -> dict[str, str]:
+    return {e.name: e.type for e in NLPExtractor().extract(text).entities}
+
+
+def test_a_club_named_after_a_team_word_keeps_its_city_and_sponsor() -> None:
+    found = entities("他被租借到中甲球队的广州医药。后来他选择加盟中甲球队广东日之泉，但他并未与广东日之泉签约。"
+                     "友谊赛对阵德国是他的第一场比赛。")
+    assert found["广州医药"] == "organization" and found["广东日之泉"] == "organization"
+    assert not {"广州", "广东", "德国是"} & set(found)
+    assert found["德国"] == "geo"
+
+
+def test_a_common_word_before_a_league_word_makes_no_event() -> None:
+    found = entities("他参加当地的低级别联赛。中甲联赛开幕了。2022年冬季奥运会在北京举行。")
+    assert "级别联赛" not in found
+    assert found["中甲联赛"] == "event" and found["冬季奥运会"] == "event"
+
+
+def test_a_surname_with_its_clan_word_and_compass_directions_are_no_names() -> None:
+    found = entities("李氏与刘家世代交好，姜姓族人住在村子西南。铁路转向东北，经过西南站到达广州。")
+    assert not {"李氏", "刘家", "姜姓", "西南", "东北"} & set(found)
+    assert found["西南站"] == "geo"
+
+
+def test_a_preposition_jieba_glued_to_a_known_word_is_cut_off() -> None:
+    found = entities("明朝迁都于京师。他和威廉一起离开。于丹是一位学者。")
+    assert not {"于京师", "和威廉"} & set(found)
+    assert found["威廉"] == "person" and found["于丹"] == "person"
+
+
+def test_a_character_run_onto_a_person_the_chunk_names_is_cut_off() -> None:
+    found = entities("侯景起兵反梁。侯景入城后，侯景派兵追击。")
+    assert found["侯景"] == "person"
+    assert not {"侯景入", "侯景派"} & set(found)
