@@ -40,3 +40,15 @@ def test_a_character_run_onto_a_person_the_chunk_names_is_cut_off() -> None:
     found = entities("侯景起兵反梁。侯景入城后，侯景派兵追击。")
     assert found["侯景"] == "person"
     assert not {"侯景入", "侯景派"} & set(found)
+
+
+def test_words_quoted_for_emphasis_are_no_titles_and_titles_stay() -> None:
+    found = entities("这是当年的“标王”。他被视为“烫手山芋”。“紧急情况下”要冷静。他主演了《海棠依旧》和“东篱十五年”。")
+    assert not {"标王", "烫手山芋", "紧急情况下"} & set(found)
+    assert {"海棠依旧", "东篱十五年"} <= set(found)
+
+
+def test_a_team_word_after_a_club_the_chunk_names_is_the_club() -> None:
+    found = entities("他加盟升班马厦门蓝狮。在厦门蓝狮队他受到重用。白磊在和武汉光谷的比赛中进球。")
+    assert found["厦门蓝狮"] == "organization" and found["武汉光谷"] == "organization"
+    assert not {"厦门蓝狮队", "武汉", "厦门"} & set(found)

@@ -61,6 +61,8 @@ _CJK_STOP = frozenset("新一轮 上市 印发 一轮 新一代 下一代 首发
 _CJK_QUOTED = re.compile(r"《([^《》\n]{1,30})》|“([^“”\n]{1,30})”|「([^「」\n]{1,30})」|『([^『』\n]{1,30})』"
                          r"|\"([^\"\n]{1,30})\"")
 _CJK_TITLE_MAX = 20
+# tags of a dictionary word that is an ordinary word when quoted alone ("手指", "解冻", "烫手山芋")
+_ORDINARY_WORD_TAGS = frozenset("n v vn a ad an l i d".split())
 _CJK_SENTENCE_PUNCT = re.compile(r"[。！？；，、：,;!?:]")
 
 
@@ -93,17 +95,35 @@ def _whole_names(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _cjk_titles(text: str) -> list[tuple[int, int]]:
     """Spans of Chinese quoted titles and products (《海棠依旧》, “东篱十五年”): CJK inside, at most
     20 characters, no sentence punctuation (quoted speech has it)."""
+    return [(start, end) for start, end, title in _cjk_quotes(text) if title]
+
+
+def _cjk_quotes(text: str) -> list[tuple[int, int, bool]]:
+    """Spans of short Chinese phrases in quotation marks or 《》, each with whether it is a title;
+    one that is not (quoted words: “手指”, “最新的事件”) is still kept apart from the text around
+    it, so that the words there are cut as before."""
     found = []
     for m in _CJK_QUOTED.finditer(text):
         group = next(g for g in range(1, 6) if m.group(g) is not None)
         inner = m.group(group)
         title = inner.strip()
-        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title) \
-                or not _nominal(title) or (group > 1 and "的" in title):  # "最新的事件": a quoted phrase
+        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
             continue
+        named = _nominal(title) and not (group > 1 and ("的" in title or _quoted_words(title)))  # "最新的事件"
         start = m.start(group) + len(inner) - len(inner.lstrip())
-        found.append((start, start + len(title)))
+        found.append((start, start + len(title), named))
     return found
+
+
+def _quoted_words(phrase: str) -> bool:
+    """Whether a phrase in quotation marks (not 《》) is words quoted rather than a name: one word
+    jieba's dictionary knows as an ordinary noun, verb or adjective ("手指", "解冻", "烫手山芋"), or
+    a phrase that ends with a direction or particle ("紧急情况下")."""
+    pairs = [(p.word, p.flag) for p in _jieba_posseg().cut(phrase)]
+    if len(pairs) == 1:
+        word, flag = pairs[0]
+        return _frequency(word) > 0 and flag in _ORDINARY_WORD_TAGS
+    return pairs[-1][1][:1] in ("f", "u", "y")
 
 
 def _nominal(title: str) -> bool:
@@ -206,6 +226,14 @@ def _one_reading(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int,
     return out
 
 
+def _team_word_dropped(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """"厦门蓝狮队" where the chunk names the club "厦门蓝狮": the same club; the word for a team
+    after a club's name is no part of it."""
+    orgs = {w for _, _, w, f in words if f == "nt"}
+    return [(si, offset, word[:-1], flag) if word.endswith("队") and len(word) >= 4 and word[:-1] in orgs
+            else (si, offset, word, flag) for si, offset, word, flag in words]
+
+
 def _person_fragments(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
     """A three-character person whose first two characters the chunk names as a person more often
     is that person and a word jieba's guessing ran onto the name ("侯景" + "入", "陆完" + "率",
@@ -233,8 +261,9 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
     # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7"), or a club's after its city
     # ("建业" of "河南建业"), stands for it
     heads: dict[str, set[str]] = defaultdict(set)
+    quoted = [(a, b) for a, b, _ in _cjk_quotes(text)]
     for si, (s, e) in enumerate(spans):
-        cuts = [s] + [x for t in titles if s <= t[0] < e for x in t] + [e]
+        cuts = [s] + [x for t in quoted if s <= t[0] < e for x in t] + [e]
         for a, b in zip(cuts[::2], cuts[1::2]):
             piece = text[a:b]
             if not _CJK_CHAR.search(piece):
@@ -245,7 +274,7 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
-    words = _person_fragments(_one_reading(words))
+    words = _person_fragments(_team_word_dropped(_one_reading(words)))
     tags = posseg.dt.word_tag_tab
     for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
         if flag == "nt" and len(word) >= 4:

@@ -57,6 +57,7 @@ _TEAM_CUES = frozenset("球队 升班马 球会 对阵 迎战 战胜 击败 负�
 # punctuation; verbs, verb nouns and adverbs of two characters or more ("试训", "签约", "随后")
 _TEAM_STOP_TAGS = frozenset("ucprxw")
 _TEAM_STOP_VERBS = frozenset("v vn vd d ad t f".split())
+_MATCH_WORDS = frozenset("比赛 赛事 交锋 较量 对决".split())
 _TEAM_STOP_WORDS = frozenset("是 为 有 将 被 也 都 就 已 还 又 和 与 及 在 代表".split())
 
 
@@ -241,6 +242,16 @@ def _team_end(pairs: list[Pair], i: int) -> int:
     return end
 
 
+def _before_a_match(pairs: list[Pair], i: int) -> int | None:
+    """The end of a place and one word after it that "的比赛" follows ("武汉" + "光谷" + "的比赛"):
+    a team's name, with or without a word before it that says so."""
+    end = i + 2
+    if pairs[i][1] != "ns" or end + 1 >= len(pairs) or not _CJK_WORD.match(pairs[i + 1][0]) \
+            or pairs[i + 1][1] in _TEAM_STOP_VERBS or pairs[i + 1][1][:1] in _TEAM_STOP_TAGS:
+        return None
+    return end if pairs[end][0] == "的" and pairs[end + 1][0] in _MATCH_WORDS else None
+
+
 def _teams(pairs: list[Pair]) -> list[Pair]:
     """"中甲球队" + "广州" + "医药" -> "广州医药" (an organization): a place and the words after it,
     where the words before say that a team is named ("球队", "升班马", "对阵"); a club's sponsor name
@@ -248,8 +259,9 @@ def _teams(pairs: list[Pair]) -> list[Pair]:
     out: list[Pair] = []
     i = 0
     while i < len(pairs):
-        if _team_start(pairs, i):
-            end = _team_end(pairs, i)
+        match_end = _before_a_match(pairs, i)
+        if match_end is not None or _team_start(pairs, i):
+            end = match_end or _team_end(pairs, i)
             if end > i + 1:
                 out.append(("".join(w for w, _ in pairs[i:end]), "nt"))
                 i = end
