@@ -52,3 +52,9 @@ def test_a_team_word_after_a_club_the_chunk_names_is_the_club() -> None:
     found = entities("他加盟升班马厦门蓝狮。在厦门蓝狮队他受到重用。白磊在和武汉光谷的比赛中进球。")
     assert found["厦门蓝狮"] == "organization" and found["武汉光谷"] == "organization"
     assert not {"厦门蓝狮队", "武汉", "厦门"} & set(found)
+
+
+def test_dictionary_words_that_read_as_ordinary_words_are_no_persons() -> None:
+    found = entities("大家送上祝福。士兵们每天练兵。墙上张贴着告示。这些史实很清楚。毛泽东和孙权都是历史人物。")
+    assert not {"祝福", "练兵", "张贴", "史实"} & set(found)
+    assert found["毛泽东"] == "person" and found["孙权"] == "person"
