@@ -58,3 +58,10 @@ def test_dictionary_words_that_read_as_ordinary_words_are_no_persons() -> None:
     found = entities("大家送上祝福。士兵们每天练兵。墙上张贴着告示。这些史实很清楚。毛泽东和孙权都是历史人物。")
     assert not {"祝福", "练兵", "张贴", "史实"} & set(found)
     assert found["毛泽东"] == "person" and found["孙权"] == "person"
+
+
+def test_a_verb_after_a_known_name_and_a_last_syllable_tagged_as_adjective() -> None:
+    assert "刘备" in entities("在刘备入蜀时他守城。") and "刘备入" not in entities("在刘备入蜀时他守城。")
+    found = entities("佩特里奇2012年加盟富勒姆。慕容垂起兵。")
+    assert "佩特里奇" in found and "佩特里" not in found
+    assert "慕容垂" in found

@@ -79,7 +79,7 @@ _NAME_MARGIN = 2.0
 # (not idioms or status words: 万厚良 reads as an idiom, 白光 as a status word)
 _ORDINARY_TAGS = tuple("n v vn vd a ad an d t s f b ng vg".split())
 # tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
-_SYLLABLE_TAGS = frozenset("n q vg v a j f nr nrt ns nz ng b".split())
+_SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b".split())  # 奇 (ag) of 佩特里奇
 _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 # a word this frequent in jieba's dictionary is a name of its own (伊朗 3820, 伊拉克 2671, 波斯 1717),
 # not a piece of a longer one (塔斯 4)
@@ -391,11 +391,17 @@ def _glued(word: str, freq: Callable[[str], int], dotted: bool) -> bool:
 def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"潘淑的" -> "潘淑" + "的", "尼高·高华为" -> "尼高·高华" + "为": a particle, conjunction or
     adverb jieba's guessing ran onto the end of a person's name; onto a word its dictionary knows
-    ("任教" + "于", "晋升" + "为"), it made no name at all."""
+    ("任教" + "于", "晋升" + "为"), it made no name at all. A verb after a name the dictionary knows
+    far better than the whole ("刘备入" + "蜀") is cut off too."""
     out: list[Pair] = []
     for word, flag in pairs:
         rest = word[:-1]
         dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        if flag in _PERSON_TAGS and len(word) == 3 and _CJK_WORD.match(word) and freq(rest) > 10 * freq(word) \
+                and dictionary_tag(rest) in _PERSON_TAGS and (dictionary_tag(word[-1]) or "n")[:1] in "vdpcu" \
+                and word[-1] not in TRANSLITERATION and rest not in COMPOUND_SURNAMES:  # not 巴特拉, 慕容垂
+            out += [(rest, "nr"), (word[-1], "x")]  # "刘备入" (8) + "蜀": a name its dictionary knows, and a verb
+            continue
         if flag in _PERSON_TAGS and len(word) == 2 and word[-1] in _NAME_FINAL_STOPS and not freq(word):
             out += [(word[0], "n"), (word[-1], "x")]  # "叶" + "为": a noun and a verb, no "叶为"
             continue
