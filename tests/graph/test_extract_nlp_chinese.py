@@ -65,3 +65,9 @@ def test_a_verb_after_a_known_name_and_a_last_syllable_tagged_as_adjective() -> 
     found = entities("佩特里奇2012年加盟富勒姆。慕容垂起兵。")
     assert "佩特里奇" in found and "佩特里" not in found
     assert "慕容垂" in found
+
+
+def test_football_league_abbreviations_are_organizations_however_jieba_cuts_them() -> None:
+    found = entities("他现效力于中超球队天津泰达，参加过中超和亚冠。2007年他加盟德甲多特蒙德队。其中甲方同意。")
+    assert found["中超"] == "organization" and found["亚冠"] == "organization" and found["德甲"] == "organization"
+    assert "德甲多特蒙德" not in found and "甲方" not in found

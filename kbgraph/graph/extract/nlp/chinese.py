@@ -26,7 +26,7 @@ _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何�
                           "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
                           "覃武戴莫孔向汤欧阳司马上官诸葛")
 _CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept",
-             "nev": "event"}
+             "nev": "event", "nlg": "organization"}
 # words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
 _CJK_ORG_SUFFIXES = frozenset("""
 公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室

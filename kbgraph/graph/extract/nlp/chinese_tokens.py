@@ -64,6 +64,11 @@ _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
 # words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
 _EVENT_SCOPES = frozenset("世界 冬季 夏季".split())
+# football leagues by their abbreviation: a country's or continent's character and the league's level
+_LEAGUE = re.compile("中[超甲乙]|英[超冠甲]|[西德意法荷][甲乙]|[葡俄苏土]超|[亚欧]冠")
+# what may follow a league's abbreviation inside one of jieba's words ("德甲球" + "会", "中超" + "联赛")
+_LEAGUE_RESTS = frozenset({"", "球", "联赛", "联", "球队", "队", "赛", "赛季"})
+_LIST_JOINERS = "和与及、"
 # battles, wars, risings and treaties after a place's or people's name ("凡尔登" + "会战")
 _BATTLE_SUFFIXES = frozenset("战役 战争 之战 会战 起义 条约 公约 协定 和约".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
@@ -313,11 +318,56 @@ def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
         named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
         if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
                 and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL \
-                and (out[-1][1] in _NAME_TAGS or out[-1][1] == "j" or out[-1][0] in _EVENT_SCOPES
+                and (out[-1][1] in _NAME_TAGS or out[-1][1] in ("j", "nlg") or out[-1][0] in _EVENT_SCOPES
                      or freq(out[-1][0]) < _COINED_NOUN):
             out.append((out.pop()[0] + word, "nev"))
             continue
         out.append((word, flag))
+    return out
+
+
+def _leagues(pairs: list[Pair]) -> list[Pair]:
+    """A football league's abbreviation (中超, 英超, 德甲, 亚冠: a country's or continent's character and
+    the league's level) is an organization, however jieba cut it ("中" + "超", "中超和亚" + "冠",
+    "德甲球" + "会"): it must start a word of jieba's and end one, or be followed by the rest of a
+    word for a ball, team or league ("球", "联赛"). Tagged "nlg" (a league: an organization that no
+    other rule joins to a coined name after it, "德甲" + "多特蒙德")."""
+    text = "".join(w for w, _ in pairs)
+    starts, at = {}, 0
+    for i, (w, _) in enumerate(pairs):
+        starts[at] = i
+        at += len(w)
+    starts[at] = len(pairs)
+    cuts: dict[int, int] = {}  # where a league's name begins -> where it ends, in characters
+    for m in _LEAGUE.finditer(text):
+        if m.start() not in starts and not (m.start() > 0 and text[m.start() - 1] in _LIST_JOINERS
+                                            and m.start() - 1 in cuts.values()):
+            continue  # inside a word ("其中" + "甲方"), unless a list of leagues goes on ("中超和亚冠")
+        end_word = next(k for k in sorted(starts) if k >= m.end())
+        rest = text[m.end():end_word]
+        if rest in _LEAGUE_RESTS or rest[:2] in _LEAGUE_RESTS or rest[:1] in _LIST_JOINERS:
+            cuts[m.start()] = m.end()
+    if not cuts:
+        return pairs
+    out: list[Pair] = []
+    at = 0
+    for w, f in pairs:
+        lo, hi = at, at + len(w)
+        at = hi
+        pieces = [(a, b) for a, b in cuts.items() if lo <= a < hi or lo < b <= hi]
+        if not pieces:
+            out.append((w, f))
+            continue
+        pos = lo
+        for a, b in sorted(pieces):
+            if a >= lo:
+                if a > pos:
+                    out.append((text[pos:a], "x"))
+                out.append((text[a:b], "nlg"))
+            pos = max(pos, min(b, hi))
+        if pos < hi:
+            rest = text[pos:hi]
+            out.append((rest, f if rest == w else dictionary_tag(rest) or "x"))
     return out
 
 
@@ -455,7 +505,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _regnal(_dotted(_unglued(plain(pairs), freq), freq))
+    pairs = _regnal(_dotted(_unglued(_leagues(plain(pairs)), freq), freq))
     pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
