@@ -71,3 +71,11 @@ def test_football_league_abbreviations_are_organizations_however_jieba_cuts_them
     found = entities("他现效力于中超球队天津泰达，参加过中超和亚冠。2007年他加盟德甲多特蒙德队。其中甲方同意。")
     assert found["中超"] == "organization" and found["亚冠"] == "organization" and found["德甲"] == "organization"
     assert "德甲多特蒙德" not in found and "甲方" not in found
+
+
+def test_a_guessed_two_character_name_holding_a_linking_word_is_none() -> None:
+    from kbgraph.graph.extract.nlp.chinese_tokens import _linked_guess
+    unknown = lambda word: 0  # noqa: E731 - a word jieba's dictionary does not list
+    assert _linked_guess("的国", "ns", unknown) and _linked_guess("法及", "ns", unknown)
+    assert _linked_guess("和凯", "nr", unknown) and not _linked_guess("李凯", "nr", unknown)
+    assert not _linked_guess("之江", "ns", lambda word: 5)  # a place the dictionary knows

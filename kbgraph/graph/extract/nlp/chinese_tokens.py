@@ -91,6 +91,8 @@ _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 _KNOWN_NAME = 100
 # characters that end no person's name but that jieba's guessing runs onto one ("潘淑的", "余蔚为")
 _NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃于自给")
+# particles and words that link two names: no two-character name jieba guesses holds one
+_LINKING = frozenset("的之及至与")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
 
@@ -518,5 +520,16 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             flag = "n"
         elif flag in _NAME_TAGS and word in _DIRECTIONS:
             flag = "f"  # alone, after the rules: "西南" + "站" is a station
+        elif flag in _NAME_TAGS and _linked_guess(word, flag, freq):
+            flag = "n"
         out.append((word, flag))
     return out
+
+
+def _linked_guess(word: str, flag: str, freq: Callable[[str], int]) -> bool:
+    """A two-character name jieba only guessed (its dictionary does not list it) holding a particle
+    or a word that links two names ("的国", "琉的", "河至", "法及", "许之"), or a person's starting
+    with 和 ("和凯", "和欣": "and" before a given name): pieces of a sentence, not a name."""
+    if len(word) != 2 or freq(word) or not _CJK_WORD.match(word):
+        return False
+    return any(ch in _LINKING for ch in word) or (flag in _PERSON_TAGS and word[0] == "和")
