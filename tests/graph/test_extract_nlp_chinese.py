@@ -79,3 +79,9 @@ def test_a_guessed_two_character_name_holding_a_linking_word_is_none() -> None:
     assert _linked_guess("的国", "ns", unknown) and _linked_guess("法及", "ns", unknown)
     assert _linked_guess("和凯", "nr", unknown) and not _linked_guess("李凯", "nr", unknown)
     assert not _linked_guess("之江", "ns", lambda word: 5)  # a place the dictionary knows
+
+
+def test_a_two_character_proper_noun_jieba_only_guessed_is_none_but_builds_longer_names() -> None:
+    found = entities("标准的和弓长度为七尺三寸。此外也有一种较短的和弓。香港广场、力宝广场、新世界广场等是商业区。")
+    assert "和弓" not in found
+    assert "力宝广场" in found  # 力宝 (a guess) still begins a list item's name

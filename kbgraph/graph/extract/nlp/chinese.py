@@ -285,7 +285,8 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
         etype = _CJK_TAGS.get(flag)
         if len(heads.get(word, ())) == 1 and word not in heads[word]:
             word, etype = next(iter(heads[word])), "organization"
-        if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP:
+        if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP \
+                or (flag == "nz" and len(word) == 2 and not _frequency(word)):  # a guess: "和沙", "七科"
             continue
         key = _key(word)
         if not key:
