@@ -85,3 +85,8 @@ def test_a_two_character_proper_noun_jieba_only_guessed_is_none_but_builds_longe
     found = entities("标准的和弓长度为七尺三寸。此外也有一种较短的和弓。香港广场、力宝广场、新世界广场等是商业区。")
     assert "和弓" not in found
     assert "力宝广场" in found  # 力宝 (a guess) still begins a list item's name
+
+
+def test_kinds_of_fish_plants_and_instruments_are_no_persons() -> None:
+    found = entities("渔民捕获了龙利鱼和明太鱼。山上长着雷公藤。乐队敲响马锣。")
+    assert not {"龙利鱼", "明太鱼", "雷公藤", "马锣"} & set(found)

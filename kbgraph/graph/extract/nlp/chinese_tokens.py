@@ -91,6 +91,9 @@ _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 _KNOWN_NAME = 100
 # characters that end no person's name but that jieba's guessing runs onto one ("潘淑的", "余蔚为")
 _NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃于自给")
+# last characters of the names of kinds of things (fish, birds, insects, plants, food, drink,
+# medicine, illness, tools, furniture, clothes, instruments) that end no person's name
+_KIND_CHARS = frozenset("鱼鸟虫蛇藤草菜菇酒药病柜鞋帽袜裙锣钹笛鼓炮枪剂")
 # particles and words that link two names: no two-character name jieba guesses holds one
 _LINKING = frozenset("的之及至与")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
@@ -518,6 +521,8 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
                                      or _language(word, flag) or (flag in _PERSON_TAGS and _CJK_WORD.match(word)
                                                                   and freq(word) > 0 and reads_as_ordinary(word))):
             flag = "n"
+        elif flag in _PERSON_TAGS and word[-1] in _KIND_CHARS and not any(d in word for d in _DOTS):
+            flag = "n"  # "龙利鱼", "雷公藤", "冷冻柜": a kind of thing, by its last character
         elif flag in _NAME_TAGS and word in _DIRECTIONS:
             flag = "f"  # alone, after the rules: "西南" + "站" is a station
         elif flag in _NAME_TAGS and _linked_guess(word, flag, freq):
