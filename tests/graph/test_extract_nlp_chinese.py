@@ -90,3 +90,10 @@ def test_a_two_character_proper_noun_jieba_only_guessed_is_none_but_builds_longe
 def test_kinds_of_fish_plants_and_instruments_are_no_persons() -> None:
     found = entities("渔民捕获了龙利鱼和明太鱼。山上长着雷公藤。乐队敲响马锣。")
     assert not {"龙利鱼", "明太鱼", "雷公藤", "马锣"} & set(found)
+
+
+def test_a_places_government_or_companies_are_the_place() -> None:
+    found = entities("他为日本政府工作。美国公司和中国公司都在竞争。加拿大政府宣布了新政策。法国宇航公司制造了卫星。")
+    assert found["日本"] == "geo" and found["美国"] == "geo" and found["加拿大"] == "geo"
+    assert not {"日本政府", "美国公司", "加拿大政府", "加拿"} & set(found)
+    assert found["法国宇航公司"] == "organization"

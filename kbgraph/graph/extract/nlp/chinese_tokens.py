@@ -64,6 +64,8 @@ _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
 # words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
 _EVENT_SCOPES = frozenset("世界 冬季 夏季".split())
+# generic words after a place that name no organization of their own ("日本政府", "美国公司")
+_GENERIC_ORGS = frozenset("政府 公司 企业 当局 人民 军队 军方".split())
 # football leagues by their abbreviation: a country's or continent's character and the league's level
 _LEAGUE = re.compile("中[超甲乙]|英[超冠甲]|[西德意法荷][甲乙]|[葡俄苏土]超|[亚欧]冠")
 # what may follow a league's abbreviation inside one of jieba's words ("德甲球" + "会", "中超" + "联赛")
@@ -331,6 +333,24 @@ def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     return out
 
 
+def _generic_after_place(pairs: list[Pair]) -> list[Pair]:
+    """"日本政府" -> "日本" + "政府", "美国公司" -> "美国" + "公司": a place's government or companies
+    are the place and a generic word (the place is the entity; a firm's name has a name of its own
+    before 公司, "法国宇航公司")."""
+    out: list[Pair] = []
+    for word, flag in pairs:
+        cut = next((c for c in (3, 2) if dictionary_tag(word[:c]) == "ns" and _generic_org(word[c:])), 0)
+        if flag in _NAME_TAGS and cut and _CJK_WORD.match(word):
+            out += [(word[:cut], "ns"), (word[cut:], "n")]
+            continue
+        out.append((word, flag))
+    return out
+
+
+def _generic_org(rest: str) -> bool:
+    return rest in _GENERIC_ORGS or (rest.endswith("政府") and len(rest) <= 4)  # "联邦政府", "特区政府"
+
+
 def _leagues(pairs: list[Pair]) -> list[Pair]:
     """A football league's abbreviation (中超, 英超, 德甲, 亚冠: a country's or continent's character and
     the league's level) is an organization, however jieba cut it ("中" + "超", "中超和亚" + "冠",
@@ -511,7 +531,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
     pairs = _regnal(_dotted(_unglued(_leagues(plain(pairs)), freq), freq))
-    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
+    pairs = _events(_clubs(_designations(_geo_tails(_generic_after_place(pairs))), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
