@@ -97,3 +97,9 @@ def test_a_places_government_or_companies_are_the_place() -> None:
     assert found["日本"] == "geo" and found["美国"] == "geo" and found["加拿大"] == "geo"
     assert not {"日本政府", "美国公司", "加拿大政府", "加拿"} & set(found)
     assert found["法国宇航公司"] == "organization"
+
+
+def test_a_place_and_a_part_of_it_before_the_word_for_region_are_the_place() -> None:
+    found = entities("西格尔的祖母来自俄罗斯远东地区的符拉迪沃斯托克。卫星覆盖亚太地区。")
+    assert found["俄罗斯"] == "geo" and "俄罗斯远东地区" not in found
+    assert "亚太地区" in found

@@ -333,6 +333,22 @@ def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     return out
 
 
+def _region_in_place(pairs: list[Pair]) -> list[Pair]:
+    """"俄罗斯远东地区" -> "俄罗斯" + "远东" + "地区": a place, a part of it and the word for a region,
+    which jieba's dictionary lists as one word, are the place and the words after it. A region's
+    own name before 地区 stays whole ("亚太地区", "上海地区")."""
+    import jieba.posseg as posseg  # loaded by the caller's cut already
+    out: list[Pair] = []
+    for word, flag in pairs:
+        if flag in _NAME_TAGS and word.endswith("地区") and len(word) >= 5 and _CJK_WORD.match(word):
+            head = [(p.word, p.flag) for p in posseg.cut(word[:-2])]
+            if len(head) >= 2 and head[0][1] == "ns":
+                out += head + [("地区", "n")]
+                continue
+        out.append((word, flag))
+    return out
+
+
 def _generic_after_place(pairs: list[Pair]) -> list[Pair]:
     """"日本政府" -> "日本" + "政府", "美国公司" -> "美国" + "公司": a place's government or companies
     are the place and a generic word (the place is the entity; a firm's name has a name of its own
@@ -531,7 +547,8 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
     pairs = _regnal(_dotted(_unglued(_leagues(plain(pairs)), freq), freq))
-    pairs = _events(_clubs(_designations(_geo_tails(_generic_after_place(pairs))), freq, rare, tails), freq)
+    pairs = _generic_after_place(_region_in_place(pairs))
+    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
