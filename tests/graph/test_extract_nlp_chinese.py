@@ -103,3 +103,8 @@ def test_a_place_and_a_part_of_it_before_the_word_for_region_are_the_place() -> 
     found = entities("西格尔的祖母来自俄罗斯远东地区的符拉迪沃斯托克。卫星覆盖亚太地区。")
     assert found["俄罗斯"] == "geo" and "俄罗斯远东地区" not in found
     assert "亚太地区" in found
+
+
+def test_a_referendum_after_a_place_and_what_it_votes_on_is_one_event() -> None:
+    found = entities("新皇家海军在2014年苏格兰独立公投之前许下承诺。")
+    assert found["苏格兰独立公投"] == "event" and "苏格兰" not in found

@@ -62,6 +62,8 @@ _ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# referendums: a place and what it votes on before them name one ("苏格兰独立公投", "英国脱欧公投")
+_VOTE_WORDS = frozenset("公投 公民投票 全民公投 全民投票".split())
 # words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
 _EVENT_SCOPES = frozenset("世界 冬季 夏季".split())
 # generic words after a place that name no organization of their own ("日本政府", "美国公司")
@@ -319,9 +321,15 @@ def _geo_tails(pairs: list[Pair]) -> list[Pair]:
 def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word;
     a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约").
-    A common noun before a league word is a kind of league ("低" + "级别" + "联赛")."""
+    A common noun before a league word is a kind of league ("低" + "级别" + "联赛"). A place, what it
+    votes on (one verb or noun) and a referendum word are one event ("苏格兰" + "独立" + "公投")."""
     out: list[Pair] = []
     for word, flag in pairs:
+        if word in _VOTE_WORDS and len(out) >= 2 and out[-2][1] == "ns" and _CJK_WORD.match(out[-1][0]) \
+                and len(out[-1][0]) <= 2 and out[-1][1] in ("v", "vn", "n", "ns", "j"):
+            what = out.pop()[0]
+            out.append((out.pop()[0] + what + word, "nev"))
+            continue
         named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
         if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
                 and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL \
