@@ -98,7 +98,8 @@ def _cjk_titles(text: str) -> list[tuple[int, int]]:
     return [(start, end) for start, end, title in _cjk_quotes(text) if title]
 
 
-def _cjk_quotes(text: str) -> list[tuple[int, int, bool]]:
+@lru_cache(maxsize=4)  # read twice per chunk: by detect.py for the titles, by chinese_names for the cuts
+def _cjk_quotes(text: str) -> tuple[tuple[int, int, bool], ...]:
     """Spans of short Chinese phrases in quotation marks or 《》, each with whether it is a title;
     one that is not (quoted words: “手指”, “最新的事件”) is still kept apart from the text around
     it, so that the words there are cut as before."""
@@ -112,7 +113,7 @@ def _cjk_quotes(text: str) -> list[tuple[int, int, bool]]:
         named = _nominal(title) and not (group > 1 and ("的" in title or _quoted_words(title)))  # "最新的事件"
         start = m.start(group) + len(inner) - len(inner.lstrip())
         found.append((start, start + len(title), named))
-    return found
+    return tuple(found)
 
 
 def _quoted_words(phrase: str) -> bool:

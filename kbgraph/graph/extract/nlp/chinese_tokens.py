@@ -363,8 +363,10 @@ def _generic_after_place(pairs: list[Pair]) -> list[Pair]:
     before 公司, "法国宇航公司")."""
     out: list[Pair] = []
     for word, flag in pairs:
-        cut = next((c for c in (3, 2) if dictionary_tag(word[:c]) == "ns" and _generic_org(word[c:])), 0)
-        if flag in _NAME_TAGS and cut and _CJK_WORD.match(word):
+        cut = 0
+        if flag in _NAME_TAGS and len(word) >= 4 and _CJK_WORD.match(word):
+            cut = next((c for c in (3, 2) if _generic_org(word[c:]) and dictionary_tag(word[:c]) == "ns"), 0)
+        if cut:
             out += [(word[:cut], "ns"), (word[cut:], "n")]
             continue
         out.append((word, flag))
@@ -469,8 +471,13 @@ def reads_as_ordinary(word: str) -> bool:
 
 def dictionary_tag(word: str) -> str | None:
     """The tag jieba's dictionary gives ``word``, None for a word it does not list."""
+    return _tag_table().get(word)
+
+
+@lru_cache(maxsize=1)
+def _tag_table() -> dict[str, str]:
     import jieba.posseg as posseg  # loaded by the caller's cut already
-    return posseg.dt.word_tag_tab.get(word)
+    return posseg.dt.word_tag_tab
 
 
 def _glued(word: str, freq: Callable[[str], int], dotted: bool) -> bool:
