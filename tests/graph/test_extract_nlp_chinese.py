@@ -108,3 +108,12 @@ def test_a_place_and_a_part_of_it_before_the_word_for_region_are_the_place() -> 
 def test_a_referendum_after_a_place_and_what_it_votes_on_is_one_event() -> None:
     found = entities("新皇家海军在2014年苏格兰独立公投之前许下承诺。")
     assert found["苏格兰独立公投"] == "event" and "苏格兰" not in found
+
+
+def test_a_pages_title_that_its_text_repeats_is_its_subject_and_listed_people_stay_whole() -> None:
+    found = entities("于乐\n于乐（），中国足球运动员，司职前锋。于乐出身于北京国安。")
+    assert found["于乐"] == "person" and found["北京国安"]
+    found = entities("世昌与河南建业的队友于乐、凌思浩一同加盟。")
+    assert found["于乐"] == "person" and found["凌思浩"] == "person"
+    found = entities("鑫诺一号通信卫星\n鑫诺一号通信卫星是一颗卫星。鑫诺一号于1998年发射。")
+    assert "鑫诺一号" in found  # a designation before its kind keeps its own key

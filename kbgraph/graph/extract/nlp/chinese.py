@@ -11,6 +11,7 @@ text are names.py's.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 from collections import Counter, defaultdict
@@ -19,7 +20,7 @@ from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
 from kbgraph.graph.extract.nlp.chinese_phrases import phrases
-from kbgraph.graph.extract.nlp.chinese_tokens import dictionary_tag, mended, plain
+from kbgraph.graph.extract.nlp.chinese_tokens import dictionary_tag, mended, person_like, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
@@ -50,6 +51,11 @@ _PERSON_FLAGS = frozenset("nr nrfg nrt".split())
 # what jieba tags a character its guessing runs onto a name: verbs, adverbs, directions, particles
 _RUN_ON_TAGS = frozenset("vdfpcu")
 _ARMY_CHARS = frozenset("军兵部")  # "陆完军", "曹爽军": the person's army
+_TITLE_SUBJECT_MAX = 12
+_THING_FLAGS = frozenset("nz nt nlg nev".split())
+_CJK_WORD_RE = re.compile(r"^[\u4e00-\u9fff·]+$")
+# what follows a page's subject where its text begins: a gloss, a comma, a copula ("于乐，", "X（", "X是")
+_SUBJECT_FOLLOWERS = frozenset("（(，,是为")
 # what jieba tags the single characters of a coined name it could not read as one word
 _CJK_CHAR_TAGS = _CJK_NAME_TAGS | frozenset("n ng a ag b j".split())
 # conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
@@ -250,6 +256,27 @@ def _person_fragments(words: list[tuple[int, int, str, str]]) -> list[tuple[int,
     return out
 
 
+def _title_subject(text: str, starts: list[int], words: list[tuple[int, int, str, str]]
+                   ) -> list[tuple[int, int, str, str]]:
+    """A page's title line that its text begins by repeating ("于乐" then "于乐，中国足球运动员...",
+    "猴面包树" then "猴面包树（学名..."): the page's subject, a name, however jieba cut it."""
+    first, _, rest = text.partition("\n")
+    title = first.strip()
+    body = rest.lstrip()
+    if not 2 <= len(title) <= _TITLE_SUBJECT_MAX or not _CJK_WORD_RE.match(title) or not body.startswith(title) \
+            or body[len(title):len(title) + 1] not in _SUBJECT_FOLLOWERS \
+            or any((w == title or title.startswith(w) and f in _THING_FLAGS) and f in _CJK_TAGS for _, _, w, f in words):
+        return words  # named already, or a designation before a kind ("鑫诺一号" of "鑫诺一号通信卫星")
+    dotted = any(d in title for d in "·•‧・")
+    flag = dictionary_tag(title) or ("nr" if (len(title) <= 3 or dotted) and person_like(title) else "nz")
+    if flag not in _CJK_TAGS:
+        flag = "nz"  # "猴面包树" (n): the subject of its page
+    if any(w == title for _, _, w, _ in words):
+        return [(si, a, w, flag if w == title else f) for si, a, w, f in words]
+    at = [text.index(title), len(text) - len(body)]
+    return words + [(bisect.bisect_right(starts, a) - 1, a, title, flag) for a in at]
+
+
 def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
                   cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
     """The Chinese names of ``text`` (its sentences: ``spans`` and their ``starts``) added to ``cands`` and
@@ -275,7 +302,7 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
-    words = _person_fragments(_team_word_dropped(_one_reading(words)))
+    words = _title_subject(text, starts, _person_fragments(_team_word_dropped(_one_reading(words))))
     tags = posseg.dt.word_tag_tab
     for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
         if flag == "nt" and len(word) >= 4:

@@ -27,7 +27,7 @@ from kbgraph.graph.extract.nlp.chinese_tokens import (
     _PLACE_ENDINGS,
     Pair,
 )
-from kbgraph.graph.extract.nlp.chinese_words import ORDINARY
+from kbgraph.graph.extract.nlp.chinese_words import ORDINARY, SURNAMES
 
 # tags of the words a name of several words is made of (nouns, names, abbreviations, place words)
 _NOMINAL = frozenset("n nz ns nt nr nrfg nrt j s vn nl ng".split())
@@ -271,6 +271,29 @@ def _teams(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
+def _listed_people(pairs: list[Pair]) -> list[Pair]:
+    """"队友" + "于" + "乐" + "、" + "凌思浩": a surname and one or two characters jieba cut apart
+    (reading 于 as "at") next to a person in a list of names are a person too."""
+    out: list[Pair] = []
+    i = 0
+    while i < len(pairs):
+        nxt = i + 2
+        while nxt < len(pairs) and nxt - i <= 3 and pairs[nxt][0] != "、":
+            nxt += 1
+        name = "".join(w for w, _ in pairs[i:nxt])
+        beside = (nxt < len(pairs) - 1 and pairs[nxt + 1][1] in _PERSON_TAGS) \
+            or (i >= 2 and pairs[i - 1][0] == "、" and out and out[-2][1] in _PERSON_TAGS)
+        if nxt < len(pairs) and pairs[nxt][0] == "、" and nxt - i >= 2 and 2 <= len(name) <= 3 \
+                and _CJK_WORD.match(name) and name[0] in SURNAMES and all(len(w) == 1 for w, _ in pairs[i:nxt]) \
+                and beside:
+            out.append((name, "nr"))
+            i = nxt
+            continue
+        out.append(pairs[i])
+        i += 1
+    return out
+
+
 def phrases(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """The mended pairs with the module's rules applied (``freq``: jieba's dictionary frequency)."""
-    return _described(_listed(_long_orgs(_teams(pairs)), freq))
+    return _described(_listed(_long_orgs(_teams(_listed_people(pairs))), freq))
