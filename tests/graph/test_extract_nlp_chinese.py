@@ -74,7 +74,7 @@ def test_football_league_abbreviations_are_organizations_however_jieba_cuts_them
 
 
 def test_a_guessed_two_character_name_holding_a_linking_word_is_none() -> None:
-    from kbgraph.graph.extract.nlp.chinese_tokens import _linked_guess
+    from kbgraph.graph.extract.nlp.chinese_cues import linked_guess as _linked_guess
     unknown = lambda word: 0  # noqa: E731 - a word jieba's dictionary does not list
     assert _linked_guess("的国", "ns", unknown) and _linked_guess("法及", "ns", unknown)
     assert _linked_guess("和凯", "nr", unknown) and not _linked_guess("李凯", "nr", unknown)

@@ -20,7 +20,8 @@ from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
 from kbgraph.graph.extract.nlp.chinese_phrases import phrases
-from kbgraph.graph.extract.nlp.chinese_tokens import dictionary_tag, mended, person_like, plain
+from kbgraph.graph.extract.nlp.chinese_cues import dictionary_tag
+from kbgraph.graph.extract.nlp.chinese_tokens import mended, person_like, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"

@@ -24,29 +24,34 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from functools import lru_cache
-from typing import Any
 
+from kbgraph.graph.extract.nlp.chinese_cues import (
+    CJK_WORD as _CJK_WORD,
+    NAME_TAGS as _NAME_TAGS,
+    PERSON_TAGS as _PERSON_TAGS,
+    Pair,
+    clan,
+    dictionary_tag,
+    generic_after_place,
+    leagues,
+    linked_guess,
+    reads_as_ordinary,
+    region_in_place,
+)
 from kbgraph.graph.extract.nlp.chinese_words import COMPOUND_SURNAMES, ORDINARY, SURNAMES, TRANSLITERATION
 
-Pair = tuple[str, str]
 _DOTS = frozenset("·•‧・")
-_PERSON_TAGS = frozenset("nr nrfg nrt".split())
-_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
 _NUMERALS = "一二三四五六七八九十"
 # tags of words that are no part of a name after it (verbs, prepositions, particles...)
 _VERBAL = frozenset("v vd vn p c u uj ul uz ud ug uv d r f m q x".split())
 _REGNAL = re.compile(rf"[{_NUMERALS}]{{1,3}}世$")
 _SERIAL = re.compile(rf"^[{_NUMERALS}]{{1,3}}号$")
 _SERIAL_END = re.compile(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号$")
-_CJK_WORD = re.compile(r"^[\u4e00-\u9fff]+$")
 # conjunctions and prepositions that jieba's guessing glues to a name after them ("由金晨", "和朗峰")
 FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
 _GLUED_CHARS = FUNCTION_CHARS | {"原"}  # "原广三" (the former ...)
 # prepositions that are surnames as well (于丹): glued only before a word jieba knows ("于京师")
 _SURNAME_PREPOSITIONS = frozenset("于")
-# what follows a surname to say "the family / clan / surname" ("李氏", "刘家", "姜姓"): no name
-_CLAN_CHARS = frozenset("氏姓家")
 # compass directions jieba tags as places ("转向东北", "山东省西北部"): directions, not regions
 _DIRECTIONS = frozenset("东北 西北 东南 西南 东部 西部 南部 北部 中部 东面 西面 南面 北面".split())
 # a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
@@ -66,13 +71,6 @@ _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 
 _VOTE_WORDS = frozenset("公投 公民投票 全民公投 全民投票".split())
 # words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
 _EVENT_SCOPES = frozenset("世界 冬季 夏季".split())
-# generic words after a place that name no organization of their own ("日本政府", "美国公司")
-_GENERIC_ORGS = frozenset("政府 公司 企业 当局 人民 军队 军方".split())
-# football leagues by their abbreviation: a country's or continent's character and the league's level
-_LEAGUE = re.compile("中[超甲乙]|英[超冠甲]|[西德意法荷][甲乙]|[葡俄苏土]超|[亚欧]冠")
-# what may follow a league's abbreviation inside one of jieba's words ("德甲球" + "会", "中超" + "联赛")
-_LEAGUE_RESTS = frozenset({"", "球", "联赛", "联", "球队", "队", "赛", "赛季"})
-_LIST_JOINERS = "和与及、"
 # battles, wars, risings and treaties after a place's or people's name ("凡尔登" + "会战")
 _BATTLE_SUFFIXES = frozenset("战役 战争 之战 会战 起义 条约 公约 协定 和约".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
@@ -81,12 +79,6 @@ _INFRA_SUFFIXES = frozenset("""
 站 火车站 东站 西站 南站 北站 铁路 线 联络线 支线 干线 机场 国际机场 港 码头 大桥 隧道 公路 高速公路 高速 运河 水库 大坝
 """.split())
 
-# how much better (log probability) jieba's character model must read a dictionary word as a
-# person's name than as an ordinary word for its person tag to stand (reads_as_ordinary)
-_NAME_MARGIN = 2.0
-# the ordinary words compared: nouns, verbs, adjectives, adverbs, times, places and directions
-# (not idioms or status words: 万厚良 reads as an idiom, 白光 as a status word)
-_ORDINARY_TAGS = tuple("n v vn vd a ad an d t s f b ng vg".split())
 # tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
 _SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b".split())  # 奇 (ag) of 佩特里奇
 _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
@@ -98,8 +90,6 @@ _NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把�
 # last characters of the names of kinds of things (fish, birds, insects, plants, food, drink,
 # medicine, illness, tools, furniture, clothes, instruments) that end no person's name
 _KIND_CHARS = frozenset("鱼鸟虫蛇藤草菜菇酒药病柜鞋帽袜裙锣钹笛鼓炮枪剂")
-# particles and words that link two names: no two-character name jieba guesses holds one
-_LINKING = frozenset("的之及至与")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
 
@@ -341,87 +331,6 @@ def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     return out
 
 
-def _region_in_place(pairs: list[Pair]) -> list[Pair]:
-    """"俄罗斯远东地区" -> "俄罗斯" + "远东" + "地区": a place, a part of it and the word for a region,
-    which jieba's dictionary lists as one word, are the place and the words after it. A region's
-    own name before 地区 stays whole ("亚太地区", "上海地区")."""
-    import jieba.posseg as posseg  # loaded by the caller's cut already
-    out: list[Pair] = []
-    for word, flag in pairs:
-        if flag in _NAME_TAGS and word.endswith("地区") and len(word) >= 5 and _CJK_WORD.match(word):
-            head = [(p.word, p.flag) for p in posseg.cut(word[:-2])]
-            if len(head) >= 2 and head[0][1] == "ns":
-                out += head + [("地区", "n")]
-                continue
-        out.append((word, flag))
-    return out
-
-
-def _generic_after_place(pairs: list[Pair]) -> list[Pair]:
-    """"日本政府" -> "日本" + "政府", "美国公司" -> "美国" + "公司": a place's government or companies
-    are the place and a generic word (the place is the entity; a firm's name has a name of its own
-    before 公司, "法国宇航公司")."""
-    out: list[Pair] = []
-    for word, flag in pairs:
-        cut = 0
-        if flag in _NAME_TAGS and len(word) >= 4 and _CJK_WORD.match(word):
-            cut = next((c for c in (3, 2) if _generic_org(word[c:]) and dictionary_tag(word[:c]) == "ns"), 0)
-        if cut:
-            out += [(word[:cut], "ns"), (word[cut:], "n")]
-            continue
-        out.append((word, flag))
-    return out
-
-
-def _generic_org(rest: str) -> bool:
-    return rest in _GENERIC_ORGS or (rest.endswith("政府") and len(rest) <= 4)  # "联邦政府", "特区政府"
-
-
-def _leagues(pairs: list[Pair]) -> list[Pair]:
-    """A football league's abbreviation (中超, 英超, 德甲, 亚冠: a country's or continent's character and
-    the league's level) is an organization, however jieba cut it ("中" + "超", "中超和亚" + "冠",
-    "德甲球" + "会"): it must start a word of jieba's and end one, or be followed by the rest of a
-    word for a ball, team or league ("球", "联赛"). Tagged "nlg" (a league: an organization that no
-    other rule joins to a coined name after it, "德甲" + "多特蒙德")."""
-    text = "".join(w for w, _ in pairs)
-    starts, at = {}, 0
-    for i, (w, _) in enumerate(pairs):
-        starts[at] = i
-        at += len(w)
-    starts[at] = len(pairs)
-    cuts: dict[int, int] = {}  # where a league's name begins -> where it ends, in characters
-    for m in _LEAGUE.finditer(text):
-        if m.start() not in starts and not (m.start() > 0 and text[m.start() - 1] in _LIST_JOINERS
-                                            and m.start() - 1 in cuts.values()):
-            continue  # inside a word ("其中" + "甲方"), unless a list of leagues goes on ("中超和亚冠")
-        end_word = next(k for k in sorted(starts) if k >= m.end())
-        rest = text[m.end():end_word]
-        if rest in _LEAGUE_RESTS or rest[:2] in _LEAGUE_RESTS or rest[:1] in _LIST_JOINERS:
-            cuts[m.start()] = m.end()
-    if not cuts:
-        return pairs
-    out: list[Pair] = []
-    at = 0
-    for w, f in pairs:
-        lo, hi = at, at + len(w)
-        at = hi
-        pieces = [(a, b) for a, b in cuts.items() if lo <= a < hi or lo < b <= hi]
-        if not pieces:
-            out.append((w, f))
-            continue
-        pos = lo
-        for a, b in sorted(pieces):
-            if a >= lo:
-                if a > pos:
-                    out.append((text[pos:a], "x"))
-                out.append((text[a:b], "nlg"))
-            pos = max(pos, min(b, hi))
-        if pos < hi:
-            rest = text[pos:hi]
-            out.append((rest, f if rest == w else dictionary_tag(rest) or "x"))
-    return out
-
-
 def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
     into the name after it (a person's must then start with a surname). "于" is a surname too: only
@@ -435,49 +344,6 @@ def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
             continue
         out.append((word, flag))
     return out
-
-
-@lru_cache(maxsize=1)
-def _tagger_model() -> tuple[dict[Any, Any], dict[Any, dict[str, float]], tuple[str, ...]]:
-    """jieba's part-of-speech tagger's own character model (log probabilities): transitions between
-    (position, tag) states, each state's characters, and the tags of ordinary words compared."""
-    from jieba.posseg.prob_emit import P as emit
-    from jieba.posseg.prob_trans import P as trans
-    return trans, emit, _ORDINARY_TAGS
-
-
-def _character_score(word: str, tag: str) -> float:
-    trans, emit, _ = _tagger_model()
-    states = [("B", tag)] + [("M", tag)] * (len(word) - 2) + [("E", tag)]
-    score = 0.0
-    for i, (ch, state) in enumerate(zip(word, states)):
-        score += emit.get(state, {}).get(ch, -1e9)
-        if i:
-            score += trans.get(states[i - 1], {}).get(state, -1e9)
-    return score
-
-
-@lru_cache(maxsize=65536)
-def reads_as_ordinary(word: str) -> bool:
-    """Whether a word jieba's dictionary tags as a person reads, by its characters, nearly as well
-    as an ordinary word (麻醉, 练兵, 胡椒, 龙卷风): its tagger's character model scores the word as a
-    person's name less than _NAME_MARGIN above its best ordinary tag. Read by hand on 226 dictionary
-    words the nlp extractor listed as persons in unlabelled zh-wiki-cmrc and PUD text: a margin under
-    2 held 48 of 110 ordinary words and 2 of 116 names (金陵, 成龙); under 3, 67 and 7."""
-    _, _, ordinary = _tagger_model()
-    name = max(_character_score(word, tag) for tag in _PERSON_TAGS)
-    return name - max(_character_score(word, tag) for tag in ordinary) < _NAME_MARGIN
-
-
-def dictionary_tag(word: str) -> str | None:
-    """The tag jieba's dictionary gives ``word``, None for a word it does not list."""
-    return _tag_table().get(word)
-
-
-@lru_cache(maxsize=1)
-def _tag_table() -> dict[str, str]:
-    import jieba.posseg as posseg  # loaded by the caller's cut already
-    return posseg.dt.word_tag_tab
 
 
 def _glued(word: str, freq: Callable[[str], int], dotted: bool) -> bool:
@@ -544,25 +410,18 @@ def plain(pairs: list[Pair]) -> list[Pair]:
     surname's family or clan ("李氏", "刘家") dropped to "n" before any rule reads them."""
     out: list[Pair] = []
     for w, f in pairs:
-        if f in _NAME_TAGS and (w in ORDINARY or _clan(w)):
+        if f in _NAME_TAGS and (w in ORDINARY or clan(w)):
             f = "n"
         out.append((w, f))
     return out
-
-
-def _clan(word: str) -> bool:
-    """"李氏", "刘家", "姜姓", "赫连氏", "李氏家族": a surname and the word for its family or clan."""
-    if word[0] in SURNAMES and (len(word) == 2 and word[1] in _CLAN_CHARS or word[1:2] == "氏"):
-        return True  # not "国家广电总局": only 氏 begins a longer word so
-    return len(word) == 3 and word[:2] in COMPOUND_SURNAMES and word[2] in _CLAN_CHARS
 
 
 def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _regnal(_dotted(_unglued(_leagues(plain(pairs)), freq), freq))
-    pairs = _generic_after_place(_region_in_place(pairs))
+    pairs = _regnal(_dotted(_unglued(leagues(plain(pairs)), freq), freq))
+    pairs = generic_after_place(region_in_place(pairs))
     pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
@@ -577,16 +436,9 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             flag = "n"  # "龙利鱼", "雷公藤", "冷冻柜": a kind of thing, by its last character
         elif flag in _NAME_TAGS and word in _DIRECTIONS:
             flag = "f"  # alone, after the rules: "西南" + "站" is a station
-        elif flag in _NAME_TAGS and _linked_guess(word, flag, freq):
+        elif flag in _NAME_TAGS and linked_guess(word, flag, freq):
             flag = "n"
         out.append((word, flag))
     return out
 
 
-def _linked_guess(word: str, flag: str, freq: Callable[[str], int]) -> bool:
-    """A two-character name jieba only guessed (its dictionary does not list it) holding a particle
-    or a word that links two names ("的国", "琉的", "河至", "法及", "许之"), or a person's starting
-    with 和 ("和凯", "和欣": "and" before a given name): pieces of a sentence, not a name."""
-    if len(word) != 2 or freq(word) or not _CJK_WORD.match(word):
-        return False
-    return any(ch in _LINKING for ch in word) or (flag in _PERSON_TAGS and word[0] == "和")
