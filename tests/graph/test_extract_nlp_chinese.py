@@ -117,3 +117,8 @@ def test_a_pages_title_that_its_text_repeats_is_its_subject_and_listed_people_st
     assert found["于乐"] == "person" and found["凌思浩"] == "person"
     found = entities("鑫诺一号通信卫星\n鑫诺一号通信卫星是一颗卫星。鑫诺一号于1998年发射。")
     assert "鑫诺一号" in found  # a designation before its kind keeps its own key
+
+
+def test_a_sentence_beginning_with_yu_one_character_and_a_verb_begins_with_a_person() -> None:
+    assert entities("于乐出身的那家俱乐部当年花最多钱买来的球员是谁？") == {"于乐": "person"}
+    assert entities("于北京出生。") == {"北京": "geo"}

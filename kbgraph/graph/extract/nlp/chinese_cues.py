@@ -38,6 +38,8 @@ _NAME_MARGIN = 2.0
 # the ordinary words compared: nouns, verbs, adjectives, adverbs, times, places and directions
 # (not idioms or status words: 万厚良 reads as an idiom, 白光 as a status word)
 _ORDINARY_TAGS = tuple("n v vn vd a ad an d t s f b ng vg".split())
+# what jieba tags a one-character given name it read as a word ("乐" of 于乐)
+_GIVEN_NAME_TAGS = frozenset("n ng a ag nr".split())
 # particles and words that link two names: no two-character name jieba guesses holds one
 _LINKING = frozenset("的之及至与")
 
@@ -180,3 +182,12 @@ def linked_guess(word: str, flag: str, freq: Callable[[str], int]) -> bool:
     if len(word) != 2 or freq(word) or not CJK_WORD.match(word):
         return False
     return any(ch in _LINKING for ch in word) or (flag in PERSON_TAGS and word[0] == "和")
+
+
+def initial_surname(pairs: list[Pair]) -> list[Pair]:
+    """"于" + "乐" + "出身": a sentence that begins with 于, one character and a verb begins with a
+    person (于 as "at" begins a sentence only before a time or a place of its own: "于" + "北京")."""
+    if len(pairs) >= 3 and pairs[0] == ("于", "p") and len(pairs[1][0]) == 1 and CJK_WORD.match(pairs[1][0]) \
+            and pairs[1][1] in _GIVEN_NAME_TAGS and pairs[2][1].startswith("v"):
+        return [(pairs[0][0] + pairs[1][0], "nr")] + pairs[2:]
+    return pairs

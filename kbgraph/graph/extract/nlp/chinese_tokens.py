@@ -33,6 +33,7 @@ from kbgraph.graph.extract.nlp.chinese_cues import (
     clan,
     dictionary_tag,
     generic_after_place,
+    initial_surname,
     leagues,
     linked_guess,
     reads_as_ordinary,
@@ -420,7 +421,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _regnal(_dotted(_unglued(leagues(plain(pairs)), freq), freq))
+    pairs = _regnal(_dotted(_unglued(leagues(initial_surname(plain(pairs))), freq), freq))
     pairs = generic_after_place(region_in_place(pairs))
     pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
     out: list[Pair] = []
