@@ -216,13 +216,14 @@ def _one_reading(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int,
     orgs = {w for _, _, w, f in words if f == "nt" and len(w) >= 4}
     if not orgs:
         return words
+    prefixes = {o[:k] for o in orgs for k in range(1, len(o) + 1)}
     out: list[tuple[int, int, str, str]] = []
     i = 0
     while i < len(words):
         si, offset, word, flag = words[i]
         spelled, j = word, i + 1
-        while j < len(words) and len(spelled) < 8 and words[j][1] == offset + len(spelled) \
-                and any(o.startswith(spelled + words[j][2]) for o in orgs):
+        while j < len(words) and word in prefixes and words[j][1] == offset + len(spelled) \
+                and spelled + words[j][2] in prefixes:
             spelled += words[j][2]
             j += 1
         if j > i + 1 and spelled in orgs:

@@ -274,6 +274,8 @@ def _teams(pairs: list[Pair]) -> list[Pair]:
 def _listed_people(pairs: list[Pair]) -> list[Pair]:
     """"队友" + "于" + "乐" + "、" + "凌思浩": a surname and one or two characters jieba cut apart
     (reading 于 as "at") next to a person in a list of names are a person too."""
+    if not any(w == "、" for w, _ in pairs):
+        return pairs
     out: list[Pair] = []
     i = 0
     while i < len(pairs):
