@@ -11,22 +11,24 @@ text are names.py's.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 from typing import Any
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
 from kbgraph.graph.extract.nlp.chinese_phrases import phrases
-from kbgraph.graph.extract.nlp.chinese_tokens import mended, plain
+from kbgraph.graph.extract.nlp.chinese_cues import dictionary_tag
+from kbgraph.graph.extract.nlp.chinese_tokens import mended, person_like, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
                           "任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严"
                           "覃武戴莫孔向汤欧阳司马上官诸葛")
 _CJK_TAGS = {"nr": "person", "nrfg": "person", "nrt": "person", "ns": "geo", "nt": "organization", "nz": "concept",
-             "nev": "event"}
+             "nev": "event", "nlg": "organization"}
 # words that end an organization's name. After any name-like head ("中国银行", "北京大学") they make one:
 _CJK_ORG_SUFFIXES = frozenset("""
 公司 有限公司 股份有限公司 集团 银行 大学 学院 研究院 研究所 医院 控股 股份 基金会 协会 商会 实验室
@@ -46,6 +48,15 @@ _CJK_NATIONAL_SUFFIXES = frozenset("航空 石油 石化 电信 移动 联通 �
 # 的 and verbs that take a kind of product as their object ("推出扫地机器人", "专注冷链物流")
 _CJK_MAKING_VERBS = frozenset("的 推出 发布 研发 开发 生产 制造 量产 销售 采用 使用 部署 专注 布局 进军 发展 加快".split())
 _CJK_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
+_PERSON_FLAGS = frozenset("nr nrfg nrt".split())
+# what jieba tags a character its guessing runs onto a name: verbs, adverbs, directions, particles
+_RUN_ON_TAGS = frozenset("vdfpcu")
+_ARMY_CHARS = frozenset("军兵部")  # "陆完军", "曹爽军": the person's army
+_TITLE_SUBJECT_MAX = 12
+_THING_FLAGS = frozenset("nz nt nlg nev".split())
+_CJK_WORD_RE = re.compile(r"^[\u4e00-\u9fff·]+$")
+# what follows a page's subject where its text begins: a gloss, a comma, a copula ("于乐，", "X（", "X是")
+_SUBJECT_FOLLOWERS = frozenset("（(，,是为")
 # what jieba tags the single characters of a coined name it could not read as one word
 _CJK_CHAR_TAGS = _CJK_NAME_TAGS | frozenset("n ng a ag b j".split())
 # conjunctions and prepositions that jieba's guessing sometimes glues to the name after them
@@ -57,6 +68,8 @@ _CJK_STOP = frozenset("新一轮 上市 印发 一轮 新一代 下一代 首发
 _CJK_QUOTED = re.compile(r"《([^《》\n]{1,30})》|“([^“”\n]{1,30})”|「([^「」\n]{1,30})」|『([^『』\n]{1,30})』"
                          r"|\"([^\"\n]{1,30})\"")
 _CJK_TITLE_MAX = 20
+# tags of a dictionary word that is an ordinary word when quoted alone ("手指", "解冻", "烫手山芋")
+_ORDINARY_WORD_TAGS = frozenset("n v vn a ad an l i d".split())
 _CJK_SENTENCE_PUNCT = re.compile(r"[。！？；，、：,;!?:]")
 
 
@@ -89,17 +102,36 @@ def _whole_names(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def _cjk_titles(text: str) -> list[tuple[int, int]]:
     """Spans of Chinese quoted titles and products (《海棠依旧》, “东篱十五年”): CJK inside, at most
     20 characters, no sentence punctuation (quoted speech has it)."""
+    return [(start, end) for start, end, title in _cjk_quotes(text) if title]
+
+
+@lru_cache(maxsize=4)  # read twice per chunk: by detect.py for the titles, by chinese_names for the cuts
+def _cjk_quotes(text: str) -> tuple[tuple[int, int, bool], ...]:
+    """Spans of short Chinese phrases in quotation marks or 《》, each with whether it is a title;
+    one that is not (quoted words: “手指”, “最新的事件”) is still kept apart from the text around
+    it, so that the words there are cut as before."""
     found = []
     for m in _CJK_QUOTED.finditer(text):
         group = next(g for g in range(1, 6) if m.group(g) is not None)
         inner = m.group(group)
         title = inner.strip()
-        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title) \
-                or not _nominal(title) or (group > 1 and "的" in title):  # "最新的事件": a quoted phrase
+        if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
             continue
+        named = _nominal(title) and not (group > 1 and ("的" in title or _quoted_words(title)))  # "最新的事件"
         start = m.start(group) + len(inner) - len(inner.lstrip())
-        found.append((start, start + len(title)))
-    return found
+        found.append((start, start + len(title), named))
+    return tuple(found)
+
+
+def _quoted_words(phrase: str) -> bool:
+    """Whether a phrase in quotation marks (not 《》) is words quoted rather than a name: one word
+    jieba's dictionary knows as an ordinary noun, verb or adjective ("手指", "解冻", "烫手山芋"), or
+    a phrase that ends with a direction or particle ("紧急情况下")."""
+    pairs = [(p.word, p.flag) for p in _jieba_posseg().cut(phrase)]
+    if len(pairs) == 1:
+        word, flag = pairs[0]
+        return _frequency(word) > 0 and flag in _ORDINARY_WORD_TAGS
+    return pairs[-1][1][:1] in ("f", "u", "y")
 
 
 def _nominal(title: str) -> bool:
@@ -177,6 +209,76 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
     return out
 
 
+def _one_reading(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """An organization's name read whole once in the chunk ("广东日之泉" after "中甲球队") is read so
+    wherever jieba cut the same characters into pieces ("与" + "广东" + "日" + "之" + "泉"): the
+    pieces that spell it from a word's start are that name."""
+    orgs = {w for _, _, w, f in words if f == "nt" and len(w) >= 4}
+    if not orgs:
+        return words
+    prefixes = {o[:k] for o in orgs for k in range(1, len(o) + 1)}
+    out: list[tuple[int, int, str, str]] = []
+    i = 0
+    while i < len(words):
+        si, offset, word, flag = words[i]
+        spelled, j = word, i + 1
+        while j < len(words) and word in prefixes and words[j][1] == offset + len(spelled) \
+                and spelled + words[j][2] in prefixes:
+            spelled += words[j][2]
+            j += 1
+        if j > i + 1 and spelled in orgs:
+            out.append((si, offset, spelled, "nt"))
+            i = j
+            continue
+        out.append(words[i])
+        i += 1
+    return out
+
+
+def _team_word_dropped(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """"厦门蓝狮队" where the chunk names the club "厦门蓝狮": the same club; the word for a team
+    after a club's name is no part of it."""
+    orgs = {w for _, _, w, f in words if f == "nt"}
+    return [(si, offset, word[:-1], flag) if word.endswith("队") and len(word) >= 4 and word[:-1] in orgs
+            else (si, offset, word, flag) for si, offset, word, flag in words]
+
+
+def _person_fragments(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
+    """A three-character person whose first two characters the chunk names as a person more often
+    is that person and a word jieba's guessing ran onto the name ("侯景" + "入", "陆完" + "率",
+    "曹爽" + "军"): the third character alone is a verb, adverb, direction or an army."""
+    people = Counter(w for _, _, w, f in words if f in _PERSON_FLAGS)
+    out = []
+    for si, offset, word, flag in words:
+        head = word[:2]
+        if flag in _PERSON_FLAGS and len(word) == 3 and people[head] > people[word] \
+                and (word[2] in _ARMY_CHARS or (dictionary_tag(word[2]) or "n")[:1] in _RUN_ON_TAGS):
+            word = head
+        out.append((si, offset, word, flag))
+    return out
+
+
+def _title_subject(text: str, starts: list[int], words: list[tuple[int, int, str, str]]
+                   ) -> list[tuple[int, int, str, str]]:
+    """A page's title line that its text begins by repeating ("于乐" then "于乐，中国足球运动员...",
+    "猴面包树" then "猴面包树（学名..."): the page's subject, a name, however jieba cut it."""
+    first, _, rest = text.partition("\n")
+    title = first.strip()
+    body = rest.lstrip()
+    if not 2 <= len(title) <= _TITLE_SUBJECT_MAX or not _CJK_WORD_RE.match(title) or not body.startswith(title) \
+            or body[len(title):len(title) + 1] not in _SUBJECT_FOLLOWERS \
+            or any((w == title or title.startswith(w) and f in _THING_FLAGS) and f in _CJK_TAGS for _, _, w, f in words):
+        return words  # named already, or a designation before a kind ("鑫诺一号" of "鑫诺一号通信卫星")
+    dotted = any(d in title for d in "·•‧・")
+    flag = dictionary_tag(title) or ("nr" if (len(title) <= 3 or dotted) and person_like(title) else "nz")
+    if flag not in _CJK_TAGS:
+        flag = "nz"  # "猴面包树" (n): the subject of its page
+    if any(w == title for _, _, w, _ in words):
+        return [(si, a, w, flag if w == title else f) for si, a, w, f in words]
+    at = [text.index(title), len(text) - len(body)]
+    return words + [(bisect.bisect_right(starts, a) - 1, a, title, flag) for a in at]
+
+
 def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
                   cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
     """The Chinese names of ``text`` (its sentences: ``spans`` and their ``starts``) added to ``cands`` and
@@ -189,8 +291,9 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
     # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7"), or a club's after its city
     # ("建业" of "河南建业"), stands for it
     heads: dict[str, set[str]] = defaultdict(set)
+    quoted = [(a, b) for a, b, _ in _cjk_quotes(text)]
     for si, (s, e) in enumerate(spans):
-        cuts = [s] + [x for t in titles if s <= t[0] < e for x in t] + [e]
+        cuts = [s] + [x for t in quoted if s <= t[0] < e for x in t] + [e]
         for a, b in zip(cuts[::2], cuts[1::2]):
             piece = text[a:b]
             if not _CJK_CHAR.search(piece):
@@ -201,6 +304,7 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
+    words = _title_subject(text, starts, _person_fragments(_team_word_dropped(_one_reading(words))))
     tags = posseg.dt.word_tag_tab
     for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
         if flag == "nt" and len(word) >= 4:
@@ -211,7 +315,8 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
         etype = _CJK_TAGS.get(flag)
         if len(heads.get(word, ())) == 1 and word not in heads[word]:
             word, etype = next(iter(heads[word])), "organization"
-        if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP:
+        if etype is None or len(word) < 2 or not _CJK_CHAR.search(word) or word in _CJK_STOP \
+                or (flag == "nz" and len(word) == 2 and not _frequency(word)):  # a guess: "和沙", "七科"
             continue
         key = _key(word)
         if not key:

@@ -27,7 +27,7 @@ from kbgraph.graph.extract.nlp.chinese_tokens import (
     _PLACE_ENDINGS,
     Pair,
 )
-from kbgraph.graph.extract.nlp.chinese_words import ORDINARY
+from kbgraph.graph.extract.nlp.chinese_words import ORDINARY, SURNAMES
 
 # tags of the words a name of several words is made of (nouns, names, abbreviations, place words)
 _NOMINAL = frozenset("n nz ns nt nr nrfg nrt j s vn nl ng".split())
@@ -51,6 +51,14 @@ _ROLE_ENDINGS = frozenset("长员事记席理师臣友官任")
 _TIME_WORDS = frozenset("时期 时代 期间 年代 年间 时候".split())
 # characters of a word that joins or bounds two names (至, 及, 等...): no part of a longer name
 _LINKING_CHARS = frozenset("至及等和与或的之")
+# words after which a team's name comes ("中甲球队广州医药", "升班马厦门蓝狮", "对阵深圳红钻")
+_TEAM_CUES = frozenset("球队 升班马 球会 对阵 迎战 战胜 击败 负于 不敌 力克".split())
+# what ends a team's name after its city: particles, prepositions, conjunctions, pronouns,
+# punctuation; verbs, verb nouns and adverbs of two characters or more ("试训", "签约", "随后")
+_TEAM_STOP_TAGS = frozenset("ucprxw")
+_TEAM_STOP_VERBS = frozenset("v vn vd d ad t f".split())
+_MATCH_WORDS = frozenset("比赛 赛事 交锋 较量 对决".split())
+_TEAM_STOP_WORDS = frozenset("是 为 有 将 被 也 都 就 已 还 又 和 与 及 在 代表".split())
 
 
 def _nominal(pair: Pair) -> bool:
@@ -206,6 +214,88 @@ def _described(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
+def _team_start(pairs: list[Pair], i: int) -> bool:
+    """Whether pairs[i] can begin a team's name: a place right after a word that says a team comes
+    next ("中甲球队" + "广州医药", "升班马" + "厦门蓝狮", "对阵" + "深圳红钻")."""
+    if pairs[i][1] != "ns" or not _CJK_WORD.match(pairs[i][0]) or i == 0:
+        return False
+    before = pairs[i - 1][0]
+    if before == "的" and i >= 2 and pairs[i - 2][0].endswith("球队"):
+        before = pairs[i - 2][0]  # "中甲球队的广州医药"
+    return before in _TEAM_CUES or before.endswith("球队")
+
+
+def _team_end(pairs: list[Pair], i: int) -> int:
+    """The end of the team name that starts with the place pairs[i]: the Chinese words after it up
+    to punctuation, a particle, preposition, conjunction or pronoun, a verb of two characters or
+    more, or a kind of team ("青年队"); at most four characters after the place."""
+    end, width = i + 1, 0
+    while end < len(pairs):
+        word, flag = pairs[end]
+        if word == "之" and end + 1 < len(pairs) and len(pairs[end + 1][0]) == 1:
+            flag = "n"  # "广东" + "日之泉"
+        if not _CJK_WORD.match(word) or flag[:1] in _TEAM_STOP_TAGS or word.endswith("队") or word in _TEAM_STOP_WORDS \
+                or (len(word) >= 2 and flag in _TEAM_STOP_VERBS) or width + len(word) > 4:
+            break
+        width += len(word)
+        end += 1
+    return end
+
+
+def _before_a_match(pairs: list[Pair], i: int) -> int | None:
+    """The end of a place and one word after it that "的比赛" follows ("武汉" + "光谷" + "的比赛"):
+    a team's name, with or without a word before it that says so."""
+    end = i + 2
+    if pairs[i][1] != "ns" or end + 1 >= len(pairs) or not _CJK_WORD.match(pairs[i + 1][0]) \
+            or pairs[i + 1][1] in _TEAM_STOP_VERBS or pairs[i + 1][1][:1] in _TEAM_STOP_TAGS:
+        return None
+    return end if pairs[end][0] == "的" and pairs[end + 1][0] in _MATCH_WORDS else None
+
+
+def _teams(pairs: list[Pair]) -> list[Pair]:
+    """"中甲球队" + "广州" + "医药" -> "广州医药" (an organization): a place and the words after it,
+    where the words before say that a team is named ("球队", "升班马", "对阵"); a club's sponsor name
+    after its city is part of the club's name, and the city alone no entity there."""
+    out: list[Pair] = []
+    i = 0
+    while i < len(pairs):
+        match_end = _before_a_match(pairs, i)
+        if match_end is not None or _team_start(pairs, i):
+            end = match_end or _team_end(pairs, i)
+            if end > i + 1:
+                out.append(("".join(w for w, _ in pairs[i:end]), "nt"))
+                i = end
+                continue
+        out.append(pairs[i])
+        i += 1
+    return out
+
+
+def _listed_people(pairs: list[Pair]) -> list[Pair]:
+    """"队友" + "于" + "乐" + "、" + "凌思浩": a surname and one or two characters jieba cut apart
+    (reading 于 as "at") next to a person in a list of names are a person too."""
+    if not any(w == "、" for w, _ in pairs):
+        return pairs
+    out: list[Pair] = []
+    i = 0
+    while i < len(pairs):
+        nxt = i + 2
+        while nxt < len(pairs) and nxt - i <= 3 and pairs[nxt][0] != "、":
+            nxt += 1
+        name = "".join(w for w, _ in pairs[i:nxt])
+        beside = (nxt < len(pairs) - 1 and pairs[nxt + 1][1] in _PERSON_TAGS) \
+            or (i >= 2 and pairs[i - 1][0] == "、" and out and out[-2][1] in _PERSON_TAGS)
+        if nxt < len(pairs) and pairs[nxt][0] == "、" and nxt - i >= 2 and 2 <= len(name) <= 3 \
+                and _CJK_WORD.match(name) and name[0] in SURNAMES and all(len(w) == 1 for w, _ in pairs[i:nxt]) \
+                and beside:
+            out.append((name, "nr"))
+            i = nxt
+            continue
+        out.append(pairs[i])
+        i += 1
+    return out
+
+
 def phrases(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """The mended pairs with the module's rules applied (``freq``: jieba's dictionary frequency)."""
-    return _described(_listed(_long_orgs(pairs), freq))
+    return _described(_listed(_long_orgs(_teams(_listed_people(pairs))), freq))

@@ -25,22 +25,36 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from kbgraph.graph.extract.nlp.chinese_cues import (
+    CJK_WORD as _CJK_WORD,
+    NAME_TAGS as _NAME_TAGS,
+    PERSON_TAGS as _PERSON_TAGS,
+    Pair,
+    clan,
+    dictionary_tag,
+    generic_after_place,
+    initial_surname,
+    leagues,
+    linked_guess,
+    reads_as_ordinary,
+    region_in_place,
+)
 from kbgraph.graph.extract.nlp.chinese_words import COMPOUND_SURNAMES, ORDINARY, SURNAMES, TRANSLITERATION
 
-Pair = tuple[str, str]
 _DOTS = frozenset("·•‧・")
-_PERSON_TAGS = frozenset("nr nrfg nrt".split())
-_NAME_TAGS = frozenset("nr nrfg nrt ns nz nt".split())
 _NUMERALS = "一二三四五六七八九十"
 # tags of words that are no part of a name after it (verbs, prepositions, particles...)
 _VERBAL = frozenset("v vd vn p c u uj ul uz ud ug uv d r f m q x".split())
 _REGNAL = re.compile(rf"[{_NUMERALS}]{{1,3}}世$")
 _SERIAL = re.compile(rf"^[{_NUMERALS}]{{1,3}}号$")
 _SERIAL_END = re.compile(rf"^[\u4e00-\u9fff]{{2,4}}[{_NUMERALS}]{{1,3}}号$")
-_CJK_WORD = re.compile(r"^[\u4e00-\u9fff]+$")
 # conjunctions and prepositions that jieba's guessing glues to a name after them ("由金晨", "和朗峰")
 FUNCTION_CHARS = frozenset("和与及跟同在从向对把被由为将了是给让")
 _GLUED_CHARS = FUNCTION_CHARS | {"原"}  # "原广三" (the former ...)
+# prepositions that are surnames as well (于丹): glued only before a word jieba knows ("于京师")
+_SURNAME_PREPOSITIONS = frozenset("于")
+# compass directions jieba tags as places ("转向东北", "山东省西北部"): directions, not regions
+_DIRECTIONS = frozenset("东北 西北 东南 西南 东部 西部 南部 北部 中部 东面 西面 南面 北面".split())
 # a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
 # in "在中国效力" is a verb it tags as a noun
 _COINED_NOUN = 300
@@ -54,6 +68,10 @@ _ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
 _EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# referendums: a place and what it votes on before them name one ("苏格兰独立公投", "英国脱欧公投")
+_VOTE_WORDS = frozenset("公投 公民投票 全民公投 全民投票".split())
+# words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
+_EVENT_SCOPES = frozenset("世界 冬季 夏季".split())
 # battles, wars, risings and treaties after a place's or people's name ("凡尔登" + "会战")
 _BATTLE_SUFFIXES = frozenset("战役 战争 之战 会战 起义 条约 公约 协定 和约".split())
 # infrastructure after a place or an abbreviation of places makes a place: "广州" + "西站",
@@ -63,13 +81,16 @@ _INFRA_SUFFIXES = frozenset("""
 """.split())
 
 # tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
-_SYLLABLE_TAGS = frozenset("n q vg v a j f nr nrt ns nz ng b".split())
+_SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b".split())  # 奇 (ag) of 佩特里奇
 _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 # a word this frequent in jieba's dictionary is a name of its own (伊朗 3820, 伊拉克 2671, 波斯 1717),
 # not a piece of a longer one (塔斯 4)
 _KNOWN_NAME = 100
 # characters that end no person's name but that jieba's guessing runs onto one ("潘淑的", "余蔚为")
 _NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把将说等曾又再就都便则亦即乃于自给")
+# last characters of the names of kinds of things (fish, birds, insects, plants, food, drink,
+# medicine, illness, tools, furniture, clothes, instruments) that end no person's name
+_KIND_CHARS = frozenset("鱼鸟虫蛇藤草菜菇酒药病柜鞋帽袜裙锣钹笛鼓炮枪剂")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
 
@@ -288,14 +309,23 @@ def _geo_tails(pairs: list[Pair]) -> list[Pair]:
     return out
 
 
-def _events(pairs: list[Pair]) -> list[Pair]:
+def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word;
-    a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约")."""
+    a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约").
+    A common noun before a league word is a kind of league ("低" + "级别" + "联赛"). A place, what it
+    votes on (one verb or noun) and a referendum word are one event ("苏格兰" + "独立" + "公投")."""
     out: list[Pair] = []
     for word, flag in pairs:
+        if word in _VOTE_WORDS and len(out) >= 2 and out[-2][1] == "ns" and _CJK_WORD.match(out[-1][0]) \
+                and len(out[-1][0]) <= 2 and out[-1][1] in ("v", "vn", "n", "ns", "j"):
+            what = out.pop()[0]
+            out.append((out.pop()[0] + what + word, "nev"))
+            continue
         named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
         if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
-                and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL:
+                and out[-1][0] not in ORDINARY and out[-1][1] not in _VERBAL \
+                and (out[-1][1] in _NAME_TAGS or out[-1][1] in ("j", "nlg") or out[-1][0] in _EVENT_SCOPES
+                     or freq(out[-1][0]) < _COINED_NOUN):
             out.append((out.pop()[0] + word, "nev"))
             continue
         out.append((word, flag))
@@ -304,26 +334,47 @@ def _events(pairs: list[Pair]) -> list[Pair]:
 
 def _unglued(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"由金晨" (nr) -> "由" + "金晨", "由广茂" -> "由" + "广茂": a function character jieba ran
-    into the name after it (a person's must then start with a surname)."""
+    into the name after it (a person's must then start with a surname). "于" is a surname too: only
+    before a word the dictionary knows better than the whole ("于京师", "于岩礁") or a foreign name
+    ("于罗密·施奈德") is it the preposition."""
     out: list[Pair] = []
-    for word, flag in pairs:
-        if flag in _NAME_TAGS and len(word) == 3 and word[0] in _GLUED_CHARS and word not in ORDINARY \
-                and not freq(word):  # a word jieba's dictionary knows is whole ("同盟国")
-            out += [(word[0], "p"), (word[1:], flag)]
+    for i, (word, flag) in enumerate(pairs):
+        nxt = pairs[i + 1][0] if i + 1 < len(pairs) else ""
+        if flag in _NAME_TAGS and len(word) == 3 and _glued(word, freq, nxt in _DOTS):
+            out += [(word[0], "p"), (word[1:], dictionary_tag(word[1:]) or flag)]  # "华中" is a place
             continue
         out.append((word, flag))
     return out
 
 
+def _glued(word: str, freq: Callable[[str], int], dotted: bool) -> bool:
+    """Whether the first character of a three-character name is a preposition glued to the rest.
+    A word the dictionary knows is whole ("同盟国"), unless the rest is ten times better known: its
+    rare entries "于京师" (3) and "和威廉" (3) are jieba's own glued guesses."""
+    if word in ORDINARY or not _CJK_WORD.match(word) or word[0] not in _GLUED_CHARS | _SURNAME_PREPOSITIONS:
+        return False
+    rest = word[1:]
+    if dotted and _transliterated(rest):
+        return True  # no Chinese surname before a foreign name
+    if word[0] in _SURNAME_PREPOSITIONS:
+        return freq(rest) > 0 and freq(word) * 10 < freq(rest)
+    return not freq(word) or freq(word) * 10 < freq(rest)
+
 
 def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"潘淑的" -> "潘淑" + "的", "尼高·高华为" -> "尼高·高华" + "为": a particle, conjunction or
     adverb jieba's guessing ran onto the end of a person's name; onto a word its dictionary knows
-    ("任教" + "于", "晋升" + "为"), it made no name at all."""
+    ("任教" + "于", "晋升" + "为"), it made no name at all. A verb after a name the dictionary knows
+    far better than the whole ("刘备入" + "蜀") is cut off too."""
     out: list[Pair] = []
     for word, flag in pairs:
         rest = word[:-1]
         dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        if flag in _PERSON_TAGS and len(word) == 3 and _CJK_WORD.match(word) and freq(rest) > 10 * freq(word) \
+                and dictionary_tag(rest) in _PERSON_TAGS and (dictionary_tag(word[-1]) or "n")[:1] in "vdpcu" \
+                and word[-1] not in TRANSLITERATION and rest not in COMPOUND_SURNAMES:  # not 巴特拉, 慕容垂
+            out += [(rest, "nr"), (word[-1], "x")]  # "刘备入" (8) + "蜀": a name its dictionary knows, and a verb
+            continue
         if flag in _PERSON_TAGS and len(word) == 2 and word[-1] in _NAME_FINAL_STOPS and not freq(word):
             out += [(word[0], "n"), (word[-1], "x")]  # "叶" + "为": a noun and a verb, no "叶为"
             continue
@@ -356,24 +407,39 @@ def _language(word: str, flag: str) -> bool:
 
 
 def plain(pairs: list[Pair]) -> list[Pair]:
-    """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) dropped
-    to "n", before any rule reads them."""
-    return [(w, "n") if f in _NAME_TAGS and w in ORDINARY else (w, f) for w, f in pairs]
+    """The name tags jieba's dictionary gives ordinary words (城市 ns, 卫星 nr, 国家队 nt) and a
+    surname's family or clan ("李氏", "刘家") dropped to "n" before any rule reads them."""
+    out: list[Pair] = []
+    for w, f in pairs:
+        if f in _NAME_TAGS and (w in ORDINARY or clan(w)):
+            f = "n"
+        out.append((w, f))
+    return out
 
 
 def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """jieba's pairs with the rules of the module applied (names joined; tags of non-names dropped
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
-    pairs = _regnal(_dotted(_unglued(plain(pairs), freq), freq))
-    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails))
+    pairs = _regnal(_dotted(_unglued(leagues(initial_surname(plain(pairs))), freq), freq))
+    pairs = generic_after_place(region_in_place(pairs))
+    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
                 and (not person_like(word) or (len(word) >= 3 and word[-1] in _ADMIN_ENDINGS)):
             flag = "ns"  # "科学城", "亦庄", "张家村": jieba's person tag on a place
         elif flag in _NAME_TAGS and (word in ORDINARY or (flag in _PERSON_TAGS and not person_like(word))
-                                     or _language(word, flag)):
+                                     or _language(word, flag) or (flag in _PERSON_TAGS and _CJK_WORD.match(word)
+                                                                  and freq(word) > 0 and reads_as_ordinary(word))):
+            flag = "n"
+        elif flag in _PERSON_TAGS and word[-1] in _KIND_CHARS and not any(d in word for d in _DOTS):
+            flag = "n"  # "龙利鱼", "雷公藤", "冷冻柜": a kind of thing, by its last character
+        elif flag in _NAME_TAGS and word in _DIRECTIONS:
+            flag = "f"  # alone, after the rules: "西南" + "站" is a station
+        elif flag in _NAME_TAGS and linked_guess(word, flag, freq):
             flag = "n"
         out.append((word, flag))
     return out
+
+

@@ -1,0 +1,124 @@
+"""The nlp extractor on Chinese text (issue 41, third round): ordinary words, fragments and the
+boundaries of names, by kinds of error rather than by word."""
+
+from __future__ import annotations
+
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
+
+
+def entities(text: str) -> dict[str, str]:
+    return {e.name: e.type for e in NLPExtractor().extract(text).entities}
+
+
+def test_a_club_named_after_a_team_word_keeps_its_city_and_sponsor() -> None:
+    found = entities("他被租借到中甲球队的广州医药。后来他选择加盟中甲球队广东日之泉，但他并未与广东日之泉签约。"
+                     "友谊赛对阵德国是他的第一场比赛。")
+    assert found["广州医药"] == "organization" and found["广东日之泉"] == "organization"
+    assert not {"广州", "广东", "德国是"} & set(found)
+    assert found["德国"] == "geo"
+
+
+def test_a_common_word_before_a_league_word_makes_no_event() -> None:
+    found = entities("他参加当地的低级别联赛。中甲联赛开幕了。2022年冬季奥运会在北京举行。")
+    assert "级别联赛" not in found
+    assert found["中甲联赛"] == "event" and found["冬季奥运会"] == "event"
+
+
+def test_a_surname_with_its_clan_word_and_compass_directions_are_no_names() -> None:
+    found = entities("李氏与刘家世代交好，姜姓族人住在村子西南。赫连氏迁到北方。铁路转向东北，经过西南站到达广州。")
+    assert not {"李氏", "刘家", "姜姓", "赫连氏", "西南", "东北"} & set(found)
+    assert found["西南站"] == "geo"
+
+
+def test_a_preposition_jieba_glued_to_a_known_word_is_cut_off() -> None:
+    found = entities("明朝迁都于京师。他和威廉一起离开。于丹是一位学者。")
+    assert not {"于京师", "和威廉"} & set(found)
+    assert found["威廉"] == "person" and found["于丹"] == "person"
+
+
+def test_a_character_run_onto_a_person_the_chunk_names_is_cut_off() -> None:
+    found = entities("侯景起兵反梁。侯景入城后，侯景派兵追击。")
+    assert found["侯景"] == "person"
+    assert not {"侯景入", "侯景派"} & set(found)
+
+
+def test_words_quoted_for_emphasis_are_no_titles_and_titles_stay() -> None:
+    found = entities("这是当年的“标王”。他被视为“烫手山芋”。“紧急情况下”要冷静。他主演了《海棠依旧》和“东篱十五年”。")
+    assert not {"标王", "烫手山芋", "紧急情况下"} & set(found)
+    assert {"海棠依旧", "东篱十五年"} <= set(found)
+
+
+def test_a_team_word_after_a_club_the_chunk_names_is_the_club() -> None:
+    found = entities("他加盟升班马厦门蓝狮。在厦门蓝狮队他受到重用。白磊在和武汉光谷的比赛中进球。")
+    assert found["厦门蓝狮"] == "organization" and found["武汉光谷"] == "organization"
+    assert not {"厦门蓝狮队", "武汉", "厦门"} & set(found)
+
+
+def test_dictionary_words_that_read_as_ordinary_words_are_no_persons() -> None:
+    found = entities("大家送上祝福。士兵们每天练兵。墙上张贴着告示。这些史实很清楚。毛泽东和孙权都是历史人物。")
+    assert not {"祝福", "练兵", "张贴", "史实"} & set(found)
+    assert found["毛泽东"] == "person" and found["孙权"] == "person"
+
+
+def test_a_verb_after_a_known_name_and_a_last_syllable_tagged_as_adjective() -> None:
+    assert "刘备" in entities("在刘备入蜀时他守城。") and "刘备入" not in entities("在刘备入蜀时他守城。")
+    found = entities("佩特里奇2012年加盟富勒姆。慕容垂起兵。")
+    assert "佩特里奇" in found and "佩特里" not in found
+    assert "慕容垂" in found
+
+
+def test_football_league_abbreviations_are_organizations_however_jieba_cuts_them() -> None:
+    found = entities("他现效力于中超球队天津泰达，参加过中超和亚冠。2007年他加盟德甲多特蒙德队。其中甲方同意。")
+    assert found["中超"] == "organization" and found["亚冠"] == "organization" and found["德甲"] == "organization"
+    assert "德甲多特蒙德" not in found and "甲方" not in found
+
+
+def test_a_guessed_two_character_name_holding_a_linking_word_is_none() -> None:
+    from kbgraph.graph.extract.nlp.chinese_cues import linked_guess as _linked_guess
+    unknown = lambda word: 0  # noqa: E731 - a word jieba's dictionary does not list
+    assert _linked_guess("的国", "ns", unknown) and _linked_guess("法及", "ns", unknown)
+    assert _linked_guess("和凯", "nr", unknown) and not _linked_guess("李凯", "nr", unknown)
+    assert not _linked_guess("之江", "ns", lambda word: 5)  # a place the dictionary knows
+
+
+def test_a_two_character_proper_noun_jieba_only_guessed_is_none_but_builds_longer_names() -> None:
+    found = entities("标准的和弓长度为七尺三寸。此外也有一种较短的和弓。香港广场、力宝广场、新世界广场等是商业区。")
+    assert "和弓" not in found
+    assert "力宝广场" in found  # 力宝 (a guess) still begins a list item's name
+
+
+def test_kinds_of_fish_plants_and_instruments_are_no_persons() -> None:
+    found = entities("渔民捕获了龙利鱼和明太鱼。山上长着雷公藤。乐队敲响马锣。")
+    assert not {"龙利鱼", "明太鱼", "雷公藤", "马锣"} & set(found)
+
+
+def test_a_places_government_or_companies_are_the_place() -> None:
+    found = entities("他为日本政府工作。美国公司和中国公司都在竞争。加拿大政府宣布了新政策。法国宇航公司制造了卫星。")
+    assert found["日本"] == "geo" and found["美国"] == "geo" and found["加拿大"] == "geo"
+    assert not {"日本政府", "美国公司", "加拿大政府", "加拿"} & set(found)
+    assert found["法国宇航公司"] == "organization"
+
+
+def test_a_place_and_a_part_of_it_before_the_word_for_region_are_the_place() -> None:
+    found = entities("西格尔的祖母来自俄罗斯远东地区的符拉迪沃斯托克。卫星覆盖亚太地区。")
+    assert found["俄罗斯"] == "geo" and "俄罗斯远东地区" not in found
+    assert "亚太地区" in found
+
+
+def test_a_referendum_after_a_place_and_what_it_votes_on_is_one_event() -> None:
+    found = entities("新皇家海军在2014年苏格兰独立公投之前许下承诺。")
+    assert found["苏格兰独立公投"] == "event" and "苏格兰" not in found
+
+
+def test_a_pages_title_that_its_text_repeats_is_its_subject_and_listed_people_stay_whole() -> None:
+    found = entities("于乐\n于乐（），中国足球运动员，司职前锋。于乐出身于北京国安。")
+    assert found["于乐"] == "person" and found["北京国安"]
+    found = entities("世昌与河南建业的队友于乐、凌思浩一同加盟。")
+    assert found["于乐"] == "person" and found["凌思浩"] == "person"
+    found = entities("鑫诺一号通信卫星\n鑫诺一号通信卫星是一颗卫星。鑫诺一号于1998年发射。")
+    assert "鑫诺一号" in found  # a designation before its kind keeps its own key
+
+
+def test_a_sentence_beginning_with_yu_one_character_and_a_verb_begins_with_a_person() -> None:
+    assert entities("于乐出身的那家俱乐部当年花最多钱买来的球员是谁？") == {"于乐": "person"}
+    assert entities("于北京出生。") == {"北京": "geo"}
