@@ -26,13 +26,16 @@ import numpy as np
 
 from kbgraph.graph.ppr import ppr_vector
 from kbgraph.llm.base import Embedder
+from kbgraph.parse.tokenize import tokenize
 from kbgraph.search.chains import (
     ChainGraph,
     ChainParams,
     NeighbourFn,
+    Step,
     best_chains,
     chain_starts,
     chain_steps,
+    described_entities,
     naive_cosines,
     place_chains,
     read_vectors,
@@ -274,7 +277,8 @@ def vector_sample(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: En
 def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
                          question: np.ndarray, naive: Sequence[ChunkHit], params: PPRParams, floor: float,
                          facts: dict[int, dict[str, float]] | None = None,
-                         named: Mapping[int, float] | None = None) -> dict[str, float] | None:
+                         named: Mapping[int, float] | None = None,
+                         question_words: set[str] | None = None) -> dict[str, float] | None:
     """Chunk scores in (0, 1] that rank naive's hits in naive's order with the passages chains
     reach (``kbgraph.search.chains``) placed among them; None when no chain reaches a passage.
     ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it)."""
@@ -295,11 +299,24 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
     shares = {h.chunk_id: h.similarity / top for h in naive} if top > 0 else {}
     mean, spread = reference(sample, unit(question))
     target_z = {c: (cos - mean) / spread for c, cos in {**known, **measured}.items()}
-    found = best_chains(steps, target_z, shares, chains, facts)
+    described = described_entities(steps, _entity_names(graph, steps), question_words or set()) \
+        if chains.described_bonus else set()
+    found = best_chains(steps, target_z, shares, chains, facts, described)
     if not found:
         return None
     placed = place_chains([h.chunk_id for h in naive], starts, found, chains)
     return naive_order(placed)
+
+
+def _entity_names(graph: EntityGraph, steps: Sequence[Step]) -> dict[int, str]:
+    """Entity node -> its key (the normalized name), for the entities the steps go through."""
+    return {s.entity: graph.graph.nodes[s.entity].split("\x1f", 2)[2] for s in steps}
+
+
+def question_words(analysis: QueryAnalysis) -> set[str]:
+    """The question's own words: its keywords' tokens, without those of the entities it names."""
+    named = {t for name in analysis.entities for t in tokenize(name)}
+    return {t for keyword in analysis.keywords for t in tokenize(keyword)} - named
 
 
 def naive_order(order: Sequence[str]) -> dict[str, float]:
@@ -391,7 +408,8 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
             assert vector is not None
             chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
                                            params, embedder.similarity_floor if embedder is not None else 0.0,
-                                           fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params))
+                                           fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params),
+                                           question_words(analysis))
             chunk_scores_ = chained if chained is not None else naive_order([h.chunk_id for h in naive])
         return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params)
 

@@ -16,11 +16,16 @@ from kbgraph.search.chains import (
     best_chains,
     chain_starts,
     chain_steps,
+    described_entities,
     naive_cosines,
     place_chains,
     sample_ids,
     z_scores,
 )
+from kbgraph.config import Settings
+from kbgraph.data import SAMPLE_CORPUS_DIR
+from kbgraph.engine import Engine
+from kbgraph.meta.schemas import GraphConfig
 from kbgraph.search.chunks import ChunkHit
 
 
@@ -73,10 +78,10 @@ SHARES = {h.chunk_id: h.similarity / NAIVE[0].similarity for h in NAIVE}
 
 def chains(cites: dict[str, list[str]] = CITES, params: ChainParams = PARAMS, mentions: dict[str, int] | None = None,
            facts: dict[int, dict[str, float]] | None = None, named: dict[int, float] | None = None,
-           z: dict[str, float] = Z):  # type: ignore[no-untyped-def]
+           z: dict[str, float] = Z, described: set[int] | None = None):  # type: ignore[no-untyped-def]
     graph = graph_of(cites, mentions)
     steps = chain_steps(graph, chain_starts(NAIVE, params), params, named)
-    return best_chains(steps, z, SHARES, params, facts)
+    return best_chains(steps, z, SHARES, params, facts, described)
 
 
 def test_chains_start_only_from_passages_that_match_the_question() -> None:
@@ -219,3 +224,52 @@ def test_graph_evidence_orders_what_follows_the_passages_that_match_the_question
     fused = [chunk(c) for c in ("hub page", "second", "journal", "bridge")]
     assert [c.chunk_id for c in leading(fused, ["journal", "second"])] == ["journal", "second", "hub page", "bridge"]
     assert [c.chunk_id for c in leading(fused, [])] == ["hub page", "second", "journal", "bridge"]
+
+
+def test_a_step_through_an_entity_the_question_describes_weighs_more() -> None:
+    # "Who was the first president of the society that publishes the Journal of Quiet Rivers?": the
+    # question calls the Brenford Society "the society" without naming it
+    society = entity_number(CITES, "brenford society")
+    plain = chains()[0].evidence
+    assert chains(described={society})[0].evidence == pytest.approx(plain + PARAMS.described_bonus)
+    # the described bridge's passage goes ahead of one a better-matching passage reaches otherwise
+    two = {**CITES, "journal": [*CITES["journal"], "river survey"], "survey": ["river survey"]}
+    z = {**Z, "survey": 2.9, "presidents": 2.5}
+    assert chains(cites=two, z=z, mentions={"river survey": 3})[0].target == "survey"
+    assert chains(cites=two, z=z, mentions={"river survey": 3}, described={society})[0].target == "presidents"
+
+
+def test_the_entities_a_question_describes_are_read_from_its_own_words() -> None:
+    steps = chain_steps(graph_of(CITES), ["journal"], PARAMS)
+    society, journal = entity_number(CITES, "brenford society"), entity_number(CITES, "journal of quiet rivers")
+    names = {society: "brenford society", journal: "journal of quiet rivers"}
+    # "society" is the question's own word; "journal" and "river" belong to the name it gives
+    assert described_entities(steps, names, {"societi", "first", "presid"} | {"society"}) == {society}
+    assert described_entities(steps, names, set()) == set()
+    # a Chinese name is one token to the segmenter: the question's word is read inside it
+    chinese = {society: "中国空间技术研究院", journal: "鑫诺二号通信卫星"}
+    assert described_entities(steps, chinese, {"研究院", "领导", "造"}) == {society}
+    assert described_entities(steps, chinese, {"造", "归"}) == set()  # single characters describe nothing
+
+
+def test_a_query_hands_the_chains_the_entities_its_question_describes(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbgraph.search import ppr_search
+
+    seen: list[set[int]] = []
+    original = ppr_search.best_chains
+
+    def spy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(set(args[5] if len(args) > 5 else kwargs.get("described") or set()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(ppr_search, "best_chains", spy)
+    with Engine.open(settings) as engine:
+        engine.create_kb("lore", graph=GraphConfig(enabled=True, method="nlp"))
+        engine.index_paths("lore", [SAMPLE_CORPUS_DIR])
+        kb_id = engine.kb("lore").id
+        # "guild" is the question's own word; the guilds the sample corpus names are steps of its chains
+        engine.query(["lore"], "Which guild publishes a yearly atlas that captains carry on board?", mode="ppr")
+        graph = ppr_search.entity_graph(engine.store, engine.tenant, [kb_id])
+    names = {graph.graph.nodes[n].split("\x1f", 2)[2] for found in seen for n in found}
+    assert names and all("guild" in name for name in names)
