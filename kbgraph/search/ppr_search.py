@@ -26,7 +26,6 @@ import numpy as np
 
 from kbgraph.graph.ppr import ppr_vector
 from kbgraph.llm.base import Embedder
-from kbgraph.parse.tokenize import tokenize
 from kbgraph.search.chains import (
     ChainGraph,
     ChainParams,
@@ -313,12 +312,6 @@ def _entity_names(graph: EntityGraph, steps: Sequence[Step]) -> dict[int, str]:
     return {s.entity: graph.graph.nodes[s.entity].split("\x1f", 2)[2] for s in steps}
 
 
-def question_words(analysis: QueryAnalysis) -> set[str]:
-    """The question's own words: its keywords' tokens, without those of the entities it names."""
-    named = {t for name in analysis.entities for t in tokenize(name)}
-    return {t for keyword in analysis.keywords for t in tokenize(keyword)} - named
-
-
 def naive_order(order: Sequence[str]) -> dict[str, float]:
     """Scores in (0, 1] that keep this order."""
     return {cid: 1.0 - i / (len(order) + 1) for i, cid in enumerate(order)}
@@ -409,7 +402,7 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
             chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
                                            params, embedder.similarity_floor if embedder is not None else 0.0,
                                            fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params),
-                                           question_words(analysis))
+                                           analysis.own_words())
             chunk_scores_ = chained if chained is not None else naive_order([h.chunk_id for h in naive])
         return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params)
 

@@ -37,6 +37,12 @@ class QueryAnalysis:
     keywords: list[str] = field(default_factory=list)
     source: Literal["llm", "nlp"] = "nlp"
 
+    def own_words(self) -> set[str]:
+        """The question's own words: its keywords' tokens, without those of the entities it names
+        (what it describes rather than names: "the *institute* that built X")."""
+        named = {t for name in self.entities for t in tokenize(name)}
+        return {t for keyword in self.keywords for t in tokenize(keyword)} - named
+
 
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
