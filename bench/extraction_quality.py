@@ -147,22 +147,19 @@ def evaluate(rows: list[dict[str, Any]], entity_types: list[str] | None = None,
 def kb_name_links(rows: list[dict[str, Any]], entity_types: list[str] | None = None
                   ) -> Callable[[str, dict[str, Any]], str]:
     """A resolver that maps each extracted key through the name links of its (language, kind) group,
-    read as one knowledge base of the group's texts."""
-    from kbgraph.graph.derive.aliases import name_links
+    read as one knowledge base of the group's texts (``aliases.kb_name_links``, what the refresh links)."""
+    from kbgraph.graph.derive.aliases import kb_name_links as links_of
     from kbgraph.graph.extract.nlp.types import kind_types
 
     types = entity_types or list(DEFAULT_ENTITY_TYPES)
-    person = kind_types(types)["person"]
+    kinds = kind_types(types)
     extractor = build_extractor("nlp", None, entity_types=types)
-    people: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
-    mentions: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    typed: dict[tuple[str, str], dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
     for row in rows:
         group = (row["lang"], row["kind"])
         for e in extractor.extract(row["text"]).entities:
-            mentions[group][_key(e.name)] += 1
-            if e.type == person:
-                people[group][_key(e.name)] += 1
-    links = {group: name_links(people[group], mentions[group]) for group in mentions}
+            typed[group][_key(e.name)][e.type] += 1
+    links = {group: links_of(by_key, kinds["person"], kinds["geo"], kinds["concept"]) for group, by_key in typed.items()}
     return lambda key, row: links.get((row["lang"], row["kind"]), {}).get(key, key)
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from collections import Counter
+from collections import Counter, defaultdict
 
 from kbgraph.graph.derive.aliases import (
-    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, name_links, stored_keys, with_edits, with_name_links,
+    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, kb_name_links, stored_keys, with_edits, with_name_links,
 )
 from kbgraph.graph.derive.corrections import edited_keys
 from kbgraph.graph.extract.nlp.types import FALLBACK_TYPE, kind_types
@@ -93,21 +93,13 @@ def refresh_name_links(ctx: KBContext) -> DeriveResult:
 
 
 def _wanted_name_links(ctx: KBContext) -> dict[str, str]:
-    """The name links the stored mentions call for (none when the knowledge base has no person type)."""
-    person = kind_types(ctx.graph.entity_types)["person"]
-    if person == FALLBACK_TYPE:
-        return {}
-    people: Counter[str] = Counter(d["entity_key_kwd"] for d in ctx.store.scan(
-        ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND), eq("entity_type_kwd", person)],
-        fields=["entity_key_kwd"]))
-    maybe = name_links(people, {})
-    if not maybe:
-        return {}
-    shorts = sorted(maybe)
-    mentions: dict[str, int] = {}
-    for start in range(0, len(shorts), 500):
-        batch = shorts[start:start + 500]
-        mentions.update(ctx.store.aggregate(
-            ctx.tenant, [ctx.kb_id], "entity_key_kwd",
-            [eq("knowledge_graph_kwd", EntityMention.KIND), any_of("entity_key_kwd", batch)], size=len(batch)))
-    return name_links(people, mentions)
+    """The name links the stored mentions call for (``aliases.kb_name_links``): first names of
+    people, short forms and spelling variants of the other names."""
+    kinds = kind_types(ctx.graph.entity_types)
+    typed: dict[str, Counter[str]] = defaultdict(Counter)
+    for d in ctx.store.scan(ctx.tenant, [ctx.kb_id], [eq("knowledge_graph_kwd", EntityMention.KIND)],
+                            fields=["entity_key_kwd", "entity_type_kwd"]):
+        typed[d["entity_key_kwd"]][d.get("entity_type_kwd") or ""] += 1
+    person = kinds["person"] if kinds["person"] != FALLBACK_TYPE else ""
+    place = kinds["geo"] if kinds["geo"] != FALLBACK_TYPE else ""
+    return kb_name_links(typed, person, place, kinds["concept"])

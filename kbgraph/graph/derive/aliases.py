@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from kbgraph.graph.derive.short_forms import short_form_links
 from kbgraph.graph.derive.corrections import CORRECTION_KIND, Correction, KeyEdits, fold
 from kbgraph.store.base import DocStore, any_of
 from kbgraph.store.records import EntityMention, RelationMention, ResolutionDecision, stable_id
@@ -205,4 +206,18 @@ def name_links(person_mentions: Mapping[str, int], mentions: Mapping[str, int]) 
         if " " in short or len(short) < 2 or len(fulls) != 1 or count * 2 <= mentions.get(short, count):
             continue
         links[short] = next(iter(fulls))
+    return links
+
+
+def kb_name_links(typed: Mapping[str, Mapping[str, int]], person: str, place: str, catch_all: str = ""
+                  ) -> dict[str, str]:
+    """Every name link of a knowledge base, from its keys' mentions by type (key -> type -> count):
+    first names (``name_links``) and, for the other names, short forms and spelling variants
+    (``short_forms.short_form_links``). A key both would link keeps its first-name link."""
+    totals = {key: sum(by_type.values()) for key, by_type in typed.items()}
+    main = {key: max(by_type.items(), key=lambda item: (item[1], item[0]))[0]
+            for key, by_type in typed.items() if by_type}
+    people = {key: by_type[person] for key, by_type in typed.items() if person and by_type.get(person)}
+    links = short_form_links(totals, main, person, place, catch_all)
+    links.update(name_links(people, totals))
     return links
