@@ -18,6 +18,7 @@ from kbgraph.graph.derive.short_forms import short_form_links
 from kbgraph.graph.invariants import check_graph, stored_graph
 from kbgraph.index.chunks import parse_document
 from kbgraph.index.context import KBContext
+from kbgraph.index.corrections import record_key_correction
 from kbgraph.index.extraction import extract_document
 from kbgraph.index.merge import merge_document
 from kbgraph.index.refresh import refresh_kb
@@ -106,5 +107,12 @@ def test_the_refresh_gives_a_clubs_short_form_to_its_full_name(store: DocStore, 
     assert set(entities["北京国安"].doc_ids) == {"full", "short"}
     assert "国安" in entities["北京国安"].aliases
     assert "北京" in entities  # the place stays itself
+    assert check_graph(store, tenant, "kb", ctx.describer()) == []
+
+    # a link the user finds wrong is split off by its name, and stays apart through refreshes
+    record_key_correction(ctx, "split", {"key": "北京国安", "names": ["国安"]}, "tester")
+    refresh_kb(ctx)
+    entities = stored_graph(store, tenant, "kb").entities
+    assert "short" in entities["国安"].doc_ids and "国安" not in entities["北京国安"].aliases
     assert check_graph(store, tenant, "kb", ctx.describer()) == []
     store.drop_index(tenant)
