@@ -102,4 +102,4 @@ def _wanted_name_links(ctx: KBContext) -> dict[str, str]:
         typed[d["entity_key_kwd"]][d.get("entity_type_kwd") or ""] += 1
     person = kinds["person"] if kinds["person"] != FALLBACK_TYPE else ""
     place = kinds["geo"] if kinds["geo"] != FALLBACK_TYPE else ""
-    return kb_name_links(typed, person, place, kinds["concept"])
+    return kb_name_links(typed, person, place)

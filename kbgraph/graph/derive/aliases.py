@@ -209,8 +209,7 @@ def name_links(person_mentions: Mapping[str, int], mentions: Mapping[str, int]) 
     return links
 
 
-def kb_name_links(typed: Mapping[str, Mapping[str, int]], person: str, place: str, catch_all: str = ""
-                  ) -> dict[str, str]:
+def kb_name_links(typed: Mapping[str, Mapping[str, int]], person: str, place: str) -> dict[str, str]:
     """Every name link of a knowledge base, from its keys' mentions by type (key -> type -> count):
     first names (``name_links``) and, for the other names, short forms and spelling variants
     (``short_forms.short_form_links``). A key both would link keeps its first-name link."""
@@ -218,6 +217,6 @@ def kb_name_links(typed: Mapping[str, Mapping[str, int]], person: str, place: st
     main = {key: max(by_type.items(), key=lambda item: (item[1], item[0]))[0]
             for key, by_type in typed.items() if by_type}
     people = {key: by_type[person] for key, by_type in typed.items() if person and by_type.get(person)}
-    links = short_form_links(totals, main, person, place, catch_all)
+    links = short_form_links(totals, main, person, place)
     links.update(name_links(people, totals))
     return links

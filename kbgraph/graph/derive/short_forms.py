@@ -1,16 +1,18 @@
 """Short forms and spelling variants of names that are not people, linked to the one full name of the
 knowledge base they stand for (``short_form_links``), beside the first names of ``aliases.name_links``.
 
-A knowledge base written by many hands names one organization several ways: "RedHat" and "Red Hat",
-"HP Designjets" and "HP Designjet", "Sky" and "Sky plc"; Chinese text shortens a club to its sponsor
-(国安 for 北京国安, 国安队), a league to its first characters (中超 for 中超联赛), a satellite to its
-series name (鑫诺二号 for 鑫诺二号通信卫星). Each variant is a node of its own unless linked, and the
+A knowledge base written by many hands names one thing several ways: "St. Louis" and "St Louis",
+"HP Designjets" and "HP Designjet", "AES" and "AES Corporation"; Chinese text drops the word for a name's
+kind (中超 for 中超联赛, 清华 for 清华大学), and a team's name its city (国奥队 for 中国国奥队) or the
+rest of its club's (国安队 for 北京国安). Each variant is a node of its own unless linked, and the
 passages that use one form never meet the passages that use the other.
 
-The rules read only the keys the knowledge base holds, their mention counts and their types, never a
-list of names: a variant is linked when exactly one full name fits it (precision first, as for
-first names), and never when it is a person or a place (a place that starts a club's name, 北京 of
-北京国安, is the place; people are ``name_links``' part).
+The rules read only the keys the knowledge base holds, their mention counts and their types, and
+closed classes of words (legal forms, the Chinese words for an organization's kind), never a list of
+names: a variant is linked when exactly one full name fits it (precision first, as for first names),
+never when it is a person or a place, and never by a longer name that adds anything else (四川大学
+is not 四川大学华西临床医学院, nor 独立战争 土耳其独立战争: a generic word after a place's name is
+not the name of what the place holds).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from kbgraph.graph.extract.nlp.lexicon import ordinary_word
+
 # legal forms that follow a company's own name ("Sky plc", "AES Corporation")
 _LEGAL_FORMS = frozenset({
     "inc", "inc.", "incorporated", "ltd", "ltd.", "limited", "plc", "corp", "corp.", "corporation", "company",
@@ -27,12 +31,22 @@ _LEGAL_FORMS = frozenset({
 })
 # what a team's name adds to its club's (国安队)
 _TEAM_WORD = "队"
-_JOINERS = re.compile(r"[\s\-_.·•‧・']")
+# the words that say what kind of thing a Chinese name is, after its own part (中超 + 联赛, 清华 +
+# 大学, 鑫诺二号 + 通信卫星); a longer name that adds anything else is another thing (四川大学 +
+# 华西临床医学院 is a school of the university, 京都大学 + 文学部 a faculty)
+_CHINESE_HEADS = ("联赛", "公司", "有限公司", "股份有限公司", "有限责任公司", "集团", "集团公司", "俱乐部",
+                  "足球俱乐部", "大学", "通信卫星", "卫星")
+# a trade may come between a company's own name and its legal form (丰田 + 汽车 + 有限公司)
+_TRADE_CHARS = 2
+_DROPPED = re.compile(r"[.'’]")
+_SPACED = re.compile(r"[\s\-_·•‧・]+")
 _CJK = re.compile(r"^[\u3400-\u9fff]+$")
 
 
 def _compact(key: str) -> str:
-    return _JOINERS.sub("", key)
+    """A key with dots and apostrophes dropped and hyphens read as spaces ("st. louis" and "st louis",
+    "kim jong-un" and "kim jong un"). Spaces stay: "christ church" is not "christchurch"."""
+    return _SPACED.sub(" ", _DROPPED.sub("", key)).strip()
 
 
 def _is_cjk(key: str) -> bool:
@@ -44,26 +58,26 @@ def _unique(candidates: Iterable[str], short: str) -> str | None:
     return next(iter(found)) if len(found) == 1 else None
 
 
-def short_form_links(counts: Mapping[str, int], types: Mapping[str, str], person: str, place: str,
-                     catch_all: str = "") -> dict[str, str]:
+def short_form_links(counts: Mapping[str, int], types: Mapping[str, str], person: str, place: str
+                     ) -> dict[str, str]:
     """Variant key -> the one full key it stands for.
 
     ``counts``: every entity key of the knowledge base and its mention count; ``types``: each key's
     main type; ``person`` and ``place``: the configured types of people and places (neither side of
-    a link is a person; a place is never a short form, and only stands before a name); ``catch_all``:
-    the type of names no cue types (a short form of it may start a name of any type). The rules,
+    a link is a person; a place is never a short form, and only stands before a name). The rules,
     each linking only when exactly one key fits:
 
-    - spelling: keys equal once spaces, hyphens, dots and apostrophes are dropped ("redhat", "red
-      hat"; "u.s.", "us") go to the most mentioned of them;
-    - number and article: "hp designjets" -> "hp designjet", "beatles" -> "the beatles" (the more
-      mentioned of "x" and "the x");
-    - a legal form after a name: "sky" -> "sky plc";
-    - Chinese: a name that starts exactly one longer name of its type (中超 -> 中超联赛; any type when
-      it has the catch-all type), that ends exactly one name after a place (国安 -> 北京国安, where
-      北京 is a place of the knowledge base), and a team word after either (国安队 -> 北京国安).
+    - spelling: keys equal once dots and apostrophes are dropped and hyphens read as spaces ("st.
+      louis", "st louis"; "kim jong-un", "kim jong un") go to the most mentioned of them;
+    - number and article: "hp designjets" -> "hp designjet" (names of several words: "normans" is a
+      people, not "norman"), "beatles" -> "the beatles" (the more mentioned of "x" and "the x");
+    - a legal form after a name that is no ordinary word: "aes" -> "aes corporation", but "future"
+      stays itself beside "future plc";
+    - Chinese: a name and the word for its kind (中超 -> 中超联赛, 清华 -> 清华大学, 丰田 -> 丰田汽车
+      有限公司); a team after a place (国奥队 -> 中国国奥队), and a team word after a sponsor's name
+      (国安队 -> 北京国安, where 北京 is a place of the knowledge base).
     """
-    names = _Names({k: counts[k] for k in counts if k and types.get(k) != person}, types, place, catch_all)
+    names = _Names({k: counts[k] for k in counts if k and types.get(k) != person}, types, place)
     links = _spelling_links(names.counts)
     for short in sorted(names.counts):
         if short in links or types.get(short) == place:
@@ -96,8 +110,8 @@ class _Names:
     order (those a name starts are a range), Chinese keys by what follows a place's name in them,
     and keys by the name before their legal form."""
 
-    def __init__(self, counts: Mapping[str, int], types: Mapping[str, str], place: str, catch_all: str) -> None:
-        self.counts, self.types, self.place, self.catch_all = counts, types, place, catch_all
+    def __init__(self, counts: Mapping[str, int], types: Mapping[str, str], place: str) -> None:
+        self.counts, self.types, self.place = counts, types, place
         # a longer name may be typed a place by mistake (北京国安 read as 北京's): any type is kept
         self.cjk = sorted(k for k in counts if _is_cjk(k))
         places = {k for k in counts if _is_cjk(k) and types.get(k) == place}
@@ -115,7 +129,9 @@ class _Names:
 
     def full_name(self, short: str) -> str | None:
         if short.isascii():
-            return self._number_or_article(short) or _unique(self.before_form.get(short, ()), short)
+            # an ordinary word is not a company's own name ("future" of "future plc")
+            formal = None if ordinary_word(short) else _unique(self.before_form.get(short, ()), short)
+            return self._number_or_article(short) or formal
         return self._chinese_full(short) if _is_cjk(short) else None
 
     def _number_or_article(self, short: str) -> str | None:
@@ -144,24 +160,31 @@ class _Names:
         return full
 
     def _longer_name(self, short: str) -> str | None:
-        """The one longer name ``short`` starts (of its own type), or ends after a place; None when
-        there is none, or each rule finds another."""
+        """The one longer name that is ``short`` and the word for its kind (联赛, 大学, 公司...), or
+        ``short`` after a place when ``short`` is a team (国奥队 -> 中国国奥队); None when there is
+        none, or each rule finds another."""
         if len(short) < 2:
             return None
-        kind = self.types.get(short)
-        by_start = _unique((k for k in self._starting(short) if k != short + _TEAM_WORD
-                            and (kind in (None, self.catch_all) or self.types.get(k) == kind)), short)
-        after_place = _unique(self.after_place.get(short, ()), short)
-        if by_start and after_place and by_start != after_place:
+        by_head = _unique((k for k in self._starting(short) if _names_kind(k[len(short):])), short)
+        after_place = _unique(self.after_place.get(short, ()), short) if short.endswith(_TEAM_WORD) else None
+        if by_head and after_place and by_head != after_place:
             return None
-        return by_start or after_place
+        return by_head or after_place
 
     def _team_full(self, stem: str) -> str | None:
-        """The club a team's name stands for, by its sponsor's name (国安队 -> 北京国安). A place's
-        team (北京队) is left alone: a city has had several clubs, under several sponsors."""
+        """The club a team's name stands for, by its sponsor's name: 国安队 -> 北京国安 when 北京国安
+        is the one name that is a place and 国安. A place's team (北京队) is left alone: a city has
+        had several clubs, under several sponsors."""
         if self.types.get(stem) == self.place:
             return None
-        return self._longer_name(stem)
+        return _unique(self.after_place.get(stem, ()), stem) or self._longer_name(stem)
+
+
+def _names_kind(tail: str) -> bool:
+    """Whether a longer name adds only the word for its kind to a shorter one (with a trade before a
+    company's legal form)."""
+    return any(tail == head or (head.endswith("公司") and tail.endswith(head) and len(tail) - len(head) <= _TRADE_CHARS)
+               for head in _CHINESE_HEADS)
 
 
 def _flattened(links: Mapping[str, str]) -> dict[str, str]:
