@@ -75,6 +75,11 @@ def test_people_keep_their_own_rule() -> None:
              "北京": {GEO: 4}, "王": {PERSON: 2}, "王府井": {GEO: 1}}
     assert kb_name_links(typed, PERSON, GEO) == {"jennifer": "jennifer moore", "国安队": "北京国安"}
     assert _links({"jennifer": (PERSON, 3), "jennifer inc": (ORG, 1)}) == {}
+    # a name read as a place or a person in a third of its mentions is one: no short form
+    assert kb_name_links({"boston": {ORG: 2, GEO: 1}, "boston corporation": {ORG: 1},
+                          "patti smith": {ORG: 2, PERSON: 1}, "patti smith group": {ORG: 1},
+                          "microsoft": {ORG: 5, GEO: 1}, "microsoft corporation": {ORG: 2}}, PERSON, GEO) == {
+        "microsoft": "microsoft corporation"}
 
 
 DOCS = {

@@ -214,9 +214,18 @@ def kb_name_links(typed: Mapping[str, Mapping[str, int]], person: str, place: st
     first names (``name_links``) and, for the other names, short forms and spelling variants
     (``short_forms.short_form_links``). A key both would link keeps its first-name link."""
     totals = {key: sum(by_type.values()) for key, by_type in typed.items()}
-    main = {key: max(by_type.items(), key=lambda item: (item[1], item[0]))[0]
-            for key, by_type in typed.items() if by_type}
+    main = {key: _main_type(by_type, person, place) for key, by_type in typed.items() if by_type}
     people = {key: by_type[person] for key, by_type in typed.items() if person and by_type.get(person)}
     links = short_form_links(totals, main, person, place)
     links.update(name_links(people, totals))
     return links
+
+
+def _main_type(by_type: Mapping[str, int], person: str, place: str) -> str:
+    """A key's type for the short-form rules: a person or a place when a third of its mentions say so
+    (Boston read now as a band, now as the city, is a place: never a short form), else its commonest."""
+    total = sum(by_type.values())
+    for kind in (place, person):
+        if kind and by_type.get(kind, 0) * 3 >= total:
+            return kind
+    return max(by_type.items(), key=lambda item: (item[1], item[0]))[0]
