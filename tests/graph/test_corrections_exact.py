@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from kbgraph.config import load_settings
 from kbgraph.graph.curated import CuratedEntity, CuratedGraph, CuratedRelation
-from kbgraph.graph.derive.corrections import CORRECTION_KIND
+from kbgraph.graph.derive.aliases import with_edits
+from kbgraph.graph.derive.corrections import CORRECTION_KIND, Correction, fold
 from kbgraph.graph.invariants import check_graph, stored_graph
 from kbgraph.index.corrections import find_correction, list_corrections, record_curated_correction, \
     record_key_correction, undo_correction
@@ -179,3 +180,17 @@ def test_a_split_by_document_follows_that_document(store: DocStore, tmp_path: Pa
     assert "old varrow" not in stored_graph(store, tenant, "kb").entities
     assert check_graph(store, tenant, "kb", ctx.describer()) == []
     store.drop_index(tenant)
+
+
+def test_splits_onto_their_own_key_or_back_and_forth_end() -> None:
+    """A split by documents onto the entity's own name moves nothing (found by the property test
+    above: the alias map's members ran in a circle), and splits back and forth between two keys
+    give every key its members once."""
+    def split(seq: int, key: str, name: str) -> Correction:
+        return Correction("kb", seq, "split", {"key": key, "docs": ["d1"], "name": name}, "t", 0.0)
+
+    assert fold([split(1, "lumen guild", "Lumen Guild")]).splits == []
+    edits = fold([split(1, "lumen guild", "Kestrel Bay"), split(2, "kestrel bay", "Lumen Guild")])
+    aliases = with_edits({"guild": "lumen guild"}, edits)
+    assert aliases.members("lumen guild") == {"lumen guild", "kestrel bay", "guild"}
+    assert aliases.members("kestrel bay") == {"lumen guild", "kestrel bay", "guild"}

@@ -44,10 +44,17 @@ class AliasMap:
         return low, high
 
     def members(self, key: str) -> set[str]:
-        """The raw keys whose mentions may belong to this canonical key's row."""
-        out = {key, *self._aliases_of.get(key, ())}
-        for source in self._split_sources.get(key, ()):
-            out |= self.members(source)
+        """The raw keys whose mentions may belong to this canonical key's row (splits may run both
+        ways between two keys: each key is visited once)."""
+        out: set[str] = set()
+        seen, todo = {key}, [key]
+        while todo:
+            current = todo.pop()
+            out |= {current, *self._aliases_of.get(current, ())}
+            for source in self._split_sources.get(current, ()):
+                if source not in seen:
+                    seen.add(source)
+                    todo.append(source)
         return out
 
     def expand(self, key: str) -> set[str]:

@@ -197,8 +197,9 @@ def _apply(edits: KeyEdits, op: str, p: Mapping[str, Any]) -> None:
 def _apply_split(edits: KeyEdits, p: Mapping[str, Any]) -> None:
     target = normalize_key(p["name"]) if p.get("name") else ""
     if p.get("docs"):
-        edits.splits.append(SplitRule(p["key"], target, frozenset(p["docs"])))
-        edits.pinned.add(target)
+        if target != p["key"]:  # onto its own key a split moves nothing (the engine refuses one)
+            edits.splits.append(SplitRule(p["key"], target, frozenset(p["docs"])))
+            edits.pinned.add(target)
     else:
         for name in p.get("names") or ():
             edits.stand_alone(name)
