@@ -81,9 +81,26 @@ def fuse_rankings(naive: Sequence[ChunkHit | RetrievedChunk], graph: Sequence[tu
                         [1.0, *[w for _, w in graph]], params.rrf_k)
     top = max(fused.values(), default=0.0) or 1.0
     out = []
-    for cid in sorted(fused, key=lambda cid: (-fused[cid], cid)):
+    ties = _tie_breaks(naive_order, graph, chunks)
+    for cid in sorted(fused, key=lambda cid: (-fused[cid], ties[cid])):
         chunk = chunks[cid]
         chunk.score = round(fused[cid] / top, 6)
         out.append(chunk)
     return out
 
+
+
+def _tie_breaks(naive_order: Sequence[str], graph: Sequence[tuple[Sequence[RetrievedChunk], float]],
+                chunks: dict[str, RetrievedChunk]) -> dict[str, tuple]:
+    """What orders chunks of equal fused score: naive's rank (the anchor), then the best rank a graph
+    list gives, then the document's name and the chunk's place in it. Not the chunk id alone, which
+    derives from the document's random id: two builds of one corpus ordered the same ties differently
+    (a point of recall@5 on a 105-question set, bench/README.md)."""
+    absent = len(chunks)
+    naive_rank = {cid: i for i, cid in enumerate(naive_order)}
+    graph_rank: dict[str, int] = {}
+    for ranked, _ in graph:
+        for i, chunk in enumerate(ranked):
+            graph_rank[chunk.chunk_id] = min(graph_rank.get(chunk.chunk_id, absent), i)
+    return {cid: (naive_rank.get(cid, absent), graph_rank.get(cid, absent), c.doc_name, c.position, cid)
+            for cid, c in chunks.items()}

@@ -170,6 +170,25 @@ def test_fusion_ranks_agreement_first_and_cuts_weak_graph_support() -> None:
     assert [c.chunk_id for c in echo] == ["c", "a", "b", "d"] and echo[3].sources == ["naive", "kg"]
 
 
+def test_fusion_breaks_ties_by_naive_rank_then_document_not_by_chunk_id() -> None:
+    """Chunk ids derive from random document ids: ordering equal fused scores by them gave two builds
+    of one corpus different pages. Naive's rank decides, then the graph's, then the document."""
+    def hit(cid: str, doc: str) -> ChunkHit:
+        return ChunkHit(chunk_id=cid, kb_id="kb", doc_id=doc, doc_name=doc, content=doc, position=0,
+                        similarity=0.5, vector_similarity=0.5, term_similarity=0.5)
+
+    def graph(*chunks: tuple[str, str]) -> list[RetrievedChunk]:
+        return [RetrievedChunk(chunk_id=c, kb_id="kb", doc_id=d, doc_name=d, content=d, score=1.0, graph_score=1.0,
+                               sources=["kg"]) for c, d in chunks]
+
+    # z is naive's first and the graph's second, y the other way round: a tie naive's order breaks
+    fused = fuse_rankings([hit("z", "one.txt"), hit("y", "two.txt")], [(graph(("y", "two.txt"), ("z", "one.txt")), 1.0)])
+    assert [c.chunk_id for c in fused] == ["z", "y"]
+    # two chunks only the graph found, each first of a list of the same weight: the document's name
+    fused = fuse_rankings([], [(graph(("q", "b.txt")), 0.5), (graph(("p", "c.txt")), 0.5), (graph(("r", "a.txt")), 0.5)])
+    assert [c.chunk_id for c in fused] == ["r", "q", "p"]
+
+
 def test_rank_fusion_sums_weighted_reciprocal_ranks() -> None:
     fused = rank_fusion([["x", "y"], ["y"]], [1.0, 0.5], k=2.0)
     assert fused == pytest.approx({"x": 1 / 3, "y": 1 / 4 + 0.5 / 3})
