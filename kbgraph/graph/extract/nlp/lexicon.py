@@ -17,6 +17,8 @@ from pathlib import Path
 from kbgraph.graph.extract.nlp.words import _FIRST_NAMES, _STOP
 
 _WORDS_FILE = Path(__file__).with_name("english_words.txt.gz")
+# the ordinary words SCOWL also lists capitalized as names (China, Turkey, Reading, Wells)
+_PROPER_WORDS_FILE = Path(__file__).with_name("english_proper_words.txt.gz")
 
 # interjections, greetings and chat abbreviations: a chat line starts with them ("Absolutely!", "Bye")
 _INTERJECTIONS = frozenset("""
@@ -84,6 +86,22 @@ organisation attachment attachments importance priority participants channel roo
 def _common_words() -> frozenset[str]:
     with gzip.open(_WORDS_FILE, "rt", encoding="utf-8") as f:
         return frozenset(line.strip() for line in f if line.strip() and not line.startswith("#"))
+
+
+@lru_cache(maxsize=1)
+def _proper_words() -> frozenset[str]:
+    with gzip.open(_PROPER_WORDS_FILE, "rt", encoding="utf-8") as f:
+        return frozenset(line.strip() for line in f if line.strip() and not line.startswith("#"))
+
+
+def plain_word(word: str) -> bool:
+    """An ordinary word that names nothing when capitalized ("Representatives", "Terror", "NULL",
+    "URGENT"): ordinary (``ordinary_word``) and not also a name in SCOWL's lists (China, Turkey,
+    Reading and Wells are both)."""
+    low = word.lower().rstrip(".")
+    if low.endswith(("'s", "’s")):
+        low = low[:-2]
+    return ordinary_word(word) and low not in _proper_words()
 
 
 def ordinary_word(word: str) -> bool:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
-from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word, plain_word
 from kbgraph.graph.extract.nlp.sentences import _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
@@ -65,6 +65,18 @@ def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
                 tail = tail[1:]
             return tail
     return []
+
+
+def _plain_tail(toks: list[tuple[str, int, int]], idxs: list[int]) -> bool:
+    """One plain word after "of" ("Representatives" of "House of Representatives", "Terror" of
+    "Reign of Terror"): the end of the longer name, no name of its own. A tail of several plain words
+    may be one ("United States", "National Football League")."""
+    words = [_POSSESSIVE.sub("", toks[i][0]) for i in idxs if toks[i][0].lower() not in _CONNECTORS]
+    return len(words) == 1 and not words[0].isupper() and plain_word(words[0])  # "CD of GNU": an acronym
+
+
+# a company's legal form or a name's suffix, never a name alone ("Publix Super Markets, Inc.", "Jr.")
+_SUFFIX_WORDS = frozenset("inc ltd llc plc corp co jr sr gmbh esq".split())
 
 
 def _quoted_titles(text: str) -> list[tuple[int, int]]:
@@ -136,7 +148,7 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
         _take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                   toks[run[0]][1] in speakers)
         tail = _of_tail(toks, run)
-        if tail:  # "Chief Minister of Maharashtra", "History of Mississippi" mention Maharashtra, Mississippi
+        if tail and not _plain_tail(toks, tail):  # "Chief Minister of Maharashtra", "History of Mississippi" mention Maharashtra, Mississippi
             _take_run(text, toks, tail, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                       name_part=True)
 
@@ -372,12 +384,28 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
     w = _POSSESSIVE.sub("", toks[i][0])
     if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
+    if w.lower() in _SUFFIX_WORDS:
+        return False  # "Inc", "Jr" cut from their name by a comma
+    if w.isupper() and len(w) >= 5 and plain_word(w):
+        return False  # "URGENT", "NULL", "FATAL": a plain word in capitals is emphasis or code, no acronym
+    if plain_word(w) and _beside_possessive(text, toks, i):
+        return False  # "Ryan's Hope", "Women's Society": a plain word of a longer title a possessive cut
     if _people_adjective(w, text):
         return False  # "Norman rule" in a text about the Normans: the people's adjective
     if w.isupper() and w.isalpha() and (len(w) > 6 or _shouting(toks, run[0] - 1, text)
                                         or _shouting(toks, run[-1] + 1, text)):
         return False  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
     return True
+
+
+def _beside_possessive(text: str, toks: list[tuple[str, int, int]], i: int) -> bool:
+    """A one-word run that a possessive split from a capitalized word beside it: after "Waldo's"
+    ("Waldo's People") or itself possessive before one ("Women's Society")."""
+    if i > 0 and _POSSESSIVE.search(toks[i - 1][0]) and _capital(toks[i - 1][0]) \
+            and _POSSESSIVE.sub("", toks[i - 1][0]).lower() not in _STOP and _WS_GAP.match(text[toks[i - 1][2]:toks[i][1]]):
+        return True
+    return _POSSESSIVE.search(toks[i][0]) is not None and i + 1 < len(toks) and _capital(toks[i + 1][0]) \
+        and _WS_GAP.match(text[toks[i][2]:toks[i + 1][1]]) is not None
 
 
 def _people_adjective(word: str, text: str) -> bool:

@@ -182,7 +182,12 @@ def _irc_speakers(text: str, out: Structure) -> None:
     known as Tim241"), whatever their case, and every other place the chunk writes them as a word
     ("pnunn, no they don't"); where each utterance starts."""
     nicks: set[str] = set()
+    # "* nick waves" is an action only in a log whose lines have "<nick>" speakers: elsewhere a line
+    # "* make sure ..." is a list item (4 e-mails of email-ilug made "make", "mount", "su" persons)
+    speakers = any(m.group(1) for m in _IRC_SPEAKER.finditer(text))
     for m in _IRC_SPEAKER.finditer(text):
+        if not m.group(1) and not speakers:
+            continue
         g = 1 if m.group(1) else 2
         nick = m.group(g)
         if _nick(nick):

@@ -1,0 +1,52 @@
+"""The nlp extractor and words that only their place capitalizes: the end of a longer name after
+"of", a word a possessive split from its title, a legal form cut off by a comma, a plain word in
+capitals, and list items that look like IRC actions (issue 41, round 8)."""
+
+from __future__ import annotations
+
+from kbgraph.graph.extract.nlp.extractor import NLPExtractor
+from kbgraph.graph.keys import normalize_key
+
+
+def keys(text: str) -> dict[str, str]:
+    return {normalize_key(e.name): e.type for e in NLPExtractor().extract(text).entities}
+
+
+def test_a_plain_word_after_of_ends_the_longer_name_and_a_name_there_stays_its_own() -> None:
+    found = keys("Ward served in the territorial House of Representatives during the Reign of Terror. "
+                 "He later moved his savings to the Bank of England and bought a CD of GNU tools.")
+    assert "house of representatives" in found and "reign of terror" in found
+    assert "representatives" not in found and "terror" not in found
+    assert "england" in found  # a name after "of" is still an entity of its own
+    assert "gnu" in found  # an acronym is no plain word
+
+
+def test_a_legal_form_or_suffix_cut_off_by_a_comma_is_no_name() -> None:
+    found = keys("Publix Super Markets, Inc., is a supermarket chain. It was founded by Peter Williams, Jr. "
+                 "and two partners, and later sold to Hochman Hawaii Three, Ltd.")
+    assert "publix super markets" in found and "peter williams" in found
+    assert not {"inc", "jr", "ltd"} & set(found)
+
+
+def test_a_plain_word_in_capitals_is_emphasis_but_a_short_acronym_stays() -> None:
+    found = keys("Please read this, it is URGENT. The parser returns a FATAL error when the STRING field "
+                 "is empty, but the RAID array and NASA are fine.")
+    assert not {"urgent", "fatal", "string"} & set(found)
+    assert "nasa" in found and "raid" in found
+
+
+def test_a_plain_word_a_possessive_split_from_its_title_is_no_name() -> None:
+    found = keys("It was founded with the help of the Women's Society of the Methodist Church. "
+                 "Signmark placed second behind Waldo's People. How's Pixel doing these days?")
+    assert "women" not in found and "people" not in found
+    assert "waldo" in found
+    assert "pixel" in found  # "How's" is "how is": no possessive
+
+
+def test_star_list_items_are_no_irc_actions_outside_an_irc_log() -> None:
+    mail = ("Subject: Re: mounting the disk\n\nTry this:\n* make sure the cable is in\n"
+            "* mount /dev/hda1 on /mnt\n* su to root first\n\nNiall O'Brien\n")
+    assert not {"make", "mount", "su"} & set(keys(mail))
+    log = "[10:00] <bob> anyone here?\n[10:01] * alice waves\n[10:02] <bob> hi alice\n"
+    found = keys(log)
+    assert found.get("alice") == "person" and found.get("bob") == "person"
