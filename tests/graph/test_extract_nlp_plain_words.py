@@ -50,3 +50,10 @@ def test_star_list_items_are_no_irc_actions_outside_an_irc_log() -> None:
     log = "[10:00] <bob> anyone here?\n[10:01] * alice waves\n[10:02] <bob> hi alice\n"
     found = keys(log)
     assert found.get("alice") == "person" and found.get("bob") == "person"
+
+
+def test_a_city_after_its_province_is_a_place_not_a_club() -> None:
+    found = keys("该公司在陕西宝鸡和江苏南通新建工厂。河南建业与沈阳金德的比赛在加拿大多伦多转播。")
+    assert found.get("宝鸡") == "geo" and found.get("南通") == "geo" and found.get("多伦多") == "geo"
+    assert not {"陕西宝鸡", "江苏南通", "加拿大多伦多"} & set(found)
+    assert found.get("河南建业") == "organization" and found.get("沈阳金德") == "organization"

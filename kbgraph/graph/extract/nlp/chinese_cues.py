@@ -7,7 +7,9 @@ words its dictionary joins (used by chinese_tokens.mended):
   word (的国, 法及, 和凯) are none;
 - a football league's abbreviation (中超, 亚冠, 德甲) is an organization however jieba cut it;
 - a place's government or companies (日本政府, 美国公司) are the place and a generic word, and a
-  place and a part of it before 地区 (俄罗斯远东地区) the place and the words after it.
+  place and a part of it before 地区 (俄罗斯远东地区) the place and the words after it;
+- a word the dictionary lists with a division's end as a place (宝鸡 of 宝鸡市) is a city's or
+  county's name (``division_name``).
 """
 
 from __future__ import annotations
@@ -155,6 +157,19 @@ def reads_as_ordinary(word: str) -> bool:
     _, _, ordinary = _tagger_model()
     name = max(_character_score(word, tag) for tag in PERSON_TAGS)
     return name - max(_character_score(word, tag) for tag in ordinary) < _NAME_MARGIN
+
+
+# the ends of an administrative division's name jieba's dictionary lists with the place ("宝鸡市")
+_DIVISION_ENDS = "市县区省州"
+
+
+@lru_cache(maxsize=8192)
+def division_name(word: str) -> bool:
+    """Whether jieba's dictionary lists ``word`` with a division's end as a place (宝鸡 of 宝鸡市,
+    多伦多 of 多伦多市, 九龙 of 九龙区), however it tags the word alone (宝鸡 n, 南通 nz, 多伦多
+    nrt): a city's or county's name, never a firm's or a club's coined one (申花, 谢菲联, 建业)."""
+    table = _tag_table()
+    return len(word) >= 2 and any(table.get(word + end) == "ns" for end in _DIVISION_ENDS)
 
 
 def dictionary_tag(word: str) -> str | None:

@@ -32,6 +32,7 @@ from kbgraph.graph.extract.nlp.chinese_cues import (
     Pair,
     clan,
     dictionary_tag,
+    division_name,
     generic_after_place,
     initial_surname,
     leagues,
@@ -58,6 +59,9 @@ _DIRECTIONS = frozenset("东北 西北 东南 西南 东部 西部 南部 北部
 # a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
 # in "在中国效力" is a verb it tags as a noun
 _COINED_NOUN = 300
+# a noun more frequent than this in jieba's dictionary is a common word before a place's name (中心
+# 23969, 北方 3850), whatever district shares it; cities it tags as nouns are rarer (大理 958, 银川 290)
+_COMMON_WORD = 1000
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
 # characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
 # cannot be one (no surname first) and ends so is a place
@@ -245,6 +249,7 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """"成都" + "谢菲联" -> "成都谢菲联" (nt): a place and a coined name right after it (a rare word
     or one jieba tags as a name, not a place), with a team suffix after it if any."""
+    pairs = list(pairs)
     out: list[Pair] = []
     i = 0
     while i < len(pairs):
@@ -269,6 +274,11 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             out.append((name, "ns"))
             i = end
             continue
+        if flag == "ns" and nxt and _city_after_place(nxt, freq):
+            out.append((word, flag))  # "陕西" + "宝鸡", "香港" + "九龙": a place in a place, no club
+            pairs[i + 1] = (nxt[0], "ns")  # which may still begin one ("沈阳" + "金德")
+            i += 1
+            continue
         if flag == "ns" and nxt and ((2 <= len(word) <= 3 and _coined(nxt, freq, rare))
                                      or (nxt[1] == "nt" and nxt[0] not in ORDINARY)):
             name, end = word + nxt[0], i + 2
@@ -282,6 +292,16 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
         out.append((word, flag))
         i += 1
     return out
+
+
+def _city_after_place(pair: Pair, freq: Callable[[str], int]) -> bool:
+    """A city's or county's name after a place's (``division_name``): a name-tagged word, or a noun
+    or verb jieba's dictionary holds as no common word (宝鸡 n, 包头 v; not 中心, whose 中心区 is
+    a district too)."""
+    word, flag = pair
+    if not _CJK_WORD.match(word) or not division_name(word):
+        return False
+    return flag in _NAME_TAGS or (flag in ("n", "v", "j") and freq(word) < _COMMON_WORD)
 
 
 def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
@@ -439,6 +459,8 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             flag = "f"  # alone, after the rules: "西南" + "站" is a station
         elif flag in _NAME_TAGS and linked_guess(word, flag, freq):
             flag = "n"
+        elif flag in _NAME_TAGS and flag != "ns" and _CJK_WORD.match(word) and division_name(word):
+            flag = "ns"  # "多伦多" (nrt), "南通" (nz): a city, as its dictionary entry 多伦多市 says
         out.append((word, flag))
     return out
 

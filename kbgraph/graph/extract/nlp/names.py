@@ -384,8 +384,8 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
     w = _POSSESSIVE.sub("", toks[i][0])
     if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
-    if w.lower() in _SUFFIX_WORDS:
-        return False  # "Inc", "Jr" cut from their name by a comma
+    if w.lower() in _SUFFIX_WORDS and not (w.isupper() and len(w) == 2):
+        return False  # "Inc", "Jr" cut from their name by a comma ("JR", "CO": acronyms)
     if w.isupper() and len(w) >= 5 and plain_word(w):
         return False  # "URGENT", "NULL", "FATAL": a plain word in capitals is emphasis or code, no acronym
     if plain_word(w) and _beside_possessive(text, toks, i):
