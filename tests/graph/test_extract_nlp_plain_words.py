@@ -57,3 +57,9 @@ def test_a_city_after_its_province_is_a_place_not_a_club() -> None:
     assert found.get("宝鸡") == "geo" and found.get("南通") == "geo" and found.get("多伦多") == "geo"
     assert not {"陕西宝鸡", "江苏南通", "加拿大多伦多"} & set(found)
     assert found.get("河南建业") == "organization" and found.get("沈阳金德") == "organization"
+
+
+def test_a_person_read_whole_once_is_read_so_where_jieba_cut_the_name() -> None:
+    found = keys("2006年9月1日，吕理政退休，行政院文化建设委员会主任秘书王寿来兼国立台湾历史博物馆筹备处代理主任。"
+                 "2006年12月1日，吕理政王寿来在行政院文化建设委员会副主任委员吴锦发监交下，交棒给吴密察。")
+    assert found.get("王寿来") == "person" and "王寿" not in found
