@@ -63,3 +63,9 @@ def test_a_person_read_whole_once_is_read_so_where_jieba_cut_the_name() -> None:
     found = keys("2006年9月1日，吕理政退休，行政院文化建设委员会主任秘书王寿来兼国立台湾历史博物馆筹备处代理主任。"
                  "2006年12月1日，吕理政王寿来在行政院文化建设委员会副主任委员吴锦发监交下，交棒给吴密察。")
     assert found.get("王寿来") == "person" and "王寿" not in found
+
+
+def test_a_name_before_a_places_head_word_is_that_place_not_a_person() -> None:
+    found = keys("在侏罗纪，盘古大陆分裂为劳亚大陆与冈瓦纳大陆。今天位于波士顿南部的阿诺德植物园保留了许多植物样本。")
+    assert found.get("劳亚大陆") == "geo" and found.get("阿诺德植物园") == "geo"
+    assert "劳亚" not in found and "阿诺德" not in found

@@ -97,6 +97,11 @@ _NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把�
 _KIND_CHARS = frozenset("鱼鸟虫蛇藤草菜菇酒药病柜鞋帽袜裙锣钹笛鼓炮枪剂")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
+# generic head words of the names of places, regions, parks and streets ("劳伦大陆", "克利希广场")
+_GEO_HEADS = frozenset("""
+大陆 群岛 半岛 平原 高原 盆地 山脉 峡谷 海峡 海湾 森林 沙漠 河畔 地区 大区 公国 王国 帝国 花园 广场 公园 植物园
+动物园 度假区 工业园区 公路 大道 大街 正街 商场
+""".split())
 
 
 def _transliterated(word: str) -> bool:
@@ -317,9 +322,15 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
 
 def _geo_tails(pairs: list[Pair]) -> list[Pair]:
     """"凯尔特" + "海" -> "凯尔特海" (a place): a transliterated name jieba tags as a person or a
-    name, then a one-character word for a sea, lake, river, mountain, island, pass or city."""
+    name, then a one-character word for a sea, lake, river, mountain, island, pass or city; a word
+    tagged as a person or a proper noun, then a place's generic head word ("劳伦" + "大陆", "阿登" +
+    "地区", "海翠" + "花园": the place, never a person of that name)."""
     out: list[Pair] = []
     for word, flag in pairs:
+        if out and word in _GEO_HEADS and out[-1][1] in _PERSON_TAGS | {"nz"} and _CJK_WORD.match(out[-1][0]) \
+                and 2 <= len(out[-1][0]) <= 5:
+            out.append((out.pop()[0] + word, "ns"))  # "劳伦" + "大陆", "克利希" + "广场": a place, no person
+            continue
         if out and ((word in _GEO_TAILS and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]))
                     or (word in _ADMIN_ENDINGS and out[-1][1] in _PERSON_TAGS and _CJK_WORD.match(out[-1][0])
                         and 2 <= len(out[-1][0]) <= 4)):  # "敖德萨" + "州"
