@@ -69,3 +69,18 @@ def test_a_name_before_a_places_head_word_is_that_place_not_a_person() -> None:
     found = keys("在侏罗纪，盘古大陆分裂为劳亚大陆与冈瓦纳大陆。今天位于波士顿南部的阿诺德植物园保留了许多植物样本。")
     assert found.get("劳亚大陆") == "geo" and found.get("阿诺德植物园") == "geo"
     assert "劳亚" not in found and "阿诺德" not in found
+
+
+def test_a_menu_paths_ordinary_steps_are_no_names() -> None:
+    found = keys("[11:40] <LinuxJones> Kev0r, go System >> Preferences >> Sessions >> Startup Programs tab\n"
+                 "[11:41] <karlheg> or System -> Administration -> Ubuntu Software Center\n"
+                 "[11:42] <Kev0r> ok, found it\n")
+    assert not {"system", "preferences", "sessions", "startup programs", "administration"} & set(found)
+    assert "ubuntu software center" in found and found.get("kev0r") == "person"
+
+
+def test_a_drawn_out_word_is_no_name_but_an_acronym_with_a_tripled_letter_stays() -> None:
+    found = keys("[09:01] <bob> Sooooo it works now\n[09:02] <ann> YESSSS finally\n"
+                 "[09:03] <bob> the KKK article on Wikipedia is locked\n")
+    assert "sooooo" not in found and "yessss" not in found
+    assert "kkk" in found and "wikipedia" in found

@@ -75,6 +75,8 @@ def _plain_tail(toks: list[tuple[str, int, int]], idxs: list[int]) -> bool:
     return len(words) == 1 and not words[0].isupper() and plain_word(words[0])  # "CD of GNU": an acronym
 
 
+# a letter written three times in a row: a drawn-out word ("Sooooo", "Grrrr"); no name is spelt so
+_DRAWN_OUT = re.compile(r"([A-Za-z])\1\1")
 # a company's legal form or a name's suffix, never a name alone ("Publix Super Markets, Inc.", "Jr.")
 _SUFFIX_WORDS = frozenset("inc ltd llc plc corp co jr sr gmbh esq".split())
 
@@ -384,6 +386,8 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
     w = _POSSESSIVE.sub("", toks[i][0])
     if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
+    if _DRAWN_OUT.search(w) and len(w) >= (6 if w.isupper() else 4):  # not "KKK", "PPPD"
+        return False  # "Sooooo", "YESSSS", "Argggh": a word drawn out in chat, no name
     if w.lower() in _SUFFIX_WORDS and not (w.isupper() and len(w) == 2):
         return False  # "Inc", "Jr" cut from their name by a comma ("JR", "CO": acronyms)
     if w.isupper() and len(w) >= 5 and plain_word(w):

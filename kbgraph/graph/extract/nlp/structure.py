@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kbgraph.graph.extract.nlp.lexicon import header_label, nationality_word, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import header_label, nationality_word, ordinary_word, plain_word
 
 # a header line: a known label at a line's start (after quote markers), its value to the line's end
 _HEADER = re.compile(r"(?im)^[ \t>]*([A-Za-z][A-Za-z\-]{1,20})[ \t]*:[ \t]*(.*)$")
@@ -52,6 +52,10 @@ _PARENTHESIS = re.compile(r"\(([^()\n]{3,300})\)")
 _GLOSS = re.compile(r"(?:^|[;,])([ \t]*)([A-Z][a-z]+(?:[ \t][A-Z][a-z]+)?)[ \t]*:[ \t]*([^;,]+?)[ \t]*(?=[;,]|$)")
 # "Genus epithet" alone in quotes or parentheses (a species' scientific name)
 _BINOMIAL = re.compile(r"[\"“「(（][ \t]*([A-Z][a-z]{2,})[ \t]+([a-z]{3,})[ \t]*[\"”」)）]")
+# a menu path: "System -> Preferences -> Sessions", "System >> Administration", "System | Preferences"
+_MENU_STEP = r"[A-Z][\w&'’\-]*(?:[ \t]+[A-Za-z&][\w&'’\-]*){0,3}"
+_MENU_PATH = re.compile(rf"(?<![\w>\-]){_MENU_STEP}(?:[ \t]*(?:-+>|=+>|>>?|→|\|)[ \t]*{_MENU_STEP})+")
+_MENU_ARROW = re.compile(r"[ \t]*(?:-+>|=+>|>>?|→|\|)[ \t]*")
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -224,6 +228,19 @@ def _binomials(text: str, out: Structure) -> None:
             out.blank.append((m.start(1), m.end(2)))
 
 
+def _menu_paths(text: str, out: Structure) -> None:
+    """The steps of a menu path ("System -> Administration -> Services", "Edit > Preferences"):
+    labels of a program's menus, no names, when every word of a step is an ordinary one (a step
+    "Ubuntu Software Center" stays a name)."""
+    for m in _MENU_PATH.finditer(text):
+        pos = m.start()
+        for step in _MENU_ARROW.split(m.group(0)):
+            at = text.index(step, pos)
+            pos = at + len(step)
+            if step.split() and all(plain_word(w) for w in step.split()):
+                out.blank.append((at, at + len(step)))
+
+
 def _nick(nick: str) -> bool:
     """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
     return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
@@ -239,6 +256,7 @@ def read_structure(text: str) -> Structure:
     _ordinary_labels(text, out)
     _language_glosses(text, out)
     _binomials(text, out)
+    _menu_paths(text, out)
     for m in _REVERSED_WROTE.finditer(text):
         out._person(f"{m.group(2)} {m.group(1)}", m.start(), m.end())
     return out
