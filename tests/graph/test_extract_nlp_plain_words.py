@@ -84,3 +84,9 @@ def test_a_drawn_out_word_is_no_name_but_an_acronym_with_a_tripled_letter_stays(
                  "[09:03] <bob> the KKK article on Wikipedia is locked\n")
     assert "sooooo" not in found and "yessss" not in found
     assert "kkk" in found and "wikipedia" in found
+
+
+def test_a_phrase_jiebas_dictionary_tags_as_a_name_only_at_its_lowest_frequency_is_none() -> None:
+    found = keys("他毕业于一所军事院校，后来在商务会议上发言。1911年蒙古宣布独立，大众汽车的销量日益壮大。")
+    assert not {"军事院校", "商务会议", "宣布独立", "蒙古宣布独立", "日益壮大"} & set(found)
+    assert "蒙古" in found and "大众汽车" in found

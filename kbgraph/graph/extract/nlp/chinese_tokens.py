@@ -37,6 +37,7 @@ from kbgraph.graph.extract.nlp.chinese_cues import (
     initial_surname,
     leagues,
     linked_guess,
+    ordinary_compound,
     reads_as_ordinary,
     region_in_place,
 )
@@ -311,8 +312,9 @@ def _city_after_place(pair: Pair, freq: Callable[[str], int]) -> bool:
 
 def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     word, flag = pair
-    if not _CJK_WORD.match(word) or not 2 <= len(word) <= 4 or word in ORDINARY or flag == "ns":
-        return False
+    if not _CJK_WORD.match(word) or not 2 <= len(word) <= 4 or word in ORDINARY or flag == "ns" \
+            or ordinary_compound(word, freq):
+        return False  # "蒙古" + "宣布独立" is no club
     if word[0] in FUNCTION_CHARS and flag in _PERSON_TAGS:
         return False
     if flag in ("nr", "nrt", "nz", "nt", "j"):
@@ -468,7 +470,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             flag = "n"  # "龙利鱼", "雷公藤", "冷冻柜": a kind of thing, by its last character
         elif flag in _NAME_TAGS and word in _DIRECTIONS:
             flag = "f"  # alone, after the rules: "西南" + "站" is a station
-        elif flag in _NAME_TAGS and linked_guess(word, flag, freq):
+        elif flag in _NAME_TAGS and (linked_guess(word, flag, freq) or ordinary_compound(word, freq)):
             flag = "n"
         elif flag in _NAME_TAGS and flag != "ns" and _CJK_WORD.match(word) and division_name(word):
             flag = "ns"  # "多伦多" (nrt), "南通" (nz): a city, as its dictionary entry 多伦多市 says
