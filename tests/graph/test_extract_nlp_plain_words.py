@@ -90,3 +90,10 @@ def test_a_phrase_jiebas_dictionary_tags_as_a_name_only_at_its_lowest_frequency_
     found = keys("他毕业于一所军事院校，后来在商务会议上发言。1911年蒙古宣布独立，大众汽车的销量日益壮大。")
     assert not {"军事院校", "商务会议", "宣布独立", "蒙古宣布独立", "日益壮大"} & set(found)
     assert "蒙古" in found and "大众汽车" in found
+
+
+def test_a_capitalized_number_word_inside_a_sentence_is_part_of_the_name() -> None:
+    found = keys("The region includes the city of Thousand Oaks. He joined the First Crusade in 1096, and "
+                 "the channel was renamed Sky Three. In the medal table China came Third.")
+    assert {"thousand oaks", "first crusade", "sky three", "china"} <= set(found)
+    assert not {"oaks", "crusade", "china third"} & set(found)

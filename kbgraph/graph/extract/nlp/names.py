@@ -77,6 +77,10 @@ def _plain_tail(toks: list[tuple[str, int, int]], idxs: list[int]) -> bool:
 
 # a letter written three times in a row: a drawn-out word ("Sooooo", "Grrrr"); no name is spelt so
 _DRAWN_OUT = re.compile(r"([A-Za-z])\1\1")
+# number words: stop words at a name's edge, but a name's own word where capitalized inside a
+# sentence ("Thousand Oaks", "Sky Three", "Channel Four")
+_CARDINALS = frozenset("one two three four five six seven eight nine ten eleven twelve twenty hundred thousand".split())
+_NUMBER_WORDS = _CARDINALS | {"first", "second", "third"}  # an ordinal begins a name, never ends one ("China Third")
 # a company's legal form or a name's suffix, never a name alone ("Publix Super Markets, Inc.", "Jr.")
 _SUFFIX_WORDS = frozenset("inc ltd llc plc corp co jr sr gmbh esq".split())
 
@@ -352,7 +356,8 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     capitalized by their place ("Following BSkyB's", "Burnt the ISO"), generic abbreviations at an
     edge ("Windows CD", "ILUG IRC channel")."""
     generic = False
-    while words and ((words[0].lower() in _STOP and not _initial_letter(words, idxs))
+    while words and ((words[0].lower() in _STOP and not _initial_letter(words, idxs)
+                      and not (len(words) > 1 and not initial[idxs[0]] and words[0].lower() in _NUMBER_WORDS))
                      or words[0].lower() in _CONNECTORS
                      or (len(words) > 1 and initial[idxs[0]] and _lead_word(words[0], words[1], lower_words))
                      or (len(words) > 1 and _edge_acronym(words[0]))):
@@ -360,7 +365,9 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
         words, idxs = words[1:], idxs[1:]
     # "Mark Page": a surname may be a word that is a stop word elsewhere (page, part, title)
     surname = len(words) == 2 and words[0].lower() in _FIRST_NAMES and words[1].lower() not in _CONNECTORS
-    while words and not surname and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECTORS
+    while words and not surname and ((words[-1].lower() in _STOP and not (len(words) > 1 and words[-1].lower()
+                                                                       in _CARDINALS))
+                                     or words[-1].lower() in _CONNECTORS
                                      or (len(words) > 1 and _edge_acronym(words[-1]))):
         generic = generic or _edge_acronym(words[-1])
         words, idxs = words[:-1], idxs[:-1]
