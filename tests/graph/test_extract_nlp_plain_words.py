@@ -97,3 +97,11 @@ def test_a_capitalized_number_word_inside_a_sentence_is_part_of_the_name() -> No
                  "the channel was renamed Sky Three. In the medal table China came Third.")
     assert {"thousand oaks", "first crusade", "sky three", "china"} <= set(found)
     assert not {"oaks", "crusade", "china third"} & set(found)
+
+
+def test_an_office_before_a_name_is_cut_and_an_office_of_a_place_names_the_place() -> None:
+    found = keys("The bill was written by Senator Milton Latham. Duke William II crossed the sea, and the "
+                 "Duke of York stayed behind. Pope Benedict XVI resigned.")
+    assert found.get("milton latham") == "person" and found.get("william ii") == "person" \
+        and found.get("benedict xvi") == "person"
+    assert "york" in found and "duke of york" not in found and "senator milton latham" not in found
