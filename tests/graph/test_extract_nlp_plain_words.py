@@ -105,3 +105,8 @@ def test_an_office_before_a_name_is_cut_and_an_office_of_a_place_names_the_place
     assert found.get("milton latham") == "person" and found.get("william ii") == "person" \
         and found.get("benedict xvi") == "person"
     assert "york" in found and "duke of york" not in found and "senator milton latham" not in found
+
+
+def test_a_compound_of_a_peoples_adjectives_is_no_name() -> None:
+    found = keys("The Anglo-Norman language was spoken at court. Their Norman-Irish descendants kept it.")
+    assert not {"anglo-norman", "norman-irish"} & set(found)

@@ -73,7 +73,7 @@ yiddish yugoslav zulu
 
 # endings of adjectives of peoples and languages, for the parts of a compound after a nationality
 # ("Roman-Gaulish", "Anglo-Frisian")
-_ADJECTIVE_ENDINGS = ("ish", "ian", "ese", "ic")
+_ADJECTIVE_ENDINGS = ("ish", "ian", "ese", "ic", "an")  # "Anglo-Norman", "Norman-Irish"
 
 # field labels of e-mail and chat headers and of exported records: structure, never a speaker
 _HEADER_LABELS = frozenset("""
