@@ -110,3 +110,12 @@ def test_an_office_before_a_name_is_cut_and_an_office_of_a_place_names_the_place
 def test_a_compound_of_a_peoples_adjectives_is_no_name() -> None:
     found = keys("The Anglo-Norman language was spoken at court. Their Norman-Irish descendants kept it.")
     assert not {"anglo-norman", "norman-irish"} & set(found)
+
+
+def test_garbage_lines_and_command_options_are_no_names_and_addresses_say_nothing_of_case() -> None:
+    mail = ("Rick Moen <rick@linuxmafia.com> wrote:\n> the dump shows\n"
+            "I° ÅÄ+, _+Ä+ _Ä++ ÅÄ (/++Ä/._.PGSQL.5583) #Å _+_<. /+__/Å/ÄÄ_++#_+_: #ÅÅÄ+ _#+ UNIX _+_#+ ÄÄ_+\n"
+            "Try gcc -ansi -Wall -O2 -o add operation.c and rpm -Uvh libvorbis on Debian.\n")
+    found = keys(mail)
+    assert "rick moen" in found and "debian" in found
+    assert not {"moen", "unix", "åä", "wall", "o2", "uvh"} & set(found)

@@ -121,8 +121,8 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
     are no names of their own."""
-    toks = [(m.group(0) if not _embedded(text, m.start(), m.end()) else m.group(0).lower(), m.start(), m.end())
-            for m in _TOKEN.finditer(text)]
+    matches = [(m, _embedded(text, m.start(), m.end())) for m in _TOKEN.finditer(text)]
+    toks = [(m.group(0) if not embedded else m.group(0).lower(), m.start(), m.end()) for m, embedded in matches]
     if not toks:
         return
     speakers = {m.start(1) for m in _SPEAKER.finditer(text)}
@@ -130,7 +130,8 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     for start, end in titles:
         _take_title(text, start, end, starts, cands, occurrences)
     sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
-    lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
+    # words the chunk writes in lower case, in its sentences (not "rick" of rick@linuxmafia.com)
+    lower_words = {m.group(0).lower() for m, embedded in matches if m.group(0)[0].islower() and not embedded}
     initial = _initial_words(text, spans, toks, sent_of, lower_words)
     value_first = _phrase_firsts(text, toks, values)
     for i in value_first | _phrase_firsts(text, toks, utterances) | _line_firsts(text, toks):
@@ -255,8 +256,9 @@ def _embedded(text: str, start: int, end: int) -> bool:
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
     after2 = text[end + 1] if end + 1 < len(text) else " "
+    option = before == "-" and start > 1 and text[start - 2] in " \t"  # "rpm -Uvh": a command's option
     return before in "/\\_@." and not (before == "." and start > 1 and text[start - 2].isspace()) \
-        or after in "/\\_@" or (after == "." and after2.isalnum())
+        or after in "/\\_@" or (after == "." and after2.isalnum()) or option
 
 
 def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list[int]) -> list[list[int]]:

@@ -241,6 +241,21 @@ def _menu_paths(text: str, out: Structure) -> None:
                 out.blank.append((at, at + len(step)))
 
 
+# a line this long (without spaces) of which this share or more is neither a letter nor a digit
+# is noise, not prose: terminal or encoding garbage ("S+#_+Å± +Ä W S_+:"), code
+_GARBAGE_MIN = 12
+_GARBAGE_SHARE = 0.4
+
+
+def _garbage_lines(text: str, out: Structure) -> None:
+    """Lines of symbols (mangled encodings, terminal dumps, code): no names are read there (an
+    e-mail of them made "ÅÅÄ", "NÄ" and "Ä W" entities)."""
+    for m in re.finditer(r"(?m)^.+$", text):
+        chars = [c for c in m.group(0) if not c.isspace()]
+        if len(chars) >= _GARBAGE_MIN and sum(not c.isalnum() for c in chars) >= _GARBAGE_SHARE * len(chars):
+            out.blank.append(m.span())
+
+
 def _nick(nick: str) -> bool:
     """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
     return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
@@ -257,6 +272,7 @@ def read_structure(text: str) -> Structure:
     _language_glosses(text, out)
     _binomials(text, out)
     _menu_paths(text, out)
+    _garbage_lines(text, out)
     for m in _REVERSED_WROTE.finditer(text):
         out._person(f"{m.group(2)} {m.group(1)}", m.start(), m.end())
     return out
