@@ -101,8 +101,13 @@ _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
 # generic head words of the names of places, regions, parks and streets ("劳伦大陆", "克利希广场")
 _GEO_HEADS = frozenset("""
 大陆 群岛 半岛 平原 高原 盆地 山脉 峡谷 海峡 海湾 森林 沙漠 河畔 地区 大区 公国 王国 帝国 花园 广场 公园 植物园
-动物园 度假区 工业园区 公路 大道 大街 正街 商场
+动物园 度假区 工业园区 公路 大道 大街 正街 商场 大楼 大厦
 """.split())
+# a place this frequent in jieba's dictionary is a country or a capital (美国 36089, 德国 9604; 香港
+# 8044, 加拿大 2067): a site word after it is a kind of site there ("日本花园": a Japanese garden)
+_COUNTRY_FREQ = 9000
+# ...of which these name a site of a place (维多利亚 + 广场, 布什 + 大楼), not a region of it (上海地区)
+_SITE_HEADS = frozenset("花园 广场 公园 植物园 动物园 度假区 工业园区 公路 大道 大街 正街 商场 大楼 大厦".split())
 
 
 def _transliterated(word: str) -> bool:
@@ -322,15 +327,16 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
 
 
-def _geo_tails(pairs: list[Pair]) -> list[Pair]:
+def _geo_tails(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"凯尔特" + "海" -> "凯尔特海" (a place): a transliterated name jieba tags as a person or a
     name, then a one-character word for a sea, lake, river, mountain, island, pass or city; a word
     tagged as a person or a proper noun, then a place's generic head word ("劳伦" + "大陆", "阿登" +
     "地区", "海翠" + "花园": the place, never a person of that name)."""
     out: list[Pair] = []
     for word, flag in pairs:
-        if out and word in _GEO_HEADS and out[-1][1] in _PERSON_TAGS | {"nz"} and _CJK_WORD.match(out[-1][0]) \
-                and 2 <= len(out[-1][0]) <= 5:
+        if out and word in _GEO_HEADS and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 5 \
+                and (out[-1][1] in _PERSON_TAGS | {"nz"}
+                     or (out[-1][1] == "ns" and word in _SITE_HEADS and freq(out[-1][0]) < _COUNTRY_FREQ)):
             out.append((out.pop()[0] + word, "ns"))  # "劳伦" + "大陆", "克利希" + "广场": a place, no person
             continue
         if out and ((word in _GEO_TAILS and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]))
@@ -456,7 +462,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
     pairs = _regnal(_dotted(_unglued(leagues(initial_surname(plain(pairs))), freq), freq))
     pairs = generic_after_place(region_in_place(pairs))
-    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
+    pairs = _events(_clubs(_designations(_geo_tails(pairs, freq)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
