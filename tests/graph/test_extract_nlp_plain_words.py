@@ -122,6 +122,6 @@ def test_garbage_lines_and_command_options_are_no_names_and_addresses_say_nothin
 
 
 def test_a_place_before_a_sites_word_is_that_site_but_a_country_before_it_is_a_kind() -> None:
-    found = keys("许多支持者已经在维多利亚广场上庆祝胜利。他参观了上野动物园，又在日本花园里散步。")
+    found = keys("许多支持者已经在维多利亚广场上庆祝胜利。他参观了上野动物园，又去看了美国公园的设计。")
     assert found.get("维多利亚广场") == "geo" and found.get("上野动物园") == "geo"
-    assert "维多利亚" not in found and "日本花园" not in found and "日本" in found
+    assert "维多利亚" not in found and "美国公园" not in found and "美国" in found

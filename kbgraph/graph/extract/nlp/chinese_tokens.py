@@ -63,6 +63,7 @@ _COINED_NOUN = 300
 # a noun more frequent than this in jieba's dictionary is a common word before a place's name (中心
 # 23969, 北方 3850), whatever district shares it; cities it tags as nouns are rarer (大理 958, 银川 290)
 _COMMON_WORD = 1000
+_FIRM_WORDS = frozenset("公司 集团 有限公司 股份有限公司 总公司 管理局 基金会".split())
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
 # characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
 # cannot be one (no surname first) and ends so is a place
@@ -333,8 +334,9 @@ def _geo_tails(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     tagged as a person or a proper noun, then a place's generic head word ("劳伦" + "大陆", "阿登" +
     "地区", "海翠" + "花园": the place, never a person of that name)."""
     out: list[Pair] = []
-    for word, flag in pairs:
-        if out and word in _GEO_HEADS and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 5 \
+    for i, (word, flag) in enumerate(pairs):
+        firm = i + 1 < len(pairs) and pairs[i + 1][0] in _FIRM_WORDS  # "加拿大广场" + "公司": the firm's name
+        if out and word in _GEO_HEADS and not firm and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 5 \
                 and (out[-1][1] in _PERSON_TAGS | {"nz"}
                      or (out[-1][1] == "ns" and word in _SITE_HEADS and freq(out[-1][0]) < _COUNTRY_FREQ)):
             out.append((out.pop()[0] + word, "ns"))  # "劳伦" + "大陆", "克利希" + "广场": a place, no person
