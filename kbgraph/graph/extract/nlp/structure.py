@@ -245,14 +245,18 @@ def _menu_paths(text: str, out: Structure) -> None:
 # is noise, not prose: terminal or encoding garbage ("S+#_+Å± +Ä W S_+:"), code
 _GARBAGE_MIN = 12
 _GARBAGE_SHARE = 0.4
+_SYMBOLS_LINE = re.compile(r"(?m)^.*(?:[^\w\s]|_){3}.*$")
+_SYMBOL_CHARS = re.compile(r"[^\w\s]|_")
+_SPACE_CHARS = re.compile(r"\s")
 
 
 def _garbage_lines(text: str, out: Structure) -> None:
     """Lines of symbols (mangled encodings, terminal dumps, code): no names are read there (an
     e-mail of them made "ÅÅÄ", "NÄ" and "Ä W" entities)."""
-    for m in re.finditer(r"(?m)^.+$", text):
-        chars = [c for c in m.group(0) if not c.isspace()]
-        if len(chars) >= _GARBAGE_MIN and sum(not c.isalnum() for c in chars) >= _GARBAGE_SHARE * len(chars):
+    for m in _SYMBOLS_LINE.finditer(text):  # only lines with a run of symbols are counted
+        line = m.group(0)
+        chars = len(line) - len(_SPACE_CHARS.findall(line))
+        if chars >= _GARBAGE_MIN and len(_SYMBOL_CHARS.findall(line)) >= _GARBAGE_SHARE * chars:
             out.blank.append(m.span())
 
 
