@@ -125,3 +125,10 @@ def test_a_place_before_a_sites_word_is_that_site_but_a_country_before_it_is_a_k
     found = keys("许多支持者已经在维多利亚广场上庆祝胜利。他参观了上野动物园，又去看了美国公园的设计。")
     assert found.get("维多利亚广场") == "geo" and found.get("上野动物园") == "geo"
     assert "维多利亚" not in found and "美国公园" not in found and "美国" in found
+
+
+def test_a_name_before_a_streets_word_is_the_street_and_a_citys_native_is_no_name() -> None:
+    found = keys("杨树浦路西起惠民路，东至黎平路。于海，河南洛阳人，是一名足球运动员；两位英国人也来了。刘备路过此地。")
+    assert found.get("惠民路") == "geo" and found.get("黎平路") == "geo"
+    assert not {"惠民", "黎平", "河南洛阳人", "洛阳人"} & set(found)
+    assert "河南" in found and "英国人" in found and found.get("刘备") == "person"

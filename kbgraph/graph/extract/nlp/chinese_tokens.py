@@ -104,6 +104,8 @@ _GEO_HEADS = frozenset("""
 大陆 群岛 半岛 平原 高原 盆地 山脉 峡谷 海峡 海湾 森林 沙漠 河畔 地区 大区 公国 王国 帝国 花园 广场 公园 植物园
 动物园 度假区 工业园区 公路 大道 大街 正街 商场 大楼 大厦
 """.split())
+# a street's word after a name ("黎平路", "银城街", "弥敦道")
+_ROAD_WORDS = frozenset("路街道巷")
 # a place this frequent in jieba's dictionary is a country or a capital (美国 36089, 德国 9604; 香港
 # 8044, 加拿大 2067): a site word after it is a kind of site there ("日本花园": a Japanese garden)
 _COUNTRY_FREQ = 9000
@@ -316,11 +318,19 @@ def _city_after_place(pair: Pair, freq: Callable[[str], int]) -> bool:
     return flag in _NAME_TAGS or (flag in ("n", "v", "j") and freq(word) < _COMMON_WORD)
 
 
+def _native(word: str, city: bool = False) -> bool:
+    """A person of a place ("洛阳人", "南昌人"): a place's name and 人, no one's name; with ``city``,
+    only of a city or county (a people, "英国人", "印第安人", may be named as a group)."""
+    if len(word) < 3 or word[-1] != "人":
+        return False
+    return division_name(word[:-1]) or (not city and dictionary_tag(word[:-1]) == "ns")
+
+
 def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     word, flag = pair
     if not _CJK_WORD.match(word) or not 2 <= len(word) <= 4 or word in ORDINARY or flag == "ns" \
-            or ordinary_compound(word, freq):
-        return False  # "蒙古" + "宣布独立" is no club
+            or ordinary_compound(word, freq) or _native(word):
+        return False  # "蒙古" + "宣布独立", "河南" + "洛阳人" are no club
     if word[0] in FUNCTION_CHARS and flag in _PERSON_TAGS:
         return False
     if flag in ("nr", "nrt", "nz", "nt", "j"):
@@ -340,6 +350,10 @@ def _geo_tails(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
                 and (out[-1][1] in _PERSON_TAGS | {"nz"}
                      or (out[-1][1] == "ns" and word in _SITE_HEADS and freq(out[-1][0]) < _COUNTRY_FREQ)):
             out.append((out.pop()[0] + word, "ns"))  # "劳伦" + "大陆", "克利希" + "广场": a place, no person
+            continue
+        if out and word in _ROAD_WORDS and flag in ("n", "s", "q") and out[-1][1] in _NAME_TAGS \
+                and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 3:
+            out.append((out.pop()[0] + word, "ns"))  # "惠民" + "路", "银城" + "街", "弥敦" + "道": a street
             continue
         if out and ((word in _GEO_TAILS and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]))
                     or (word in _ADMIN_ENDINGS and out[-1][1] in _PERSON_TAGS and _CJK_WORD.match(out[-1][0])
@@ -474,6 +488,8 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
                                      or _language(word, flag) or (flag in _PERSON_TAGS and _CJK_WORD.match(word)
                                                                   and freq(word) > 0 and reads_as_ordinary(word))):
             flag = "n"
+        elif flag in _NAME_TAGS and _CJK_WORD.match(word) and _native(word, city=True):
+            flag = "n"  # "洛阳人" (nr): a person of Luoyang
         elif flag in _PERSON_TAGS and word[-1] in _KIND_CHARS and not any(d in word for d in _DOTS):
             flag = "n"  # "龙利鱼", "雷公藤", "冷冻柜": a kind of thing, by its last character
         elif flag in _NAME_TAGS and word in _DIRECTIONS:
