@@ -132,3 +132,4 @@ def test_a_name_before_a_streets_word_is_the_street_and_a_citys_native_is_no_nam
     assert found.get("惠民路") == "geo" and found.get("黎平路") == "geo"
     assert not {"惠民", "黎平", "河南洛阳人", "洛阳人"} & set(found)
     assert "河南" in found and "英国人" in found and found.get("刘备") == "person"
+    assert "南昌人" not in keys("曾炯，字炯之，江西南昌人，数学家。")
