@@ -133,3 +133,10 @@ def test_a_name_before_a_streets_word_is_the_street_and_a_citys_native_is_no_nam
     assert not {"惠民", "黎平", "河南洛阳人", "洛阳人"} & set(found)
     assert "河南" in found and "英国人" in found and found.get("刘备") == "person"
     assert "南昌人" not in keys("曾炯，字炯之，江西南昌人，数学家。")
+
+
+def test_a_sheets_sector_in_a_plural_of_an_adjective_is_no_name() -> None:
+    rows = ("Symbol: MMM; Security: 3M; GICS Sector: Industrials; Headquarters Location: Saint Paul, Minnesota\n"
+            "Symbol: AFL; Security: Aflac; GICS Sector: Financials; Headquarters Location: Columbus, Georgia\n")
+    found = keys(rows)
+    assert "aflac" in found and not {"industrials", "financials"} & set(found)

@@ -112,7 +112,11 @@ def ordinary_word(word: str) -> bool:
         low = low[:-2]
     if low in _FIRST_NAMES:
         return False
-    return low in _STOP or low in _INTERJECTIONS or low in _common_words()
+    words = _common_words()
+    # an adjective in -al made a plural noun, which the list leaves out ("Industrials", "Financials",
+    # "Rentals"); any plural of a listed word would be too many (Hastings: "hasting")
+    return low in _STOP or low in _INTERJECTIONS or low in words \
+        or (len(low) > 5 and low.endswith("als") and low[:-1] in words)
 
 
 def interjection(word: str) -> bool:
