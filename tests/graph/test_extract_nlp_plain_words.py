@@ -140,3 +140,10 @@ def test_a_sheets_sector_in_a_plural_of_an_adjective_is_no_name() -> None:
             "Symbol: AFL; Security: Aflac; GICS Sector: Financials; Headquarters Location: Columbus, Georgia\n")
     found = keys(rows)
     assert "aflac" in found and not {"industrials", "financials"} & set(found)
+
+
+def test_another_languages_thanks_and_greetings_are_no_names_but_their_acronyms_stay() -> None:
+    found = keys("[10:01] <pablo> Merci, it works now\n[10:02] <gianni> Grazie mille\n"
+                 "[10:03] <pablo> the SI units are in the manual\n")
+    assert not {"merci", "grazie"} & set(found)
+    assert "si" in found and found.get("pablo") == "person"

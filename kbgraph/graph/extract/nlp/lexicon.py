@@ -34,6 +34,12 @@ werent shouldnt wouldnt couldnt thats whats hows wheres theres heres youre theyr
 thru cuz coz cos anyhoo anyways methinks
 afaics afaict grrr grrrr argh ie eg ta whoo woot yippee ahh ohh
 """.split())
+# greetings, thanks and yes/no of other languages a chat mixes in ("Merci", "Grazie", "Si"); in
+# capitals they are acronyms ("SI" units)
+_FOREIGN_INTERJECTIONS = frozenset("""
+merci gracias danke bitte hola ciao bonjour bonsoir salut grazie prego oui si ja nein hallo moin servus hej
+obrigado obrigada adios arrivederci tschüss salve vai
+""".split())
 
 # abbreviations of ordinary things (technology, units, time zones, business and mail words): written
 # in capitals like names, but no one's name ("a 650M CD", "the PCMCIA card", "17:13 IST")
@@ -115,13 +121,18 @@ def ordinary_word(word: str) -> bool:
     words = _common_words()
     # an adjective in -al made a plural noun, which the list leaves out ("Industrials", "Financials",
     # "Rentals"); any plural of a listed word would be too many (Hastings: "hasting")
-    return low in _STOP or low in _INTERJECTIONS or low in words \
+    return low in _STOP or low in _INTERJECTIONS or low in words or _foreign_interjection(word) \
         or (len(low) > 5 and low.endswith("als") and low[:-1] in words)
 
 
+def _foreign_interjection(word: str) -> bool:
+    return not word.isupper() and word.lower() in _FOREIGN_INTERJECTIONS
+
+
 def interjection(word: str) -> bool:
-    """An interjection or chat abbreviation ("Lol", "Im", "Brb"), wherever it stands."""
-    return word.lower().replace("’", "'") in _INTERJECTIONS and word.lower() not in _FIRST_NAMES
+    """An interjection or chat abbreviation ("Lol", "Im", "Brb", "Merci"), wherever it stands."""
+    return (word.lower().replace("’", "'") in _INTERJECTIONS or _foreign_interjection(word)) \
+        and word.lower() not in _FIRST_NAMES
 
 
 def generic_acronym(word: str) -> bool:
