@@ -147,3 +147,9 @@ def test_another_languages_thanks_and_greetings_are_no_names_but_their_acronyms_
                  "[10:03] <pablo> the SI units are in the manual\n")
     assert not {"merci", "grazie"} & set(found)
     assert "si" in found and found.get("pablo") == "person"
+
+
+def test_a_label_an_irc_utterance_begins_with_is_no_speaker() -> None:
+    found = keys("[10:13] <bob> !bot\n[10:14] <ubottu> Error: I am only a bot, please don't think I'm intelligent\n"
+                 "[10:15] <ann> HrdwrBoB: try the live cd\n")
+    assert "error" not in found and found.get("ubottu") == "person" and "hrdwr bob" not in found

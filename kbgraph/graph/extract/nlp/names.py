@@ -125,7 +125,10 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     toks = [(m.group(0) if not embedded else m.group(0).lower(), m.start(), m.end()) for m, embedded in matches]
     if not toks:
         return
-    speakers = {m.start(1) for m in _SPEAKER.finditer(text)}
+    # a label at a line's start is a speaker's, unless an IRC speaker's utterance begins there
+    # ("<ubottu> Error: I am only a bot": the nick is blanked, "Error:" is what it says)
+    said = {len(text[:u]) + len(text[u:u + 40]) - len(text[u:u + 40].lstrip(" \t")) for u in utterances}
+    speakers = {m.start(1) for m in _SPEAKER.finditer(text)} - said
     titles = _quoted_titles(text)
     for start, end in titles:
         _take_title(text, start, end, starts, cands, occurrences)
