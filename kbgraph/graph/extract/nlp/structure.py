@@ -202,7 +202,7 @@ def _irc_speakers(text: str, out: Structure) -> None:
         nicks.update(n for n in (m.group(1), m.group(2)) if n and _nick(n))
     for m in _IRC_EVENT_TAIL.finditer(text):
         out.blank.append(m.span())  # "has joined #ubuntu", "[~user@host]": no names of people
-    for nick in sorted(nicks, key=len, reverse=True):
+    for nick in sorted(nicks, key=lambda n: (-len(n), n)):  # a fixed order: "gcolley" and "GColley" alike
         for m in re.finditer(rf"(?<![\w\-@.~]){re.escape(nick)}(?![\w\-@]|\.\w)", text):
             out._person(nick, m.start(), m.end())
 
