@@ -153,3 +153,15 @@ def test_a_label_an_irc_utterance_begins_with_is_no_speaker() -> None:
     found = keys("[10:13] <bob> !bot\n[10:14] <ubottu> Error: I am only a bot, please don't think I'm intelligent\n"
                  "[10:15] <ann> HrdwrBoB: try the live cd\n")
     assert "error" not in found and found.get("ubottu") == "person" and "hrdwr bob" not in found
+
+
+def test_an_irc_logs_names_do_not_depend_on_the_hash_seed() -> None:
+    import os
+    import subprocess
+    import sys
+    log = "[09:00] <gcolley> hi\n[09:01] <GColley> hello gcolley\n[09:02] <ng> GColley, hi\n[09:03] <NG> yes\n"
+    code = ("import sys; from kbgraph.graph.extract.nlp.extractor import NLPExtractor; "
+            "print(sorted(e.name for e in NLPExtractor().extract(sys.stdin.read()).entities))")
+    runs = {subprocess.run([sys.executable, "-c", code], input=log, capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
+    assert len(runs) == 1
