@@ -165,3 +165,9 @@ def test_an_irc_logs_names_do_not_depend_on_the_hash_seed() -> None:
     runs = {subprocess.run([sys.executable, "-c", code], input=log, capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout for seed in range(6)}
     assert len(runs) == 1
+
+
+def test_a_transliterated_burg_is_one_name() -> None:
+    found = keys("他出生于萨尔兹堡，后来搬到弗伦斯堡居住。")
+    assert "萨尔兹堡" in found and "弗伦斯堡" in found
+    assert not {"萨尔", "兹堡", "弗伦", "斯堡"} & set(found)
