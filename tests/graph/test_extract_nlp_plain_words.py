@@ -171,3 +171,8 @@ def test_a_transliterated_burg_is_one_name() -> None:
     found = keys("他出生于萨尔兹堡，后来搬到弗伦斯堡居住。")
     assert "萨尔兹堡" in found and "弗伦斯堡" in found
     assert not {"萨尔", "兹堡", "弗伦", "斯堡"} & set(found)
+
+
+def test_a_foreign_names_first_syllable_jieba_left_unclassed_stays_with_it() -> None:
+    found = keys("出演的还有布鲁斯·威利斯以及乔瑟夫·高登。")
+    assert "乔瑟夫·高登" in found and "瑟夫·高登" not in found

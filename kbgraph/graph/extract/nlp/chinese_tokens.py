@@ -87,7 +87,7 @@ _INFRA_SUFFIXES = frozenset("""
 """.split())
 
 # tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
-_SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b".split())  # 奇 (ag) of 佩特里奇
+_SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b zg".split())  # 奇 (ag) of 佩特里奇
 _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 # a word this frequent in jieba's dictionary is a name of its own (伊朗 3820, 伊拉克 2671, 波斯 1717),
 # not a piece of a longer one (塔斯 4)
