@@ -176,3 +176,11 @@ def test_a_transliterated_burg_is_one_name() -> None:
 def test_a_foreign_names_first_syllable_jieba_left_unclassed_stays_with_it() -> None:
     found = keys("出演的还有布鲁斯·威利斯以及乔瑟夫·高登。")
     assert "乔瑟夫·高登" in found and "瑟夫·高登" not in found
+
+
+def test_markup_tags_are_no_irc_nicks_and_a_sign_off_is_no_part_of_the_name() -> None:
+    mail = ("It's a seminar on <cough>security</cough>, see the page:\n<title>ILUG seminar</title>\n"
+            "<html>\nThanks for the help.\n\nRegards Ger\n")
+    found = keys(mail)
+    assert not {"cough", "title", "html", "regards ger"} & set(found)
+    assert "ger" in found and "ilug" in found

@@ -188,8 +188,10 @@ def _irc_speakers(text: str, out: Structure) -> None:
     nicks: set[str] = set()
     # "* nick waves" is an action only in a log whose lines have "<nick>" speakers: elsewhere a line
     # "* make sure ..." is a list item (4 e-mails of email-ilug made "make", "mount", "su" persons)
-    speakers = any(m.group(1) for m in _IRC_SPEAKER.finditer(text))
-    for m in _IRC_SPEAKER.finditer(text):
+    # a "<word>" closed somewhere by "</word>" is markup ("<title>", "<cough>...</cough>"), no nick
+    lines = [m for m in _IRC_SPEAKER.finditer(text) if not (m.group(1) and f"</{m.group(1)}>" in text)]
+    speakers = any(m.group(1) for m in lines)
+    for m in lines:
         if not m.group(1) and not speakers:
             continue
         g = 1 if m.group(1) else 2

@@ -31,6 +31,7 @@ january february march april may june july august september october november dec
 monday tuesday wednesday thursday friday saturday sunday
 chapter stave illustration contents title author note footnote figure table section page volume part appendix
 end start beginning introduction preface index copyright license
+regards sincerely rgds
 thanks thank thx sorry yeah yep yup nope lol omg wow haha hmm oops congrats congratulations cheers welcome
 great nice cool sure looking hey hiya morning evening afternoon night tonight today tomorrow yesterday
 asap fyi btw tbd eta eod imo imho tl dr dm pm am ps nb aka ok ooo wfh rsvp faq re fwd cc bcc
