@@ -67,6 +67,22 @@ def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
     return []
 
 
+def _tokens(text: str) -> tuple[list[tuple[str, int, int]], set[str]]:
+    """The chunk's word tokens (a word inside an address or path in lower case: no name), and the
+    words it writes in lower case in its sentences (not "rick" of rick@linuxmafia.com)."""
+    toks: list[tuple[str, int, int]] = []
+    lower_words: set[str] = set()
+    for m in _TOKEN.finditer(text):
+        word, start, end = m.group(0), m.start(), m.end()
+        if _embedded(text, start, end):
+            toks.append((word.lower(), start, end))
+            continue
+        toks.append((word, start, end))
+        if word[0].islower():
+            lower_words.add(word.lower())
+    return toks, lower_words
+
+
 def _plain_tail(toks: list[tuple[str, int, int]], idxs: list[int]) -> bool:
     """One plain word after "of" ("Representatives" of "House of Representatives", "Terror" of
     "Reign of Terror"): the end of the longer name, no name of its own. A tail of several plain words
@@ -121,8 +137,7 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
     are no names of their own."""
-    matches = [(m, _embedded(text, m.start(), m.end())) for m in _TOKEN.finditer(text)]
-    toks = [(m.group(0) if not embedded else m.group(0).lower(), m.start(), m.end()) for m, embedded in matches]
+    toks, lower_words = _tokens(text)
     if not toks:
         return
     # a label at a line's start is a speaker's, unless an IRC speaker's utterance begins there
@@ -133,8 +148,6 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     for start, end in titles:
         _take_title(text, start, end, starts, cands, occurrences)
     sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
-    # words the chunk writes in lower case, in its sentences (not "rick" of rick@linuxmafia.com)
-    lower_words = {m.group(0).lower() for m, embedded in matches if m.group(0)[0].islower() and not embedded}
     initial = _initial_words(text, spans, toks, sent_of, lower_words)
     value_first = _phrase_firsts(text, toks, values)
     for i in value_first | _phrase_firsts(text, toks, utterances) | _line_firsts(text, toks):

@@ -234,6 +234,8 @@ def _menu_paths(text: str, out: Structure) -> None:
     """The steps of a menu path ("System -> Administration -> Services", "Edit > Preferences"):
     labels of a program's menus, no names, when every word of a step is an ordinary one (a step
     "Ubuntu Software Center" stays a name)."""
+    if ">" not in text and "|" not in text and "→" not in text:
+        return
     for m in _MENU_PATH.finditer(text):
         pos = m.start()
         for step in _MENU_ARROW.split(m.group(0)):
