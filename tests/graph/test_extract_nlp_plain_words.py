@@ -26,6 +26,7 @@ def test_a_legal_form_or_suffix_cut_off_by_a_comma_is_no_name() -> None:
                  "and two partners, and later sold to Hochman Hawaii Three, Ltd.")
     assert "publix super markets" in found and "peter williams" in found
     assert not {"inc", "jr", "ltd"} & set(found)
+    assert "jr" in keys("The station is served by JR, Japan's railway group, and by a private line.")
 
 
 def test_a_plain_word_in_capitals_is_emphasis_but_a_short_acronym_stays() -> None:
