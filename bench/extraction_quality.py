@@ -6,8 +6,9 @@ GOLD is a .jsonl file or a folder of them (default: bench/data/extraction-gold/)
 text: ``{doc_id, lang, kind, source, text, entities: [{surface, type, start, end, canonical}]}``
 (see that folder's README.md for the type set and the marking rules). Every text carries ``split``:
 ``dev`` (the texts whose errors are read while the extractor is worked on) or ``heldout`` (only its
-figures are read: ``--split heldout --errors 0``); ``--split`` scores one part. Every text is given to the
-extractor alone, as one chunk, exactly as written (``build_extractor("nlp", ...)``). Figures per
+figures are read: ``--split heldout``, which lists no errors unless ``--errors N`` asks); ``--split``
+scores one part, and over all texts the error lists are the development texts' only. Every text is
+given to the extractor alone, as one chunk, exactly as written (``build_extractor("nlp", ...)``). Figures per
 language and per (language, kind), over the texts' distinct names (a name counted once per text):
 
 - precision: the extractor's entities whose key (``normalize_key``) is the key of a gold surface or
@@ -240,7 +241,7 @@ def print_table(result: dict[str, Any], errors: int) -> None:
         for name, g in result["groups"].items():
             if "/" not in name:
                 continue
-            print(f"\n{name}: most frequent false positives: "
+            print(f"\n{name}: most frequent false positives{result.get('errors_note', '')}: "
                   + ", ".join(f"{k} ({n})" for k, n in g["top_false_positives"][:errors]))
             print(f"{name}: most frequent missed names: " + ", ".join(f"{k} ({n})" for k, n in g["top_missed"][:errors]))
 
@@ -251,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
                     default=[DEFAULT_GOLD])
     ap.add_argument("--json", action="store_true", help="print the figures as JSON (per group; --docs adds texts)")
     ap.add_argument("--docs", action="store_true", help="with --json: include every text's details")
-    ap.add_argument("--errors", type=int, default=10, help="list the N most frequent errors per group (0: none)")
+    ap.add_argument("--errors", type=int, default=None,
+                    help="list the N most frequent errors per group (0: none; default 10, and 0 with --split "
+                         "heldout); without --split they are the development texts' errors only")
     ap.add_argument("--entity-types", default=None,
                     help="the knowledge base's entity types, comma-separated (default: the kb default)")
     ap.add_argument("--limit", type=int, default=0, help="only the first N texts of each file set")
@@ -271,14 +274,28 @@ def main(argv: list[str] | None = None) -> int:
         result["split_note"] = ", keys resolved through each group's name links"
     if args.split:
         result["split_note"] = result.get("split_note", "") + f", {args.split} texts only"
+    errors = args.errors if args.errors is not None else (0 if args.split == "heldout" else 10)
+    if not args.split and errors:
+        _dev_errors(result, rows, types)
     if args.json:
         if not args.docs:
             result = {k: v for k, v in result.items() if k != "docs"}
         json.dump(result, sys.stdout, ensure_ascii=False, indent=1)
         print()
     else:
-        print_table(result, args.errors)
+        print_table(result, errors)
     return 0
+
+
+def _dev_errors(result: dict[str, Any], rows: list[dict[str, Any]], types: list[str] | None) -> None:
+    """Over all texts, the error lists are the development texts' only: the held-out texts' errors
+    are not to be read while the extractor is worked on (their figures are the check)."""
+    dev = evaluate([r for r in rows if r.get("split", "dev") == "dev"], types)
+    for name, group in result["groups"].items():
+        other = dev["groups"].get(name, {})
+        group["top_false_positives"] = other.get("top_false_positives", [])
+        group["top_missed"] = other.get("top_missed", [])
+    result["errors_note"] = " (errors: development texts only)"
 
 
 if __name__ == "__main__":

@@ -74,3 +74,20 @@ def test_split_scores_one_part(tmp_path: Path) -> None:
     assert answer.returncode == 0, answer.stderr[-3000:]
     held = [r for r in eq.load_gold([GOLD / "en-sheet.jsonl"]) if r["split"] == "heldout"]
     assert json.loads(answer.stdout)["groups"]["en"]["texts"] == len(held)
+
+
+def test_over_all_texts_the_error_lists_are_the_development_texts_only(tmp_path: Path, capsys) -> None:
+    """The held-out texts' errors are never printed unless asked for: their figures are the check."""
+    def row(doc_id: str, split: str, text: str) -> str:
+        return json.dumps({"doc_id": doc_id, "lang": "en", "kind": "email", "source": "test", "split": split,
+                           "text": text, "entities": [{"surface": "Dublin", "type": "location", "start": 0,
+                                                        "end": 6, "canonical": "Dublin"}]})
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(row("d1", "dev", "Dublin is where Zorbly Widgets met.") + "\n"
+                    + row("h1", "heldout", "Dublin is where Quantrix Gadgets met.") + "\n", encoding="utf-8")
+    assert eq.main([str(gold)]) == 0
+    out = capsys.readouterr().out
+    assert "zorbly widgets" in out and "quantrix" not in out.lower()
+    assert eq.main([str(gold), "--split", "heldout"]) == 0
+    out = capsys.readouterr().out
+    assert "most frequent" not in out and "quantrix" not in out.lower()

@@ -210,13 +210,13 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
 
 
 def _one_reading(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int, str, str]]:
-    """An organization's name read whole once in the chunk ("广东日之泉" after "中甲球队") is read so
-    wherever jieba cut the same characters into pieces ("与" + "广东" + "日" + "之" + "泉"): the
-    pieces that spell it from a word's start are that name."""
-    orgs = {w for _, _, w, f in words if f == "nt" and len(w) >= 4}
-    if not orgs:
+    """An organization's or person's name read whole once in the chunk ("广东日之泉" after "中甲球队",
+    "李成栋") is read so wherever jieba cut the same characters into pieces ("与" + "广东" + "日" +
+    "之" + "泉", "李成" + "栋"): the pieces that spell it from a word's start are that name."""
+    whole = {w: f for _, _, w, f in words if (f == "nt" and len(w) >= 4) or (f in _PERSON_FLAGS and len(w) >= 3)}
+    if not whole:
         return words
-    prefixes = {o[:k] for o in orgs for k in range(1, len(o) + 1)}
+    prefixes = {o[:k] for o in whole for k in range(1, len(o) + 1)}
     out: list[tuple[int, int, str, str]] = []
     i = 0
     while i < len(words):
@@ -226,8 +226,8 @@ def _one_reading(words: list[tuple[int, int, str, str]]) -> list[tuple[int, int,
                 and spelled + words[j][2] in prefixes:
             spelled += words[j][2]
             j += 1
-        if j > i + 1 and spelled in orgs:
-            out.append((si, offset, spelled, "nt"))
+        if j > i + 1 and spelled in whole:
+            out.append((si, offset, spelled, whole[spelled]))
             i = j
             continue
         out.append(words[i])

@@ -32,10 +32,12 @@ from kbgraph.graph.extract.nlp.chinese_cues import (
     Pair,
     clan,
     dictionary_tag,
+    division_name,
     generic_after_place,
     initial_surname,
     leagues,
     linked_guess,
+    ordinary_compound,
     reads_as_ordinary,
     region_in_place,
 )
@@ -58,6 +60,10 @@ _DIRECTIONS = frozenset("东北 西北 东南 西南 东部 西部 南部 北部
 # a noun rarer than this in jieba's dictionary may be a coined name after a place ("光谷"); 效力 (753)
 # in "在中国效力" is a verb it tags as a noun
 _COINED_NOUN = 300
+# a noun more frequent than this in jieba's dictionary is a common word before a place's name (中心
+# 23969, 北方 3850), whatever district shares it; cities it tags as nouns are rarer (大理 958, 银川 290)
+_COMMON_WORD = 1000
+_FIRM_WORDS = frozenset("公司 集团 有限公司 股份有限公司 总公司 管理局 基金会".split())
 _OPERATOR_SUFFIXES = frozenset("集团 公司 总公司 有限公司 股份有限公司 局 管理局".split())
 # characters a place name ends with ("科学城", "亦庄", "蛇口"): a word jieba tags as a person that
 # cannot be one (no surname first) and ends so is a place
@@ -81,7 +87,7 @@ _INFRA_SUFFIXES = frozenset("""
 """.split())
 
 # tags under which jieba leaves a single syllable of a foreign name it cut (not p, c, u, d, r, m)
-_SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b".split())  # 奇 (ag) of 佩特里奇
+_SYLLABLE_TAGS = frozenset("n q vg v a ag j f nr nrt ns nz ng b zg".split())  # 奇 (ag) of 佩特里奇
 _FOREIGN_NAME_TAGS = frozenset("nr nrt nrfg ns nz".split())
 # a word this frequent in jieba's dictionary is a name of its own (伊朗 3820, 伊拉克 2671, 波斯 1717),
 # not a piece of a longer one (塔斯 4)
@@ -93,6 +99,18 @@ _NAME_FINAL_STOPS = frozenset("为的时也向因死妻了在和是与及被把�
 _KIND_CHARS = frozenset("鱼鸟虫蛇藤草菜菇酒药病柜鞋帽袜裙锣钹笛鼓炮枪剂")
 # one-character words for a sea, lake, river, mountain, island, bay, strait, cape, port, pass, city
 _GEO_TAILS = frozenset("海湖河山岛湾峡角港江关城州")
+# generic head words of the names of places, regions, parks and streets ("劳伦大陆", "克利希广场")
+_GEO_HEADS = frozenset("""
+大陆 群岛 半岛 平原 高原 盆地 山脉 峡谷 海峡 海湾 森林 沙漠 河畔 地区 大区 公国 王国 帝国 花园 广场 公园 植物园
+动物园 度假区 工业园区 公路 大道 大街 正街 商场 大楼 大厦
+""".split())
+# a street's word after a name ("黎平路", "银城街", "弥敦道")
+_ROAD_WORDS = frozenset("路街道巷")
+# a place this frequent in jieba's dictionary is a country or a capital (美国 36089, 德国 9604; 香港
+# 8044, 加拿大 2067): a site word after it is a kind of site there ("日本花园": a Japanese garden)
+_COUNTRY_FREQ = 9000
+# ...of which these name a site of a place (维多利亚 + 广场, 布什 + 大楼), not a region of it (上海地区)
+_SITE_HEADS = frozenset("花园 广场 公园 植物园 动物园 度假区 工业园区 公路 大道 大街 正街 商场 大楼 大厦".split())
 
 
 def _transliterated(word: str) -> bool:
@@ -245,6 +263,7 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
            tails: dict[str, set[str]] | None = None) -> list[Pair]:
     """"成都" + "谢菲联" -> "成都谢菲联" (nt): a place and a coined name right after it (a rare word
     or one jieba tags as a name, not a place), with a team suffix after it if any."""
+    pairs = list(pairs)
     out: list[Pair] = []
     i = 0
     while i < len(pairs):
@@ -269,6 +288,11 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
             out.append((name, "ns"))
             i = end
             continue
+        if flag == "ns" and nxt and _city_after_place(nxt, freq):
+            out.append((word, flag))  # "陕西" + "宝鸡", "香港" + "九龙": a place in a place, no club
+            pairs[i + 1] = (nxt[0], "ns")  # which may still begin one ("沈阳" + "金德")
+            i += 1
+            continue
         if flag == "ns" and nxt and ((2 <= len(word) <= 3 and _coined(nxt, freq, rare))
                                      or (nxt[1] == "nt" and nxt[0] not in ORDINARY)):
             name, end = word + nxt[0], i + 2
@@ -284,10 +308,29 @@ def _clubs(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     return out
 
 
+def _city_after_place(pair: Pair, freq: Callable[[str], int]) -> bool:
+    """A city's or county's name after a place's (``division_name``): a name-tagged word, or a noun
+    or verb jieba's dictionary holds as no common word (宝鸡 n, 包头 v; not 中心, whose 中心区 is
+    a district too)."""
+    word, flag = pair
+    if not _CJK_WORD.match(word) or not division_name(word):
+        return False
+    return flag in _NAME_TAGS or (flag in ("n", "v", "j") and freq(word) < _COMMON_WORD)
+
+
+def _native(word: str, city: bool = False) -> bool:
+    """A person of a place ("洛阳人", "南昌人"): a place's name and 人, no one's name; with ``city``,
+    only of a city or county (a people, "英国人", "印第安人", may be named as a group)."""
+    if len(word) < 3 or word[-1] != "人":
+        return False
+    return division_name(word[:-1]) or (not city and dictionary_tag(word[:-1]) == "ns")
+
+
 def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     word, flag = pair
-    if not _CJK_WORD.match(word) or not 2 <= len(word) <= 4 or word in ORDINARY or flag == "ns":
-        return False
+    if not _CJK_WORD.match(word) or not 2 <= len(word) <= 4 or word in ORDINARY or flag == "ns" \
+            or ordinary_compound(word, freq) or _native(word):
+        return False  # "蒙古" + "宣布独立", "河南" + "洛阳人" are no club
     if word[0] in FUNCTION_CHARS and flag in _PERSON_TAGS:
         return False
     if flag in ("nr", "nrt", "nz", "nt", "j"):
@@ -295,11 +338,23 @@ def _coined(pair: Pair, freq: Callable[[str], int], rare: int) -> bool:
     return flag in ("n", "nrfg", "x") and len(word) == 2 and freq(word) < _COINED_NOUN
 
 
-def _geo_tails(pairs: list[Pair]) -> list[Pair]:
+def _geo_tails(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"凯尔特" + "海" -> "凯尔特海" (a place): a transliterated name jieba tags as a person or a
-    name, then a one-character word for a sea, lake, river, mountain, island, pass or city."""
+    name, then a one-character word for a sea, lake, river, mountain, island, pass or city; a word
+    tagged as a person or a proper noun, then a place's generic head word ("劳伦" + "大陆", "阿登" +
+    "地区", "海翠" + "花园": the place, never a person of that name)."""
     out: list[Pair] = []
-    for word, flag in pairs:
+    for i, (word, flag) in enumerate(pairs):
+        firm = i + 1 < len(pairs) and pairs[i + 1][0] in _FIRM_WORDS  # "加拿大广场" + "公司": the firm's name
+        if out and word in _GEO_HEADS and not firm and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 5 \
+                and (out[-1][1] in _PERSON_TAGS | {"nz"}
+                     or (out[-1][1] == "ns" and word in _SITE_HEADS and freq(out[-1][0]) < _COUNTRY_FREQ)):
+            out.append((out.pop()[0] + word, "ns"))  # "劳伦" + "大陆", "克利希" + "广场": a place, no person
+            continue
+        if out and word in _ROAD_WORDS and flag in ("n", "s", "q") and out[-1][1] in _NAME_TAGS \
+                and _CJK_WORD.match(out[-1][0]) and 2 <= len(out[-1][0]) <= 3:
+            out.append((out.pop()[0] + word, "ns"))  # "惠民" + "路", "银城" + "街", "弥敦" + "道": a street
+            continue
         if out and ((word in _GEO_TAILS and out[-1][1] in _NAME_TAGS and _transliterated(out[-1][0]))
                     or (word in _ADMIN_ENDINGS and out[-1][1] in _PERSON_TAGS and _CJK_WORD.match(out[-1][0])
                         and 2 <= len(out[-1][0]) <= 4)):  # "敖德萨" + "州"
@@ -423,7 +478,7 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
     to "n"); ``tails`` collects the coined part of each place-and-name organization."""
     pairs = _regnal(_dotted(_unglued(leagues(initial_surname(plain(pairs))), freq), freq))
     pairs = generic_after_place(region_in_place(pairs))
-    pairs = _events(_clubs(_designations(_geo_tails(pairs)), freq, rare, tails), freq)
+    pairs = _events(_clubs(_designations(_geo_tails(pairs, freq)), freq, rare, tails), freq)
     out: list[Pair] = []
     for word, flag in _clipped(pairs, freq):
         if flag in _PERSON_TAGS and word[-1:] in _PLACE_ENDINGS and word not in ORDINARY \
@@ -433,12 +488,16 @@ def mended(pairs: list[Pair], freq: Callable[[str], int], rare: int,
                                      or _language(word, flag) or (flag in _PERSON_TAGS and _CJK_WORD.match(word)
                                                                   and freq(word) > 0 and reads_as_ordinary(word))):
             flag = "n"
+        elif flag in _NAME_TAGS and _CJK_WORD.match(word) and _native(word, city=True):
+            flag = "n"  # "洛阳人" (nr): a person of Luoyang
         elif flag in _PERSON_TAGS and word[-1] in _KIND_CHARS and not any(d in word for d in _DOTS):
             flag = "n"  # "龙利鱼", "雷公藤", "冷冻柜": a kind of thing, by its last character
         elif flag in _NAME_TAGS and word in _DIRECTIONS:
             flag = "f"  # alone, after the rules: "西南" + "站" is a station
-        elif flag in _NAME_TAGS and linked_guess(word, flag, freq):
+        elif flag in _NAME_TAGS and (linked_guess(word, flag, freq) or ordinary_compound(word, freq)):
             flag = "n"
+        elif flag in _NAME_TAGS and flag != "ns" and _CJK_WORD.match(word) and division_name(word):
+            flag = "ns"  # "多伦多" (nrt), "南通" (nz): a city, as its dictionary entry 多伦多市 says
         out.append((word, flag))
     return out
 

@@ -29,7 +29,7 @@ TRANSLITERATION = frozenset(
     "克肯库夸奎拉莱赖兰朗劳勒雷蕾里理莉利列林琳隆卢鲁路伦罗洛马玛迈麦曼芒梅蒙米密敏明莫姆穆纳娜"
     "奈南内尼妮宁纽努诺欧帕派潘庞佩皮珀普齐奇恰乔切琴丘屈萨塞赛桑瑟森沙莎山尚绍舍什施史斯松苏索"
     "塔泰坦汤唐特提图托瓦万旺威韦维温文沃乌伍武西希锡夏谢辛休雅亚扬耶叶伊因英尤约扎泽詹朱卓兹佐"
-    "丝黛蒂娅琪芭易顿茨娃琼翁吕蓬钦昆佐丽翰治瑞廉柏")
+    "丝黛蒂娅琪芭易顿茨娃琼翁吕蓬钦昆佐丽翰治瑞廉柏堡")
 
 # ordinary words jieba's dictionary tags nr (person), ns (place), nt (organization) or nz (other
 # proper noun): read from its commonest such entries, and (second block) from its commonest nr/ns

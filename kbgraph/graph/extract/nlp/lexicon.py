@@ -17,6 +17,8 @@ from pathlib import Path
 from kbgraph.graph.extract.nlp.words import _FIRST_NAMES, _STOP
 
 _WORDS_FILE = Path(__file__).with_name("english_words.txt.gz")
+# the ordinary words SCOWL also lists capitalized as names (China, Turkey, Reading, Wells)
+_PROPER_WORDS_FILE = Path(__file__).with_name("english_proper_words.txt.gz")
 
 # interjections, greetings and chat abbreviations: a chat line starts with them ("Absolutely!", "Bye")
 _INTERJECTIONS = frozenset("""
@@ -31,6 +33,12 @@ dunno gonna wanna gotta kinda sorta lemme gimme ya yah im ive dont cant wont did
 werent shouldnt wouldnt couldnt thats whats hows wheres theres heres youre theyre weve youve theyve tho
 thru cuz coz cos anyhoo anyways methinks
 afaics afaict grrr grrrr argh ie eg ta whoo woot yippee ahh ohh
+""".split())
+# greetings, thanks and yes/no of other languages a chat mixes in ("Merci", "Grazie", "Si"); in
+# capitals they are acronyms ("SI" units)
+_FOREIGN_INTERJECTIONS = frozenset("""
+merci gracias danke bitte hola ciao bonjour bonsoir salut grazie prego oui si ja nein hallo moin servus hej
+obrigado obrigada adios arrivederci tschüss salve vai
 """.split())
 
 # abbreviations of ordinary things (technology, units, time zones, business and mail words): written
@@ -71,7 +79,7 @@ yiddish yugoslav zulu
 
 # endings of adjectives of peoples and languages, for the parts of a compound after a nationality
 # ("Roman-Gaulish", "Anglo-Frisian")
-_ADJECTIVE_ENDINGS = ("ish", "ian", "ese", "ic")
+_ADJECTIVE_ENDINGS = ("ish", "ian", "ese", "ic", "an")  # "Anglo-Norman", "Norman-Irish"
 
 # field labels of e-mail and chat headers and of exported records: structure, never a speaker
 _HEADER_LABELS = frozenset("""
@@ -86,6 +94,22 @@ def _common_words() -> frozenset[str]:
         return frozenset(line.strip() for line in f if line.strip() and not line.startswith("#"))
 
 
+@lru_cache(maxsize=1)
+def _proper_words() -> frozenset[str]:
+    with gzip.open(_PROPER_WORDS_FILE, "rt", encoding="utf-8") as f:
+        return frozenset(line.strip() for line in f if line.strip() and not line.startswith("#"))
+
+
+def plain_word(word: str) -> bool:
+    """An ordinary word that names nothing when capitalized ("Representatives", "Terror", "NULL",
+    "URGENT"): ordinary (``ordinary_word``) and not also a name in SCOWL's lists (China, Turkey,
+    Reading and Wells are both)."""
+    low = word.lower().rstrip(".")
+    if low.endswith(("'s", "’s")):
+        low = low[:-2]
+    return ordinary_word(word) and low not in _proper_words()
+
+
 def ordinary_word(word: str) -> bool:
     """An ordinary English word or interjection ("Absolutely", "Keep", "Region", "Bye"), not a
     common given name ("Mark", "Bill", "Rose" name people as often as things)."""
@@ -94,12 +118,21 @@ def ordinary_word(word: str) -> bool:
         low = low[:-2]
     if low in _FIRST_NAMES:
         return False
-    return low in _STOP or low in _INTERJECTIONS or low in _common_words()
+    words = _common_words()
+    # an adjective in -al made a plural noun, which the list leaves out ("Industrials", "Financials",
+    # "Rentals"); any plural of a listed word would be too many (Hastings: "hasting")
+    return low in _STOP or low in _INTERJECTIONS or low in words or _foreign_interjection(word) \
+        or (len(low) > 5 and low.endswith("als") and low[:-1] in words)
+
+
+def _foreign_interjection(word: str) -> bool:
+    return not word.isupper() and word.lower() in _FOREIGN_INTERJECTIONS
 
 
 def interjection(word: str) -> bool:
-    """An interjection or chat abbreviation ("Lol", "Im", "Brb"), wherever it stands."""
-    return word.lower().replace("’", "'") in _INTERJECTIONS and word.lower() not in _FIRST_NAMES
+    """An interjection or chat abbreviation ("Lol", "Im", "Brb", "Merci"), wherever it stands."""
+    return (word.lower().replace("’", "'") in _INTERJECTIONS or _foreign_interjection(word)) \
+        and word.lower() not in _FIRST_NAMES
 
 
 def generic_acronym(word: str) -> bool:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
-from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word, plain_word
 from kbgraph.graph.extract.nlp.sentences import _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
@@ -67,6 +67,40 @@ def _of_tail(toks: list[tuple[str, int, int]], run: list[int]) -> list[int]:
     return []
 
 
+def _tokens(text: str) -> tuple[list[tuple[str, int, int]], set[str]]:
+    """The chunk's word tokens (a word inside an address or path in lower case: no name), and the
+    words it writes in lower case in its sentences (not "rick" of rick@linuxmafia.com)."""
+    toks: list[tuple[str, int, int]] = []
+    lower_words: set[str] = set()
+    for m in _TOKEN.finditer(text):
+        word, start, end = m.group(0), m.start(), m.end()
+        if _embedded(text, start, end):
+            toks.append((word.lower(), start, end))
+            continue
+        toks.append((word, start, end))
+        if word[0].islower():
+            lower_words.add(word.lower())
+    return toks, lower_words
+
+
+def _plain_tail(toks: list[tuple[str, int, int]], idxs: list[int]) -> bool:
+    """One plain word after "of" ("Representatives" of "House of Representatives", "Terror" of
+    "Reign of Terror"): the end of the longer name, no name of its own. A tail of several plain words
+    may be one ("United States", "National Football League")."""
+    words = [_POSSESSIVE.sub("", toks[i][0]) for i in idxs if toks[i][0].lower() not in _CONNECTORS]
+    return len(words) == 1 and not words[0].isupper() and plain_word(words[0])  # "CD of GNU": an acronym
+
+
+# a letter written three times in a row: a drawn-out word ("Sooooo", "Grrrr"); no name is spelt so
+_DRAWN_OUT = re.compile(r"([A-Za-z])\1\1")
+# number words: stop words at a name's edge, but a name's own word where capitalized inside a
+# sentence ("Thousand Oaks", "Sky Three", "Channel Four")
+_CARDINALS = frozenset("one two three four five six seven eight nine ten eleven twelve twenty hundred thousand".split())
+_NUMBER_WORDS = _CARDINALS | {"first", "second", "third"}  # an ordinal begins a name, never ends one ("China Third")
+# a company's legal form or a name's suffix, never a name alone ("Publix Super Markets, Inc.", "Jr.")
+_SUFFIX_WORDS = frozenset("inc ltd llc plc corp co jr sr gmbh esq".split())
+
+
 def _quoted_titles(text: str) -> list[tuple[int, int]]:
     """Spans of quoted titles: at most six words, no sentence punctuation, most words capitalized or
     numbers ("Moonlit Orchard", "Overwatch 3"); quoted speech ("How now?", "Thanks a lot") is not one."""
@@ -103,16 +137,17 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
     """The Latin-script names of ``text`` (its sentences: ``spans`` and their ``starts``) added to
     ``cands`` and ``occurrences``. ``skip``: spans of Chinese titles, whose Latin parts ("华岳QY300")
     are no names of their own."""
-    toks = [(m.group(0) if not _embedded(text, m.start(), m.end()) else m.group(0).lower(), m.start(), m.end())
-            for m in _TOKEN.finditer(text)]
+    toks, lower_words = _tokens(text)
     if not toks:
         return
-    speakers = {m.start(1) for m in _SPEAKER.finditer(text)}
+    # a label at a line's start is a speaker's, unless an IRC speaker's utterance begins there
+    # ("<ubottu> Error: I am only a bot": the nick is blanked, "Error:" is what it says)
+    said = {len(text[:u]) + len(text[u:u + 40]) - len(text[u:u + 40].lstrip(" \t")) for u in utterances}
+    speakers = {m.start(1) for m in _SPEAKER.finditer(text)} - said
     titles = _quoted_titles(text)
     for start, end in titles:
         _take_title(text, start, end, starts, cands, occurrences)
     sent_of = [bisect.bisect_right(starts, s) - 1 for _, s, _ in toks]
-    lower_words = {t.lower() for t, _, _ in toks if t[0].islower()}
     initial = _initial_words(text, spans, toks, sent_of, lower_words)
     value_first = _phrase_firsts(text, toks, values)
     for i in value_first | _phrase_firsts(text, toks, utterances) | _line_firsts(text, toks):
@@ -136,7 +171,7 @@ def latin_names(text: str, spans: list[tuple[int, int]], starts: list[int],
         _take_run(text, toks, run, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                   toks[run[0]][1] in speakers)
         tail = _of_tail(toks, run)
-        if tail:  # "Chief Minister of Maharashtra", "History of Mississippi" mention Maharashtra, Mississippi
+        if tail and not _plain_tail(toks, tail):  # "Chief Minister of Maharashtra", "History of Mississippi" mention Maharashtra, Mississippi
             _take_run(text, toks, tail, initial, sent_of, lower_words, noninitial_caps, cands, occurrences,
                       name_part=True)
 
@@ -237,8 +272,9 @@ def _embedded(text: str, start: int, end: int) -> bool:
     before = text[start - 1] if start > 0 else " "
     after = text[end] if end < len(text) else " "
     after2 = text[end + 1] if end + 1 < len(text) else " "
+    option = before == "-" and start > 1 and text[start - 2] in " \t"  # "rpm -Uvh": a command's option
     return before in "/\\_@." and not (before == "." and start > 1 and text[start - 2].isspace()) \
-        or after in "/\\_@" or (after == "." and after2.isalnum())
+        or after in "/\\_@" or (after == "." and after2.isalnum()) or option
 
 
 def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list[int]) -> list[list[int]]:
@@ -338,7 +374,8 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     capitalized by their place ("Following BSkyB's", "Burnt the ISO"), generic abbreviations at an
     edge ("Windows CD", "ILUG IRC channel")."""
     generic = False
-    while words and ((words[0].lower() in _STOP and not _initial_letter(words, idxs))
+    while words and ((words[0].lower() in _STOP and not _initial_letter(words, idxs)
+                      and not (len(words) > 1 and not initial[idxs[0]] and words[0].lower() in _NUMBER_WORDS))
                      or words[0].lower() in _CONNECTORS
                      or (len(words) > 1 and initial[idxs[0]] and _lead_word(words[0], words[1], lower_words))
                      or (len(words) > 1 and _edge_acronym(words[0]))):
@@ -346,7 +383,9 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
         words, idxs = words[1:], idxs[1:]
     # "Mark Page": a surname may be a word that is a stop word elsewhere (page, part, title)
     surname = len(words) == 2 and words[0].lower() in _FIRST_NAMES and words[1].lower() not in _CONNECTORS
-    while words and not surname and (words[-1].lower() in _STOP or words[-1].lower() in _CONNECTORS
+    while words and not surname and ((words[-1].lower() in _STOP and not (len(words) > 1 and words[-1].lower()
+                                                                       in _CARDINALS))
+                                     or words[-1].lower() in _CONNECTORS
                                      or (len(words) > 1 and _edge_acronym(words[-1]))):
         generic = generic or _edge_acronym(words[-1])
         words, idxs = words[:-1], idxs[:-1]
@@ -372,12 +411,30 @@ def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: 
     w = _POSSESSIVE.sub("", toks[i][0])
     if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
+    if _DRAWN_OUT.search(w) and len(w) >= (6 if w.isupper() else 4):  # not "KKK", "PPPD"
+        return False  # "Sooooo", "YESSSS", "Argggh": a word drawn out in chat, no name
+    if w.lower() in _SUFFIX_WORDS and not (w.isupper() and len(w) == 2):
+        return False  # "Inc", "Jr" cut from their name by a comma ("JR", "CO": acronyms)
+    if w.isupper() and len(w) >= 5 and plain_word(w):
+        return False  # "URGENT", "NULL", "FATAL": a plain word in capitals is emphasis or code, no acronym
+    if plain_word(w) and _beside_possessive(text, toks, i):
+        return False  # "Ryan's Hope", "Women's Society": a plain word of a longer title a possessive cut
     if _people_adjective(w, text):
         return False  # "Norman rule" in a text about the Normans: the people's adjective
     if w.isupper() and w.isalpha() and (len(w) > 6 or _shouting(toks, run[0] - 1, text)
                                         or _shouting(toks, run[-1] + 1, text)):
         return False  # not an acronym but a word of an all-caps heading ("MARLEY'S GHOST")
     return True
+
+
+def _beside_possessive(text: str, toks: list[tuple[str, int, int]], i: int) -> bool:
+    """A one-word run that a possessive split from a capitalized word beside it: after "Waldo's"
+    ("Waldo's People") or itself possessive before one ("Women's Society")."""
+    if i > 0 and _POSSESSIVE.search(toks[i - 1][0]) and _capital(toks[i - 1][0]) \
+            and _POSSESSIVE.sub("", toks[i - 1][0]).lower() not in _STOP and _WS_GAP.match(text[toks[i - 1][2]:toks[i][1]]):
+        return True
+    return _POSSESSIVE.search(toks[i][0]) is not None and i + 1 < len(toks) and _capital(toks[i + 1][0]) \
+        and _WS_GAP.match(text[toks[i][2]:toks[i + 1][1]]) is not None
 
 
 def _people_adjective(word: str, text: str) -> bool:

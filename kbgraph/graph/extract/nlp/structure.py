@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kbgraph.graph.extract.nlp.lexicon import header_label, nationality_word, ordinary_word
+from kbgraph.graph.extract.nlp.lexicon import header_label, nationality_word, ordinary_word, plain_word
 
 # a header line: a known label at a line's start (after quote markers), its value to the line's end
 _HEADER = re.compile(r"(?im)^[ \t>]*([A-Za-z][A-Za-z\-]{1,20})[ \t]*:[ \t]*(.*)$")
@@ -52,6 +52,10 @@ _PARENTHESIS = re.compile(r"\(([^()\n]{3,300})\)")
 _GLOSS = re.compile(r"(?:^|[;,])([ \t]*)([A-Z][a-z]+(?:[ \t][A-Z][a-z]+)?)[ \t]*:[ \t]*([^;,]+?)[ \t]*(?=[;,]|$)")
 # "Genus epithet" alone in quotes or parentheses (a species' scientific name)
 _BINOMIAL = re.compile(r"[\"“「(（][ \t]*([A-Z][a-z]{2,})[ \t]+([a-z]{3,})[ \t]*[\"”」)）]")
+# a menu path: "System -> Preferences -> Sessions", "System >> Administration", "System | Preferences"
+_MENU_STEP = r"[A-Z][\w&'’\-]*(?:[ \t]+[A-Za-z&][\w&'’\-]*){0,3}"
+_MENU_PATH = re.compile(rf"(?<![\w>\-]){_MENU_STEP}(?:[ \t]*(?:-+>|=+>|>>?|→|\|)[ \t]*{_MENU_STEP})+")
+_MENU_ARROW = re.compile(r"[ \t]*(?:-+>|=+>|>>?|→|\|)[ \t]*")
 _LINE_LABEL = re.compile(r"(?m)^[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?([A-Za-z][\w'’.\- ]{0,40}?)[ \t]*:[ \t]")
 
 
@@ -182,7 +186,14 @@ def _irc_speakers(text: str, out: Structure) -> None:
     known as Tim241"), whatever their case, and every other place the chunk writes them as a word
     ("pnunn, no they don't"); where each utterance starts."""
     nicks: set[str] = set()
-    for m in _IRC_SPEAKER.finditer(text):
+    # "* nick waves" is an action only in a log whose lines have "<nick>" speakers: elsewhere a line
+    # "* make sure ..." is a list item (4 e-mails of email-ilug made "make", "mount", "su" persons)
+    # a "<word>" closed somewhere by "</word>" is markup ("<title>", "<cough>...</cough>"), no nick
+    lines = [m for m in _IRC_SPEAKER.finditer(text) if not (m.group(1) and f"</{m.group(1)}>" in text)]
+    speakers = any(m.group(1) for m in lines)
+    for m in lines:
+        if not m.group(1) and not speakers:
+            continue
         g = 1 if m.group(1) else 2
         nick = m.group(g)
         if _nick(nick):
@@ -193,7 +204,7 @@ def _irc_speakers(text: str, out: Structure) -> None:
         nicks.update(n for n in (m.group(1), m.group(2)) if n and _nick(n))
     for m in _IRC_EVENT_TAIL.finditer(text):
         out.blank.append(m.span())  # "has joined #ubuntu", "[~user@host]": no names of people
-    for nick in sorted(nicks, key=len, reverse=True):
+    for nick in sorted(nicks, key=lambda n: (-len(n), n)):  # a fixed order: "gcolley" and "GColley" alike
         for m in re.finditer(rf"(?<![\w\-@.~]){re.escape(nick)}(?![\w\-@]|\.\w)", text):
             out._person(nick, m.start(), m.end())
 
@@ -219,6 +230,40 @@ def _binomials(text: str, out: Structure) -> None:
             out.blank.append((m.start(1), m.end(2)))
 
 
+def _menu_paths(text: str, out: Structure) -> None:
+    """The steps of a menu path ("System -> Administration -> Services", "Edit > Preferences"):
+    labels of a program's menus, no names, when every word of a step is an ordinary one (a step
+    "Ubuntu Software Center" stays a name)."""
+    if ">" not in text and "|" not in text and "→" not in text:
+        return
+    for m in _MENU_PATH.finditer(text):
+        pos = m.start()
+        for step in _MENU_ARROW.split(m.group(0)):
+            at = text.index(step, pos)
+            pos = at + len(step)
+            if step.split() and all(plain_word(w) for w in step.split()):
+                out.blank.append((at, at + len(step)))
+
+
+# a line this long (without spaces) of which this share or more is neither a letter nor a digit
+# is noise, not prose: terminal or encoding garbage ("S+#_+Å± +Ä W S_+:"), code
+_GARBAGE_MIN = 12
+_GARBAGE_SHARE = 0.4
+_SYMBOLS_LINE = re.compile(r"(?m)^.*(?:[^\w\s]|_){3}.*$")
+_SYMBOL_CHARS = re.compile(r"[^\w\s]|_")
+_SPACE_CHARS = re.compile(r"\s")
+
+
+def _garbage_lines(text: str, out: Structure) -> None:
+    """Lines of symbols (mangled encodings, terminal dumps, code): no names are read there (an
+    e-mail of them made "ÅÅÄ", "NÄ" and "Ä W" entities)."""
+    for m in _SYMBOLS_LINE.finditer(text):  # only lines with a run of symbols are counted
+        line = m.group(0)
+        chars = len(line) - len(_SPACE_CHARS.findall(line))
+        if chars >= _GARBAGE_MIN and len(_SYMBOL_CHARS.findall(line)) >= _GARBAGE_SHARE * chars:
+            out.blank.append(m.span())
+
+
 def _nick(nick: str) -> bool:
     """A speaker's nick names a person whatever word it is ("Cheery", "guest__")."""
     return len(nick) >= 2 and re.search(r"[A-Za-z]", nick) is not None
@@ -234,6 +279,8 @@ def read_structure(text: str) -> Structure:
     _ordinary_labels(text, out)
     _language_glosses(text, out)
     _binomials(text, out)
+    _menu_paths(text, out)
+    _garbage_lines(text, out)
     for m in _REVERSED_WROTE.finditer(text):
         out._person(f"{m.group(2)} {m.group(1)}", m.start(), m.end())
     return out

@@ -31,6 +31,7 @@ january february march april may june july august september october november dec
 monday tuesday wednesday thursday friday saturday sunday
 chapter stave illustration contents title author note footnote figure table section page volume part appendix
 end start beginning introduction preface index copyright license
+regards sincerely rgds
 thanks thank thx sorry yeah yep yup nope lol omg wow haha hmm oops congrats congratulations cheers welcome
 great nice cool sure looking hey hiya morning evening afternoon night tonight today tomorrow yesterday
 asap fyi btw tbd eta eod imo imho tl dr dm pm am ps nb aka ok ooo wfh rsvp faq re fwd cc bcc
@@ -41,7 +42,8 @@ jan feb mar apr jun jul aug sep sept oct nov dec mon tue tues wed thu thurs fri 
 _ROLES = frozenset("ceo cto cfo coo cmo vp chairman chairwoman director head founder manager".split())
 _CONNECTORS = frozenset("of the de von van der den da di du la le del des".split())
 _TITLES_DROP = frozenset("mr mister dr doctor prof professor sir captain capt uncle aunt master general colonel "
-                         "col president rev reverend sgt sergeant lieutenant lt".split())
+                         "col president rev reverend sgt sergeant lieutenant lt duke duchess earl emperor empress "
+                         "senator bishop archbishop pope mayor governor judge".split())
 _TITLES_KEEP = frozenset("mrs miss ms madame mme mlle lady lord king queen prince princess".split())
 _TITLE_ABBR = _TITLES_DROP | _TITLES_KEEP | {"st"}
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr prof mt no vs etc co inc ltd capt col gen lt sgt rev fig vol".split())
