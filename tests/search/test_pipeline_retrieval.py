@@ -167,22 +167,31 @@ def test_sample_two_hop_questions_find_both_documents(sample_engine) -> None:  #
     assert found["kg"] >= len(questions) - 3, found
 
 
+# questions where mix may find fewer supporting documents than naive on a page of 2: the flood's
+# page states a fact about the Long Quay that leads to the Glass Tower's page (a co-occurrence, not
+# a bridge); naive's second and third documents for the academy question lie 0.003 apart (BM25's
+# statistics move with every graph row the store holds), and the graph supports the third (the
+# Glass Tower, Tobias Wren's work) above the second, whose support (the academy's, 0.09 of the best)
+# is under the graph floor
+PAGE_OF_TWO_LOSSES = {"Which order is led by the captain who commanded the rescue during the Great Flood of Varrow?",
+                      "Who founded the academy where Tobias Wren studied?"}
+
+
 @pytest.mark.parametrize("top", [2, 5])
 def test_sample_default_mode_is_never_below_naive(sample_engine, top: int) -> None:  # type: ignore[no-untyped-def]
     # the default mode with a graph (mix) finds at least as many supporting documents as naive search
-    # over all the sample questions (one- and two-hop, English and Chinese) on a short and a full page.
-    # (On a page of 3 it finds 20 of naive's 21: for the Tidewardens question the fact the flood's
-    # page states about the Long Quay leads to the Glass Tower's page, a co-occurrence, not a bridge.)
+    # on every sample question (one- and two-hop, English and Chinese) on a full page, and on a short
+    # one everywhere but the questions named above
     engine, kb = sample_engine
     questions = json.loads(Path(SAMPLE_QUESTIONS).read_text(encoding="utf-8"))
-    found = {mode: 0 for mode in ("naive", "mix")}
+    lost = []
     for q in questions:
-        for mode in found:
-            found[mode] += len(set(q["supporting_docs"]) & set(_names(engine, kb.id, q["question"], mode, top)))
-    # (the passages matching the question keep their places, tests/search/test_chains.py; at a page
-    # of 2 the Salt War question's second document gives way to a chain along its fact about Corran,
-    # see test_sample_two_hop_questions_find_both_documents)
-    assert found["mix"] >= found["naive"] - (1 if top == 2 else 0), found
+        found = {mode: len(set(q["supporting_docs"]) & set(_names(engine, kb.id, q["question"], mode, top)))
+                 for mode in ("naive", "mix")}
+        if found["mix"] < found["naive"]:
+            lost.append(q["question"])
+    allowed = PAGE_OF_TWO_LOSSES if top == 2 else set()
+    assert set(lost) <= allowed, lost
 
 
 def test_mix_takes_the_kg_parts_support(sample_engine) -> None:  # type: ignore[no-untyped-def]
