@@ -25,6 +25,7 @@ from kbgraph.search.kg.expand import expand
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities
 from kbgraph.search.kg.retrieval import retrieve_kg
+from kbgraph.search.kg.rows import fetch_chunks
 from kbgraph.search.kg.scoring import chunk_support, hop_factor, name_match
 from kbgraph.search.ppr_graph import clear_cache, entity_graph
 from kbgraph.search.ppr_search import PPRParams, retrieve_ppr
@@ -187,6 +188,16 @@ def test_fusion_breaks_ties_by_naive_rank_then_document_not_by_chunk_id() -> Non
     # two chunks only the graph found, each first of a list of the same weight: the document's name
     fused = fuse_rankings([], [(graph(("q", "b.txt")), 0.5), (graph(("p", "c.txt")), 0.5), (graph(("r", "a.txt")), 0.5)])
     assert [c.chunk_id for c in fused] == ["r", "q", "p"]
+
+
+def test_graph_chunks_of_equal_score_come_in_their_documents_order(store) -> None:  # type: ignore[no-untyped-def]
+    """kg's chunk list cuts ties by the documents' names and places, not by the chunk ids (random per
+    build), also at its last place: every chunk tied with it is read before the cut."""
+    scores = {cid("salt"): 0.5, cid("heron"): 0.5, cid("mira"): 0.5, cid("guild"): 1.0}
+    got = fetch_chunks(store, TENANT, [KB], scores, 3, "kg")
+    assert [c.doc_name for c in got] == ["guild.md", "heron.md", "mira.md"]
+    assert [c.doc_name for c in fetch_chunks(store, TENANT, [KB], scores, 1, "kg")] == ["guild.md"]
+    assert fetch_chunks(store, TENANT, [KB], scores, 0, "kg") == []
 
 
 def test_rank_fusion_sums_weighted_reciprocal_ranks() -> None:

@@ -158,18 +158,26 @@ def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: 
 
 def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[str, float],
                  limit: int, source: str, known: Mapping[str, dict] | None = None) -> list[RetrievedChunk]:
-    """The ``limit`` best-scored chunks that still exist and are visible, best first.
+    """The ``limit`` best-scored chunks that still exist and are visible, best first; chunks of equal
+    score in their documents' order (name, then place), not their ids' (random per build: two builds
+    of one corpus would cut a tie differently).
 
     ``known`` holds rows (CHUNK_FIELDS) the caller has already read, e.g. from a chunk search of the
     same question; the others are read from the store."""
+    if limit <= 0:
+        return []
     known = known or {}
-    ranked = sorted(scores, key=lambda cid: (-scores[cid], cid))
+    ranked = sorted(scores, key=lambda cid: (-round(scores[cid], 6), cid))
     out: list[RetrievedChunk] = []
     start = 0
-    # a chunk may have gone (document deleted since the graph was derived): read on until full
-    while len(out) < limit and start < len(ranked):
-        batch = ranked[start:start + limit - len(out)]
-        start += len(batch)
+    # a chunk may have gone (document deleted since the graph was derived): read on until full, and
+    # past the last place while the scores tie with it
+    while start < len(ranked) and (len(out) < limit or _ties(scores, ranked[start], out[-1].score)):
+        end = start + max(1, limit - len(out))
+        while end < len(ranked) and round(scores[ranked[end]], 6) == round(scores[ranked[end - 1]], 6):
+            end += 1
+        batch = ranked[start:end]
+        start = end
         unread = [cid for cid in batch if cid not in known]
         read = {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), unread, fields=CHUNK_FIELDS)} if unread else {}
         for cid in batch:
@@ -181,4 +189,9 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
                                       doc_name=doc.get("docnm_kwd", ""), content=doc.get("content_with_weight", ""),
                                       position=int(doc.get("position_int", 0) or 0), score=score,
                                       graph_score=score, sources=[source]))
-    return out
+        out.sort(key=lambda c: (-c.score, c.doc_name, c.position, c.chunk_id))
+    return out[:limit]
+
+
+def _ties(scores: Mapping[str, float], cid: str, last: float) -> bool:
+    return round(scores[cid], 6) == last
