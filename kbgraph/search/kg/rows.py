@@ -156,6 +156,10 @@ def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: 
     return dict(out)
 
 
+# rows read past a chunk list's last place for the chunks tied with it
+TIE_READS = 32
+
+
 def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[str, float],
                  limit: int, source: str, known: Mapping[str, dict] | None = None) -> list[RetrievedChunk]:
     """The ``limit`` best-scored chunks that still exist and are visible, best first; chunks of equal
@@ -170,28 +174,36 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
     ranked = sorted(scores, key=lambda cid: (-round(scores[cid], 6), cid))
     out: list[RetrievedChunk] = []
     start = 0
-    # a chunk may have gone (document deleted since the graph was derived): read on until full, and
-    # past the last place while the scores tie with it
-    while start < len(ranked) and (len(out) < limit or _ties(scores, ranked[start], out[-1].score)):
-        end = start + max(1, limit - len(out))
-        while end < len(ranked) and round(scores[ranked[end]], 6) == round(scores[ranked[end - 1]], 6):
-            end += 1
-        batch = ranked[start:end]
-        start = end
-        unread = [cid for cid in batch if cid not in known]
-        read = {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), unread, fields=CHUNK_FIELDS)} if unread else {}
-        for cid in batch:
-            doc = known.get(cid) or read.get(cid)
-            if doc is None or doc.get("available_int", 1) != 1:
-                continue
-            score = round(scores[cid], 6)
-            out.append(RetrievedChunk(chunk_id=doc["id"], kb_id=doc.get("kb_id", ""), doc_id=doc.get("doc_id", ""),
-                                      doc_name=doc.get("docnm_kwd", ""), content=doc.get("content_with_weight", ""),
-                                      position=int(doc.get("position_int", 0) or 0), score=score,
-                                      graph_score=score, sources=[source]))
-        out.sort(key=lambda c: (-c.score, c.doc_name, c.position, c.chunk_id))
+    # a chunk may have gone (document deleted since the graph was derived): read on until full
+    while len(out) < limit and start < len(ranked):
+        batch = ranked[start:start + limit - len(out)]
+        start += len(batch)
+        out += _chunk_rows(store, tenant, kb_ids, batch, scores, source, known)
+    # then the chunks tied with the last place (a hub's many chunks of one share: TIE_READS at most)
+    tied = []
+    while out and start < len(ranked) and len(tied) < TIE_READS and round(scores[ranked[start]], 6) == out[-1].score:
+        tied.append(ranked[start])
+        start += 1
+    out += _chunk_rows(store, tenant, kb_ids, tied, scores, source, known)
+    out.sort(key=lambda c: (-c.score, c.doc_name, c.position, c.chunk_id))
     return out[:limit]
 
 
-def _ties(scores: Mapping[str, float], cid: str, last: float) -> bool:
-    return round(scores[cid], 6) == last
+def _chunk_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], ids: Sequence[str], scores: Mapping[str, float],
+                source: str, known: Mapping[str, dict]) -> list[RetrievedChunk]:
+    """The chunks of ``ids`` that exist and are visible, in that order, their rows read where
+    ``known`` does not hold them."""
+    unread = [cid for cid in ids if cid not in known]
+    read = {doc["id"]: doc for doc in store.get(tenant, list(kb_ids), unread, fields=CHUNK_FIELDS)} if unread else {}
+    out = []
+    for cid in ids:
+        doc = known.get(cid) or read.get(cid)
+        if doc is None or doc.get("available_int", 1) != 1:
+            continue
+        score = round(scores[cid], 6)
+        out.append(RetrievedChunk(chunk_id=doc["id"], kb_id=doc.get("kb_id", ""), doc_id=doc.get("doc_id", ""),
+                                  doc_name=doc.get("docnm_kwd", ""), content=doc.get("content_with_weight", ""),
+                                  position=int(doc.get("position_int", 0) or 0), score=score,
+                                  graph_score=score, sources=[source]))
+    return out
+
