@@ -89,7 +89,6 @@ def fuse_rankings(naive: Sequence[ChunkHit | RetrievedChunk], graph: Sequence[tu
     return out
 
 
-
 def _tie_breaks(naive_order: Sequence[str], graph: Sequence[tuple[Sequence[RetrievedChunk], float]],
                 chunks: dict[str, RetrievedChunk]) -> dict[str, tuple]:
     """What orders chunks of equal fused score: naive's rank (the anchor), then the best rank a graph
