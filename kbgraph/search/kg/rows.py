@@ -173,18 +173,16 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
     known = known or {}
     ranked = sorted(scores, key=lambda cid: (-round(scores[cid], 6), cid))
     out: list[RetrievedChunk] = []
-    start = 0
-    # a chunk may have gone (document deleted since the graph was derived): read on until full
+    start, tie_reads = 0, TIE_READS
+    # a chunk may have gone (document deleted since the graph was derived): read on until full; each
+    # read takes the chunks tied with its last one along (a hub's many chunks of one share: TIE_READS
+    # at most), so the ties are cut by document, not by id, in the same round trip
     while len(out) < limit and start < len(ranked):
-        batch = ranked[start:start + limit - len(out)]
-        start += len(batch)
+        end = start + limit - len(out)
+        while tie_reads and end < len(ranked) and round(scores[ranked[end]], 6) == round(scores[ranked[end - 1]], 6):
+            end, tie_reads = end + 1, tie_reads - 1
+        batch, start = ranked[start:end], end
         out += _chunk_rows(store, tenant, kb_ids, batch, scores, source, known)
-    # then the chunks tied with the last place (a hub's many chunks of one share: TIE_READS at most)
-    tied = []
-    while out and start < len(ranked) and len(tied) < TIE_READS and round(scores[ranked[start]], 6) == out[-1].score:
-        tied.append(ranked[start])
-        start += 1
-    out += _chunk_rows(store, tenant, kb_ids, tied, scores, source, known)
     out.sort(key=lambda c: (-c.score, c.doc_name, c.position, c.chunk_id))
     return out[:limit]
 
