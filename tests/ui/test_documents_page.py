@@ -45,7 +45,23 @@ def _idle(browser: WebDriver) -> bool:
         browser.find_element(By.ID, "documents").get_attribute("data-busy") == "no"
 
 
-def test_every_phase_shows_as_it_happens(browser: WebDriver, base_url: str, artifacts: Path) -> None:
+def _long_document(folder: Path) -> Path:
+    """The sample's texts forty times over, each copy under its own heading: its parse and extraction
+    last several of the page's one-second polls, where a sample file's whole task can fall between two
+    polls (CI saw only "queued" and "done" once)."""
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(SAMPLE_CORPUS_DIR.iterdir()) if p.is_file()]
+    body = "\n\n".join(f"# Volume {n}\n\n{text}" for n in range(40) for text in texts)
+    path = folder / "collected_volumes.md"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def _uploads() -> int:
+    return len(list(SAMPLE_CORPUS_DIR.iterdir())) + 1  # the sample and the long document
+
+
+def test_every_phase_shows_as_it_happens(browser: WebDriver, base_url: str, artifacts: Path,
+                                         tmp_path: Path) -> None:
     sign_up(browser, base_url, "phases@example.com")
     form = browser.find_element(By.CSS_SELECTOR, "form[action='/kbs']")
     form.find_element(By.NAME, "name").send_keys("Phases")
@@ -55,7 +71,7 @@ def test_every_phase_shows_as_it_happens(browser: WebDriver, base_url: str, arti
     wait(browser, EC.presence_of_element_located((By.ID, "documents")), what="the documents page")
     STATE["kb_url"] = browser.current_url
     browser.execute_script(_WATCH)
-    files = sorted(str(p) for p in SAMPLE_CORPUS_DIR.iterdir() if p.is_file())
+    files = sorted(str(p) for p in SAMPLE_CORPUS_DIR.iterdir() if p.is_file()) + [str(_long_document(tmp_path))]
     browser.find_element(By.ID, "file-input").send_keys("\n".join(files))
     wait(browser, lambda b: len(doc_rows(b)) == len(files), what="every file listed")
     wait(browser, _idle, timeout=180, what="everything parsed and the graph refreshed")
@@ -97,7 +113,7 @@ def test_rows_update_in_place_and_keep_focus(browser: WebDriver) -> None:
 
 
 def test_pages_and_name_search(browser: WebDriver) -> None:
-    count = len(list(SAMPLE_CORPUS_DIR.iterdir()))
+    count = _uploads()
     assert 10 < count <= 20
     browser.get(STATE["kb_url"])
     wait(browser, lambda b: len(doc_rows(b)) == count, what="the list")
@@ -132,7 +148,7 @@ def test_row_buttons_in_view_wide_and_status_on_a_phone(base_url: str, artifacts
             b.find_element(By.CSS_SELECTOR, "button[type=submit].primary").click()
             wait(b, EC.url_contains("/kbs"), what="signed in")
             b.get(STATE["kb_url"])
-            wait(b, lambda x: len(doc_rows(x)) == len(list(SAMPLE_CORPUS_DIR.iterdir())), what="the list")
+            wait(b, lambda x: len(doc_rows(x)) == _uploads(), what="the list")
             shot(b, artifacts, f"21-documents-{width}")
             assert b.execute_script("return document.documentElement.scrollWidth") <= width
             clipped = b.execute_script("""
