@@ -68,6 +68,8 @@ def test_chinese_short_forms_of_clubs_leagues_and_companies() -> None:
     assert _links({"四川大学": (ORG, 2), "四川大学华西临床医学院": (ORG, 1), "独立战争": (ORG, 3), "土耳其": (GEO, 2),
                    "土耳其独立战争": (ORG, 1), "鑫诺": (ORG, 2), "鑫诺一号通信卫星": (ORG, 1),
                    "鑫诺二号通信卫星": (ORG, 1)}) == {}
+    # a league's abbreviation takes only the word for a league: 德甲俱乐部 is any club playing in it
+    assert _links({"德甲": (ORG, 3), "德甲俱乐部": (ORG, 1), "英超": (ORG, 2), "英超联赛": (ORG, 1)}) == {"英超": "英超联赛"}
 
 
 def test_people_keep_their_own_rule() -> None:

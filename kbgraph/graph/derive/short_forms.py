@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from kbgraph.graph.extract.nlp.chinese_cues import is_league
 from kbgraph.graph.extract.nlp.lexicon import ordinary_word
 
 # legal forms that follow a company's own name ("Sky plc", "AES Corporation")
@@ -36,6 +37,8 @@ _TEAM_WORD = "队"
 # 华西临床医学院 is a school of the university, 京都大学 + 文学部 a faculty)
 _CHINESE_HEADS = ("联赛", "公司", "有限公司", "股份有限公司", "有限责任公司", "集团", "集团公司", "俱乐部",
                   "足球俱乐部", "大学", "通信卫星", "卫星")
+# a league's abbreviation names a league: 德甲 + 俱乐部 is any club playing in it, not its full name
+_LEAGUE_HEADS = ("联赛",)
 # a trade may come between a company's own name and its legal form (丰田 + 汽车 + 有限公司)
 _TRADE_CHARS = 2
 _DROPPED = re.compile(r"[.'’]")
@@ -165,7 +168,8 @@ class _Names:
         none, or each rule finds another."""
         if len(short) < 2:
             return None
-        by_head = _unique((k for k in self._starting(short) if _names_kind(k[len(short):])), short)
+        heads = _LEAGUE_HEADS if is_league(short) else _CHINESE_HEADS
+        by_head = _unique((k for k in self._starting(short) if _names_kind(k[len(short):], heads)), short)
         after_place = _unique(self.after_place.get(short, ()), short) if short.endswith(_TEAM_WORD) else None
         if by_head and after_place and by_head != after_place:
             return None
@@ -180,11 +184,11 @@ class _Names:
         return _unique(self.after_place.get(stem, ()), stem) or self._longer_name(stem)
 
 
-def _names_kind(tail: str) -> bool:
-    """Whether a longer name adds only the word for its kind to a shorter one (with a trade before a
-    company's legal form)."""
+def _names_kind(tail: str, heads: Iterable[str] = _CHINESE_HEADS) -> bool:
+    """Whether a longer name adds only the word for its kind (one of ``heads``) to a shorter one
+    (with a trade before a company's legal form)."""
     return any(tail == head or (head.endswith("公司") and tail.endswith(head) and len(tail) - len(head) <= _TRADE_CHARS)
-               for head in _CHINESE_HEADS)
+               for head in heads)
 
 
 def _flattened(links: Mapping[str, str]) -> dict[str, str]:

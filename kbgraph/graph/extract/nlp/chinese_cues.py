@@ -82,6 +82,11 @@ def _generic_org(rest: str) -> bool:
     return rest in _GENERIC_ORGS or (rest.endswith("政府") and len(rest) <= 4)  # "联邦政府", "特区政府"
 
 
+def is_league(name: str) -> bool:
+    """Whether ``name`` is a football league's abbreviation (中超, 德甲, 亚冠) and nothing more."""
+    return _LEAGUE.fullmatch(name) is not None
+
+
 def leagues(pairs: list[Pair]) -> list[Pair]:
     """A football league's abbreviation (中超, 英超, 德甲, 亚冠: a country's or continent's character and
     the league's level) is an organization, however jieba cut it ("中" + "超", "中超和亚" + "冠",
