@@ -19,13 +19,13 @@ FILES = ("2008-07-03.train-c", "2010-10-17.train-c", "2011-02-13.train-c", "2012
          "2013-10-28.train-a", "2014-09-29.train-c", "2015-05-08.train-c")
 
 
-def runs(lines: list[str]) -> list[tuple[int, list[str]]]:
-    """(first line number, counted from 1, of the run; its lines)."""
+def runs(lines: list[str]) -> list[tuple[int, int, list[str]]]:
+    """(first and last line number of the run in the file, counted from 1; its lines)."""
     numbered = [(n, line) for n, line in enumerate(lines, 1) if line.strip()]
     cut = [numbered[i:i + LINES] for i in range(0, len(numbered), LINES)]
     if len(cut) > 1 and len(cut[-1]) < LINES // 2:
         cut[-2] += cut.pop()
-    return [(run[0][0], [line for _, line in run]) for run in cut]
+    return [(run[0][0], run[-1][0], [line for _, line in run]) for run in cut]
 
 
 def passages(checkout: Path) -> list[dict]:
@@ -33,10 +33,9 @@ def passages(checkout: Path) -> list[dict]:
     for name in FILES:
         lines = (checkout / "data" / "train" / f"{name}.raw.txt").read_text(encoding="utf-8").splitlines()
         day = name.split(".")[0]
-        for first, run in runs(lines):
-            last = first + len(run) - 1  # no empty lines in these files, so the numbers are the file's
-            rows.append({"id": f"ubuntu-{day}-{first:04d}", "title": f"#ubuntu log {day} ({name}.raw.txt), lines {first}-{last}",
-                         "text": "\n".join(run)})
+        for first, last, run in runs(lines):
+            title = f"#ubuntu log {day} ({name}.raw.txt), lines {first}-{last}"
+            rows.append({"id": f"ubuntu-{day}-{first:04d}", "title": title, "text": "\n".join(run)})
     return rows
 
 
