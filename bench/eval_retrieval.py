@@ -8,11 +8,12 @@ With no DATASET_DIR it runs the suite: the shared dev sets (MuSiQue and HotpotQA
 ../shared/data or $KBGRAPH_EVAL_DATA holds them) and every set under bench/data/ (our own: chat
 logs among invented people and Chinese news, each as a small set and a larger one with hub
 speakers or hub places in most passages: chatlogs, chatlogs-large, zh-news, zh-news-large; and
-real published text: email-ilug, mailing-list e-mail, and zh-wiki-cmrc, Chinese Wikipedia
-paragraphs, see bench/README.md). A DATASET_DIR holds corpus.jsonl ({id, title,
-text}) and questions.jsonl ({question, gold_passage_ids, hops?}). Every passage is indexed as one
-document named ``<passage id>.txt`` with text ``title + "\\n" + text`` (knowledge graph on, method
-nlp, communities on), so a retrieved chunk maps back to its passage through its document name.
+real published text: email-ilug, mailing-list e-mail, chat-ubuntu, IRC chat logs, and
+zh-wiki-cmrc, Chinese Wikipedia paragraphs, see bench/README.md). A DATASET_DIR holds
+corpus.jsonl ({id, title, text}) and questions.jsonl ({question, gold_passage_ids, hops?}).
+Every passage is indexed as one document named ``<passage id>.txt`` with text
+``title + "\\n" + text`` (knowledge graph on, method nlp, communities on), so a retrieved chunk
+maps back to its passage through its document name.
 Per mode, over the questions (distinct passages in rank order):
 
 - recall@k: the fraction of a question's gold passages among the first k, averaged (k = 2, 5);
