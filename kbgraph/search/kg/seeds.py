@@ -4,12 +4,14 @@ type, combined by probabilistic OR."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from kbgraph.graph.extract.nlp.lexicon import ordinary_word
 from kbgraph.graph.keys import normalize_key
 from kbgraph.graph.scores import ranked_entities
 from kbgraph.llm.base import Embedder
@@ -133,11 +135,31 @@ def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: Query
         request = kind_request(kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None, params.search_top_n,
                                0.0, returned=SEED_FIELDS)
         answer_type = batch.ask(request) if request is not None else None
-    keys = list(dict.fromkeys(normalize_key(n) for n in analysis.entities if normalize_key(n)))
+    keys = list(dict.fromkeys([*(normalize_key(n) for n in analysis.entities), *named_words(analysis.question)]))
+    keys = [k for k in keys if k]
     keyed = batch.ask_rows(kb_ids, [entity_id(kb, key) for kb in kb_ids for key in keys], SEED_FIELDS) \
         if keys else None
     return SeedSearches(batch.ask(question) if question is not None else None,
                         _named_entity_searches(batch, kb_ids, analysis, params, embedder, floor), answer_type, keyed)
+
+
+# a word of the question, as written: letters, digits and the marks a nick or a product name holds
+_WORD = re.compile(r"[^\W_](?:[\w.+\-]*[\w+])?")
+
+
+def named_words(question: str) -> list[str]:
+    """The question's words that may name an entity the analysis cannot see: written in lower case
+    (chat and mailing lists write nicks and programs so: "karname", "tomd123", "xcin"; a capitalized
+    name is the analysis's), three characters at least, in Latin script, no ordinary word. Read as
+    keys: a word that is an entity's whole name in the knowledge base names that entity
+    (``ask_seed_searches`` reads those rows by key)."""
+    out = []
+    for word in _WORD.findall(question):
+        word = word.rstrip(".-")
+        if len(word) >= 3 and word.isascii() and word[0].islower() and any(c.isalpha() for c in word) \
+                and not ordinary_word(word):
+            out.append(normalize_key(word))
+    return out
 
 
 def _named_entity_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: QueryAnalysis, params: KGParams,
