@@ -135,8 +135,8 @@ def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: Query
         request = kind_request(kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None, params.search_top_n,
                                0.0, returned=SEED_FIELDS)
         answer_type = batch.ask(request) if request is not None else None
-    keys = list(dict.fromkeys([*(normalize_key(n) for n in analysis.entities), *named_words(analysis.question)]))
-    keys = [k for k in keys if k]
+    keys = [k for k in dict.fromkeys([*(normalize_key(n) for n in analysis.entities), *named_words(analysis.question)])
+            if k]
     keyed = batch.ask_rows(kb_ids, [entity_id(kb, key) for kb in kb_ids for key in keys], SEED_FIELDS) \
         if keys else None
     return SeedSearches(batch.ask(question) if question is not None else None,
