@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from collections import Counter, defaultdict
 
 from kbgraph.graph.derive.aliases import (
-    NAME_LINK_KIND, AliasMap, load_aliases, name_link_doc, kb_name_links, stored_keys, with_edits, with_name_links,
+    NAME_LINK_KIND, AliasMap, kb_name_links, load_aliases, name_link_doc, stored_keys, with_edits, with_name_links,
 )
 from kbgraph.graph.derive.corrections import edited_keys
 from kbgraph.graph.extract.nlp.types import FALLBACK_TYPE, kind_types

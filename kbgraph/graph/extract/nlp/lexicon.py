@@ -100,22 +100,23 @@ def _proper_words() -> frozenset[str]:
         return frozenset(line.strip() for line in f if line.strip() and not line.startswith("#"))
 
 
+def _bare(word: str) -> str:
+    """A word as the lists hold it: lower case, without a final dot or a possessive "'s"."""
+    low = word.lower().rstrip(".")
+    return low[:-2] if low.endswith(("'s", "’s")) else low
+
+
 def plain_word(word: str) -> bool:
     """An ordinary word that names nothing when capitalized ("Representatives", "Terror", "NULL",
     "URGENT"): ordinary (``ordinary_word``) and not also a name in SCOWL's lists (China, Turkey,
     Reading and Wells are both)."""
-    low = word.lower().rstrip(".")
-    if low.endswith(("'s", "’s")):
-        low = low[:-2]
-    return ordinary_word(word) and low not in _proper_words()
+    return ordinary_word(word) and _bare(word) not in _proper_words()
 
 
 def ordinary_word(word: str) -> bool:
     """An ordinary English word or interjection ("Absolutely", "Keep", "Region", "Bye"), not a
     common given name ("Mark", "Bill", "Rose" name people as often as things)."""
-    low = word.lower().rstrip(".")
-    if low.endswith(("'s", "’s")):
-        low = low[:-2]
+    low = _bare(word)
     if low in _FIRST_NAMES:
         return False
     words = _common_words()
