@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from kbgraph.meta.migrate import WRITE_LOCK, current_revision, upgrade_schema
 from kbgraph.meta.schemas import MetaError
+from kbgraph.utils.sqlite_wal import enter_wal
 
 _WRITE = WRITE_LOCK
 
@@ -46,7 +47,7 @@ def _setup_sqlite(engine: Engine) -> None:
         cursor = dbapi_conn.cursor()
         # waiting first: several processes (gunicorn workers) open a new file at the same moment
         cursor.execute("PRAGMA busy_timeout=30000")
-        cursor.execute("PRAGMA journal_mode=WAL")
+        enter_wal(cursor)  # several processes may open a new file at once: the first switches it
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kbgraph.store.base import StoreError
 from kbgraph.store.sqlite.fields import _body_kv_values
+from kbgraph.utils.sqlite_wal import enter_wal
 
 
 class _ConnectionPool:
@@ -67,32 +67,13 @@ class _ConnectionPool:
             self._cond.notify_all()
 
 
-# how long a process opening a new store keeps asking to switch it to WAL while others do the same
-_WAL_TRIES = 200
-_WAL_WAIT_SECONDS = 0.05
-
-
-def _enter_wal(conn: sqlite3.Connection) -> None:
-    """WAL mode. Processes opening a new store at once (a server's workers at their first start) race
-    to switch it, and SQLite answers the losers "database is locked" at once, without waiting on the
-    busy timeout (8 processes: 8 of 20 first opens failed): they ask again until it is switched."""
-    for attempt in range(_WAL_TRIES):
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == _WAL_TRIES - 1:
-                raise
-            time.sleep(_WAL_WAIT_SECONDS)
-
-
 class Connections:
     """Mixed into SQLiteStore: leases from its pool (``self._pool``), transactions, ``batch()``."""
 
     def _open_connection(self) -> sqlite3.Connection:
         try:
             conn = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
-            _enter_wal(conn)
+            enter_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA wal_autocheckpoint=8000")  # fewer, larger checkpoints (each one syncs)
             conn.execute("PRAGMA busy_timeout=60000")
