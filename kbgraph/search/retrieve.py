@@ -72,6 +72,12 @@ class MixParams:
     """
 
     candidates: int = 32  # naive and graph chunks considered before fusing
+    # BM25 and kNN candidates of the graph modes' chunk search (at most the settings' top_k): their
+    # page is ``candidates`` long, not a RAGFlow page of top_k. 1,024, 256 and 128 gave the same
+    # rankings on every evaluation set; 256 took ~4 ms off a kg query on Elasticsearch (fewer kNN
+    # candidates to score and fewer hits to send and fuse) and nothing on the embedded store
+    # (bench/README.md, "The session of 2026-11-30 (2)")
+    chunk_pool: int = 256
     kg_weight: float = 0.25
     # kg mode: the passages the question's facts lead to (kg.facts.bridge_scores). mix takes no bridges: the
     # chains lead there only from a passage stating the fact, where a bridge followed a fact stated
@@ -127,8 +133,8 @@ def _start_graph_query(store: DocStore, tenant: str, kb_ids: Sequence[str], batc
     """The start of a graph query. In process (SQLite) one step after the other, the chunk search
     asked of ``batch`` with the graph searches. When the store's reads wait on a network, the graph
     state read and the analysis (a model call, or the nlp extractor) start at once and the chunk
-    search as soon as the question's vector is there: the query's heaviest search (1,024 BM25 and
-    1,024 kNN candidates, and its rows) runs on the store while the analysis runs here and the
+    search as soon as the question's vector is there: the query's heaviest search (``chunk_pool``
+    BM25 and kNN candidates, and its rows) runs on the store while the analysis runs here and the
     graph searches go out, instead of holding each of them up; and the graph searches need not wait
     for the graph state (``ask_kg_searches`` without one asks for reports whatever the graph holds):
     a round trip fewer one after the other.
@@ -225,8 +231,8 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         vector = embed_question(embedder, question)
     result = RetrievalResult(mode=mode, question=question)
 
-    def chunk_query(limit: int) -> ChunkQuery:
-        return ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=s.top_k,
+    def chunk_query(limit: int, top_k: int = s.top_k) -> ChunkQuery:
+        return ChunkQuery(question=question, kb_ids=list(kb_ids), top_n=limit, top_k=top_k,
                           vector_similarity_weight=s.hybrid_vector_weight,
                           similarity_threshold=s.similarity_threshold, doc_ids=tuple(doc_ids), aggregate=False)
 
@@ -250,7 +256,7 @@ def retrieve(store: DocStore, tenant: str, kb_ids: Sequence[str], question: str,
         # it: _start_graph_query), and the kg part's seed and fact searches are the ppr part's,
         # answered once
         batch = SearchBatch(store, tenant)
-        query = chunk_query(max(top_n, mix.candidates))
+        query = chunk_query(max(top_n, mix.candidates), min(s.top_k, mix.chunk_pool))
         given = analysis
         start = _start_graph_query(
             store, tenant, kb_ids, batch, lambda: embed_question(embedder, question),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -272,3 +273,34 @@ def test_the_question_is_embedded_while_the_model_analyses_it(settings: Settings
         assert model.kinds == ["query"] * 3
         # each question's analysis and its own embedding were at the server together
         assert scripted_llm.max_in_flight == 2
+
+
+@pytest.mark.parametrize("top_k", [1024, 100])
+def test_graph_modes_search_a_smaller_chunk_pool_than_naive(settings: Settings, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch, top_k: int) -> None:
+    # the graph modes fuse a page of MixParams.candidates chunks: their chunk search asks for
+    # MixParams.chunk_pool candidates (the settings' top_k when that is fewer); naive keeps top_k
+    import kbgraph.search.chunks as chunks_module
+    import kbgraph.search.retrieve as retrieve_module
+
+    asked: list[int] = []
+    real = chunks_module.chunk_request
+
+    def recording(query, vector, floor):  # type: ignore[no-untyped-def]
+        request = real(query, vector, floor)
+        asked.append(request.candidates)
+        return request
+
+    monkeypatch.setattr(retrieve_module, "chunk_request", recording)
+    monkeypatch.setattr(chunks_module, "chunk_request", recording)
+    settings = replace(settings, top_k=top_k)
+    with Engine.open(settings) as engine:
+        kb = _indexed(engine, tmp_path, "pool", BRIDGE_DOCS)
+        pool = retrieve_module.MixParams().chunk_pool
+        for mode in ("kg", "ppr", "mix"):
+            asked.clear()
+            _names(engine, kb.id, BRIDGE_QUESTION, mode, 3)
+            assert asked == [min(top_k, pool)], mode
+        asked.clear()
+        _names(engine, kb.id, BRIDGE_QUESTION, "naive", 3)
+        assert asked == [top_k]
