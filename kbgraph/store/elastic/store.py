@@ -19,6 +19,7 @@ from kbgraph.store.elastic.bulk import (
     _describe_failures, bulk_delete_actions, bulk_index_actions, bulk_update_actions, clean_values, prepare_doc,
 )
 from kbgraph.store.elastic.cluster import Cluster, connect
+from kbgraph.store.elastic.compaction import compact
 from kbgraph.store.elastic.hits import source_doc
 from kbgraph.store.elastic.indices import (
     definition_for, index_body, load_index_body, vector_fields, vector_mapping,
@@ -109,6 +110,12 @@ class ElasticStore(DocStore):
 
     def refresh(self, tenant_id: str) -> None:
         self._own_writes.refresh(self.index_for(tenant_id))
+
+    def prepare_search(self, tenant_id: str, kb_ids: Sequence[str],
+                       text_fields: Mapping[str | None, Sequence[str]]) -> None:
+        """The node indexes as it writes; what it has not done is merge away the rows a graph
+        refresh replaced, which every kNN search would walk: asked here (compaction.py)."""
+        compact(self._cluster, self.index_for(tenant_id))
 
     def _see_own_writes(self, index: str) -> None:
         """Refresh ``index`` if this store wrote to it unrefreshed: a search sees refreshed documents
