@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from sqlalchemy import text
 
@@ -45,24 +48,25 @@ def test_sqlite_alone_refuses_the_switch_at_once(tmp_path: Path) -> None:
         conn.close()
 
 
-def test_a_metadata_database_opened_during_another_switch_waits_for_it(tmp_path: Path) -> None:
-    path = tmp_path / "meta.db"
-    release = _hold_write_lock(path, 0.3)
+def _open_metadata_database(path: Path) -> None:
     engine = connect(f"sqlite:///{path}")
     try:
         with engine.connect() as conn:
-            assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+            conn.execute(text("SELECT 1"))
     finally:
-        release.join()
         engine.dispose()
 
 
-def test_a_store_opened_during_another_switch_waits_for_it(tmp_path: Path) -> None:
-    path = tmp_path / "store.db"
+def _open_store(path: Path) -> None:
+    SQLiteStore(path).close()
+
+
+@pytest.mark.parametrize("open_file", [_open_metadata_database, _open_store], ids=["metadata", "store"])
+def test_a_file_opened_during_another_switch_waits_for_it(tmp_path: Path, open_file: Callable[[Path], None]) -> None:
+    path = tmp_path / "new.db"
     release = _hold_write_lock(path, 0.3)
     try:
-        store = SQLiteStore(path)
-        store.close()
+        open_file(path)
     finally:
         release.join()
     with sqlite3.connect(path) as conn:
