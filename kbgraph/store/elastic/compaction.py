@@ -44,12 +44,9 @@ class IndexWear:
     def dead_share(self) -> float:
         return self.dead / max(1, self.live + self.dead)
 
-    def wants_merge(self, shards: int) -> bool:
-        # a shard already one segment is left alone: right after writes its dead copies may still be
-        # kept for the shard's copies (soft deletes held by retention leases), and merging it again
-        # would rewrite it with them
-        return (self.dead_share > DEAD_SHARE and self.size_bytes < MAX_MERGED_BYTES and self.segments > shards
-                and not self.merging)
+    def worn(self) -> bool:
+        """Enough dead copies to merge, small enough to merge into one segment, not merging now."""
+        return self.dead_share > DEAD_SHARE and self.size_bytes < MAX_MERGED_BYTES and not self.merging
 
 
 def index_wear(cluster: Cluster, index: str) -> IndexWear | None:
@@ -76,7 +73,10 @@ def compact(cluster: Cluster, index: str) -> bool:
     """Ask the node to merge ``index`` into one segment when its dead rows call for it (see the
     module's docstring); whether it was asked."""
     wear = index_wear(cluster, index)
-    if wear is None or not wear.wants_merge(primary_shards(cluster, index)):
+    # a shard already one segment is left alone: right after writes its dead copies may still be
+    # kept for the shard's copies (soft deletes held by retention leases), and merging it again
+    # would rewrite it with them
+    if wear is None or not wear.worn() or wear.segments <= primary_shards(cluster, index):
         return False
     cluster.call("merging the index's segments", index, cluster.client.indices.forcemerge, index=index,
                  max_num_segments=1, wait_for_completion=False)
