@@ -10,9 +10,6 @@ questions; ``sample`` is the bundled sample corpus and its 12 questions. Both st
 knowledge base with the graph on (nlp extraction, PageRank, communities; hash embedder, no LLM),
 and the same steps, timed through the Engine calls the CLI makes:
 
-- a warm-up, untimed: each store indexes the first ``--warm-up-files`` files (200) into a knowledge
-  base and index of its own, dropped after, so that a freshly started node has compiled its
-  indexing code before the timed run, as a deployment's node has;
 - ``kbgraph index``: ``Engine.index_paths`` of the folder (parse, embed, extract, merge, refresh);
 - queries: every question in naive, kg, ppr and mix, one warm-up pass and then ``--passes``
   passes, the two stores interleaved question by question so that both see the same machine
@@ -201,38 +198,13 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, value
 
 
-def create_kb(run: StoreRun) -> None:
-    run.engine.create_kb(KB, graph=GraphConfig(enabled=True, method="nlp", community=True))
-
-
 def index_corpus(run: StoreRun, folder: Path) -> None:
-    create_kb(run)
+    run.engine.create_kb(KB, graph=GraphConfig(enabled=True, method="nlp", community=True))
     before = node_work(run) if run.name == "elasticsearch" else {}
     run.index_s, report = timed(lambda: run.engine.index_paths(KB, [folder]))
     run.node["index"] = node_delta(run, before) if before else {}
     print(f"{run.name:<14} kbgraph index: {run.index_s:8.2f} s ({report.count('indexed')} documents indexed)"
           + (f"; node: {json.dumps(run.node['index'])}" if before else ""), flush=True)
-
-
-def warm_up(root: Path, url: str, refresh_interval: str, folder: Path, files: list[str]) -> None:
-    """Each store indexes ``files`` into a knowledge base of its own (on Elasticsearch an index of
-    its own, dropped after), untimed: a freshly started node compiles its indexing code during the
-    first run (a fresh node's `kbgraph index` took 1.7-1.8x the embedded store's, a warm one's
-    1.1-1.3x), and a deployment's node has long been warm."""
-    sample = root / "warm-up"
-    sample.mkdir(parents=True)
-    for name in files:
-        (sample / name).write_bytes((folder / name).read_bytes())
-    for name in STORES:
-        run = open_store(name, root / "warm-up-stores", url, refresh_interval, False)
-        try:
-            create_kb(run)
-            seconds, _ = timed(lambda: run.engine.index_paths(KB, [sample]))
-            print(f"{name:<14} warm-up: {len(files)} files indexed in {seconds:.1f} s (not counted)", flush=True)
-        finally:
-            if name == "elasticsearch":
-                run.engine.store.drop_index(run.engine.tenant)
-            run.engine.close()
 
 
 def ask(run: StoreRun, question: str, mode: str, keep: bool) -> list[tuple[str, int]]:
@@ -332,9 +304,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rm-docs", type=int, default=3, help="documents removed one by one at the end (0: none)")
     ap.add_argument("--refresh-interval", default="", help="es_refresh_interval (default: the setting's default)")
     ap.add_argument("--count-requests", action="store_true", help="count Elasticsearch requests per query")
-    ap.add_argument("--warm-up-files", type=int, default=200,
-                    help="files each store indexes first into a throwaway knowledge base, in an index of its "
-                         "own, so that the timed run meets a warm node as a deployment's does (0: none)")
     ap.add_argument("--workdir", type=Path, help="where the passages and the stores go (default: a temp dir)")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
@@ -354,8 +323,6 @@ def main(argv: list[str] | None = None) -> int:
     load = [os.getloadavg()]
     print(f"Elasticsearch nodes: {json.dumps(jvm)}; load average {load[0][0]:.1f}", flush=True)
     try:
-        if args.warm_up_files:
-            warm_up(root, url, args.refresh_interval, folder, files[:args.warm_up_files])
         for run in runs.values():
             index_corpus(run, folder)
         same = ask_all(list(runs.values()), questions, args.passes) if not args.no_queries else {}
