@@ -154,8 +154,7 @@ def named_words(question: str) -> list[str]:
     keys: a word that is an entity's whole name in the knowledge base names that entity
     (``ask_seed_searches`` reads those rows by key)."""
     out = []
-    for word in _WORD.findall(question):
-        word = word.rstrip(".-")
+    for word in _WORD.findall(question):  # a match ends in a letter, digit or "+", never a dot
         if len(word) >= 3 and word.isascii() and word[0].islower() and any(c.isalpha() for c in word) \
                 and not ordinary_word(word):
             out.append(normalize_key(word))
