@@ -49,6 +49,11 @@ NODE_LOSS = frozenset({
     "search_context_missing_exception", "shard_not_found_exception", "illegal_index_shard_state_exception",
     "unavailable_shards_exception", "receive_timeout_transport_exception", "node_shutdown_exception",
 })
+# a shard closed under a request that held it: the index was deleted (a tenant move drops the old
+# index behind the alias right after the switch) or its copy relocated; asked again, the alias
+# resolves to the index that replaced it. ES words it "already closed, can't increment ref count"
+SHARD_CLOSED_TYPES = frozenset({"illegal_state_exception", "already_closed_exception"})
+SHARD_CLOSED_REASON = "already closed"
 # a search that lost shards to a node is asked again this often, after waiting (s) for the
 # cluster to notice: a node killed with kill -9 is dropped and its replicas promoted in ~1-3 s here
 NODE_LOSS_WAITS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -229,11 +234,18 @@ class Cluster:
 
     def _complete_each(self, what: str, index: str, send: Callable[[], Any]) -> Any:
         """A multi-search answer in which no search lost shards with a node: asked again, as a
-        search is by ``_complete``, while the cluster promotes the lost shards' replicas."""
+        search is by ``_complete``, while the cluster promotes the lost shards' replicas (or the
+        whole request failed so, or on a shard closed under it)."""
         for wait in (*NODE_LOSS_WAITS, None):
-            answer = self._sent(what, index, send, {}, missing_ok=False)
-            if wait is None or not any(_item_node_lost(item) for item in answer["responses"]):
-                return answer
+            try:
+                answer = self._sent(what, index, send, {}, missing_ok=False)
+            except StoreError as exc:
+                cause = exc.__cause__
+                if wait is None or not (isinstance(cause, ApiError) and _node_lost(cause)):
+                    raise
+            else:
+                if wait is None or not any(_item_node_lost(item) for item in answer["responses"]):
+                    return answer
             time.sleep(wait)
         raise AssertionError("unreachable")  # the last try returns
 
@@ -526,15 +538,15 @@ def _blocked_too_long(info: dict[str, Any]) -> dict[str, Any]:
     return {**info, "error": {**error, "reason": reason}}
 
 
-def _failure_types(body: Any) -> set[str]:
-    """Every error type in an error body or shard failure, with its causes."""
-    found: set[str] = set()
+def _errors_in(body: Any) -> list[dict[str, Any]]:
+    """Every error object in an error body or shard failure, with its causes."""
+    found: list[dict[str, Any]] = []
     stack = [body]
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
             if isinstance(item.get("type"), str):
-                found.add(item["type"])
+                found.append(item)
             stack += [value for key, value in item.items() if key in ("error", "reason", "caused_by", "root_cause",
                                                                        "failed_shards", "failures")]
         elif isinstance(item, list):
@@ -542,20 +554,36 @@ def _failure_types(body: Any) -> set[str]:
     return found
 
 
+def _passing(body: Any) -> bool:
+    """Whether a failure is one that asking again cures: shards lost with a node, or a shard
+    closed under the request (its index deleted by a tenant move's switch)."""
+    for error in _errors_in(body):
+        if error["type"] in NODE_LOSS:
+            return True
+        if error["type"] in SHARD_CLOSED_TYPES and SHARD_CLOSED_REASON in str(error.get("reason", "")):
+            return True
+    return False
+
+
 def _node_lost(exc: ApiError) -> bool:
-    return bool(_failure_types(exc.body if isinstance(exc.body, dict) else {}) & NODE_LOSS)
+    return _passing(exc.body if isinstance(exc.body, dict) else {})
 
 
 def _item_node_lost(item: Any) -> bool:
-    """Whether one search of a multi-search lost shards, or failed whole, with a node."""
+    """Whether one search of a multi-search lost shards, or failed whole, with a node (or to a
+    shard closed under it)."""
     if "error" in item:
-        return bool(_failure_types(item["error"]) & NODE_LOSS)
+        return _passing(item["error"])
     return _shards_lost(item)
 
 
 def _shards_lost(answer: Any) -> bool:
+    """Whether an answer's failed shards are ones that asking again cures; a shard whose index is
+    not found is one too here: the alias resolved to an index that a tenant move then deleted."""
     shards = answer.get("_shards") or {}
-    return bool(shards.get("failed")) and bool(_failure_types(shards.get("failures") or []) & NODE_LOSS)
+    failures = shards.get("failures") or []
+    return bool(shards.get("failed")) and (
+        _passing(failures) or any(error["type"] == "index_not_found_exception" for error in _errors_in(failures)))
 
 
 def _sorts_last_on_shard_doc(sort: Any) -> bool:
