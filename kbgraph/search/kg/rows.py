@@ -24,6 +24,11 @@ from kbgraph.store.base import (
 )
 from kbgraph.store.records import EntityMention, entity_id
 
+# BM25 and kNN candidates a graph-row search looks at per place of its page, and at least: 4 per place
+# and 64, 3 and 48 gave the same rankings on every evaluation set (2 and 32 moved recall@2 on two);
+# each candidate is a hit the store sends and fuses, 10% of a kg query on Elasticsearch (bench/README.md)
+CANDIDATES_PER_PLACE, MIN_CANDIDATES = 3, 48
+
 ENTITY_FIELDS = ["id", "kb_id", "entity_key_kwd", "name_kwd", "entity_type_kwd", "content_with_weight",
                  "chunk_ids_kwd", "pagerank_flt", "community_ids_kwd", "mention_count_int"]
 RELATION_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "src_name_kwd", "tgt_name_kwd",
@@ -79,7 +84,7 @@ def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields
         text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
         vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
-        vector_weight=vector_weight, candidates=max(limit * 4, 64), limit=limit, fields=returned)
+        vector_weight=vector_weight, candidates=max(limit * CANDIDATES_PER_PLACE, MIN_CANDIDATES), limit=limit, fields=returned)
 
 
 def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],

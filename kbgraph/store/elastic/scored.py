@@ -5,7 +5,7 @@
    request filtered to exactly their ids, so every candidate with a vector gets its cosine, as on
    the embedded store) and the rows, with the fields the request names, of every candidate that can
    reach its page (``likely_page``);
-3. fusion in Python (``hits.fuse_hits``); only when a row of a page was not read with 2 (a missed
+3. fusion in Python (``hits.fused_page``); only when a row of a page was not read with 2 (a missed
    text hit whose cosine beat the lowest of its kNN window, which an approximate kNN search can
    leave out, or a row written since), one realtime ``mget`` of those rows.
 
@@ -29,7 +29,7 @@ from typing import Any
 from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError
 from kbgraph.store.elastic.cluster import Cluster
 from kbgraph.store.base import fuse
-from kbgraph.store.elastic.hits import Candidate, absent_vector_score, fuse_hits, score_parts, shape_doc
+from kbgraph.store.elastic.hits import Candidate, absent_vector_score, fused_page, fused_scores, score_parts, shape_doc
 from kbgraph.store.elastic.indices import VECTOR_RE
 from kbgraph.store.elastic.queries import (
     MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, build_filter, hit_id, knn_search, mget_fields, msearch_lines,
@@ -126,8 +126,7 @@ def likely_page(plan: _Scored, missed: Sequence[str]) -> list[str]:
     has_text, has_vector, weight = request.text is not None, request.vector is not None, request.vector_weight
     term, vector = score_parts(plan.text_hits, plan.vector_hits, request)
     absent = absent_vector_score(request)
-    lows = {i: fuse(term.get(i, 0.0), vector.get(i, absent), weight, has_text, has_vector)
-            for i in dict.fromkeys([*term, *vector])}
+    lows = fused_scores(term, vector, request)
     sure = heapq.nlargest(place, (low for low in lows.values() if low >= request.threshold))
     bar = sure[-1] if len(sure) == place else request.threshold
     highs = dict(lows)
@@ -220,9 +219,8 @@ def scored_searches(cluster: Cluster, index: str, requests: Sequence[SearchReque
     results: list[SearchResult] = []
     pages: list[tuple[_Scored, list[Hit]]] = []
     for plan in plans:
-        ranked = fuse_hits(plan.text_hits, plan.vector_hits, plan.request)
-        page = ranked[plan.request.offset:plan.request.offset + plan.request.limit]
+        page, total = fused_page(plan.text_hits, plan.vector_hits, plan.request)
         pages.append((plan, page))
-        results.append(SearchResult(hits=page, total=len(ranked)))
+        results.append(SearchResult(hits=page, total=total))
     _read_pages(cluster, index, pages)
     return results
