@@ -40,20 +40,8 @@ from elasticsearch import (
 
 from kbgraph.config import Settings
 from kbgraph.store.base import StoreError, StoreUnavailable
+from kbgraph.store.elastic.failures import request_asked_again, search_asked_again, shards_asked_again
 
-# shard failures that mean a node went away (killed, restarted, partitioned): the copies it held
-# are promoted elsewhere within seconds, so the search is asked again
-NODE_LOSS = frozenset({
-    "no_shard_available_action_exception", "node_disconnected_exception", "node_not_connected_exception",
-    "node_closed_exception", "connect_transport_exception", "send_request_transport_exception",
-    "search_context_missing_exception", "shard_not_found_exception", "illegal_index_shard_state_exception",
-    "unavailable_shards_exception", "receive_timeout_transport_exception", "node_shutdown_exception",
-})
-# a shard closed under a request that held it: the index was deleted (a tenant move drops the old
-# index behind the alias right after the switch) or its copy relocated; asked again, the alias
-# resolves to the index that replaced it. ES words it "already closed, can't increment ref count"
-SHARD_CLOSED_TYPES = frozenset({"illegal_state_exception", "already_closed_exception"})
-SHARD_CLOSED_REASON = "already closed"
 # a search that lost shards to a node is asked again this often, after waiting (s) for the
 # cluster to notice: a node killed with kill -9 is dropped and its replicas promoted in ~1-3 s here
 NODE_LOSS_WAITS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -219,12 +207,12 @@ class Cluster:
             except ApiError as exc:
                 if missing_ok and isinstance(exc, NotFoundError) and self._gone(index, exc):
                     return None
-                if wait is None or not (_node_lost(exc) or exc.meta.status == 429):
+                if wait is None or not (request_asked_again(exc) or exc.meta.status == 429):
                     self._fail(what, index, exc)
             except TransportError as exc:
                 self._fail(what, index, exc)
             else:
-                if wait is None or not _shards_lost(answer):
+                if wait is None or not shards_asked_again(answer):
                     self._check_complete(what, index, answer)
                     return answer
             time.sleep(wait)
@@ -241,10 +229,10 @@ class Cluster:
                 answer = self._sent(what, index, send, {}, missing_ok=False)
             except StoreError as exc:
                 cause = exc.__cause__
-                if wait is None or not (isinstance(cause, ApiError) and _node_lost(cause)):
+                if wait is None or not (isinstance(cause, ApiError) and request_asked_again(cause)):
                     raise
             else:
-                if wait is None or not any(_item_node_lost(item) for item in answer["responses"]):
+                if wait is None or not any(search_asked_again(item) for item in answer["responses"]):
                     return answer
             time.sleep(wait)
         raise AssertionError("unreachable")  # the last try returns
@@ -536,54 +524,6 @@ def _blocked_too_long(info: dict[str, Any]) -> dict[str, Any]:
     reason = (f"{error.get('reason')} for more than {WRITE_BLOCK_WAIT:.0f} s: a tenant move left it, or it was "
               f"set by hand (`kbgraph store move-tenant --clean` lifts a move's block)")
     return {**info, "error": {**error, "reason": reason}}
-
-
-def _errors_in(body: Any) -> list[dict[str, Any]]:
-    """Every error object in an error body or shard failure, with its causes."""
-    found: list[dict[str, Any]] = []
-    stack = [body]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if isinstance(item.get("type"), str):
-                found.append(item)
-            stack += [value for key, value in item.items() if key in ("error", "reason", "caused_by", "root_cause",
-                                                                       "failed_shards", "failures")]
-        elif isinstance(item, list):
-            stack += item
-    return found
-
-
-def _passing(body: Any) -> bool:
-    """Whether a failure is one that asking again cures: shards lost with a node, or a shard
-    closed under the request (its index deleted by a tenant move's switch)."""
-    for error in _errors_in(body):
-        if error["type"] in NODE_LOSS:
-            return True
-        if error["type"] in SHARD_CLOSED_TYPES and SHARD_CLOSED_REASON in str(error.get("reason", "")):
-            return True
-    return False
-
-
-def _node_lost(exc: ApiError) -> bool:
-    return _passing(exc.body if isinstance(exc.body, dict) else {})
-
-
-def _item_node_lost(item: Any) -> bool:
-    """Whether one search of a multi-search lost shards, or failed whole, with a node (or to a
-    shard closed under it)."""
-    if "error" in item:
-        return _passing(item["error"])
-    return _shards_lost(item)
-
-
-def _shards_lost(answer: Any) -> bool:
-    """Whether an answer's failed shards are ones that asking again cures; a shard whose index is
-    not found is one too here: the alias resolved to an index that a tenant move then deleted."""
-    shards = answer.get("_shards") or {}
-    failures = shards.get("failures") or []
-    return bool(shards.get("failed")) and (
-        _passing(failures) or any(error["type"] == "index_not_found_exception" for error in _errors_in(failures)))
 
 
 def _sorts_last_on_shard_doc(sort: Any) -> bool:
