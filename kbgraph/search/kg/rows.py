@@ -84,7 +84,8 @@ def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields
         text=TextQuery(tokens=list(tokens), fields=fields) if tokens else None,
         vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
-        vector_weight=vector_weight, candidates=max(limit * CANDIDATES_PER_PLACE, MIN_CANDIDATES), limit=limit, fields=returned)
+        vector_weight=vector_weight, candidates=max(limit * CANDIDATES_PER_PLACE, MIN_CANDIDATES), limit=limit,
+        fields=returned)
 
 
 def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],
