@@ -4,21 +4,17 @@ A tenant move (kbgraph/store/elastic/admin.py) deletes the old index right after
 alias; a search that had resolved the alias to the old index can then be answered, by the whole
 request or by one shard, "illegal_state_exception: already closed, can't increment ref count" (seen
 once in CI, during the cluster drill of a move under load). Asked again, the alias resolves to the
-new index. The race itself is rare, so a proxy in front of the real node gives the node's own
+new index. The race itself is rare, so a relay in front of the real node gives the node's own
 answer its exact shape once, and the store must still answer with the node's rows.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -27,71 +23,22 @@ from kbgraph.config import load_settings
 from kbgraph.store.base import SearchRequest, StoreError, TextQuery
 from kbgraph.store.elastic import ElasticStore
 from support.es_tidy import es_prefix
-from support.loopback import LoopbackServer
+from support.relay_proxy import RelayProxy, Rewrite
 
 CLOSED = {"type": "illegal_state_exception", "reason": "already closed, can't increment ref count"}
 # rewrites one answer of the node: (status, parsed body) -> (status, body to send)
-Rewrite = Callable[[int, Any], tuple[int, Any]]
+JsonRewrite = Callable[[int, Any], tuple[int, Any]]
 
 
-class EsProxy(LoopbackServer):
-    """Relays every request to the node; the next searches' answers go through ``rewrites`` first."""
-
-    owner_attribute = "proxy"
-
-    def __init__(self, upstream: str) -> None:
-        self.upstream = urlsplit(upstream)
-        self.rewrites: list[Rewrite] = []
-        self.rewritten = 0
-        self._lock = threading.Lock()
-
-    @property
-    def url(self) -> str:
-        return self.base_url.removesuffix("/v1")
-
-    def rewrite_for(self, path: str) -> Rewrite | None:
-        if not any(part in path for part in ("_search", "_msearch", "_count")):
-            return None
-        with self._lock:
-            if not self.rewrites:
-                return None
-            self.rewritten += 1
-            return self.rewrites.pop(0)
+def _searches(method: str, path: str) -> bool:
+    return any(part in path for part in ("_search", "_msearch", "_count"))
 
 
-class _Handler(BaseHTTPRequestHandler):
-    proxy: EsProxy
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _relay(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        upstream = http.client.HTTPConnection(self.proxy.upstream.hostname, self.proxy.upstream.port, timeout=60)
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
-        upstream.request(self.command, self.path, body=body or None, headers=headers)
-        answer = upstream.getresponse()
-        status, data = answer.status, answer.read()
-        kept = [(k, v) for k, v in answer.getheaders()
-                if k.lower() not in ("content-length", "transfer-encoding", "connection")]
-        upstream.close()
-        rewrite = self.proxy.rewrite_for(self.path)
-        if rewrite is not None:
-            status, changed = rewrite(status, json.loads(data))
-            data = json.dumps(changed).encode()
-        self.send_response(status)
-        for name, value in kept:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _relay
-
-
-EsProxy.handler = _Handler
+def as_json(rewrite: JsonRewrite) -> Rewrite:
+    def on_bytes(status: int, data: bytes) -> tuple[int, bytes]:
+        status, changed = rewrite(status, json.loads(data))
+        return status, json.dumps(changed).encode()
+    return on_bytes
 
 
 def _whole_request_failed(status: int, body: Any) -> tuple[int, Any]:
@@ -121,11 +68,11 @@ def _one_shard_failed(status: int, body: Any) -> tuple[int, Any]:
 
 
 @pytest.fixture
-def proxied() -> Iterator[tuple[EsProxy, ElasticStore, str]]:
+def proxied() -> Iterator[tuple[RelayProxy, ElasticStore, str]]:
     url = os.environ.get("KBGRAPH_ES_URL")
     if not url:
         require_service("Elasticsearch", "KBGRAPH_ES_URL not set (bash tests/es_node/es-node.sh start)")
-    with EsProxy(url.split(",")[0]) as proxy:
+    with RelayProxy(url.split(",")[0], _searches) as proxy:
         settings = load_settings(store="elasticsearch", es_url=proxy.url, es_refresh_interval=ES_TEST_REFRESH_INTERVAL,
                                  es_index_prefix=es_prefix(url))
         store = ElasticStore.from_settings(settings)
@@ -143,24 +90,24 @@ def proxied() -> Iterator[tuple[EsProxy, ElasticStore, str]]:
 
 @pytest.mark.parametrize("fault", [_whole_request_failed, _one_search_failed, _one_shard_failed],
                          ids=["whole-request", "one-search", "one-shard"])
-def test_a_search_that_met_a_closed_shard_is_asked_again(proxied: tuple[EsProxy, ElasticStore, str],
-                                                         fault: Rewrite) -> None:
+def test_a_search_that_met_a_closed_shard_is_asked_again(proxied: tuple[RelayProxy, ElasticStore, str],
+                                                         fault: JsonRewrite) -> None:
     proxy, store, tenant = proxied
     request = SearchRequest(kb_ids=["kb"], text=TextQuery(["lantern"], {"content_ltks": 1.0}), limit=5)
     expected = [hit.id for hit in store.search(tenant, request).hits]
     assert len(expected) == 5
-    proxy.rewrites = [fault]
+    proxy.rewrites = [as_json(fault)]
     assert [hit.id for hit in store.search(tenant, request).hits] == expected
     assert proxy.rewritten == 1 and not proxy.rewrites  # the fault was met, then the node answered
-    proxy.rewrites = [fault]
+    proxy.rewrites = [as_json(fault)]
     assert store.count(tenant, ["kb"]) == 20
 
 
-def test_another_illegal_state_fails_at_once(proxied: tuple[EsProxy, ElasticStore, str]) -> None:
+def test_another_illegal_state_fails_at_once(proxied: tuple[RelayProxy, ElasticStore, str]) -> None:
     """Only a shard closed under the request is waited out: any other failure is said at once."""
     proxy, store, tenant = proxied
     other = {"type": "illegal_state_exception", "reason": "field [content_ltks] has no doc values"}
-    proxy.rewrites = [lambda status, body: (500, {"error": {**other, "root_cause": [other]}, "status": 500})] * 6
+    proxy.rewrites = [as_json(lambda status, body: (500, {"error": {**other, "root_cause": [other]}, "status": 500}))] * 6
     with pytest.raises(StoreError, match="has no doc values"):
         store.count(tenant, ["kb"])
     assert proxy.rewritten == 1

@@ -93,10 +93,12 @@ start() {
     filer="$(free_pair $((volume + 1)))"
     mkdir -p "$RUN/data"
     identities > "$RUN/s3.json"
-    # -volume.max=0 with 64 MB volumes: slots from the free disk, as each bucket takes volumes of its own
+    # 64 MB volumes, each bucket taking 7 of its own; a fixed number of slots: -volume.max=0 derives
+    # them from the free disk, which on a machine 97% full left room for 7 buckets and failed the
+    # first upload to a bucket a test created ("No writable volumes and no free volumes left")
     setsid "$BIN" server -dir="$RUN/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 -s3 -s3.config="$RUN/s3.json" \
         -master.port="$master" -master.port.grpc=$((master + 10000)) -master.volumeSizeLimitMB=64 \
-        -volume.port="$volume" -volume.port.grpc=$((volume + 10000)) -volume.max=0 \
+        -volume.port="$volume" -volume.port.grpc=$((volume + 10000)) -volume.max=256 \
         -filer.port="$filer" -filer.port.grpc=$((filer + 10000)) \
         -s3.port="$PORT" -s3.port.grpc=$((PORT + 10000)) -s3.port.iceberg=0 -s3.port.lance=0 \
         >"$RUN/weed.log" 2>&1 < /dev/null &
