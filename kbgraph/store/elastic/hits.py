@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kbgraph.store.base import Doc, Hit, SearchRequest, rescale_cosine
+from kbgraph.store.base import Doc, Hit, SearchRequest, fuse, rescale_cosine
 from kbgraph.store.elastic.indices import VECTOR_RE
 
 
@@ -19,22 +19,23 @@ from kbgraph.store.elastic.indices import VECTOR_RE
 Candidate = tuple[str, float | None]
 
 
+def cosine_from_knn_score(score: float | None) -> float:
+    """The cosine behind a kNN ``_score`` of a ``cosine`` dense_vector ((1 + cosine) / 2), clipped
+    to [0, 1] as the contract's vector_score is."""
+    if score is None:
+        return 0.0
+    return min(1.0, max(0.0, 2.0 * float(score) - 1.0))
+
+
 def score_parts(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate],
                 request: SearchRequest) -> tuple[dict[str, float], dict[str, float]]:
     """Per candidate its text part (BM25 over the best) and its vector part (``vector_score``, from
     the kNN ``_score``), of those that have one (``absent_vector_score`` for the others); every
-    candidate is in one of them. A kNN ``_score`` of a ``cosine`` field is (1 + cosine) / 2: the
-    cosine is clipped to [0, 1] and rescaled above the floor as ``base.rescale_cosine`` does, written
-    out here: a graph query scores ~2,000 candidates, two function calls each."""
+    candidate is in one of them."""
     best = max((float(score or 0.0) for _, score in text_hits), default=0.0)
     term = {doc_id: float(score or 0.0) / best if best > 0 else 0.0 for doc_id, score in text_hits}
     floor = request.vector.floor if request.vector else 0.0
-    cosines = ((doc_id, min(1.0, max(0.0, 2.0 * float(score) - 1.0)) if score is not None else 0.0)
-               for doc_id, score in vector_hits)
-    if floor:
-        vector = {doc_id: min(1.0, max(0.0, (cosine - floor) / (1.0 - floor))) for doc_id, cosine in cosines}
-    else:
-        vector = dict(cosines)
+    vector = {doc_id: rescale_cosine(cosine_from_knn_score(score), floor) for doc_id, score in vector_hits}
     return term, vector
 
 
@@ -44,17 +45,11 @@ def absent_vector_score(request: SearchRequest) -> float:
 
 
 def fused_scores(term: Mapping[str, float], vector: Mapping[str, float], request: SearchRequest) -> dict[str, float]:
-    """Each candidate's fused score from its parts (``score_parts``), as ``base.fuse`` makes it, to
-    the last bit, written out for the same reason as ``score_parts``."""
+    """Each candidate's fused score (``base.fuse``) from its parts (``score_parts``)."""
+    has_text, has_vector = request.text is not None, request.vector is not None
     absent = absent_vector_score(request)
-    candidates = dict.fromkeys([*term, *vector])
-    if request.text is None:
-        return {doc_id: vector.get(doc_id, absent) for doc_id in candidates}
-    if request.vector is None:
-        return {doc_id: term.get(doc_id, 0.0) for doc_id in candidates}
-    weight = request.vector_weight
-    return {doc_id: (1.0 - weight) * term.get(doc_id, 0.0) + weight * vector.get(doc_id, absent)
-            for doc_id in candidates}
+    return {doc_id: fuse(term.get(doc_id, 0.0), vector.get(doc_id, absent), request.vector_weight, has_text, has_vector)
+            for doc_id in dict.fromkeys([*term, *vector])}
 
 
 def fused_page(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate],

@@ -26,9 +26,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError
+from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError, fuse
 from kbgraph.store.elastic.cluster import Cluster
-from kbgraph.store.base import fuse
 from kbgraph.store.elastic.hits import Candidate, absent_vector_score, fused_page, fused_scores, score_parts, shape_doc
 from kbgraph.store.elastic.indices import VECTOR_RE
 from kbgraph.store.elastic.queries import (
