@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 from kbgraph.graph.scores import JOINED_FIELDS, join_scores
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
-from kbgraph.store.records import Relation, entity_id, entity_score_id, graph_meta_id, scored_entity_id
+from kbgraph.store.records import Entity, Relation, entity_id, entity_score_id, graph_meta_id, scored_entity_id
 
 Node = tuple[str, str]  # (kb_id, entity key)
 T = TypeVar("T")
@@ -32,10 +32,14 @@ T = TypeVar("T")
 ADJACENCY_EDGES = 100_000
 # adjacency caches per store (one per set of knowledge bases searched together)
 ADJACENCY_CACHES = 4
+# relations one end's listing reads at once (read_relations_touching): an end with more is scanned
+TOUCHING_PAGE = 1_000
 # what an edge is read from
 EDGE_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]
 # cached typed listings per store
 LISTING_ENTRIES = 256
+# entity types a knowledge base's type list holds at most (past it, every type asked is looked up)
+TYPE_BUCKETS = 10_000
 # entities whose score rows (PageRank, communities) one score cache holds (~0.3 KB each)
 SCORE_ROWS = 200_000
 
@@ -160,6 +164,22 @@ def holds_kind(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, s
     return cached(store, ("kind", tenant, tuple(sorted(kb_ids)), kind), state, look, LISTING_ENTRIES)
 
 
+def entity_types(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> frozenset[str] | None:
+    """The entity types these knowledge bases' entity rows hold (None: more than ``TYPE_BUCKETS``, or
+    a state that cannot be cached, where one aggregation a query would cost what it saves). A
+    question's answer-type words are mostly no type of the graph ("university", "kind"): their
+    PageRank listing, three reads one after the other on a remote store, need not be asked."""
+    if not state.cacheable:
+        return None
+
+    def look() -> frozenset[str] | None:
+        found = store.aggregate(tenant, list(kb_ids), "entity_type_kwd", [eq("knowledge_graph_kwd", Entity.KIND)],
+                                TYPE_BUCKETS)
+        return frozenset(str(value) for value, _ in found) if len(found) < TYPE_BUCKETS else None
+
+    return cached(store, ("types", tenant, tuple(sorted(kb_ids))), state, look, LISTING_ENTRIES)
+
+
 class RelationAdjacency:
     """The relations touching each entity, read from the store the first time an entity is asked for
     and kept (up to ``max_edges`` edges, least recently used entities dropped first).
@@ -208,12 +228,20 @@ def edges_in_order(groups: Iterable[Sequence[Edge]]) -> list[Edge]:
 
 def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]
                             ) -> dict[Node, tuple[Edge, ...]]:
-    """Entity -> the relations with an end at it (in id order), for each of ``nodes``."""
+    """Entity -> the relations with an end at it (in id order), for each of ``nodes``. Both ends'
+    listings go to the store in one request (a round trip fewer a hop of the expansion on a remote
+    store); an end holding more than ``TOUCHING_PAGE`` relations is scanned."""
     keys = sorted({key for _, key in nodes})
     out: dict[Node, dict[str, Edge]] = {node: {} for node in nodes}
-    for side in ("src_key_kwd", "tgt_key_kwd"):
-        for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)],
-                              fields=EDGE_FIELDS):
+    sides = ("src_key_kwd", "tgt_key_kwd")
+    wheres = [[eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)] for side in sides]
+    pages = store.search_many(tenant, [SearchRequest(kb_ids=list(kb_ids), where=where, order_by=[("id", "asc")],
+                                                     limit=TOUCHING_PAGE, fields=EDGE_FIELDS, count_total=False)
+                                       for where in wheres])
+    for side, where, page in zip(sides, wheres, pages):
+        docs: Iterable[dict] = [h.doc for h in page.hits] if len(page.hits) < TOUCHING_PAGE else \
+            store.scan(tenant, list(kb_ids), where, fields=EDGE_FIELDS)
+        for doc in docs:
             edges = out.get((doc.get("kb_id", ""), doc.get(side, "")))
             if edges is not None:
                 edges[doc["id"]] = edge_of(doc)

@@ -13,10 +13,12 @@ import pytest
 
 from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.context import RetrievedChunk, any_of_scores, fit_chunks, within_budget
+import kbgraph.search.graph_cache as graph_cache
 from kbgraph.search.graph_cache import (
     RelationAdjacency,
     cached,
     clear_caches,
+    entity_types,
     graph_state,
     holds_kind,
     read_relations_touching,
@@ -31,6 +33,7 @@ from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import eq
 from kbgraph.store.records import (
     CommunityReport,
+    Entity,
     EntityMention,
     GraphMeta,
     Relation,
@@ -150,6 +153,61 @@ def test_typed_listing_is_cached_until_pagerank_changes(store: SQLiteStore) -> N
     store.upsert(TENANT, KB, [meta.to_doc()])
     moved = typed_entities(store, TENANT, [KB], ["geo"], 5, fields, graph_state(store, TENANT, [KB]))
     assert [h.doc["entity_key_kwd"] for h in moved] == ["saltmere", "varrow"]
+
+
+class CountingSearches:
+    """Counts the store's searches (a ``search`` or a ``search_many``: one trip to the store) and
+    the requests in them."""
+
+    def __init__(self, store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls, self.requests = 0, 0
+        search = store.search
+
+        def one(tenant, request):  # type: ignore[no-untyped-def]
+            return many(tenant, [request])[0]
+
+        def many(tenant, requests):  # type: ignore[no-untyped-def]
+            self.calls += 1
+            self.requests += len(requests)
+            return [search(tenant, request) for request in requests]
+
+        monkeypatch.setattr(store, "search_many", many)
+        monkeypatch.setattr(store, "search", one)
+
+
+def test_answer_types_the_graph_lacks_are_not_listed(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    fields = [*ENTITY_FIELDS, "name_ltks"]
+    state = graph_state(store, TENANT, [KB])
+    assert {"geo", "person", "organization"} <= entity_types(store, TENANT, [KB], state)
+    searches = CountingSearches(store, monkeypatch)
+    # words of a question that name no type of the graph: no listing, not even a first one
+    assert typed_entities(store, TENANT, [KB], ["emblem", "founded"], 5, fields, state) == []
+    assert searches.calls == 0
+    # a type the graph holds among them is listed as if asked alone
+    mixed = typed_entities(store, TENANT, [KB], ["emblem", "geo"], 5, fields, state)
+    assert [h.doc["entity_key_kwd"] for h in mixed] == ["varrow", "saltmere"] and searches.calls > 0
+
+    # a type a merge brings in is seen once the graph_meta row moves
+    store.upsert(TENANT, KB, [Entity(kb_id=KB, key="guild emblem", name="Guild Emblem", type="emblem",
+                                     description="the heron emblem", name_tokens="guild emblem",
+                                     description_tokens="the heron emblem", chunk_ids=[cid("salt")]).to_doc()])
+    bump(store, 2)
+    moved = graph_state(store, TENANT, [KB])
+    assert "emblem" in entity_types(store, TENANT, [KB], moved)
+    assert [h.doc["entity_key_kwd"] for h in typed_entities(store, TENANT, [KB], ["emblem"], 5, fields, moved)] \
+        == ["guild emblem"]
+
+
+def test_both_ends_of_the_relations_are_read_in_one_search(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [(KB, "mira castell"), (KB, "silver heron")]
+    whole = read_relations_touching(store, TENANT, [KB], nodes)
+    assert all(whole.values())
+    searches = CountingSearches(store, monkeypatch)
+    assert read_relations_touching(store, TENANT, [KB], nodes) == whole
+    assert (searches.calls, searches.requests) == (1, 2)
+    # an end holding more relations than one listing reads is read whole
+    monkeypatch.setattr(graph_cache, "TOUCHING_PAGE", 1)
+    assert read_relations_touching(store, TENANT, [KB], nodes) == whole
 
 
 def test_kinds_absent_are_not_searched(store: SQLiteStore) -> None:

@@ -18,7 +18,7 @@ from kbgraph.llm.base import Embedder
 from kbgraph.parse.tokenize import tokenize, tokenize_query
 from kbgraph.search.batch import RowsTicket, SearchBatch, Ticket
 from kbgraph.search.context import any_of_scores
-from kbgraph.search.graph_cache import LISTING_ENTRIES, GraphState, cached, graph_state
+from kbgraph.search.graph_cache import LISTING_ENTRIES, GraphState, cached, entity_types, graph_state
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.rows import ENTITY_FIELDS, Node, kind_request
 from kbgraph.search.kg.scoring import name_match, ramp
@@ -53,6 +53,10 @@ def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: S
         return [Hit(id=doc["id"], doc=doc, score=0.0) for doc in ranked_entities(
             store, tenant, kb_ids, limit, where=[any_of("entity_type_kwd", types)], fields=list(fields))]
 
+    known = entity_types(store, tenant, kb_ids, state)
+    types = [t for t in types if known is None or t in known]
+    if not types:
+        return []
     key = ("typed", tenant, tuple(sorted(kb_ids)), tuple(types), limit, tuple(fields))
     # callers keep the rows they are handed: each gets its own copies
     return [Hit(id=h.id, doc=dict(h.doc), score=h.score) for h in
