@@ -27,7 +27,7 @@ from kbgraph.search.graph_cache import (
 from kbgraph.search.kg.expand import expand
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
-from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, fetch_chunks
+from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, fetch_chunks, first_reads
 from kbgraph.search.kg.seeds import typed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import eq
@@ -244,6 +244,18 @@ def test_fetch_chunks_uses_rows_already_read(store: SQLiteStore) -> None:
     hidden = dict(row, available_int=0)
     assert [c.chunk_id for c in fetch_chunks(store, TENANT, [KB], scores, 2, "ppr", {cid("mira"): hidden})] == \
         [cid("guild"), cid("heron")]
+
+
+def test_chunks_read_ahead_leave_fetch_chunks_nothing_to_read(store: SQLiteStore,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    # the second place ties with the third: fetch_chunks reads both to cut the tie by document
+    scores = {cid("guild"): 0.9, cid("mira"): 0.5, cid("heron"): 0.5, cid("salt"): 0.1}
+    ahead = first_reads(scores, 2)
+    assert ahead == [cid("guild"), *sorted([cid("mira"), cid("heron")])]
+    plain = fetch_chunks(store, TENANT, [KB], scores, 2, "kg")
+    rows = {doc["id"]: doc for doc in store.get(TENANT, [KB], ahead, fields=CHUNK_FIELDS)}
+    monkeypatch.setattr(store, "get", lambda *args, **kwargs: pytest.fail("a row was read again"))
+    assert fetch_chunks(store, TENANT, [KB], scores, 2, "kg", rows) == plain
 
 
 def exact_leading(texts: list[str], budget: int) -> int:

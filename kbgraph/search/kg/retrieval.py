@@ -36,7 +36,7 @@ from kbgraph.search.kg.ranking import (
     ask_member_reports, rank_entities, rank_relations, rank_reports, relation_rows, unread_relations,
 )
 from kbgraph.search.kg.rows import (
-    CHUNK_FIELDS, ENTITY_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, ask_mentions, fetch_chunks,
+    CHUNK_FIELDS, ENTITY_FIELDS, RELATION_FIELDS, REPORT_FIELDS, Node, ask_mentions, fetch_chunks, first_reads,
     kind_request, mention_weights, relation_ends,
 )
 from kbgraph.search.kg.scoring import Citations, chunk_support, entity_citations
@@ -156,10 +156,9 @@ def _entities_and_around(store: DocStore, tenant: str, kb_ids: Sequence[str], sc
 
 def _first_chunk_rows(store: DocStore, tenant: str, kb_ids: Sequence[str], rankings: Sequence[dict[str, float]],
                       limit: int, known: Mapping[str, dict]) -> dict[str, dict]:
-    """The rows of the first ``limit`` chunks of each ranking (chunk id -> score): ``known`` and the
-    others, read at once (none when the question's chunk search found them all)."""
-    wanted = list(dict.fromkeys(cid for scores in rankings
-                                for cid in sorted(scores, key=lambda c: (-scores[c], c))[:limit] if cid not in known))
+    """The rows ``fetch_chunks`` reads first for each ranking (chunk id -> score; ``rows.first_reads``):
+    ``known`` and the others, read at once (none when the question's chunk search found them all)."""
+    wanted = list(dict.fromkeys(cid for scores in rankings for cid in first_reads(scores, limit) if cid not in known))
     read = store.get(tenant, list(kb_ids), wanted, fields=CHUNK_FIELDS) if wanted else []
     return {**known, **{doc["id"]: doc for doc in read}}
 

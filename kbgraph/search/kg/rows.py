@@ -166,6 +166,29 @@ def mention_weights(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: 
 TIE_READS = 32
 
 
+def ranked_chunk_ids(scores: Mapping[str, float]) -> list[str]:
+    """Chunk ids best score first (rounded as compared), ties in id order until their rows are read."""
+    return sorted(scores, key=lambda cid: (-round(scores[cid], 6), cid))
+
+
+def reading_window(ranked: Sequence[str], scores: Mapping[str, float], start: int, wanted: int,
+                   tie_reads: int) -> tuple[int, int]:
+    """Where a read of ``wanted`` chunks from ``start`` of ``ranked`` ends, the chunks tied with its
+    last one taken along (``tie_reads`` at most), and the tie reads left."""
+    end = start + wanted
+    while tie_reads and end < len(ranked) and round(scores[ranked[end]], 6) == round(scores[ranked[end - 1]], 6):
+        end, tie_reads = end + 1, tie_reads - 1
+    return end, tie_reads
+
+
+def first_reads(scores: Mapping[str, float], limit: int) -> list[str]:
+    """The chunks ``fetch_chunks`` reads first for this ranking (the first ``limit`` and their ties):
+    a caller reading them ahead, with other rankings' in one read, leaves it nothing to read while
+    no chunk has gone."""
+    ranked = ranked_chunk_ids(scores)
+    return ranked[:reading_window(ranked, scores, 0, limit, TIE_READS)[0]]
+
+
 def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: dict[str, float],
                  limit: int, source: str, known: Mapping[str, dict] | None = None) -> list[RetrievedChunk]:
     """The ``limit`` best-scored chunks that still exist and are visible, best first; chunks of equal
@@ -173,20 +196,18 @@ def fetch_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], scores: di
     of one corpus would cut a tie differently).
 
     ``known`` holds rows (CHUNK_FIELDS) the caller has already read, e.g. from a chunk search of the
-    same question; the others are read from the store."""
+    same question (``first_reads``); the others are read from the store."""
     if limit <= 0:
         return []
     known = known or {}
-    ranked = sorted(scores, key=lambda cid: (-round(scores[cid], 6), cid))
+    ranked = ranked_chunk_ids(scores)
     out: list[RetrievedChunk] = []
     start, tie_reads = 0, TIE_READS
     # a chunk may have gone (document deleted since the graph was derived): read on until full; each
     # read takes the chunks tied with its last one along (a hub's many chunks of one share: TIE_READS
     # at most), so the ties are cut by document, not by id, in the same round trip
     while len(out) < limit and start < len(ranked):
-        end = start + limit - len(out)
-        while tie_reads and end < len(ranked) and round(scores[ranked[end]], 6) == round(scores[ranked[end - 1]], 6):
-            end, tie_reads = end + 1, tie_reads - 1
+        end, tie_reads = reading_window(ranked, scores, start, limit - len(out), tie_reads)
         batch, start = ranked[start:end], end
         out += _chunk_rows(store, tenant, kb_ids, batch, scores, source, known)
     out.sort(key=lambda c: (-c.score, c.doc_name, c.position, c.chunk_id))
