@@ -64,6 +64,7 @@ def test_es_speed_measures_both_stores_side_by_side(tmp_path: Path):
             p50, p99 = result[mode][store]
             assert 0 < p50 <= p99
         assert result["same_chunks"][mode]["overlap"] > 0.5  # both stores answered, mostly alike
+        assert all(result[mode]["first_asked"][store] > 0 for store in ("es", "sqlite"))  # the warm-up pass
     assert set(result["met"]) == {"index", "naive", "kg", "ppr", "mix", "rm"}
     assert "ratio" in answer.stdout and "target" in answer.stdout
 
