@@ -178,6 +178,9 @@ class CountingSearches:
 def test_answer_types_the_graph_lacks_are_not_listed(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     fields = [*ENTITY_FIELDS, "name_ltks"]
     state = graph_state(store, TENANT, [KB])
+    # in process a listing of a missing type costs less than the aggregation: every type is asked
+    assert entity_types(store, TENANT, [KB], state) is None
+    store.remote = True  # type: ignore[misc]
     assert {"geo", "person", "organization"} <= entity_types(store, TENANT, [KB], state)
     searches = CountingSearches(store, monkeypatch)
     # words of a question that name no type of the graph: no listing, not even a first one
