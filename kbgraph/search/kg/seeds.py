@@ -47,17 +47,19 @@ def typed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], types: S
 
     The same few answer types ("organization", "person") come back question after question and
     their listing walks the PageRank index, so it is kept until the graph changes (``graph_cache``).
+    Types the graph does not hold are not listed (``graph_cache.entity_types``).
     """
+    known = entity_types(store, tenant, kb_ids, state)
+    held = [t for t in types if known is None or t in known]
+    if not held:
+        return []
+
     def listing() -> list[Hit]:
         # the score rows (PageRank) ordered, then the rows they name (kbgraph.graph.scores)
         return [Hit(id=doc["id"], doc=doc, score=0.0) for doc in ranked_entities(
-            store, tenant, kb_ids, limit, where=[any_of("entity_type_kwd", types)], fields=list(fields))]
+            store, tenant, kb_ids, limit, where=[any_of("entity_type_kwd", held)], fields=list(fields))]
 
-    known = entity_types(store, tenant, kb_ids, state)
-    types = [t for t in types if known is None or t in known]
-    if not types:
-        return []
-    key = ("typed", tenant, tuple(sorted(kb_ids)), tuple(types), limit, tuple(fields))
+    key = ("typed", tenant, tuple(sorted(kb_ids)), tuple(held), limit, tuple(fields))
     # callers keep the rows they are handed: each gets its own copies
     return [Hit(id=h.id, doc=dict(h.doc), score=h.score) for h in
             cached(store, key, state, listing, LISTING_ENTRIES)]
