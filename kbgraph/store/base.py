@@ -38,12 +38,15 @@ Visibility of writes (the same on every engine as far as one store object can te
   ``refresh()`` of that tenant by anyone; ``get`` is realtime on every engine;
 - ``delete`` and ``update`` by filter act on every matching row written before them, by any writer.
 
-BM25's collection statistics are the tenant's, but Elasticsearch's (Lucene's) also count the old
-copies of rewritten rows until merges drop them, which its soft-delete retention delays, and keep
-lengths in one byte: its normalized term scores may differ from the embedded store's by several
-percent (10% measured right after indexing, where every graph row had been written twice). Callers
-must not turn such a difference into a jump: a small change of a term score should make a small
-change of what they compute from it (ramps rather than cuts, no decision on a score near zero).
+BM25's collection statistics are the field's, tenant-wide (so rows of different kinds that must not
+move each other's scores write their text to different fields: records.GRAPH_TEXT), and every
+engine scores with the field lengths Lucene's one-byte norms keep (exact under 24 tokens, then four
+significant bits). Elasticsearch's (Lucene's) statistics also count the old copies of rewritten rows
+until merges drop them, which its soft-delete retention delays: its normalized term scores may differ
+from the embedded store's by several percent (10% measured right after indexing, where every graph
+row had been written twice). Callers must not turn such a difference into a jump: a small change of
+a term score should make a small change of what they compute from it (ramps rather than cuts, no
+decision on a score near zero).
 """
 
 from __future__ import annotations

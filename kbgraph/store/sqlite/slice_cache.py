@@ -59,7 +59,10 @@ class SliceCaches:
                     index = update(cached[1], changed)
             if index is None:
                 index = build()
-                if self._index_files is not None and index.rows >= PERSIST_MIN_ROWS and self._outside_writes():
+                # by the rows read to build it: a field none of the slice's rows hold (graph rows
+                # once wrote their text to the chunks' field: records.graph_text_fields) is empty,
+                # and a new process would read every row again to find that out
+                if self._index_files is not None and index.read_rows >= PERSIST_MIN_ROWS and self._outside_writes():
                     self._index_files.save(key, generation, index)
         with self._lock:
             cache[key] = (generation, index)

@@ -71,12 +71,14 @@ class TermSearch:
             table = self._fts(conn, tag, name) if boost > 0 else None
             if table is None:
                 continue
+            slices = [self._slice_postings(conn, tag, kb, name, kind)
+                      for kb in kbs for kind in (kinds if kinds is not None else [_ANY_KIND])]
+            if all(postings.empty for postings in slices):
+                continue  # e.g. graph rows and the chunks' field, which older graph rows held
             # collection statistics are the whole field's (tenant-wide), as in Elasticsearch
             rows, total = conn.execute("SELECT rows, tokens FROM kb_fts WHERE tag=? AND code=?",
                                        (tag, self._codes[name])).fetchone()
             average = total / rows if rows else 0.0
-            slices = [self._slice_postings(conn, tag, kb, name, kind)
-                      for kb in kbs for kind in (kinds if kinds is not None else [_ANY_KIND])]
             frequencies = self._doc_frequencies(conn, tag, table, tokens)
             for number, token in enumerate(tokens):
                 df = frequencies.get(token, 0)

@@ -52,7 +52,10 @@ class FieldPostings:
     """
 
     def __init__(self, rows: Iterable[tuple[int, list[str]]]) -> None:
-        kept = sorted((rowid, tokens) for rowid, tokens in rows if tokens)
+        read = list(rows)
+        # the rows the build read, holding the field or not: what a new process would read again
+        self.read_rows = len(read)
+        kept = sorted((rowid, tokens) for rowid, tokens in read if tokens)
         rowids = np.fromiter((rowid for rowid, _ in kept), dtype=np.int64, count=len(kept))
         lengths = np.fromiter((len(tokens) for _, tokens in kept), dtype=np.int64, count=len(kept))
         flat = list(chain.from_iterable(tokens for _, tokens in kept))
@@ -93,6 +96,7 @@ class FieldPostings:
             setattr(new, f"_{name}", arrays[name])
         new._dead = int(len(new._alive) - np.count_nonzero(new._alive))
         new._delta, new._delta_lengths, new._scored = {}, {}, {}
+        new.read_rows = len(new._rowids)  # written already: it is only asked of a fresh build
         return new
 
     @property
@@ -155,6 +159,11 @@ class FieldPostings:
             return parts[0]
         return TermRows(*(np.concatenate([getattr(p, name) for p in parts]) for name in ("rowids", "tf", "lengths")))
 
+    @property
+    def empty(self) -> bool:
+        """No row of the slice holds the field (a field its kind no longer writes)."""
+        return not (len(self._rowids) - self._dead) and not self._delta_lengths
+
     def scores(self, token: str, idf: float, average_length: float) -> tuple[np.ndarray, np.ndarray]:
         """(rowids, BM25 term scores) of the live rows holding ``token``. A common term's scores are
         kept for the next query with the same statistics (``idf`` and the average length change
@@ -181,8 +190,36 @@ class FieldPostings:
         return int(sum(a.nbytes for a in arrays)) + 64 * len(self._vocab) + self._scored_bytes()
 
 
+# Lucene keeps a document's field length in one byte (SmallFloat.intToByte4): lengths from 24 on
+# lose precision (232 tokens read back as 216). Its BM25 scores with the length read back.
+_FREE_LENGTHS = 24
+
+
+def _encoded_lengths(n: np.ndarray) -> np.ndarray:
+    """Field lengths as Lucene's norms give them back (SmallFloat.byte4ToInt(intToByte4(n)))."""
+    rest = np.maximum(n - _FREE_LENGTHS, 0)
+    bits = np.where(rest > 0, np.floor(np.log2(np.maximum(rest, 1))).astype(np.int64) + 1, 0)
+    shift = np.maximum(bits - 4, 0)
+    kept = np.where(bits < 4, rest, (rest >> shift) << shift)  # the 4 most significant bits
+    return np.where(n < _FREE_LENGTHS, n, _FREE_LENGTHS + kept).astype(np.float64)
+
+
+# the lengths of nearly every field, looked up (a search scores thousands of rows a term)
+_LENGTH_TABLE = _encoded_lengths(np.arange(1 << 16, dtype=np.int64))
+
+
+def lucene_lengths(lengths: np.ndarray) -> np.ndarray:
+    """``_encoded_lengths`` of ``lengths``, by table below 65,536 tokens."""
+    n = np.asarray(lengths).astype(np.int64)
+    if not len(n) or int(n.max()) < len(_LENGTH_TABLE):
+        return _LENGTH_TABLE[n]
+    return _encoded_lengths(n)
+
+
 def bm25(tf: np.ndarray, lengths: np.ndarray, idf: float, average_length: float,
          k1: float = 1.2, b: float = 0.75) -> np.ndarray:
-    """Lucene's BM25 term score (without the (k1 + 1) factor, which Lucene 8+ dropped too)."""
+    """Lucene's BM25 term score (without the (k1 + 1) factor, which Lucene 8+ dropped too), with
+    the field lengths Lucene's norms keep (``lucene_lengths``) and the exact average."""
+    lengths = lucene_lengths(lengths)
     norm = k1 * (1.0 - b + b * lengths / average_length) if average_length > 0 else k1
     return idf * tf / (tf + norm)

@@ -154,6 +154,11 @@ class VectorSlice:
         return int(len(self._rowids) - self._dead + len(self._tail_rowids))
 
     @property
+    def read_rows(self) -> int:
+        """The rows a build reads (kept on disk from PERSIST_MIN_ROWS: slice_cache.py)."""
+        return self.rows
+
+    @property
     def nbytes(self) -> int:
         return int(self._matrix.nbytes + self._tail.nbytes + 3 * self._rowids.nbytes)
 
