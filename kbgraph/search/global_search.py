@@ -24,7 +24,7 @@ from kbgraph.prompts import prompt_version, render
 from kbgraph.search.context import ReportHit, report_block
 from kbgraph.search.kg.rows import REPORT_FIELDS, _report_hit, kind_search
 from kbgraph.store.base import Condition, DocStore, SearchRequest, eq
-from kbgraph.store.records import CommunityReport
+from kbgraph.store.records import CommunityReport, graph_text_fields
 
 MAP_PROMPT, REDUCE_PROMPT = "global_map", "global_reduce"
 MAP_PHASE, REDUCE_PHASE = "global_map", "global_reduce"
@@ -66,7 +66,7 @@ def select_reports(store: DocStore, tenant: str, kb_ids: Sequence[str], question
         where.append(Condition("rating_flt", "gte", params.min_rating))
     tokens = tokenize_query(question)
     if tokens or vector is not None:
-        hits = kind_search(store, tenant, kb_ids, CommunityReport.KIND, tokens, {"content_ltks": 1.0}, vector,
+        hits = kind_search(store, tenant, kb_ids, CommunityReport.KIND, tokens, graph_text_fields(), vector,
                            params.max_reports, params.vector_weight, where=where, returned=REPORT_FIELDS)
     else:
         hits = store.search(tenant, SearchRequest(

@@ -16,16 +16,16 @@ from kbgraph.search.chunks import CHUNK_TEXT_FIELDS
 from kbgraph.search.ppr_graph import prepare_entity_graph
 from kbgraph.search.ppr_search import PPRParams
 from kbgraph.store.base import DocStore, StoreError
-from kbgraph.store.records import CommunityReport, Entity, Relation
+from kbgraph.store.records import CommunityReport, Entity, Relation, graph_text_fields
 
 log = logging.getLogger(__name__)
 
 # per row kind (None: chunks), every text field a search of this package reads
 SEARCHED_TEXT_FIELDS: dict[str | None, tuple[str, ...]] = {
     None: tuple(CHUNK_TEXT_FIELDS),
-    Entity.KIND: ("name_ltks", "content_ltks"),
-    Relation.KIND: ("content_ltks",),
-    CommunityReport.KIND: ("content_ltks",),
+    Entity.KIND: ("name_ltks", *graph_text_fields()),
+    Relation.KIND: tuple(graph_text_fields()),
+    CommunityReport.KIND: tuple(graph_text_fields()),
 }
 
 

@@ -224,6 +224,29 @@ class RelationMention:
         )
 
 
+# The searchable text of a graph row (an entity's or a relation's description, a community report's
+# summary) lives in a field of its own, not in the chunks' ``content_ltks``: BM25 takes its
+# collection statistics from the whole field on both stores (as Elasticsearch does per field), and
+# the descriptions, excerpts of the chunks, moved every chunk's IDF whenever the graph changed (a
+# rebuild of the same IRC set moved naive recall@5 by 1.7 points; bench/README.md, "The session of
+# 2026-11-30 (5)"). Rows an older kbgraph wrote hold it in ``content_ltks`` until they are written
+# again: graph searches read both (``graph_text_fields``).
+GRAPH_TEXT = "description_ltks"
+LEGACY_GRAPH_TEXT = "content_ltks"
+
+
+def graph_text(doc: Doc) -> str:
+    """A graph row's searchable text, wherever the kbgraph that wrote it put it."""
+    value = doc.get(GRAPH_TEXT)
+    return value if isinstance(value, str) else doc.get(LEGACY_GRAPH_TEXT, "") or ""
+
+
+def graph_text_fields(boost: float = 1.0) -> dict[str, float]:
+    """The text fields a search of graph rows reads, at ``boost``: the row's own and, for rows an
+    older kbgraph wrote, the chunks' field (which newer graph rows leave empty)."""
+    return {GRAPH_TEXT: boost, LEGACY_GRAPH_TEXT: boost}
+
+
 @dataclass
 class Entity:
     """A knowledge-base entity, derived from all its mentions."""
@@ -262,7 +285,7 @@ class Entity:
         doc: Doc = {
             "id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "entity_key_kwd": self.key,
             "name_kwd": self.name, "entity_type_kwd": self.type, "content_with_weight": self.description,
-            "name_ltks": self.name_tokens, "content_ltks": self.description_tokens,
+            "name_ltks": self.name_tokens, GRAPH_TEXT: self.description_tokens,
             "aliases_kwd": list(self.aliases), "doc_ids_kwd": list(self.doc_ids),
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count, "available_int": 0,
             # 0 until the KB's embedding pass gives the row a vector (kbgraph.index.embed_rows.embed_pending)
@@ -287,7 +310,7 @@ class Entity:
         return cls(
             kb_id=doc["kb_id"], key=doc["entity_key_kwd"], name=doc.get("name_kwd", ""),
             type=doc.get("entity_type_kwd", ""), description=doc.get("content_with_weight", ""),
-            name_tokens=doc.get("name_ltks", ""), description_tokens=doc.get("content_ltks", ""),
+            name_tokens=doc.get("name_ltks", ""), description_tokens=graph_text(doc),
             aliases=list(doc.get("aliases_kwd") or []), doc_ids=list(doc.get("doc_ids_kwd") or []),
             chunk_ids=list(doc.get("chunk_ids_kwd") or []), mention_count=int(doc.get("mention_count_int", 0)),
             pagerank=float(doc.get("pagerank_flt", 0.0)), community_ids=list(doc.get("community_ids_kwd") or []),
@@ -368,7 +391,7 @@ class Relation:
         doc: Doc = {
             "id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "src_key_kwd": self.src_key,
             "tgt_key_kwd": self.tgt_key, "src_name_kwd": self.src_name, "tgt_name_kwd": self.tgt_name,
-            "content_with_weight": self.description, "content_ltks": self.description_tokens,
+            "content_with_weight": self.description, GRAPH_TEXT: self.description_tokens,
             "keywords_kwd": list(self.keywords), "weight_flt": self.weight, "doc_ids_kwd": list(self.doc_ids),
             "chunk_ids_kwd": list(self.chunk_ids), "mention_count_int": self.mention_count, "available_int": 0,
             "embedded_int": (2 if self.vector_from_chunks else 1) if self.vector is not None else 0,
@@ -383,7 +406,7 @@ class Relation:
         return cls(
             kb_id=doc["kb_id"], src_key=doc["src_key_kwd"], tgt_key=doc["tgt_key_kwd"],
             src_name=doc.get("src_name_kwd", ""), tgt_name=doc.get("tgt_name_kwd", ""),
-            description=doc.get("content_with_weight", ""), description_tokens=doc.get("content_ltks", ""),
+            description=doc.get("content_with_weight", ""), description_tokens=graph_text(doc),
             keywords=list(doc.get("keywords_kwd") or []), weight=float(doc.get("weight_flt", 0.0)),
             doc_ids=list(doc.get("doc_ids_kwd") or []), chunk_ids=list(doc.get("chunk_ids_kwd") or []),
             mention_count=int(doc.get("mention_count_int", 0)), vector=_vector_fields(doc),
@@ -424,7 +447,7 @@ class CommunityReport:
         doc: Doc = {
             "id": self.id, "kb_id": self.kb_id, "knowledge_graph_kwd": self.KIND, "level_int": self.level,
             "community_kwd": self.community, "parent_kwd": self.parent, "entity_keys_kwd": list(self.member_keys),
-            "title_kwd": self.title, "content_with_weight": self.summary, "content_ltks": self.content_tokens,
+            "title_kwd": self.title, "content_with_weight": self.summary, GRAPH_TEXT: self.content_tokens,
             "findings_with_weight": [{"summary": f.summary, "explanation": f.explanation} for f in self.findings],
             "rating_flt": self.rating, "rating_explanation_with_weight": self.rating_explanation,
             "graph_version_int": self.graph_version, "member_count_int": len(self.member_keys), "available_int": 0,
@@ -443,7 +466,7 @@ class CommunityReport:
                       for f in doc.get("findings_with_weight") or []],
             rating=float(doc.get("rating_flt", 0.0)),
             rating_explanation=doc.get("rating_explanation_with_weight", ""),
-            graph_version=int(doc.get("graph_version_int", 0)), content_tokens=doc.get("content_ltks", ""),
+            graph_version=int(doc.get("graph_version_int", 0)), content_tokens=graph_text(doc),
             parent=doc.get("parent_kwd", ""), vector=_vector_fields(doc), input_hash=doc.get("input_hash_kwd", ""),
         )
 

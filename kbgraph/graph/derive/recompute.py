@@ -21,7 +21,7 @@ from kbgraph.graph.derive.vectors import entity_text, relation_text
 from kbgraph.parse.tokenize import token_string_of
 from kbgraph.store.base import Condition, DocStore, any_of, eq
 from kbgraph.store.records import (
-    Entity, EntityMention, Relation, RelationMention, entity_id, entity_score_id, relation_id,
+    Entity, EntityMention, Relation, RelationMention, entity_id, entity_score_id, graph_text, relation_id,
 )
 
 # Embeds texts; rows are plain float lists (None when the KB has no embedder).
@@ -223,7 +223,7 @@ def _stored_ids(store: DocStore, tenant: str, kb_id: str, ids: set[str]) -> list
 def _stored_tokens(previous: Mapping[str, dict]) -> Callable[[str], str]:
     """token_string, answered from the stored entity rows for a description they already hold: a
     frequent entity's description stops changing once it is full, and is long to tokenize."""
-    known = {doc.get("content_with_weight"): doc.get("content_ltks") for doc in previous.values()}
+    known = {doc.get("content_with_weight"): graph_text(doc) or None for doc in previous.values()}
 
     def tokens(text: str) -> str:
         found = known.get(text)

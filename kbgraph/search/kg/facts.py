@@ -15,7 +15,7 @@ from kbgraph.search.kg.rows import RELATION_FIELDS, Node, kind_request, mention_
 from kbgraph.search.kg.scoring import Citations, present
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, any_of
-from kbgraph.store.records import Relation
+from kbgraph.store.records import Relation, graph_text_fields
 
 
 def anchor_relations(store: DocStore, tenant: str, kb_ids: Sequence[str], anchors: Mapping[Node, float],
@@ -59,7 +59,7 @@ def _relation_searches(batch: SearchBatch, kb_ids: Sequence[str], group: set[Nod
     tokens = [t for t in tokenize_query(" ".join([analysis.question, *analysis.keywords])) if t not in named]
     out = []
     for side in SIDES:
-        request = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector,
+        request = kind_request(kb_ids, Relation.KIND, tokens, graph_text_fields(), vector,
                                params.anchor_relation_top_n, params.vector_weight, where=[any_of(side, keys)],
                                returned=RELATION_FIELDS)
         if request is not None:

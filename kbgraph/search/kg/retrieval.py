@@ -43,7 +43,9 @@ from kbgraph.search.kg.scoring import Citations, chunk_support, entity_citations
 from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, Hit, SearchRequest
-from kbgraph.store.records import CommunityReport, EntityMention, Relation, entity_id, entity_score_id, scored_entity_id
+from kbgraph.store.records import (
+    CommunityReport, EntityMention, Relation, entity_id, entity_score_id, graph_text_fields, scored_entity_id,
+)
 
 
 @dataclass
@@ -232,10 +234,10 @@ def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Se
     when there are some)."""
     ask_seed_searches(batch, kb_ids, analysis, vector, params, embedder)
     tokens = tokenize_query(" ".join([analysis.question, *analysis.keywords]))
-    relations = kind_request(kb_ids, Relation.KIND, tokens, {"content_ltks": 1.0}, vector, params.search_top_n,
+    relations = kind_request(kb_ids, Relation.KIND, tokens, graph_text_fields(), vector, params.search_top_n,
                              params.vector_weight, returned=RELATION_FIELDS,
                              floor=embedder.similarity_floor if embedder is not None else 0.0)
-    reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), {"content_ltks": 1.0},
+    reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), graph_text_fields(),
                            vector, params.search_top_n, params.vector_weight, returned=REPORT_FIELDS) \
         if state is None or holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
     return (batch.ask(relations) if relations is not None else None,

@@ -24,7 +24,7 @@ from kbgraph.search.kg.rows import ENTITY_FIELDS, Node, kind_request
 from kbgraph.search.kg.scoring import name_match, ramp
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import DocStore, Hit, any_of
-from kbgraph.store.records import Entity, entity_id
+from kbgraph.store.records import Entity, entity_id, graph_text_fields
 
 
 @dataclass
@@ -133,12 +133,12 @@ def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: Query
     the query), they go to the store together; asked again, they are the same searches."""
     floor = embedder.similarity_floor if embedder is not None else 0.0
     tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
-    question = kind_request(kb_ids, Entity.KIND, tokens, {"name_ltks": params.name_boost, "content_ltks": 1.0},
+    question = kind_request(kb_ids, Entity.KIND, tokens, {"name_ltks": params.name_boost, **graph_text_fields()},
                             vector, params.search_top_n, params.vector_weight, returned=SEED_FIELDS, floor=floor)
     answer_type = None
     if analysis.keywords:
         kw_tokens = tokenize_query(" ".join(analysis.keywords))
-        request = kind_request(kb_ids, Entity.KIND, kw_tokens, {"content_ltks": 1.0}, None, params.search_top_n,
+        request = kind_request(kb_ids, Entity.KIND, kw_tokens, graph_text_fields(), None, params.search_top_n,
                                0.0, returned=SEED_FIELDS)
         answer_type = batch.ask(request) if request is not None else None
     keys = [k for k in dict.fromkeys([*(normalize_key(n) for n in analysis.entities), *named_words(analysis.question)])
