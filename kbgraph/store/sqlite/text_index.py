@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from itertools import chain
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -191,7 +192,8 @@ class FieldPostings:
 
 
 # Lucene keeps a document's field length in one byte (SmallFloat.intToByte4): lengths from 24 on
-# lose precision (232 tokens read back as 216). Its BM25 scores with the length read back.
+# keep four significant bits of what is over 24 (100 tokens read back as 96). Its BM25 scores with
+# the length read back.
 _FREE_LENGTHS = 24
 
 
@@ -204,15 +206,19 @@ def _encoded_lengths(n: np.ndarray) -> np.ndarray:
     return np.where(n < _FREE_LENGTHS, n, _FREE_LENGTHS + kept).astype(np.float64)
 
 
-# the lengths of nearly every field, looked up (a search scores thousands of rows a term)
-_LENGTH_TABLE = _encoded_lengths(np.arange(1 << 16, dtype=np.int64))
+@cache
+def _length_table() -> np.ndarray:
+    """The lengths of nearly every field, looked up (a search scores thousands of rows a term);
+    made at the first search, not at import."""
+    return _encoded_lengths(np.arange(1 << 16, dtype=np.int64))
 
 
 def lucene_lengths(lengths: np.ndarray) -> np.ndarray:
     """``_encoded_lengths`` of ``lengths``, by table below 65,536 tokens."""
     n = np.asarray(lengths).astype(np.int64)
-    if not len(n) or int(n.max()) < len(_LENGTH_TABLE):
-        return _LENGTH_TABLE[n]
+    table = _length_table()
+    if not len(n) or int(n.max()) < len(table):
+        return table[n]
     return _encoded_lengths(n)
 
 
