@@ -136,3 +136,24 @@ def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
             monkeypatch.delenv(key, raising=False)
     monkeypatch.chdir(tmp_path)
     return load_settings(data_dir=tmp_path / "data", embedding_provider="hash", embedding_dim=64, **store_overrides())
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The groups ``pytest -n N --dist loadgroup`` (the README's test command) keeps on one worker:
+    every test of the 3-node cluster in one group, since its drills kill and restart the nodes the
+    others use; every other test with the rest of its file, whose module fixtures (a drill's own
+    node on a fixed port, a served app) it shares."""
+    for item in items:
+        on_cluster = item.get_closest_marker("cluster") is not None or "es_cluster" in item.fixturenames
+        group = "cluster" if on_cluster else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse to run when the groups above did not reach xdist (a pytest whose test ids xdist cannot
+    extend): the cluster's drills would then kill nodes under the other workers' tests."""
+    if session.config.getoption("loadgroup", default=False) and session.items \
+            and "@" not in session.items[0].nodeid:
+        pytest.exit(f"pytest-xdist's --dist loadgroup cannot group the tests with this pytest ({pytest.__version__}): "
+                    "install the versions the test extra names", returncode=pytest.ExitCode.USAGE_ERROR)

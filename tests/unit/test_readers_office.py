@@ -61,14 +61,19 @@ def test_xlsx_saved_as_xls_is_read_as_xlsx() -> None:
     assert "Mira Castell" in read_bytes("old.xls", make_xlsx({"Staff": STAFF})).text
 
 
-@pytest.mark.parametrize("name, data, reason", [
+_BAD_SPREADSHEETS = [
     ("broken.xlsx", b"PK\x03\x04" + b"\x00" * 40, "corrupt or unreadable XLSX"),
     ("text.xlsx", b"Region,Revenue\nNorth,1200\n", "not a ZIP-based Office file"),
     ("locked.xlsx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "encrypted (password-protected)"),
     ("broken.xls", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "corrupt or unreadable XLS"),
     ("text.xls", b"just some text", "not an Excel 97-2003 workbook"),
     ("empty.xlsx", make_xlsx({"Blank": []}), "empty: no text found"),
-])
+]
+
+
+# named by file: a built file's bytes hold the time it was built, and every process collecting the
+# tests (pytest -n) must name them alike
+@pytest.mark.parametrize("name, data, reason", _BAD_SPREADSHEETS, ids=[name for name, _, _ in _BAD_SPREADSHEETS])
 def test_bad_spreadsheets_fail_with_their_reason(name: str, data: bytes, reason: str) -> None:
     with pytest.raises(ParseError) as info:
         read_bytes(name, data)
@@ -172,11 +177,14 @@ def test_pptx_text_is_what_python_pptx_shows() -> None:
         assert part in text
 
 
-@pytest.mark.parametrize("name, data, reason", [
+_BAD_PRESENTATIONS = [
     ("broken.pptx", b"PK\x03\x04" + b"\x00" * 40, "corrupt or unreadable PPTX"),
     ("locked.pptx", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 600, "encrypted (password-protected)"),
     ("blank.pptx", make_pptx([("", "", "")]), "empty: no text found"),
-])
+]
+
+
+@pytest.mark.parametrize("name, data, reason", _BAD_PRESENTATIONS, ids=[name for name, _, _ in _BAD_PRESENTATIONS])
 def test_bad_presentations_fail_with_their_reason(name: str, data: bytes, reason: str) -> None:
     with pytest.raises(ParseError) as info:
         read_bytes(name, data)
