@@ -29,13 +29,14 @@ from pathlib import Path
 import numpy as np
 
 from kbgraph.engine import Engine
-from kbgraph.config import Settings, load_settings
+from kbgraph.config import load_settings
 from kbgraph.meta.schemas import DEFAULT_TENANT, GraphConfig
 from kbgraph.graph.derive.vectors import entity_text, relation_text
 from kbgraph.graph.extract.nlp.extractor import NLPExtractor
 from kbgraph.graph.pagerank import weighted_pagerank
 from kbgraph.llm.embedders import HashEmbedder
 from kbgraph.parse.tokenize import token_string
+from kbgraph.search.ppr_graph import entity_graph
 from kbgraph.search.retrieve import retrieve
 from kbgraph.store.records import Chunk, Entity, GraphMeta, Relation, chunk_id
 from kbgraph.store.sqlite import SQLiteStore
@@ -186,6 +187,25 @@ def questions(store: SQLiteStore, kb: str, n: int, seed: int) -> list[str]:
     return out
 
 
+STEP_REPEATS = 30
+
+
+def walk_step_ms(store: SQLiteStore, kb_id: str) -> float:
+    """The fastest of ``STEP_REPEATS`` whole-graph steps of the ppr walk (a memory-bound sparse product
+    that no query-path change touches): a reference for this machine's speed at the time of the run.
+    On the 2-core development machine it took 0.64-0.69 ms one day and 1.37 ms another on the same
+    130k-node graph, and the query p50s moved with it (bench/README.md)."""
+    graph = entity_graph(store, TENANT, [kb_id]).graph
+    scores = np.full(graph.size, 1.0 / max(graph.size, 1), dtype=graph.matrix.dtype)
+    graph.step(scores)  # the first step makes the plan
+    times = []
+    for _ in range(STEP_REPEATS):
+        started = time.perf_counter()
+        graph.step(scores)
+        times.append(time.perf_counter() - started)
+    return round(min(times) * 1000, 3)
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(q * (len(ordered) - 1)))))]
@@ -229,7 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     embedder = HashEmbedder(DIM)
     extractor = NLPExtractor(entity_types=TYPES)
     qs = questions(store, kb_id, a.queries + a.warmup, a.seed)
-    figures: dict[str, dict] = {"kb": info}
+    figures: dict[str, dict] = {"kb": info, "machine": {"walk_step_ms": walk_step_ms(store, kb_id)}}
+    print(f"[machine] one step of the ppr walk over this graph: {figures['machine']['walk_step_ms']} ms (min of "
+          f"{STEP_REPEATS}): compare p50s taken on different days through it, not as they are")
     for mode in a.modes.split(","):
         def run(question: str) -> float:
             t = time.perf_counter()
