@@ -241,10 +241,10 @@ def graph_text(doc: Doc) -> str:
     return value if isinstance(value, str) else doc.get(LEGACY_GRAPH_TEXT, "") or ""
 
 
-def graph_text_fields(boost: float = 1.0) -> dict[str, float]:
-    """The text fields a search of graph rows reads, at ``boost``: the row's own and, for rows an
-    older kbgraph wrote, the chunks' field (which newer graph rows leave empty)."""
-    return {GRAPH_TEXT: boost, LEGACY_GRAPH_TEXT: boost}
+def graph_text_fields() -> dict[str, float]:
+    """The text fields a search of graph rows reads, with their boosts: the row's own and, for rows
+    an older kbgraph wrote, the chunks' field (which newer graph rows leave empty)."""
+    return {GRAPH_TEXT: 1.0, LEGACY_GRAPH_TEXT: 1.0}
 
 
 @dataclass
