@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from kbgraph.config import Settings, load_settings
 
@@ -153,14 +154,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_configure(config: pytest.Config) -> None:
     """A pytest whose test ids xdist 3.8 cannot extend with its groups (9.2 and later) is refused at
     once, with the reason, before any process collects a test."""
-    if config.getoption("dist", default="no") == "loadgroup" and _version(pytest.__version__) >= (9, 2):
+    if config.getoption("dist", default="no") == "loadgroup" and Version(pytest.__version__) >= Version("9.2"):
         raise pytest.UsageError(f"pytest {pytest.__version__} with pytest-xdist's --dist loadgroup scatters the "
                                 "test groups over the processes: install the test extra's versions "
                                 "(pip install -e '.[test]')")
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
