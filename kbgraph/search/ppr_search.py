@@ -27,6 +27,7 @@ import numpy as np
 from kbgraph.graph.ppr import ppr_vector
 from kbgraph.llm.base import Embedder
 from kbgraph.search.chains import (
+    Chain,
     ChainGraph,
     ChainParams,
     NeighbourFn,
@@ -41,6 +42,7 @@ from kbgraph.search.chains import (
     reference,
     sample_ids,
     unit,
+    with_context,
 )
 from kbgraph.search.batch import SearchBatch
 from kbgraph.search.chunks import ChunkHit
@@ -58,7 +60,7 @@ from kbgraph.search.graph_cache import EntityScores, GraphState, entity_scores, 
 from kbgraph.search.kg.facts import anchor_relations, fact_leads, ranked_facts
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import rank_entities
-from kbgraph.search.kg.rows import ENTITY_FIELDS, _fetch_entities, fetch_chunks
+from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, _fetch_entities, fetch_chunks
 from kbgraph.search.kg.scoring import present, ramp
 from kbgraph.search.kg.seeds import Seeds, seed_entities
 from kbgraph.search.ppr_graph import EntityGraph, chunk_node, entity_graph, entity_node
@@ -277,10 +279,13 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
                          question: np.ndarray, naive: Sequence[ChunkHit], params: PPRParams, floor: float,
                          facts: dict[int, dict[str, float]] | None = None,
                          named: Mapping[int, float] | None = None,
-                         question_words: set[str] | None = None) -> dict[str, float] | None:
+                         question_words: set[str] | None = None,
+                         rows: dict[str, dict] | None = None) -> dict[str, float] | None:
     """Chunk scores in (0, 1] that rank naive's hits in naive's order with the passages chains
     reach (``kbgraph.search.chains``) placed among them; None when no chain reaches a passage.
-    ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it)."""
+    ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it);
+    ``rows``: chunk rows read on the way go here (CHUNK_FIELDS)."""
+    rows = rows if rows is not None else {}
     chains = params.chains
     assert chains is not None
     starts = chain_starts(naive, chains)
@@ -303,13 +308,37 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
     found = best_chains(steps, target_z, shares, chains, facts, described)
     if not found:
         return None
+    if chains.context_weight > 0 and question_words:
+        found = _with_context(store, tenant, kb_ids, graph, found, naive, chains, question_words, rows)
     placed = place_chains([h.chunk_id for h in naive], starts, found, chains)
     return naive_order(placed)
 
 
+def _with_context(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph, found: list[Chain],
+                  naive: Sequence[ChunkHit], chains: ChainParams, words: set[str],
+                  rows: dict[str, dict]) -> list[Chain]:
+    """``found`` with the best ``context_top`` weighed by what their passages say of their entity
+    (``chains.with_context``); the rows of those passages naive did not find are read into ``rows``
+    (the ranking's chunk rows: its placed chains are among them)."""
+    head = found[:chains.context_top]
+    texts = {h.chunk_id: h.content for h in naive}
+    unread = sorted(({c.target for c in head} | {c.start for c in head}) - set(texts))
+    if unread:
+        for doc in store.get(tenant, list(kb_ids), unread, fields=CHUNK_FIELDS):
+            rows[doc["id"]] = doc
+            if doc.get("available_int", 1) == 1:
+                texts[doc["id"]] = doc.get("content_with_weight", "")
+    names = {c.entity: _entity_name(graph, c.entity) for c in head}
+    return with_context(head, texts, names, words, chains) + found[chains.context_top:]
+
+
 def _entity_names(graph: EntityGraph, steps: Sequence[Step]) -> dict[int, str]:
     """Entity node -> its key (the normalized name), for the entities the steps go through."""
-    return {s.entity: graph.graph.nodes[s.entity].split("\x1f", 2)[2] for s in steps}
+    return {s.entity: _entity_name(graph, s.entity) for s in steps}
+
+
+def _entity_name(graph: EntityGraph, node: int) -> str:
+    return graph.graph.nodes[node].split("\x1f", 2)[2]
 
 
 def naive_order(order: Sequence[str]) -> dict[str, float]:
@@ -397,14 +426,15 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
 
     def ranked() -> list[RetrievedChunk]:
         chunk_scores_ = scores
+        rows: dict[str, dict] = {}
         if chaining:
             assert vector is not None
             chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
                                            params, embedder.similarity_floor if embedder is not None else 0.0,
                                            fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params),
-                                           analysis.own_words())
+                                           analysis.own_words(), rows)
             chunk_scores_ = chained if chained is not None else naive_order([h.chunk_id for h in naive])
-        return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params)
+        return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params, rows)
 
     def entities_walked() -> list[EntityHit]:
         return _walked_entities(store, tenant, kb_ids, graph, walked, seeds, params, state) \
@@ -432,11 +462,13 @@ def _leading(chunks: Sequence[RetrievedChunk], starts: Sequence[str]) -> list[st
 
 
 def _ranked_chunks(store: DocStore, tenant: str, kb_ids: Sequence[str], graph: EntityGraph,
-                   naive: Sequence[ChunkHit], scores: dict[str, float], params: PPRParams) -> list[RetrievedChunk]:
-    """The best-scored chunks with naive's similarity parts where naive found them."""
+                   naive: Sequence[ChunkHit], scores: dict[str, float], params: PPRParams,
+                   rows: Mapping[str, dict] | None = None) -> list[RetrievedChunk]:
+    """The best-scored chunks with naive's similarity parts where naive found them (``rows``: chunk
+    rows read already, besides naive's)."""
     by_id = {h.chunk_id: h for h in naive}
     chunks = fetch_chunks(store, tenant, kb_ids, scores, params.chunk_top_n, "ppr",
-                          {h.chunk_id: chunk_row(h) for h in naive})
+                          {**(rows or {}), **{h.chunk_id: chunk_row(h) for h in naive}})
     for chunk in chunks:
         hit = by_id.get(chunk.chunk_id)
         if hit is not None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from kbgraph.search.chains import (
+    Chain,
     ChainGraph,
     ChainParams,
     NeighbourFn,
@@ -17,9 +18,11 @@ from kbgraph.search.chains import (
     chain_starts,
     chain_steps,
     described_entities,
+    entity_lines,
     naive_cosines,
     place_chains,
     sample_ids,
+    with_context,
     z_scores,
 )
 from kbgraph.config import Settings
@@ -273,3 +276,64 @@ def test_a_query_hands_the_chains_the_entities_its_question_describes(
         graph = ppr_search.entity_graph(engine.store, engine.tenant, [kb_id])
     names = {graph.graph.nodes[n].split("\x1f", 2)[2] for found in seen for n in found}
     assert names and all("guild" in name for name in names)
+
+
+def test_an_entitys_lines_are_those_that_mention_it_as_a_word() -> None:
+    log = ("[23:35] <guillaume> I'm having trouble with Rhythmbox\n[23:35] <brandano> only 60hz here\n"
+           "[23:36] <Fryguy--> Guillaume: check your sound setup\n[23:37] <guillaumette> hi")
+    assert entity_lines(log, "guillaume") == ("[23:35] <guillaume> I'm having trouble with Rhythmbox "
+                                              "[23:36] <Fryguy--> Guillaume: check your sound setup")
+    prose = "Alma Reyes led the society. She was born in Lima. Reyes wrote two books."
+    assert entity_lines(prose, "alma reyes") == "Alma Reyes led the society."
+    assert entity_lines("鑫诺二号由中国空间技术研究院研制。它于1998年发射。", "中国空间技术研究院") == "鑫诺二号由中国空间技术研究院研制。"
+    assert entity_lines(prose, "") == ""
+
+
+# "What sound hardware did the person whose tracks would not play find in their laptop?"
+CONTEXT_TEXTS = {
+    "start": "<guillaume> my tracks load but would not play\n<eric> anyone know glibc?",
+    "laptop": "<guillaume> I got Intel HD sound, it is a two year old laptop\n<eric> thanks",
+    "again": "<guillaume> the tracks still would not play\n<eric> the laptop fan is loud",
+    "other": "<eric> anyone seen my cat?\n<bob> my laptop has Intel HD sound too",
+}
+WORDS = {"sound", "hardwar", "person", "track", "play", "find", "laptop"}
+
+
+def test_a_chain_whose_target_says_of_the_entity_what_its_start_left_open_weighs_more() -> None:
+    guillaume, eric = 1, 2
+    names = {guillaume: "guillaume", eric: "eric"}
+    found = [Chain("start", guillaume, "again", 1.8), Chain("start", eric, "other", 1.7),
+             Chain("start", guillaume, "laptop", 1.6)]
+    ranked = with_context(found, CONTEXT_TEXTS, names, WORDS, PARAMS)
+    # what guillaume says in "laptop" answers the open part; "again" repeats the start, and the laptop
+    # in "again" and "other" is not said of the entity the chain steps through
+    assert [c.target for c in ranked] == ["laptop", "again", "other"]
+    by_target = {c.target: c.evidence for c in ranked}
+    assert by_target["again"] == 1.8 and by_target["other"] == 1.7
+    assert with_context(found, CONTEXT_TEXTS, names, WORDS, ChainParams(context_weight=0.0)) == found
+    assert with_context(found, CONTEXT_TEXTS, names, set(), PARAMS) == found
+
+
+def test_a_query_weighs_its_chains_by_the_texts_of_their_passages(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbgraph.search import ppr_search
+
+    seen: list[tuple[list[Chain], dict[str, str]]] = []
+    original = ppr_search.with_context
+
+    def spy(found, texts, names, words, params):  # type: ignore[no-untyped-def]
+        seen.append((list(found), dict(texts)))
+        return original(found, texts, names, words, params)
+
+    monkeypatch.setattr(ppr_search, "with_context", spy)
+    with Engine.open(settings) as engine:
+        engine.create_kb("lore", graph=GraphConfig(enabled=True, method="nlp"))
+        engine.index_paths("lore", [SAMPLE_CORPUS_DIR])
+        result = engine.query(["lore"], "Which comet was discovered at the observatory funded by the Brightwater Trading "
+                                             "Company?", mode="ppr")
+    assert seen, "no chain was weighed by its passages' texts"
+    for found, texts in seen:
+        assert len(found) <= PARAMS.context_top
+        assert all(texts.get(c.target) and texts.get(c.start) for c in found)
+    # the rows read for them serve the ranking: every chunk shown has its text
+    assert result.chunks and all(c.content for c in result.chunks)
