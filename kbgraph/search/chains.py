@@ -105,7 +105,7 @@ class ChainParams:
     # (``with_context``): it answers a part of the question the start left open, in what it says of the
     # entity the two share, where a chat log's passage holds a dozen conversations and its cosine
     # speaks for all of them. At 2.0 (and 3.0, 4.0) MuSiQue mix +1.8 points recall@5, chat-ubuntu
-    # +0.6, every other set and every hits@1 unchanged; the words of both sides (no "left open"),
+    # +0.6, every other set's mix and every hits@1 unchanged (kg: HotpotQA -0.5); the words of both sides (no "left open"),
     # or the start's words as well, lost email-ilug 0.7 points and moved chat-ubuntu nothing; dropping
     # chains whose target's lines add no such word lost 3.7 to 4.7 points on MuSiQue
     context_weight: float = 2.0
