@@ -324,11 +324,17 @@ def with_context(chains: Sequence[Chain], texts: Mapping[str, str], names: Mappi
     # a word every passage read holds tells none of them apart (words are stems: "load" in "loaded")
     rarity = {w: math.log(1.0 + len(folded) / (1 + sum(w in t for t in folded))) for w in words}
     total = sum(rarity.values()) or 1.0
+    said_of: dict[tuple[str, str], set[str]] = {}  # chains share starts and entities: each passage read once per entity
+
+    def tokens(chunk: str, key: str) -> set[str]:
+        if (chunk, key) not in said_of:
+            said_of[(chunk, key)] = set(tokenize(entity_lines(texts.get(chunk, ""), key)))
+        return said_of[(chunk, key)]
+
     out = []
     for chain in chains:
         key = names.get(chain.entity, "")
-        said = set(tokenize(entity_lines(texts.get(chain.start, ""), key)))
-        answered = set(tokenize(entity_lines(texts.get(chain.target, ""), key)))
+        said, answered = tokens(chain.start, key), tokens(chain.target, key)
         share = sum(rarity[w] for w in words if w in answered and w not in said) / total
         out.append(replace(chain, evidence=chain.evidence + params.context_weight * share))
     return sorted(out, key=lambda c: (-c.evidence, c.target))
