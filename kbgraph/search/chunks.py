@@ -89,7 +89,7 @@ def chunk_request(query: ChunkQuery, vector: np.ndarray, similarity_floor: float
                            floor=similarity_floor),
         vector_weight=query.vector_similarity_weight, threshold=query.similarity_threshold,
         candidates=candidates, offset=0, limit=candidates if query.aggregate else query.offset + query.top_n,
-        fields=CHUNK_FIELDS,
+        fields=CHUNK_FIELDS, count_total=query.aggregate,
     )
 
 

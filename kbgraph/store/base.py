@@ -146,7 +146,8 @@ class SearchRequest:
     fields: Sequence[str] | None = None
     # used when neither text nor vector is given: [(field, "asc"|"desc")], then id
     order_by: Sequence[tuple[str, str]] = ()
-    # listings only: False skips counting every match (total is then offset + hits returned)
+    # False: the caller wants the page, not how many match. A listing then counts nothing (total is
+    # offset + hits returned); a scored search may count only the candidates it looked at
     count_total: bool = True
 
 

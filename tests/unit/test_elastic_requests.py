@@ -735,6 +735,51 @@ def test_rows_wait_for_the_cosines_when_too_many_candidates_could_reach_the_page
     assert es.requests[3].body == {"docs": [{"_id": "t00", "_source": {"includes": ["id", "kb_id"]}}]}
 
 
+def _narrowed(es: FakeElasticsearch, text_hits: list[tuple[str, float]], knn_hits: list[tuple[str, float]],
+              page: str) -> None:
+    """Round trips 1 and 2 of one search: its two halves, then the missed text hits' cosines (0.1)
+    and the page's row."""
+    missed = [(i, 0.55) for i, _ in text_hits if i not in dict(knn_hits)]
+    es.script("POST", "/_msearch", msearch_answer(ids_only(*text_hits), ids_only(*knn_hits)))
+    es.script("POST", "/_msearch", msearch_answer(ids_only(*missed), rows_answer({"id": page, "kb_id": "kb1"})))
+
+
+def test_a_small_page_without_a_count_is_searched_in_narrow_windows(es: FakeElasticsearch,
+                                                                   store: ElasticStore) -> None:
+    """count_total=False and a page of 1 in 200 candidates: each half asks 64 hits (the kNN half
+    with the num_candidates of 200, so its 64 are the first of the 200), and the page stands when
+    nothing left out could reach it."""
+    _mapped_q3(es)
+    texts = [(f"t{i:02d}", 10.0 - 0.1 * i) for i in range(64)]  # lowest text part 0.37
+    neighbours = [("t00", 0.95), *((f"v{i:02d}", 0.6) for i in range(63))]  # cosines 0.9, then 0.2
+    _narrowed(es, texts, neighbours, "t00")
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["beta"], {"name_ltks": 1.0}),
+                            vector=VectorQuery("q_3_vec", [1.0, 0.0, 0.0]), vector_weight=0.5, candidates=200, limit=1,
+                            fields=["id"], count_total=False)
+    result = store.search("t1", request)
+    assert [h.id for h in result.hits] == ["t00"] and len(es.requests) == 3  # the mapping, round trips 1 and 2
+    _, text_body, _, knn_body = es.requests[1].body
+    assert text_body["size"] == 64 and (knn_body["knn"]["k"], knn_body["knn"]["num_candidates"]) == (64, 400)
+
+
+def test_narrow_windows_that_cannot_decide_the_page_are_searched_again_whole(es: FakeElasticsearch,
+                                                                             store: ElasticStore) -> None:
+    """A neighbour past the text window (cosine 0.99) could have a text part up to the window's lowest
+    (0.37) and beat the narrow page's best (0.65): the search is made again in full windows, where its
+    text part (0.36) puts it first."""
+    _mapped_q3(es)
+    texts = [(f"t{i:02d}", 10.0 - 0.1 * i) for i in range(64)]
+    neighbours = [("v", 0.995), ("t00", 0.65), *((f"v{i:02d}", 0.6) for i in range(62))]
+    _narrowed(es, texts, neighbours, "t00")
+    _narrowed(es, [*texts, ("v", 3.6)], neighbours, "v")
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["beta"], {"name_ltks": 1.0}),
+                            vector=VectorQuery("q_3_vec", [1.0, 0.0, 0.0]), vector_weight=0.5, candidates=200, limit=1,
+                            fields=["id"], count_total=False)
+    result = store.search("t1", request)
+    assert [(h.id, round(h.score, 3)) for h in result.hits] == [("v", 0.675)]
+    assert [r.body[1]["size"] for r in es.requests[1:]] == [64, len(texts) - 1, 200, len(texts) - 1]
+
+
 def test_search_many_sends_every_request_of_a_batch_together(es: FakeElasticsearch, store: ElasticStore) -> None:
     es.script("POST", "/_msearch", msearch_answer(hits(("a", 2.0, {}), ("b", 1.0, {})), hits(("c", 3.0, {}))))
     es.script("POST", "/_msearch", msearch_answer(rows_answer({"id": "a", "kb_id": "kb1", "name_kwd": "A"}),

@@ -124,11 +124,14 @@ def build_text_query(filter_query: Mapping[str, Any], text: TextQuery) -> dict[s
     return {"bool": {"filter": filters, "should": should, "minimum_should_match": 1}}
 
 
-def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any]) -> dict[str, Any]:
+def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any],
+              pool: int = 0) -> dict[str, Any]:
     """Top-level ``knn`` search option (ES "k-nearest neighbor (kNN) search" page): the filter is
-    applied during the approximate search, so the k neighbours all satisfy it."""
+    applied during the approximate search, so the k neighbours all satisfy it. ``pool``: the
+    ``k`` whose ``num_candidates`` to search with (the same ones give the same nearest first, so
+    the k hits are the first of that search's)."""
     k = max(1, min(k, MAX_NUM_CANDIDATES))
-    num_candidates = min(max(k * 2, 100), MAX_NUM_CANDIDATES)
+    num_candidates = min(max(max(k, pool) * 2, 100), MAX_NUM_CANDIDATES)
     return {"field": field_name, "query_vector": float32_vector(vector), "k": min(k, num_candidates),
             "num_candidates": num_candidates, "filter": dict(filter_query)}
 
@@ -200,10 +203,11 @@ def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: in
             "search_type": "dfs_query_then_fetch"}
 
 
-def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any]) -> dict[str, Any]:
+def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any],
+               pool: int = 0) -> dict[str, Any]:
     """The vector half of a search: the ``k`` nearest neighbours passing the filter (ids and
-    scores only)."""
-    knn = build_knn(field_name, vector, k, filter_query)
+    scores only), searched as for ``pool`` of them (``build_knn``)."""
+    knn = build_knn(field_name, vector, k, filter_query, pool)
     return {"knn": knn, "size": knn["k"], **IDS_ONLY, "track_total_hits": False}
 
 

@@ -17,6 +17,14 @@ with the lowest cosine of the window: the candidates whose best can reach the pa
 are the ones read. A graph query makes its scored searches in steps that follow each other (seeds,
 then their relations): each step's rows going with its cosines took a round trip off each of them
 (bench/README.md, issue 40). The results are the same as searching one request at a time.
+
+A page far smaller than its windows (naive's 8 chunks of 1,024 text and 1,024 vector candidates)
+is first searched in narrow windows (``narrow_window``), when its caller needs no count of every
+match (``count_total=False``): the node's work and the answers' size follow the hits a window
+returns, not the candidates it looks at. A narrow window is the first hits of the full one (the
+kNN half keeps the full one's ``num_candidates``), and its page is the full windows' whenever no
+candidate it leaves out could reach it (``window_decides``); else the request is searched again in
+full windows.
 """
 
 from __future__ import annotations
@@ -44,8 +52,10 @@ class _Scored:
     filter: dict[str, Any]
     text: dict[str, Any] | None
     knn: dict[str, Any] | None
+    window: int  # hits each half asks for: ``request.candidates``, or fewer (``narrow_window``)
     text_hits: list[Candidate] = field(default_factory=list)
-    vector_hits: list[Candidate] = field(default_factory=list)
+    vector_hits: list[Candidate] = field(default_factory=list)  # the kNN window's, then missed cosines
+    window_vectors: int = 0  # how many of vector_hits the kNN window returned
     asked_rows: set[str] = field(default_factory=set)  # ids whose rows round trip 2 read
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> source, of those found
 
@@ -61,15 +71,30 @@ def check_request(request: SearchRequest) -> None:
             raise StoreError(f"query vector for {vector.field} holds {len(vector.vector)} numbers, not {dims.group(1)}")
 
 
-def _plan(request: SearchRequest, vector_mapped: Callable[[str], bool]) -> _Scored:
+# a narrowed window holds this many hits per place of its page, and at least MIN_WINDOW: on the
+# 1,890 MuSiQue passages, 64 windows decided naive's page of 8 for 100 questions of 100 (32: 99),
+# and 128 a graph query's chunk page of 32 in 83 (its 256 are searched whole)
+WINDOW_PER_PLACE = 8
+MIN_WINDOW = 64
+
+
+def narrow_window(request: SearchRequest) -> int:
+    """The hits each half of a search asks for first: its candidates, or fewer for a small page
+    whose caller counts no matches beyond it."""
+    if request.count_total:
+        return request.candidates
+    return min(request.candidates, max(MIN_WINDOW, WINDOW_PER_PLACE * (request.offset + request.limit)))
+
+
+def _plan(request: SearchRequest, vector_mapped: Callable[[str], bool], window: int) -> _Scored:
     query = build_filter(request.kb_ids, request.where)
-    text = text_search(query, request.text, request.candidates) if request.text is not None else None
+    text = text_search(query, request.text, window) if request.text is not None else None
     vector, knn = request.vector, None
     # a zero or empty vector has no cosine, and an unmapped field no neighbours: no kNN half
     if vector is not None and vector.vector is not None and len(vector.vector) \
             and any(float(x) != 0.0 for x in vector.vector) and vector_mapped(vector.field):
-        knn = knn_search(vector.field, vector.vector, request.candidates, query)
-    return _Scored(request, query, text, knn)
+        knn = knn_search(vector.field, vector.vector, window, query, pool=request.candidates)
+    return _Scored(request, query, text, knn, window)
 
 
 # what an ids-only search's answer needs to hold (Elasticsearch leaves out the rest, e.g. each hit's
@@ -102,6 +127,7 @@ def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
             plan.text_hits = _hits(answer)
         else:
             plan.vector_hits = _hits(answer)
+            plan.window_vectors = len(plan.vector_hits)
 
 
 def _missed(plan: _Scored) -> list[str]:
@@ -186,6 +212,42 @@ def _cosines_and_rows(cluster: Cluster, index: str, plans: Sequence[_Scored]) ->
             plan.rows[str(source.get("id", hit.get("_id")))] = source
 
 
+def window_decides(plan: _Scored) -> bool:
+    """Whether the page of a narrowed window is the full windows' page: every candidate the narrow
+    windows leave out (a text match past the text window, a neighbour past the kNN window) or only
+    half score (a kNN hit the text window did not reach, whose text part lies between 0 and the
+    window's lowest) stays under the page's last sure place, or under the threshold, at the best
+    score it could have in the full windows."""
+    request = plan.request
+    place = request.offset + request.limit
+    text_cut = plan.text is not None and len(plan.text_hits) >= plan.window
+    vector_cut = plan.knn is not None and plan.window_vectors >= plan.window
+    if plan.window >= request.candidates or place <= 0 or not (text_cut or vector_cut):
+        return True
+    has_text, has_vector, weight = request.text is not None, request.vector is not None, request.vector_weight
+    term, vector = score_parts(plan.text_hits, plan.vector_hits, request)
+    absent = absent_vector_score(request)
+    term_low = min(term.values()) if text_cut else 0.0
+    vector_low = min((vector[i] for i, _ in plan.vector_hits[:plan.window_vectors]), default=absent) \
+        if vector_cut else absent
+    sure: list[float] = []
+    highs = [fuse(term_low, vector_low, weight, has_text, has_vector)]  # any candidate left out
+    for doc_id in dict.fromkeys([*term, *vector]):
+        if doc_id in term or not text_cut:
+            sure.append(fuse(term.get(doc_id, 0.0), vector.get(doc_id, absent), weight, has_text, has_vector))
+        else:
+            highs.append(fuse(term_low, vector[doc_id], weight, has_text, has_vector))
+    best = heapq.nlargest(place, (score for score in sure if score >= request.threshold))
+    bar = best[-1] if len(best) == place else request.threshold
+    return max(highs) < bar
+
+
+def _search(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
+    """Round trips 1 and 2 of ``plans``."""
+    _candidates(cluster, index, plans)
+    _cosines_and_rows(cluster, index, plans)
+
+
 def _read_pages(cluster: Cluster, index: str, pages: Sequence[tuple[_Scored, list[Hit]]]) -> None:
     """The rows of every page (in place): those read with the cosines, the others (rarely any) in one
     realtime ``mget``; a row deleted since the search leaves its page."""
@@ -212,9 +274,14 @@ def scored_searches(cluster: Cluster, index: str, requests: Sequence[SearchReque
     """``DocStore.search`` of each request (each has a text or a vector query), sent together."""
     for request in requests:
         check_request(request)
-    plans = [_plan(request, vector_mapped) for request in requests]
-    _candidates(cluster, index, plans)
-    _cosines_and_rows(cluster, index, plans)
+    plans = [_plan(request, vector_mapped, narrow_window(request)) for request in requests]
+    _search(cluster, index, plans)
+    undecided = [i for i, plan in enumerate(plans) if not window_decides(plan)]
+    if undecided:
+        full = [_plan(plans[i].request, vector_mapped, plans[i].request.candidates) for i in undecided]
+        _search(cluster, index, full)
+        for i, plan in zip(undecided, full):
+            plans[i] = plan
     results: list[SearchResult] = []
     pages: list[tuple[_Scored, list[Hit]]] = []
     for plan in plans:
