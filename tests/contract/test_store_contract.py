@@ -523,6 +523,27 @@ def test_a_page_without_a_count_is_the_page_with_one(store: DocStore, tenant: st
     assert differs or store.__class__.__name__ != "ElasticStore"
 
 
+def test_a_search_of_key_fields_gives_the_rows_fields(store: DocStore, tenant: str, kb: str) -> None:
+    """``key_fields``: the fields named are single-valued keywords and numbers, which a store may
+    read from its index with the hits; the hits, their scores and those fields are the same."""
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(8)]
+    store.upsert(tenant, kb, [{"id": f"d{i:03d}", "content_ltks": " ".join(rng.choice(words, 6)),
+                               "entity_key_kwd": f"key {i}", "n_int": int(i), "w_flt": i / 7,
+                               "knowledge_graph_kwd": "entity" if i % 3 else "relation", V: rng.normal(size=4).tolist()}
+                              for i in range(120)])
+    fields = ["entity_key_kwd", "n_int", "w_flt"]
+    for _ in range(6):
+        asked = dict(kb_ids=[kb], where=[eq("knowledge_graph_kwd", "entity")],
+                     text=TextQuery([str(w) for w in rng.choice(words, 2, replace=False)], {"content_ltks": 1.0}),
+                     vector=VectorQuery(V, rng.normal(size=4).tolist()), candidates=30, limit=8, fields=fields)
+        rows = store.search(tenant, SearchRequest(**asked))
+        keys = store.search(tenant, SearchRequest(**asked, key_fields=True))
+        assert [(h.id, round(h.score, 6)) for h in keys.hits] == [(h.id, round(h.score, 6)) for h in rows.hits]
+        assert [h.doc for h in keys.hits] == [h.doc for h in rows.hits] and len(rows.hits) == 8
+        assert all(set(h.doc) == {"id", *fields} for h in keys.hits)
+
+
 def test_threshold_offset_limit_total(store: DocStore, tenant: str, kb: str) -> None:
     store.upsert(tenant, kb, [{"id": f"d{a:02d}", V: unit(a)} for a in range(0, 90, 10)])
     q = VectorQuery(V, unit(0))

@@ -780,6 +780,34 @@ def test_narrow_windows_that_cannot_decide_the_page_are_searched_again_whole(es:
     assert [r.body[1]["size"] for r in es.requests[1:]] == [64, len(texts) - 1, 200, len(texts) - 1]
 
 
+def test_a_search_of_key_fields_reads_them_with_its_hits_and_no_row(es: FakeElasticsearch,
+                                                                    store: ElasticStore) -> None:
+    """key_fields: both halves read the fields (and kb_id) from doc values with each hit's id; round
+    trip 2 asks the missed cosines only, and no row is read after."""
+    _mapped_q3(es)
+
+    def keyed(*rows: tuple[str, float, str]) -> dict[str, Any]:
+        answer = hits()
+        answer["hits"]["hits"] = [{"_index": INDEX, "_score": score, "fields": {"id": [i], "kb_id": ["kb1"],
+                                                                              "entity_key_kwd": [key]}}
+                                  for i, score, key in rows]
+        return answer
+
+    es.script("POST", "/_msearch", msearch_answer(keyed(("a", 4.0, "alpha"), ("b", 2.0, "beta")),
+                                                  keyed(("c", 0.9, "gamma"))))
+    es.script("POST", "/_msearch", msearch_answer(ids_only(("a", 0.6), ("b", 0.55))))
+    request = SearchRequest(kb_ids=["kb1"], text=TextQuery(["alpha"], {"name_ltks": 1.0}),
+                            vector=VectorQuery("q_3_vec", [1.0, 0.0, 0.0]), vector_weight=0.5, candidates=5, limit=2,
+                            fields=["entity_key_kwd"], key_fields=True)
+    result = store.search("t1", request)
+    assert [(h.id, h.doc) for h in result.hits] == [("a", {"entity_key_kwd": "alpha", "id": "a"}),
+                                                   ("c", {"entity_key_kwd": "gamma", "id": "c"})]
+    assert len(es.requests) == 3  # the mapping, the halves, the missed cosines
+    _, text_body, _, knn_body = es.requests[1].body
+    assert text_body["docvalue_fields"] == knn_body["docvalue_fields"] == ["id", "kb_id", "entity_key_kwd"]
+    assert len(es.requests[2].body) == 2 and "knn" in es.requests[2].body[1]
+
+
 def test_search_many_sends_every_request_of_a_batch_together(es: FakeElasticsearch, store: ElasticStore) -> None:
     es.script("POST", "/_msearch", msearch_answer(hits(("a", 2.0, {}), ("b", 1.0, {})), hits(("c", 3.0, {}))))
     es.script("POST", "/_msearch", msearch_answer(rows_answer({"id": "a", "kb_id": "kb1", "name_kwd": "A"}),

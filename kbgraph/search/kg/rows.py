@@ -74,9 +74,11 @@ def _report_hit(doc: dict, score: float) -> ReportHit:
 
 def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields: dict[str, float],
                  vector: np.ndarray | None, limit: int, vector_weight: float, where: Sequence[Condition] = (),
-                 returned: Sequence[str] | None = None, floor: float = 0.0) -> SearchRequest | None:
+                 returned: Sequence[str] | None = None, floor: float = 0.0,
+                 key_fields: bool = False) -> SearchRequest | None:
     """The hybrid (or text-only / vector-only) search over one kind of graph row, None when there is
-    nothing to search with; ``floor`` is the embedding model's similarity floor (VectorQuery)."""
+    nothing to search with; ``floor`` is the embedding model's similarity floor (VectorQuery);
+    ``key_fields``: ``returned`` are keys (SearchRequest.key_fields)."""
     if not tokens and vector is None:
         return None
     return SearchRequest(
@@ -85,7 +87,7 @@ def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields
         vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
         vector_weight=vector_weight, candidates=max(limit * CANDIDATES_PER_PLACE, MIN_CANDIDATES), limit=limit,
-        fields=returned)
+        fields=returned, key_fields=key_fields)
 
 
 def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],

@@ -86,26 +86,32 @@ def seed_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis:
     anchor_parts: dict[Node, list[float]] = defaultdict(list)  # evidence from an analysed entity
     anchored: set[Node] = set()
 
-    def note(doc: dict, score: float, anchor: bool = False) -> None:
+    def note(doc: dict, score: float, anchor: bool = False, row: bool = True) -> None:
         node = (doc.get("kb_id", ""), doc.get("entity_key_kwd", ""))
-        docs.setdefault(node, doc)
+        if row:
+            docs.setdefault(node, doc)
         (anchor_parts if anchor else parts)[node].append(score)
         if anchor:
             anchored.add(node)
 
     for hit in batch.hits(asked.question) if asked.question is not None else []:
-        note(hit.doc, params.question_weight * hit.score)
+        note(hit.doc, params.question_weight * hit.score, row=False)
     for doc, score in _named_entity_hits(params, batch, asked):
         note(doc, score, anchor=True)
     if analysis.keywords:
-        for doc, score in _answer_type_hits(store, tenant, kb_ids, analysis, params, state, batch,
-                                            asked.answer_type):
-            note(doc, score)
+        for doc, score, row in _answer_type_hits(store, tenant, kb_ids, analysis, params, state, batch,
+                                                 asked.answer_type):
+            note(doc, score, row=row)
     return _seeds(docs, parts, anchor_parts, anchored, params)
 
 
 # what the seed searches return
 SEED_FIELDS = [*ENTITY_FIELDS, "name_ltks"]
+# what the loose ones return (the question's and the answer type's searches): the entity's key,
+# read with its id (no row read: a round trip less on Elasticsearch, where their close cosines
+# left most of their pages' rows to a read of their own after the cosines); whoever needs a loose
+# seed's row reads it with its other rows
+SEED_KEYS = ["kb_id", "entity_key_kwd"]
 
 
 @dataclass
@@ -134,12 +140,13 @@ def ask_seed_searches(batch: SearchBatch, kb_ids: Sequence[str], analysis: Query
     floor = embedder.similarity_floor if embedder is not None else 0.0
     tokens = tokenize_query(" ".join([analysis.question, *analysis.entities]))
     question = kind_request(kb_ids, Entity.KIND, tokens, {"name_ltks": params.name_boost, **graph_text_fields()},
-                            vector, params.search_top_n, params.vector_weight, returned=SEED_FIELDS, floor=floor)
+                            vector, params.search_top_n, params.vector_weight, returned=SEED_KEYS, floor=floor,
+                            key_fields=True)
     answer_type = None
     if analysis.keywords:
         kw_tokens = tokenize_query(" ".join(analysis.keywords))
         request = kind_request(kb_ids, Entity.KIND, kw_tokens, graph_text_fields(), None, params.search_top_n,
-                               0.0, returned=SEED_FIELDS)
+                               0.0, returned=SEED_KEYS, key_fields=True)
         answer_type = batch.ask(request) if request is not None else None
     keys = [k for k in dict.fromkeys([*(normalize_key(n) for n in analysis.entities), *named_words(analysis.question)])
             if k]
@@ -200,18 +207,19 @@ def _named_entity_hits(params: KGParams, batch: SearchBatch, asked: SeedSearches
 
 def _answer_type_hits(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: QueryAnalysis,
                       params: KGParams, state: GraphState | None, batch: SearchBatch,
-                      ticket: Ticket | None) -> Iterator[tuple[dict, float]]:
-    """(row, score) of the entities matching the answer type the analysis gave as keywords: by their
-    descriptions (``ticket``'s search), and the types' entities of highest PageRank (``type_score``)."""
+                      ticket: Ticket | None) -> Iterator[tuple[dict, float, bool]]:
+    """(row or keys, score, whether it is the row) of the entities matching the answer type the
+    analysis gave as keywords: by their descriptions (``ticket``'s search, keys), and the types'
+    entities of highest PageRank (``type_score``, rows)."""
     for hit in batch.hits(ticket) if ticket is not None else []:
-        yield hit.doc, params.type_score * hit.score
+        yield hit.doc, params.type_score * hit.score, False
     types = sorted({k.strip().lower() for k in analysis.keywords if k.strip()})
     typed = typed_entities(store, tenant, kb_ids, types, params.search_top_n, SEED_FIELDS,
                            state if state is not None else graph_state(store, tenant, kb_ids))
     top_rank = max((float(h.doc.get("pagerank_flt", 0.0) or 0.0) for h in typed), default=0.0)
     for hit in typed:
         rank = float(hit.doc.get("pagerank_flt", 0.0) or 0.0)
-        yield hit.doc, params.type_score * 0.5 * (1.0 + (rank / top_rank if top_rank > 0 else 0.0))
+        yield hit.doc, params.type_score * 0.5 * (1.0 + (rank / top_rank if top_rank > 0 else 0.0)), True
 
 
 def _seeds(docs: dict[Node, dict], parts: dict[Node, list[float]], anchor_parts: dict[Node, list[float]],

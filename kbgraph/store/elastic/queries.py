@@ -142,6 +142,12 @@ def build_knn(field_name: str, vector: Sequence[float], k: int, filter_query: Ma
 IDS_ONLY: dict[str, Any] = {"source": False, "stored_fields": "_none_", "docvalue_fields": ["id"]}
 
 
+def ids_and(fields: Sequence[str]) -> dict[str, Any]:
+    """``IDS_ONLY``, with ``fields`` (single-valued keywords or numbers) read from their doc values
+    beside each hit's id."""
+    return {**IDS_ONLY, "docvalue_fields": list(dict.fromkeys(["id", *fields]))}
+
+
 def hit_id(hit: Mapping[str, Any]) -> str:
     """The id of a hit of an ids-only search (``IDS_ONLY``)."""
     return str(hit["_id"]) if "_id" in hit else str(hit["fields"]["id"][0])
@@ -191,24 +197,25 @@ def terms_aggregation(field_name: str, size: int) -> dict[str, Any]:
                       "order": [{"_count": "desc"}, {"_key": "asc"}]}}
 
 
-def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: int) -> dict[str, Any] | None:
+def text_search(filter_query: Mapping[str, Any], text: TextQuery, candidates: int,
+                keys: Sequence[str] = ()) -> dict[str, Any] | None:
     """The text half of a search (None when it has no token or field): ids and BM25 scores only
-    (fusion needs no more; the page's rows are read afterwards)."""
+    (fusion needs no more; the page's rows are read afterwards), and the ``keys`` (``ids_and``)."""
     text_query = build_text_query(filter_query, text)
     if text_query is None:
         return None
     # dfs_query_then_fetch: term statistics from all shards, so BM25 does not depend on
     # which shard a document lives on (ES "Search API", search_type)
-    return {"query": text_query, "size": candidates, **IDS_ONLY, "track_total_hits": False,
+    return {"query": text_query, "size": candidates, **ids_and(keys), "track_total_hits": False,
             "search_type": "dfs_query_then_fetch"}
 
 
 def knn_search(field_name: str, vector: Sequence[float], k: int, filter_query: Mapping[str, Any],
-               pool: int = 0) -> dict[str, Any]:
+               pool: int = 0, keys: Sequence[str] = ()) -> dict[str, Any]:
     """The vector half of a search: the ``k`` nearest neighbours passing the filter (ids and
-    scores only), searched as for ``pool`` of them (``build_knn``)."""
+    scores only, and the ``keys``), searched as for ``pool`` of them (``build_knn``)."""
     knn = build_knn(field_name, vector, k, filter_query, pool)
-    return {"knn": knn, "size": knn["k"], **IDS_ONLY, "track_total_hits": False}
+    return {"knn": knn, "size": knn["k"], **ids_and(keys), "track_total_hits": False}
 
 
 def similarity_search(field_name: str, vector: Sequence[float], filter_query: Mapping[str, Any],

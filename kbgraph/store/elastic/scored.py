@@ -25,6 +25,9 @@ returns, not the candidates it looks at. A narrow window is the first hits of th
 kNN half keeps the full one's ``num_candidates``), and its page is the full windows' whenever no
 candidate it leaves out could reach it (``window_decides``); else the request is searched again in
 full windows.
+
+A search whose fields are keys (``SearchRequest.key_fields``: single-valued keywords and numbers)
+reads them from their doc values with each hit's id in round trip 1, and reads no row at all.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class _Scored:
     text: dict[str, Any] | None
     knn: dict[str, Any] | None
     window: int  # hits each half asks for: ``request.candidates``, or fewer (``narrow_window``)
+    keys: list[str]  # fields read from doc values with each hit (``key_fields``), else none
     text_hits: list[Candidate] = field(default_factory=list)
     vector_hits: list[Candidate] = field(default_factory=list)  # the kNN window's, then missed cosines
     window_vectors: int = 0  # how many of vector_hits the kNN window returned
@@ -86,20 +90,29 @@ def narrow_window(request: SearchRequest) -> int:
     return min(request.candidates, max(MIN_WINDOW, WINDOW_PER_PLACE * (request.offset + request.limit)))
 
 
+def key_fields(request: SearchRequest) -> list[str]:
+    """The fields a search reads from doc values with its hits (``kb_id`` among them, which a page's
+    rows are checked against): those it names, when they are keys."""
+    if not request.key_fields or request.fields is None:
+        return []
+    return list(dict.fromkeys(["kb_id", *(name for name in request.fields if name != "id")]))
+
+
 def _plan(request: SearchRequest, vector_mapped: Callable[[str], bool], window: int) -> _Scored:
     query = build_filter(request.kb_ids, request.where)
-    text = text_search(query, request.text, window) if request.text is not None else None
+    keys = key_fields(request)
+    text = text_search(query, request.text, window, keys) if request.text is not None else None
     vector, knn = request.vector, None
     # a zero or empty vector has no cosine, and an unmapped field no neighbours: no kNN half
     if vector is not None and vector.vector is not None and len(vector.vector) \
             and any(float(x) != 0.0 for x in vector.vector) and vector_mapped(vector.field):
-        knn = knn_search(vector.field, vector.vector, window, query, pool=request.candidates)
-    return _Scored(request, query, text, knn, window)
+        knn = knn_search(vector.field, vector.vector, window, query, pool=request.candidates, keys=keys)
+    return _Scored(request, query, text, knn, window, keys)
 
 
 # what an ids-only search's answer needs to hold (Elasticsearch leaves out the rest, e.g. each hit's
 # index name: a third of a 1,024-hit answer)
-HIT_PATHS = ["responses.hits.hits._score", "responses.hits.hits.fields.id"]
+HIT_PATHS = ["responses.hits.hits._score", "responses.hits.hits.fields"]
 
 
 def _hits(answer: Any | None) -> list[Candidate]:
@@ -108,6 +121,16 @@ def _hits(answer: Any | None) -> list[Candidate]:
     if answer is None:
         return []
     return [(hit_id(h), h.get("_score")) for h in (answer.get("hits") or {}).get("hits", [])]
+
+
+def _key_rows(answer: Any | None) -> dict[str, dict[str, Any]]:
+    """Id -> the fields an ids-only search read from doc values with it (one value each: keys)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for hit in ((answer or {}).get("hits") or {}).get("hits", []):
+        doc_id = hit_id(hit)
+        row = {name: values[0] if len(values) == 1 else values for name, values in hit.get("fields", {}).items()}
+        rows[doc_id] = {**row, "id": doc_id}
+    return rows
 
 
 def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
@@ -128,6 +151,9 @@ def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
         else:
             plan.vector_hits = _hits(answer)
             plan.window_vectors = len(plan.vector_hits)
+        if plan.keys:  # every candidate's row is its keys, read with it
+            plan.rows.update(_key_rows(answer))
+            plan.asked_rows = set(plan.rows)
 
 
 def _missed(plan: _Scored) -> list[str]:
@@ -192,6 +218,8 @@ def _cosines_and_rows(cluster: Cluster, index: str, plans: Sequence[_Scored]) ->
             sent.append((plan, False))
             searches.append(similarity_search(plan.request.vector.field, plan.request.vector.vector, plan.filter,
                                               missed[start:start + MAX_NUM_CANDIDATES]))
+        if plan.keys:
+            continue  # its rows came with its candidates
         likely = likely_page(plan, missed)
         place = plan.request.offset + plan.request.limit
         if len(likely) > place + max(EXTRA_ROWS, place // 2):
