@@ -60,7 +60,7 @@ class _Scored:
     text_hits: list[Candidate] = field(default_factory=list)
     vector_hits: list[Candidate] = field(default_factory=list)  # the kNN window's, then missed cosines
     window_vectors: int = 0  # how many of vector_hits the kNN window returned
-    asked_rows: set[str] = field(default_factory=set)  # ids whose rows round trip 2 read
+    asked_rows: set[str] = field(default_factory=set)  # ids whose rows came with round trip 2 (1: keys)
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> source, of those found
 
 
