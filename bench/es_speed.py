@@ -23,8 +23,10 @@ most 2x), and how many questions got the same top chunks from both stores. ``--c
 counts the HTTP requests each Elasticsearch query sends, the round trips among them in sequence
 (requests that overlap in time, sent side by side, count once) and the time spent in them. Beside the
 Elasticsearch times it prints what indexing and the removals cost the node (CPU seconds, rows indexed
-and deleted, its threads' time in indexing, merges, refreshes, searches, gets): the CPU figures hold
-under a load that makes wall times noisy. ``--no-queries`` skips the query passes.
+and deleted, its threads' time in indexing, merges, refreshes, searches, gets, and, for a node that
+runs on this machine, its JIT compilers' time, ``jit_s``: a fresh node spends a minute and more
+compiling during its first index): the CPU figures hold under a load that makes wall times noisy.
+``--no-queries`` skips the query passes.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -162,12 +166,39 @@ def node_jvm(run: StoreRun) -> list[dict[str, Any]]:
              "reduced_jit": any("TieredStopAtLevel" in a for a in n["jvm"]["input_arguments"])} for n in nodes]
 
 
+def jit_seconds(pids: list[int]) -> float | None:
+    """The seconds the nodes' JIT compilers have spent since each started (HotSpot's ``sun.ci``
+    counters, read with ``jcmd``), or None when a node is not a local process jcmd can reach. A
+    fresh node compiles for about a minute and a half of CPU during its first runs (bench/README.md):
+    a phase that pays it is slower for a reason a long-running node does not have."""
+    jcmd = shutil.which("jcmd")
+    if jcmd is None or not pids:
+        return None
+    total = 0.0
+    for pid in pids:
+        try:
+            out = subprocess.run([jcmd, str(pid), "PerfCounter.print"], capture_output=True, text=True,
+                                 timeout=20).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+        counters = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        try:
+            ticks = int(counters["sun.ci.standardTime"]) + int(counters["sun.ci.osrTime"])
+            total += ticks / int(counters["sun.os.hrt.frequency"])
+        except (KeyError, ValueError, ZeroDivisionError):
+            return None
+    return total
+
+
 def node_work(run: StoreRun) -> dict[str, float]:
     """The node's CPU seconds and the rows it indexed and deleted so far (every index of the node):
     what a phase cost the node whatever the machine's load, and how many rows it wrote (a rewrite of
-    a row is one more indexed and one more deleted)."""
+    a row is one more indexed and one more deleted); ``jit_s`` when the nodes are local processes."""
     client = getattr(run.engine.store, "_cluster").client
     nodes = client.nodes.stats(metric="process,indices").body["nodes"].values()
+    pids = [int(node.get("process", {}).get("id", 0) or 0)
+            for node in client.nodes.info(metric="process").body["nodes"].values()]
+    jit = jit_seconds(pids) if pids and all(pids) else None
 
     def total(path: str) -> float:
         found = 0.0
@@ -187,12 +218,12 @@ def node_work(run: StoreRun) -> dict[str, float]:
             "refreshes": total("indices.refresh.total"),
             "search_s": total("indices.search.query_time_in_millis") / 1000.0
             + total("indices.search.fetch_time_in_millis") / 1000.0,
-            "get_s": total("indices.get.time_in_millis") / 1000.0}
+            "get_s": total("indices.get.time_in_millis") / 1000.0, **({"jit_s": jit} if jit is not None else {})}
 
 
 def node_delta(run: StoreRun, before: dict[str, float]) -> dict[str, float]:
     after = node_work(run)
-    return {name: round(after[name] - before[name], 1) for name in before}
+    return {name: round(after[name] - before[name], 1) for name in before if name in after}
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from support.es_cluster import EsCluster
@@ -68,6 +70,9 @@ def test_es_speed_measures_both_stores_side_by_side(tmp_path: Path):
         assert all(result[mode]["first_asked"][store] > 0 for store in ("es", "sqlite"))  # the warm-up pass
     assert set(result["met"]) == {"index", "naive", "kg", "ppr", "mix", "rm"}
     assert "ratio" in answer.stdout and "target" in answer.stdout
+    local_node = shutil.which("jcmd") and urlsplit(url or "").hostname in ("127.0.0.1", "localhost")
+    if local_node:  # the node's JIT compile time during the index (a fresh node compiles for minutes)
+        assert result["node"]["index"]["jit_s"] >= 0 and "jit_s" in answer.stdout
 
 
 def _tiny_kag_corpus(folder: Path) -> Path:
