@@ -153,6 +153,8 @@ def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
             plan.window_vectors = len(plan.vector_hits)
         if plan.keys:  # every candidate's row is its keys, read with it
             plan.rows.update(_key_rows(answer))
+    for plan in plans:
+        if plan.keys:
             plan.asked_rows = set(plan.rows)
 
 
