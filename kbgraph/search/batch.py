@@ -129,10 +129,12 @@ class SearchBatch:
                     return
                 on_its_way = self._sending.get(sending)
                 unsent = bool(self._asked or self._rows_asked)
-            if on_its_way is not None:
-                on_its_way.wait()
-            elif unsent:
+            if unsent:
+                # what is asked and not sent goes out now, beside what is on its way: waiting first
+                # would put its round trips after the others' (the ppr part's anchors after the kg part's)
                 self.send()
+            elif on_its_way is not None:
+                on_its_way.wait()
             else:
                 raise KeyError(f"{key!r} was never asked of this batch")
 
