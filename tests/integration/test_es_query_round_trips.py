@@ -30,6 +30,7 @@ from kbgraph.config import load_settings
 from kbgraph.data import SAMPLE_CORPUS_DIR, SAMPLE_QUESTIONS
 from kbgraph.engine import Engine
 from kbgraph.meta.schemas import GraphConfig
+from kbgraph.store.base import SearchRequest, TextQuery, eq
 
 # the most requests one query of a mode may send on the sample corpus, caches warm: measured with the
 # batched reads kg 15, ppr 11, mix 14 (the chunk search goes beside the graph searches: two requests
@@ -106,3 +107,35 @@ def test_a_warm_query_sends_few_requests(engine: Engine, mode: str) -> None:
         worst = max(worst, (sum(sent.values()), question, sent), key=lambda w: w[0])
     count, question, sent = worst
     assert count <= MOST_REQUESTS[mode], f"{mode}: {count} requests for {question!r}: {dict(sent)}"
+
+
+def test_a_batchs_listings_go_out_beside_its_scored_searches(engine: Engine) -> None:
+    """A batch of scored searches and listings (the anchors' relations and the first hop's
+    relations) costs the round trips of its scored searches alone: the listings are sent while the
+    scored searches' first request is on its way, and each answers as when sent alone."""
+    store, kb_id = engine.store, engine.kb("sample").id
+    scored = SearchRequest(kb_ids=[kb_id], text=TextQuery(["guild", "emblem"], {"content_ltks": 1.0}), limit=3)
+    listing = SearchRequest(kb_ids=[kb_id], where=[eq("knowledge_graph_kwd", "relation")], order_by=[("id", "asc")],
+                            limit=5, count_total=False)
+    transport = store._client.transport  # type: ignore[attr-defined]
+    send = transport.perform_request
+    listed, beside = threading.Event(), []
+
+    def held(method: str, target: str, *args: Any, **kwargs: Any) -> Any:
+        lines = kwargs.get("body")
+        searches = lines[1::2] if isinstance(lines, list) else [lines or {}]
+        if any("sort" in s for s in searches):
+            listed.set()
+        elif any("knn" in s or "query" in s and "sort" not in s for s in searches) and not beside:
+            beside.append(listed.wait(5))  # the scored searches' first request waits for the listing's
+        return send(method, target, *args, **kwargs)
+
+    transport.perform_request = held
+    try:
+        together = store.search_many(engine.tenant, [scored, listing])
+    finally:
+        transport.perform_request = send
+    assert beside == [True]
+    for request, found in zip([scored, listing], together):
+        alone = store.search(engine.tenant, request)
+        assert [(h.id, h.score) for h in found.hits] == [(h.id, h.score) for h in alone.hits] and found.hits

@@ -33,6 +33,7 @@ from kbgraph.store.elastic.queries import (
 from kbgraph.store.elastic.scored import HIT_PATHS, scored_searches
 from kbgraph.store.elastic.tenants import TenantIndices
 from kbgraph.store.elastic.visibility import OwnWrites
+from kbgraph.utils.beside import side_by_side
 from kbgraph.utils.read_ahead import read_ahead
 
 MGET_BATCH = 1000
@@ -314,8 +315,8 @@ class ElasticStore(DocStore):
 
     def search_many(self, tenant_id: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
         """Every scored request of the batch in two round trips (three where a page waits for its
-        cosines: scored.py); every listing within the result window in one (listing.py), deeper
-        ones a walk each."""
+        cosines: scored.py); every listing within the result window in one (listing.py), beside
+        the scored requests' first; deeper ones a walk each."""
         for request in requests:
             checked_kbs(request.kb_ids)
             if request.text is None and request.vector is None and (request.offset < 0 or request.limit < 0):
@@ -325,11 +326,15 @@ class ElasticStore(DocStore):
         index = self.index_for(tenant_id)
         self._see_own_writes(index)
         scored = [r for r in requests if r.text is not None or r.vector is not None]
-        found = iter(scored_searches(self._cluster, index, scored, lambda name: self._vector_mapped(index, name))
-                     if scored else [])
         listed = [(build_filter(r.kb_ids, r.where), r) for r in requests
                   if r.text is None and r.vector is None and in_window(r)]
-        shallow = iter(window_listings(self._cluster, index, listed))
+        # the listings' round trip beside the scored searches' first, not after their last
+        scored_found, listed_found = side_by_side(
+            lambda: scored_searches(self._cluster, index, scored, lambda name: self._vector_mapped(index, name))
+            if scored else [],
+            lambda: window_listings(self._cluster, index, listed),
+            concurrent=bool(scored and listed), name="kbgraph-es-listings")
+        found, shallow = iter(scored_found), iter(listed_found)
         return [next(found) if r.text is not None or r.vector is not None else next(shallow) if in_window(r)
                 else deep_listing(self._cluster, index, build_filter(r.kb_ids, r.where), r) for r in requests]
 
