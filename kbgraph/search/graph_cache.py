@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from kbgraph.graph.scores import JOINED_FIELDS, join_scores
+from kbgraph.search.batch import SearchBatch
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation, entity_id, entity_score_id, graph_meta_id, scored_entity_id
@@ -196,15 +197,25 @@ class RelationAdjacency:
         self._held = 0
         self._lock = threading.Lock()
 
-    def touching(self, nodes: Sequence[Node]) -> list[Edge]:
-        """Every relation with an end in ``nodes``, each once, in id order."""
+    def ask(self, batch: SearchBatch, nodes: Sequence[Node]) -> None:
+        """Ask ``batch`` for the relations of those of ``nodes`` not held, to go out with the
+        searches the batch sends next: ``touching`` with the same batch then waits for no read of
+        its own (the kg part's first hop rides with its anchors' relation searches)."""
+        with self._lock:
+            missing = [n for n in dict.fromkeys(nodes) if n not in self._edges]
+        if missing:
+            batch.ask_all(touching_requests(self._kb_ids, missing))
+
+    def touching(self, nodes: Sequence[Node], batch: SearchBatch | None = None) -> list[Edge]:
+        """Every relation with an end in ``nodes``, each once, in id order; what is not held is read
+        through ``batch`` when given (answered there when ``ask`` asked it)."""
         with self._lock:
             known = {n: self._edges[n] for n in nodes if n in self._edges}
             for node in known:
                 self._edges.move_to_end(node)
         missing = [n for n in dict.fromkeys(nodes) if n not in known]
         if missing:
-            read = read_relations_touching(self._store, self._tenant, self._kb_ids, missing)
+            read = read_relations_touching(self._store, self._tenant, self._kb_ids, missing, batch)
             known.update(read)
             self._keep(read)
         return edges_in_order(known.values())
@@ -228,21 +239,34 @@ def edges_in_order(groups: Iterable[Sequence[Edge]]) -> list[Edge]:
     return [merged[i] for i in sorted(merged)]
 
 
-def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node]
-                            ) -> dict[Node, tuple[Edge, ...]]:
-    """Entity -> the relations with an end at it (in id order), for each of ``nodes``. Both ends'
-    listings go to the store in one request (a round trip fewer a hop of the expansion on a remote
-    store); an end holding more than ``TOUCHING_PAGE`` relations is scanned."""
+def touching_requests(kb_ids: Sequence[str], nodes: Sequence[Node]) -> list[SearchRequest]:
+    """The listings of the relations with an end at one of ``nodes``, one per side, both in one
+    request to the store (a round trip fewer a hop of the expansion on a remote store)."""
+    keys = sorted({key for _, key in nodes})
+    return [SearchRequest(kb_ids=list(kb_ids), where=_touching_where(side, keys), order_by=[("id", "asc")],
+                          limit=TOUCHING_PAGE, fields=EDGE_FIELDS, count_total=False) for side in TOUCHING_SIDES]
+
+
+TOUCHING_SIDES = ("src_key_kwd", "tgt_key_kwd")
+
+
+def _touching_where(side: str, keys: list[str]) -> list:
+    return [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)]
+
+
+def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node],
+                            batch: SearchBatch | None = None) -> dict[Node, tuple[Edge, ...]]:
+    """Entity -> the relations with an end at it (in id order), for each of ``nodes``
+    (``touching_requests``, through ``batch`` when given); an end holding more than
+    ``TOUCHING_PAGE`` relations is scanned."""
+    requests = touching_requests(kb_ids, nodes)
+    pages = [batch.result(ticket) for ticket in batch.ask_all(requests)] if batch is not None else \
+        store.search_many(tenant, requests)
     keys = sorted({key for _, key in nodes})
     out: dict[Node, dict[str, Edge]] = {node: {} for node in nodes}
-    sides = ("src_key_kwd", "tgt_key_kwd")
-    wheres = [[eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)] for side in sides]
-    pages = store.search_many(tenant, [SearchRequest(kb_ids=list(kb_ids), where=where, order_by=[("id", "asc")],
-                                                     limit=TOUCHING_PAGE, fields=EDGE_FIELDS, count_total=False)
-                                       for where in wheres])
-    for side, where, page in zip(sides, wheres, pages):
+    for side, page in zip(TOUCHING_SIDES, pages):
         docs: Iterable[dict] = [h.doc for h in page.hits] if len(page.hits) < TOUCHING_PAGE else \
-            store.scan(tenant, list(kb_ids), where, fields=EDGE_FIELDS)
+            store.scan(tenant, list(kb_ids), _touching_where(side, keys), fields=EDGE_FIELDS)
         for doc in docs:
             edges = out.get((doc.get("kb_id", ""), doc.get(side, "")))
             if edges is not None:

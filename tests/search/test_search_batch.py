@@ -177,6 +177,89 @@ def test_a_search_asked_while_another_is_on_its_way_goes_out_beside_it(store: SQ
     assert found["first"] and found["again"] == found["first"] and calls == [1, 1]
 
 
+def test_a_reader_of_a_search_on_its_way_first_sends_what_is_asked_and_unsent(store: SQLiteStore) -> None:
+    """The kg and ppr parts ask their anchors' relations side by side, some of them the same: a
+    part whose first search is the other's (on its way) sends its own others before it waits for
+    that one, not after (a round trip of the query one after the other)."""
+    batch = SearchBatch(store, TENANT)
+    first_sent, release = threading.Event(), threading.Event()
+    send = store.search_many
+    calls: list[int] = []
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        calls.append(len(requests))
+        if len(calls) == 1:  # the other part's batch stays on its way until released
+            first_sent.set()
+            assert release.wait(10)
+        return send(tenant, requests)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    shared = batch.ask(entity_search("mira castell"))
+    other = threading.Thread(target=lambda: batch.hits(shared))
+    other.start()
+    assert first_sent.wait(10)
+    found: dict[str, int] = {}
+
+    def own_part() -> None:
+        mine = [batch.ask(entity_search("mira castell")), batch.ask(entity_search("salt war"))]
+        found["shared"] = len(batch.hits(mine[0]))
+        found["own"] = len(batch.hits(mine[1]))
+
+    part = threading.Thread(target=own_part)
+    part.start()
+    deadline = time.monotonic() + 5
+    while len(calls) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sent_beside = list(calls)
+    release.set()
+    for thread in (other, part):
+        thread.join(10)
+    assert sent_beside == [1, 1]  # its own search went out while the shared one was on its way
+    assert found["shared"] and found["own"] and calls == [1, 1]
+
+
+def test_the_kg_parts_first_hop_reads_its_relations_with_the_anchor_searches(
+        store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first hop of the expansion starts from the seeds alone: the relations touching them are
+    listed in the batch that searches the anchors' relations (a round trip fewer a kg query on a
+    remote store, when the adjacency cache does not hold them), and the answer is the one of
+    reading them at the hop."""
+    from kbgraph.search.graph_cache import EDGE_FIELDS, RelationAdjacency
+    from kbgraph.search.kg.params import KGParams
+    from kbgraph.search.kg.retrieval import retrieve_kg
+    from kbgraph.search.query_analysis import QueryAnalysis
+
+    question = "What is the emblem of the guild founded by Mira Castell?"
+    analysis = QueryAnalysis(question, ["Mira Castell"], ["emblem", "guild", "founded"], "nlp")
+    batches: list[list[SearchRequest]] = []
+    send = store.search_many
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        batches.append(list(requests))
+        return send(tenant, requests)
+
+    def answer() -> tuple:
+        clear_caches()
+        batches.clear()
+        found = retrieve_kg(store, TENANT, [KB], analysis, EMBEDDER.embed([question])[0], KGParams(), EMBEDDER)
+        return (found.context, [(c.chunk_id, c.score) for c in found.chunks], [(e.key, e.score) for e in found.entities],
+                [(r.id, r.score) for r in found.relations])
+
+    def listing(r: SearchRequest) -> bool:
+        return r.text is None and r.vector is None and r.fields == EDGE_FIELDS
+
+    def anchored(r: SearchRequest) -> bool:
+        return r.text is not None and any(c.field in ("src_key_kwd", "tgt_key_kwd") for c in r.where)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    together = answer()
+    assert together[2] and any(map(anchored, [r for b in batches for r in b]))
+    assert any(any(map(listing, b)) and any(map(anchored, b)) for b in batches)
+    monkeypatch.setattr(RelationAdjacency, "ask", lambda self, batch, nodes: None)
+    assert answer() == together
+    assert not any(any(map(listing, b)) and any(map(anchored, b)) for b in batches)
+
+
 @pytest.mark.parametrize("mode", ["kg", "ppr", "mix"])
 def test_a_remote_graph_query_sends_its_graph_searches_without_waiting_for_the_graph_state(
         store: SQLiteStore, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from itertools import repeat
 
 import numpy as np
 
+from kbgraph.search.batch import SearchBatch
 from kbgraph.search.graph_cache import Edge, RelationAdjacency, edges_in_order, read_relations_touching
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.rows import Node
@@ -71,9 +72,16 @@ def spread_hop(edges: Sequence[Edge], frontier: dict[Node, float], relevance: Ma
     return HopSpread(list(numbers), misses, passed.max(axis=1))
 
 
+def first_frontier(seeds: Mapping[Node, float], params: KGParams) -> list[Node]:
+    """The entities ``expand``'s first hop starts from: the best ``params.frontier`` seeds scoring at
+    least ``params.min_score``."""
+    ranked = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
+    return ranked[:params.frontier]
+
+
 def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node, float], params: KGParams,
            relevance: dict[str, float] | None = None, adjacency: RelationAdjacency | None = None,
-           citations: Citations | None = None
+           citations: Citations | None = None, batch: SearchBatch | None = None
            ) -> tuple[dict[Node, float], dict[Node, int], dict[str, tuple[float, Edge]]]:
     """Spread seed relevance along relations for ``params.hops`` hops: the first hop from the best
     ``params.frontier`` seeds scoring at least ``params.min_score``, each next one from the best of
@@ -86,22 +94,23 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
     Returns entity scores (seeds included), the hop at which each entity was first reached, and
     for every relation walked its best path score and the relation (``relation_rows`` reads the rows
     of those that are shown). Relations come from ``adjacency`` when given (cached per graph state:
-    hubs are met by question after question and have hundreds of relations), else from the store.
-    With ``citations``, what a reached entity gains is scaled by its specificity to
+    hubs are met by question after question and have hundreds of relations; what the first hop
+    lacks is read through ``batch`` when given, where ``RelationAdjacency.ask`` may have asked it), else from the store. With ``citations``, what a reached entity gains is scaled by its specificity to
     ``params.hub_damping``, so a hub neither ranks high nor leads the next hop.
     """
     relevance = relevance or {}
     scores = dict(seeds)
     hops = {node: 0 for node in seeds}
     walked: dict[str, tuple[float, Edge]] = {}
-    frontier = sorted((n for n, s in seeds.items() if s >= params.min_score), key=lambda n: (-seeds[n], n))
-    frontier = frontier[:params.frontier]
+    frontier = first_frontier(seeds, params)
     expanded: set[Node] = set()
     for hop in range(1, params.hops + 1):
         if not frontier:
             break
         expanded.update(frontier)
-        edges = adjacency.touching(frontier) if adjacency is not None else \
+        # only the first hop's reads through the batch: a later one would wait for whatever else
+        # the batch holds unsent then (the ppr part's scored searches, two round trips)
+        edges = adjacency.touching(frontier, batch if hop == 1 else None) if adjacency is not None else \
             _relations_touching(store, tenant, kb_ids, frontier)
         spread = spread_hop(edges, {node: scores[node] for node in frontier}, relevance, params)
         for edge, best in zip(edges, spread.best.tolist()):

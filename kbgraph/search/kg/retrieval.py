@@ -29,7 +29,7 @@ from kbgraph.search.context import (
 )
 from kbgraph.search.batch import RowsTicket, SearchBatch, Ticket
 from kbgraph.search.graph_cache import Edge, GraphState, entity_scores, graph_state, holds_kind, relation_adjacency
-from kbgraph.search.kg.expand import expand
+from kbgraph.search.kg.expand import expand, first_frontier
 from kbgraph.search.kg.facts import anchor_relations, anchored_facts, bridge_chunks, bridge_ends
 from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.ranking import (
@@ -78,14 +78,16 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
                                                         embedder, state)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params, embedder, state, batch)
     anchors = seeds.anchor_weights(params.anchor_low, params.anchor_high)
-    about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params, batch)
-    facts = anchored_facts(about, anchors)
     citations = entity_citations(store, tenant, kb_ids, state)
     seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
                    for node, score in seeds.scores.items()}
+    adjacency = relation_adjacency(store, tenant, kb_ids, state)
+    # the first hop's relations depend on the seeds alone: read with the anchors' relation searches
+    adjacency.ask(batch, first_frontier(seed_scores, params))
+    about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params, batch)
+    facts = anchored_facts(about, anchors)
     scores, hops, walked = expand(store, tenant, kb_ids, seed_scores, params,
-                                  {rid: score for rid, (score, _) in facts.items()},
-                                  relation_adjacency(store, tenant, kb_ids, state), citations)
+                                  {rid: score for rid, (score, _) in facts.items()}, adjacency, citations, batch)
     searched = batch.hits(question_relations) if question_relations is not None else []
     found = _found_relations(seeds, anchors, facts, searched)
     far = bridge_ends(anchors, about, params, citations, seeds.scores) if with_chunks else {}
