@@ -4,6 +4,7 @@ other writers change the store: a long-lived reader must answer exactly as a sto
 from __future__ import annotations
 
 import random
+import threading
 import sqlite3
 from pathlib import Path
 
@@ -319,3 +320,38 @@ def test_a_store_made_anew_never_reads_the_old_ones_snapshots(tmp_path: Path, mo
     fresh._index_files = None
     assert answers(new, requests) == answers(fresh, requests)
     assert old_id not in [p.name for p in Path(f"{path}.indexes").iterdir()]
+
+
+def test_a_mapped_slice_is_read_into_memory_after_some_searches_and_answers_the_same(tmp_path: Path) -> None:
+    """A slice loaded from its snapshot is searched through the file's mapping until it has served
+    ``_COPY_AFTER`` searches (a one-off query reads only its probed lists), then its vectors are
+    copied into memory on a thread of their own (a mapped scan took twice as long): every search
+    answers the same before and after, and a slice updated from a mapped one counts its own."""
+    from kbgraph.store.index_files import IndexFiles
+
+    rng = np.random.default_rng(5)
+    matrix = rng.normal(size=(3000, 24)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    files = IndexFiles(tmp_path)
+    files.save(("slice",), 1, vector_index.VectorSlice(np.arange(3000, dtype=np.int64), matrix))
+    loaded = files.load(("slice",), vector_index.VectorSlice, 1)
+    assert loaded is not None
+    mapped = loaded[1]
+
+    def in_file(slice_: vector_index.VectorSlice) -> bool:
+        return isinstance(slice_._matrix.base, np.memmap)
+
+    queries = rng.normal(size=(vector_index._COPY_AFTER + 4, 24)).astype(np.float32)
+    assert in_file(mapped)
+    before = [mapped.search(q, 10) for q in queries[:vector_index._COPY_AFTER - 1]]
+    assert in_file(mapped)
+    updated = mapped.updated(np.array([7], dtype=np.int64), np.array([7], dtype=np.int64), matrix[8:9])
+    for q in queries[vector_index._COPY_AFTER - 1:]:
+        mapped.search(q, 10)
+    for thread in [t for t in threading.enumerate() if t.name == "kbgraph-vectors-read-in"]:
+        thread.join(10)
+    assert not in_file(mapped) and mapped._matrix.flags["OWNDATA"]
+    after = [mapped.search(q, 10) for q in queries[:vector_index._COPY_AFTER - 1]]
+    for (ids, sims), (ids2, sims2) in zip(before, after):
+        assert ids.tolist() == ids2.tolist() and sims.tolist() == sims2.tolist()
+    assert in_file(updated)  # its own count, and never searched

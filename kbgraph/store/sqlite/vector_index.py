@@ -10,11 +10,14 @@ A filter that leaves few rows is searched exactly over those rows.
 Like ``text_index.FieldPostings``, a slice is kept current from the store's change log: changed
 rows are masked out and their new vectors go to an exactly-searched tail; once the tail and the
 masked rows pass a share of the slice it is compacted (vectors re-assigned to the existing
-centroids, re-trained when the slice has doubled). Instances are never changed after construction.
+centroids, re-trained when the slice has doubled). Instances are never changed after construction,
+but for a slice memory-mapped from its snapshot, whose vectors are copied into memory once it is in
+use (the same numbers, read twice as fast).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -37,6 +40,9 @@ _TAIL_SHARE = 0.1
 _TAIL_FLOOR = 2000
 _BLOCK = 16_384  # rows per block when assigning, to bound temporary memory
 _WIDEN = 4  # a filter keeping most rows: look this many times deeper, then filter
+# searches of a slice memory-mapped from its snapshot after which its vectors are copied into the
+# process's memory (``VectorSlice.search``): a one-off query reads only its probed lists of the file
+_COPY_AFTER = 8
 
 
 def _cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -97,6 +103,20 @@ def _train(matrix: np.ndarray, lists: int, seed: int = 0) -> np.ndarray:
     return centroids
 
 
+class _Mapped:
+    """The searches of a memory-mapped slice, counted until its copy into memory starts."""
+
+    def __init__(self) -> None:
+        self._searches = 0
+        self._lock = threading.Lock()
+
+    def count_search(self) -> bool:
+        """Count one search; True exactly once, at the ``_COPY_AFTER``-th."""
+        with self._lock:
+            self._searches += 1
+            return self._searches == _COPY_AFTER
+
+
 class VectorSlice:
     """Unit vectors of one slice, searchable by cosine; see the module docstring."""
 
@@ -124,6 +144,7 @@ class VectorSlice:
         self._dead = 0
         self._tail_rowids = np.zeros(0, dtype=np.int64)
         self._tail = np.zeros((0, self.dim), dtype=np.float32)
+        self._mapped: _Mapped | None = None  # set on a slice memory-mapped from its snapshot
 
     # ------------------------------------------------------------------------------ on disk
 
@@ -145,7 +166,25 @@ class VectorSlice:
         new.dim, new._trained_rows = (int(v) for v in arrays["shape"])
         new._centroids, new._offsets = arrays.get("centroids"), arrays.get("offsets")
         new._dead = int(len(new._alive) - np.count_nonzero(new._alive))
+        new._mapped = _Mapped()
         return new
+
+    def _read_in_after_use(self) -> None:
+        """Count a search of a memory-mapped slice; at the ``_COPY_AFTER``-th, copy its vectors into
+        the process's memory on a thread of their own. A probed list read through the mapping took
+        twice as long as from a copy (6.5 against 3.6 ms a search of the 300k-relation slice, median
+        of random queries: the copy sits in huge pages, the mapping in 4 KiB ones), and a process
+        that built the slice itself holds it in memory too: the slice cache's budget counts it the
+        same either way. The copy holds the same numbers, so no search answers differently."""
+        mapped = self._mapped
+        if mapped is None or not mapped.count_search():
+            return
+
+        def copy() -> None:
+            self._matrix = np.array(self._matrix)
+            self._mapped = None
+
+        threading.Thread(target=copy, name="kbgraph-vectors-read-in", daemon=True).start()
 
     # ------------------------------------------------------------------------------ upkeep
 
@@ -173,6 +212,7 @@ class VectorSlice:
         """A slice in which the ``changed`` rows hold ``matrix`` (rows of ``rowids``) or are gone."""
         new = object.__new__(VectorSlice)
         new.__dict__.update(self.__dict__)
+        new._mapped = _Mapped() if self._mapped is not None else None  # its own count (self may copy its own)
         new._alive = self._alive.copy()
         new._alive[self._positions(changed)] = False
         new._dead = int(len(new._alive) - np.count_nonzero(new._alive))
@@ -194,6 +234,7 @@ class VectorSlice:
 
     def search(self, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best (rowids, cosines): exact on small slices, probed lists on large ones."""
+        self._read_in_after_use()
         if self._centroids is None or self._offsets is None:
             positions = np.flatnonzero(self._alive) if self._dead else None
             rowids, matrix = (self._rowids, self._matrix) if positions is None else \
