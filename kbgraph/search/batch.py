@@ -78,6 +78,7 @@ class SearchBatch:
         self._values: dict[tuple, object] = {}
         self._rows_asked: dict[tuple, _RowRead] = {}
         self._rows: dict[tuple, list[Doc]] = {}
+        self._later: set[tuple] = set()  # asked searches that go in a request of their own (``ask``)
         # searches and reads on their way (key -> set once their answers are in): a reader of one waits
         self._sending: dict[tuple, threading.Event] = {}
         # held while the batch's state changes, never while a batch is sent
@@ -91,11 +92,17 @@ class SearchBatch:
                 self._values[key] = build()
             return self._values[key]  # type: ignore[no-any-return]
 
-    def ask(self, request: SearchRequest) -> Ticket:
+    def ask(self, request: SearchRequest, later: bool = False) -> Ticket:
+        """``later``: a search the query reads only at its end (the question's relations and
+        reports, whose rows cost an Elasticsearch page a round trip more than a seed search's keys):
+        on a remote store it goes out beside the others in a request of its own, so theirs come
+        back without waiting for its last round trip."""
         key = request_key(request)
         with self._lock:
             if key not in self._answers and key not in self._sending:
                 self._asked.setdefault(key, request)
+                if later:
+                    self._later.add(key)
         return Ticket(key)
 
     def ask_rows(self, kb_ids: Sequence[str], ids: Sequence[str], fields: Sequence[str] | None) -> RowsTicket:
@@ -146,16 +153,35 @@ class SearchBatch:
     def send(self) -> None:
         """Every search asked and not yet sent in one ``search_many``, every read of rows in one
         ``get_many`` (beside it, on a store in another process); the lock is not held meanwhile, so
-        another thread's searches can go out beside these."""
+        another thread's searches can go out beside these. On a remote store the searches asked
+        ``later`` go in a ``search_many`` of their own, on a thread of their own, and this returns
+        without waiting for them."""
         with self._lock:
             if not self._asked and not self._rows_asked:
                 return
-            keys, requests = list(self._asked), list(self._asked.values())
+            asked = self._asked
+            later = {k: r for k, r in asked.items() if k in self._later} \
+                if self.store.remote and (len(self._later) < len(asked) or self._rows_asked) else {}
+            now = [(k, r) for k, r in asked.items() if k not in later]
             row_keys, reads = list(self._rows_asked), list(self._rows_asked.values())
             self._asked, self._rows_asked = {}, {}
+            self._later.clear()
             done = threading.Event()
-            waiting = [*keys, *(("rows", key) for key in row_keys)]
+            waiting = [*(k for k, _ in now), *(("rows", key) for key in row_keys)]
             self._sending.update(dict.fromkeys(waiting, done))
+            if later:
+                done_later = threading.Event()
+                self._sending.update(dict.fromkeys(later, done_later))
+        if later:
+            threading.Thread(target=self._deliver, args=(list(later), list(later.values()), [], [], done_later),
+                             name="kbgraph-batch-later", daemon=True).start()
+        self._deliver([k for k, _ in now], [r for _, r in now], row_keys, reads, done, raising=True)
+
+    def _deliver(self, keys: list[tuple], requests: list[SearchRequest], row_keys: list[tuple],
+                 reads: list[_RowRead], done: threading.Event, raising: bool = False) -> None:
+        """Send these searches and reads and keep their answers; a failure leaves them asked
+        again (the next reader sends them again, or gets the failure), raised when ``raising``."""
+        waiting = [*keys, *(("rows", key) for key in row_keys)]
         try:
             found, rows = self._fetch(requests, reads)
         except BaseException:
@@ -163,7 +189,9 @@ class SearchBatch:
                 self._asked.update(zip(keys, requests))  # asked again by the next read
                 self._rows_asked.update(zip(row_keys, reads))
                 self._sent(waiting, done)
-            raise
+            if raising:
+                raise
+            return
         with self._lock:
             self._answers.update(zip(keys, found))
             self._rows.update(zip(row_keys, rows))

@@ -218,6 +218,46 @@ def test_a_reader_of_a_search_on_its_way_first_sends_what_is_asked_and_unsent(st
     assert found["shared"] and found["own"] and calls == [1, 1]
 
 
+def test_a_search_asked_later_goes_beside_the_others_and_holds_none_of_them_up(store: SQLiteStore) -> None:
+    """The question's relations and reports are read at the kg part's end, and an Elasticsearch
+    page of their rows costs a round trip more than the seed searches' keys: on a remote store a
+    search asked ``later`` goes in a request of its own beside the others, whose answers come
+    without waiting for it; in process everything goes in one call."""
+    send = store.search_many
+    calls: list[int] = []
+    later_sent, release = threading.Event(), threading.Event()
+    later_request = entity_search("salt war")
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        calls.append(len(requests))
+        if later_request in requests:
+            later_sent.set()
+            assert release.wait(10)  # the later search stays on its way until released
+        return send(tenant, requests)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    store.remote = True  # type: ignore[misc]
+    batch = SearchBatch(store, TENANT)
+    later = batch.ask(later_request, later=True)
+    first, second = batch.ask(entity_search("mira castell")), batch.ask(entity_search("varrow"))
+    assert batch.hits(first) and batch.hits(second)  # answered while the later search is held
+    assert later_sent.wait(10) and sorted(calls) == [1, 2]
+    found: list[int] = []
+    reader = threading.Thread(target=lambda: found.append(len(batch.hits(later))))
+    reader.start()
+    reader.join(0.2)
+    waited = not found
+    release.set()
+    reader.join(10)
+    assert waited and found and found[0] == len(store.search(TENANT, later_request).hits) and sorted(calls) == [1, 2]
+    store.remote = False  # type: ignore[misc]
+    calls.clear()
+    release.set()
+    in_process = SearchBatch(store, TENANT)
+    tickets = [in_process.ask(later_request, later=True), in_process.ask(entity_search("mira castell"))]
+    assert all(in_process.hits(t) for t in tickets) and calls == [2]
+
+
 def test_the_kg_parts_first_hop_reads_its_relations_with_the_anchor_searches(
         store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first hop of the expansion starts from the seeds alone: the relations touching them are

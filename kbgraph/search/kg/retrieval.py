@@ -242,8 +242,10 @@ def ask_kg_searches(batch: SearchBatch, store: DocStore, tenant: str, kb_ids: Se
     reports = kind_request(kb_ids, CommunityReport.KIND, tokenize_query(analysis.question), graph_text_fields(),
                            vector, params.search_top_n, params.vector_weight, returned=REPORT_FIELDS) \
         if state is None or holds_kind(store, tenant, kb_ids, CommunityReport.KIND, state) else None
-    return (batch.ask(relations) if relations is not None else None,
-            batch.ask(reports) if reports is not None else None)
+    # read at the kg part's end, and their rows (descriptions, multi-valued fields) cost a round trip
+    # more than the seed searches' keys on Elasticsearch: asked ``later``, the seeds do not wait for it
+    return (batch.ask(relations, later=True) if relations is not None else None,
+            batch.ask(reports, later=True) if reports is not None else None)
 
 
 def _found_relations(seeds: Seeds, anchors: Mapping[Node, float], facts: Mapping[str, tuple[float, dict]],
