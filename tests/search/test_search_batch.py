@@ -46,6 +46,24 @@ def counted(store: SQLiteStore) -> list[int]:
     return sizes
 
 
+def first_call_held(store: SQLiteStore) -> tuple[list[int], threading.Event, threading.Event]:
+    """The sizes of the store's ``search_many`` calls, as they come, with the first call held on its
+    way (set: the first event) until released (the second)."""
+    first_sent, release = threading.Event(), threading.Event()
+    send = store.search_many
+    calls: list[int] = []
+
+    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
+        calls.append(len(requests))
+        if len(calls) == 1:
+            first_sent.set()
+            assert release.wait(10)
+        return send(tenant, requests)
+
+    store.search_many = search_many  # type: ignore[method-assign]
+    return calls, first_sent, release
+
+
 def entity_search(words: str) -> SearchRequest:
     request = kind_request([KB], Entity.KIND, words.lower().split(), {"name_ltks": 1.0}, EMBEDDER.embed([words])[0],
                            5, 0.5, returned=ENTITY_FIELDS)
@@ -145,18 +163,7 @@ def test_a_search_asked_while_another_is_on_its_way_goes_out_beside_it(store: SQ
     other's searches are on their way is sent at once, not after them (a round trip of the query
     each time), and a reader of a search on its way waits for that one answer."""
     batch = SearchBatch(store, TENANT)
-    first_sent, release = threading.Event(), threading.Event()
-    send = store.search_many
-    calls: list[int] = []
-
-    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
-        calls.append(len(requests))
-        if len(calls) == 1:  # the first batch stays on its way until released
-            first_sent.set()
-            assert release.wait(10)
-        return send(tenant, requests)
-
-    store.search_many = search_many  # type: ignore[method-assign]
+    calls, first_sent, release = first_call_held(store)
     first = batch.ask(entity_search("mira castell"))
     found: dict[str, int] = {}
     reader = threading.Thread(target=lambda: found.setdefault("first", len(batch.hits(first))))
@@ -182,18 +189,7 @@ def test_a_reader_of_a_search_on_its_way_first_sends_what_is_asked_and_unsent(st
     part whose first search is the other's (on its way) sends its own others before it waits for
     that one, not after (a round trip of the query one after the other)."""
     batch = SearchBatch(store, TENANT)
-    first_sent, release = threading.Event(), threading.Event()
-    send = store.search_many
-    calls: list[int] = []
-
-    def search_many(tenant: str, requests: Sequence[SearchRequest]) -> list[SearchResult]:
-        calls.append(len(requests))
-        if len(calls) == 1:  # the other part's batch stays on its way until released
-            first_sent.set()
-            assert release.wait(10)
-        return send(tenant, requests)
-
-    store.search_many = search_many  # type: ignore[method-assign]
+    calls, first_sent, release = first_call_held(store)
     shared = batch.ask(entity_search("mira castell"))
     other = threading.Thread(target=lambda: batch.hits(shared))
     other.start()
