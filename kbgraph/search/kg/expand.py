@@ -95,8 +95,9 @@ def expand(store: DocStore, tenant: str, kb_ids: Sequence[str], seeds: dict[Node
     for every relation walked its best path score and the relation (``relation_rows`` reads the rows
     of those that are shown). Relations come from ``adjacency`` when given (cached per graph state:
     hubs are met by question after question and have hundreds of relations; what the first hop
-    lacks is read through ``batch`` when given, where ``RelationAdjacency.ask`` may have asked it), else from the store. With ``citations``, what a reached entity gains is scaled by its specificity to
-    ``params.hub_damping``, so a hub neither ranks high nor leads the next hop.
+    lacks is read through ``batch`` when given, where ``RelationAdjacency.ask`` may have asked it),
+    else from the store. With ``citations``, what a reached entity gains is scaled by its
+    specificity to ``params.hub_damping``, so a hub neither ranks high nor leads the next hop.
     """
     relevance = relevance or {}
     scores = dict(seeds)
