@@ -84,9 +84,14 @@ launch() {
     mkdir -p "$dir/home"
     # setsid: the node outlives this script and is not killed by the caller's Ctrl-C
     # shellcheck disable=SC2046
+    # search.worker_threads_enabled=false: kNN searches walk a shard's segments one after the other.
+    # Walked side by side (8.13 on), the segments share the best hits found so far, so which ones a
+    # search returns depends on its threads' timing: the same question gave another page now and
+    # then (docs/cluster.md, "The same answer every time")
     setsid "$JAVA" $(jvm_flags "$heap") \
         -Djava.awt.headless=true -Dfile.encoding=UTF-8 -Dlog4j2.formatMsgNoLookups=true \
-        -cp "$BUILD/classes:$(cat "$BUILD/classpath.txt")" kbgraph.esnode.Main "$dir/home" "$port" "$@" \
+        -cp "$BUILD/classes:$(cat "$BUILD/classpath.txt")" kbgraph.esnode.Main "$dir/home" "$port" \
+        search.worker_threads_enabled=false "$@" \
         >>"$dir/node.log" 2>&1 < /dev/null &
     echo $! > "$dir/node.pid"
 }

@@ -96,3 +96,14 @@ def test_an_index_made_before_aliases_is_adopted_and_dropped_with_its_template(
     store.drop_index(tenant)
     assert not client.indices.exists(index=names.legacy)
     assert not client.indices.exists_index_template(name=template)
+
+
+def test_every_node_walks_a_shards_segments_one_after_the_other(stores: tuple[ElasticStore, ElasticStore]) -> None:
+    """Walked side by side (Elasticsearch 8.13 on), a kNN search's segments share the best hits
+    found so far, and which hits it returns depends on its threads' timing: the same question gave
+    another answer now and then (docs/cluster.md, "The same answer every time"). The node script
+    starts every node without search worker threads, as docker/compose.yaml does."""
+    nodes = stores[0]._client.nodes.info(metric="settings")["nodes"]
+    assert nodes
+    for node in nodes.values():
+        assert node["settings"].get("search", {}).get("worker_threads_enabled") == "false", node["name"]

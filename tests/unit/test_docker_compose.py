@@ -244,3 +244,9 @@ def test_the_image_has_what_these_settings_need() -> None:
     needs = {re.split(r"[<>=\[; ]", d)[0].lower() for d in project["dependencies"]}
     assert {"boto3", "alembic", "redis", "celery", "elasticsearch", "gunicorn"} <= needs
     assert any(d.startswith("psycopg") for d in project["optional-dependencies"]["postgres"])
+
+
+def test_elasticsearch_answers_the_same_question_the_same_way_every_time(compose: dict[str, Any]) -> None:
+    # kNN searches walk a shard's segments one after the other, as the test nodes do
+    # (tests/integration/test_es_node.py; docs/cluster.md, "The same answer every time")
+    assert compose["services"]["elasticsearch"]["environment"]["search.worker_threads_enabled"] == "false"
