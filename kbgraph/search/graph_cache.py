@@ -239,19 +239,16 @@ def edges_in_order(groups: Iterable[Sequence[Edge]]) -> list[Edge]:
     return [merged[i] for i in sorted(merged)]
 
 
+TOUCHING_SIDES = ("src_key_kwd", "tgt_key_kwd")
+
+
 def touching_requests(kb_ids: Sequence[str], nodes: Sequence[Node]) -> list[SearchRequest]:
     """The listings of the relations with an end at one of ``nodes``, one per side, both in one
     request to the store (a round trip fewer a hop of the expansion on a remote store)."""
     keys = sorted({key for _, key in nodes})
-    return [SearchRequest(kb_ids=list(kb_ids), where=_touching_where(side, keys), order_by=[("id", "asc")],
-                          limit=TOUCHING_PAGE, fields=EDGE_FIELDS, count_total=False) for side in TOUCHING_SIDES]
-
-
-TOUCHING_SIDES = ("src_key_kwd", "tgt_key_kwd")
-
-
-def _touching_where(side: str, keys: list[str]) -> list:
-    return [eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)]
+    return [SearchRequest(kb_ids=list(kb_ids), where=[eq("knowledge_graph_kwd", Relation.KIND), any_of(side, keys)],
+                          order_by=[("id", "asc")], limit=TOUCHING_PAGE, fields=EDGE_FIELDS, count_total=False)
+            for side in TOUCHING_SIDES]
 
 
 def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: Sequence[Node],
@@ -262,11 +259,10 @@ def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str],
     requests = touching_requests(kb_ids, nodes)
     pages = [batch.result(ticket) for ticket in batch.ask_all(requests)] if batch is not None else \
         store.search_many(tenant, requests)
-    keys = sorted({key for _, key in nodes})
     out: dict[Node, dict[str, Edge]] = {node: {} for node in nodes}
-    for side, page in zip(TOUCHING_SIDES, pages):
+    for side, request, page in zip(TOUCHING_SIDES, requests, pages):
         docs: Iterable[dict] = [h.doc for h in page.hits] if len(page.hits) < TOUCHING_PAGE else \
-            store.scan(tenant, list(kb_ids), _touching_where(side, keys), fields=EDGE_FIELDS)
+            store.scan(tenant, list(kb_ids), request.where, fields=EDGE_FIELDS)
         for doc in docs:
             edges = out.get((doc.get("kb_id", ""), doc.get(side, "")))
             if edges is not None:
