@@ -30,6 +30,8 @@ def test_query_latency_builds_a_small_graph_and_times_every_mode(tmp_path: Path)
         assert result[mode]["queries"] == 12
         assert result[mode]["empty_results"] < 12  # the questions name entities the graph holds
         assert 0 < result[mode]["p50_ms"] <= result[mode]["p99_ms"]
+        # every mode times questions no mode asked before it (a question asked again finds its reads cached)
+        assert result[mode]["asked_before"] == 0
     assert result["machine"]["walk_step_ms"] > 0  # the reference the p50s of different days are compared through
 
 
