@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+import numpy as np
+
 from kbgraph.graph.scores import JOINED_FIELDS, join_scores
 from kbgraph.search.batch import SearchBatch
 from kbgraph.store.base import DocStore, SearchRequest, any_of, eq
@@ -183,16 +185,79 @@ def entity_types(store: DocStore, tenant: str, kb_ids: Sequence[str], state: Gra
     return cached(store, ("types", tenant, tuple(sorted(kb_ids))), state, look, LISTING_ENTRIES)
 
 
+class RelationTable:
+    """Every relation of a set of knowledge bases as the expansion walks it, indexed by its ends.
+
+    Built from the relation rows the ppr walk's graph is read from (search/ppr_graph.py), in the
+    same scan, and kept (and persisted) with that graph: a question's hops then read no listing.
+    A question asked for the first time spent ~5 ms of a kg query at 100k entities reading the
+    relations touching its entities, which the per-entity cache (``RelationAdjacency``) only saves
+    for entities asked about before.
+    """
+
+    def __init__(self, ids: list[str], ends: list[Node], src: np.ndarray, tgt: np.ndarray, weights: np.ndarray,
+                 offsets: np.ndarray, touching: np.ndarray) -> None:
+        self._ids, self._ends = ids, ends
+        self._src, self._tgt, self._weights = src, tgt, weights
+        self._offsets, self._touching = offsets, touching
+        self._index = {end: i for i, end in enumerate(ends)}
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[str, Node, Node, float]]) -> RelationTable:
+        """From (relation id, source end, target end, weight) rows, in any order."""
+        ordered = sorted(rows, key=lambda row: row[0])
+        ends: dict[Node, int] = {}
+        src = np.fromiter((ends.setdefault(r[1], len(ends)) for r in ordered), dtype=np.int64, count=len(ordered))
+        tgt = np.fromiter((ends.setdefault(r[2], len(ends)) for r in ordered), dtype=np.int64, count=len(ordered))
+        weights = np.fromiter((r[3] for r in ordered), dtype=np.float64, count=len(ordered))
+        # each relation listed under both its ends (once under an end it has twice), in id order
+        number = np.arange(len(ordered), dtype=np.int64)
+        loop = src == tgt
+        by_end = np.concatenate([src, tgt[~loop]])
+        relation = np.concatenate([number, number[~loop]])
+        order = np.lexsort((relation, by_end))
+        offsets = np.zeros(len(ends) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(by_end, minlength=len(ends)), out=offsets[1:])
+        return cls([r[0] for r in ordered], list(ends), src, tgt, weights, offsets, relation[order])
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def edges(self, node: Node) -> tuple[Edge, ...]:
+        """The relations with an end at ``node``, in id order."""
+        at = self._index.get(node)
+        if at is None:
+            return ()
+        ends, ids = self._ends, self._ids
+        return tuple(Edge(ids[i], ends[s], ends[t], w) for i, s, t, w in (
+            (i, int(self._src[i]), int(self._tgt[i]), float(self._weights[i]))
+            for i in self._touching[self._offsets[at]:self._offsets[at + 1]].tolist()))
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        return {"ids": strings_array(self._ids), "ends": strings_array([f"{kb}\x1f{key}" for kb, key in self._ends]),
+                "src": self._src, "tgt": self._tgt, "weights": self._weights, "offsets": self._offsets,
+                "touching": self._touching}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RelationTable:
+        ends: list[Node] = [tuple(end.split("\x1f", 1)) for end in array_strings(arrays["ends"])]  # type: ignore[misc]
+        return cls(array_strings(arrays["ids"]), ends, np.asarray(arrays["src"]), np.asarray(arrays["tgt"]),
+                   np.asarray(arrays["weights"]), np.asarray(arrays["offsets"]), np.asarray(arrays["touching"]))
+
+
 class RelationAdjacency:
     """The relations touching each entity, read from the store the first time an entity is asked for
-    and kept (up to ``max_edges`` edges, least recently used entities dropped first).
+    (or taken from a ``RelationTable`` when it has one) and kept (up to ``max_edges`` edges, least
+    recently used entities dropped first): edges are built once per entity, not per query.
 
     One instance belongs to one graph state: callers get it through ``relation_adjacency``.
     """
 
-    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_edges: int = ADJACENCY_EDGES) -> None:
+    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_edges: int = ADJACENCY_EDGES,
+                 table: RelationTable | None = None) -> None:
         self._store, self._tenant, self._kb_ids = store, tenant, list(kb_ids)
         self._max_edges = max_edges
+        self._table = table
         self._edges: OrderedDict[Node, tuple[Edge, ...]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -201,6 +266,8 @@ class RelationAdjacency:
         """Ask ``batch`` for the relations of those of ``nodes`` not held, to go out with the
         searches the batch sends next: ``touching`` with the same batch then waits for no read of
         its own (the kg part's first hop rides with its anchors' relation searches)."""
+        if self._table is not None:
+            return
         with self._lock:
             missing = [n for n in dict.fromkeys(nodes) if n not in self._edges]
         if missing:
@@ -215,10 +282,16 @@ class RelationAdjacency:
                 self._edges.move_to_end(node)
         missing = [n for n in dict.fromkeys(nodes) if n not in known]
         if missing:
-            read = read_relations_touching(self._store, self._tenant, self._kb_ids, missing, batch)
+            table = self._table
+            read = {n: table.edges(n) for n in missing} if table is not None else \
+                read_relations_touching(self._store, self._tenant, self._kb_ids, missing, batch)
             known.update(read)
             self._keep(read)
         return edges_in_order(known.values())
+
+    def use(self, table: RelationTable) -> None:
+        """Take what is not held from ``table`` (the same graph state's relations) from now on."""
+        self._table = table
 
     def _keep(self, read: dict[Node, tuple[Edge, ...]]) -> None:
         if self._max_edges <= 0:
@@ -270,15 +343,19 @@ def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str],
     return {node: tuple(edges[i] for i in sorted(edges)) for node, edges in out.items()}
 
 
-def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState) -> RelationAdjacency:
-    """The shared adjacency cache of these knowledge bases at ``state`` (a private reader that keeps
-    nothing when the state cannot be cached). Not a whole-graph table read once per graph state: on
-    the 100k-entity benchmark it saved ~1 ms a kg query and cost the first kg query after every
-    graph change 7 s (300k relations read)."""
+def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState,
+                       table: RelationTable | None = None) -> RelationAdjacency:
+    """The shared per-entity adjacency cache of these knowledge bases at ``state`` (a private one
+    that keeps nothing when the state cannot be cached), taking what it does not hold from the
+    whole graph's ``table`` when the walk graph read it, else from the store. (A table read for the
+    expansion alone cost the first kg query after every graph change 7 s at 300k relations.)"""
     if not state.cacheable:
-        return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
+        return RelationAdjacency(store, tenant, kb_ids, max_edges=0, table=table)
     key = ("adjacency", tenant, tuple(sorted(kb_ids)))
-    return cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)
+    adjacency = cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)
+    if table is not None:
+        adjacency.use(table)
+    return adjacency
 
 
 class EntityScores:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kbgraph.graph.ppr import SparseGraph
-from kbgraph.search.graph_cache import graph_state
+from kbgraph.search.graph_cache import EDGE_FIELDS, RelationTable, edge_of, graph_state
 from kbgraph.store.base import DocStore, eq, missing
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation
@@ -35,6 +35,9 @@ class EntityGraph:
     chunk_index: dict[str, int]  # chunk id -> position in chunk_nodes
     mentions: dict[str, int]  # entity node -> number of chunks citing it
     entity_nodes: np.ndarray  # node indices of the entity nodes
+    # the relations the graph was built from, by end, for the kg expansion (None: a graph persisted
+    # before it was kept)
+    relations: RelationTable | None = None
     # worked out from the above on first use, never persisted: the chains' view, vector samples
     derived: dict = field(default_factory=dict, repr=False, compare=False)
 
@@ -45,6 +48,8 @@ class EntityGraph:
                       chunk_ids=strings_array(self.chunk_ids), mention_nodes=strings_array(list(self.mentions)),
                       mention_counts=np.fromiter(self.mentions.values(), dtype=np.int64, count=len(self.mentions)),
                       entity_nodes=self.entity_nodes)
+        if self.relations is not None:
+            arrays.update({f"relations_{name}": a for name, a in self.relations.to_arrays().items()})
         return arrays
 
     @classmethod
@@ -52,7 +57,8 @@ class EntityGraph:
         graph = SparseGraph.from_arrays({name[6:]: a for name, a in arrays.items() if name.startswith("graph_")})
         chunk_ids = array_strings(arrays["chunk_ids"])
         versions = tuple(tuple(v) for v in json.loads(array_strings(arrays["versions"])[0]))
-        return cls(versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
+        kept = {name[10:]: a for name, a in arrays.items() if name.startswith("relations_")}
+        return cls(relations=RelationTable.from_arrays(kept) if kept else None, versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
                    chunk_index={c: i for i, c in enumerate(chunk_ids)},
                    mentions=dict(zip(array_strings(arrays["mention_nodes"]), arrays["mention_counts"].tolist())),
                    entity_nodes=np.asarray(arrays["entity_nodes"]))
@@ -81,11 +87,11 @@ def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], vers
         for cid in cited:
             chunks.add(cid)
             edges.append((node, chunk_node(cid), chunk_link_weight))
-    for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND)],
-                          fields=["kb_id", "src_key_kwd", "tgt_key_kwd", "weight_flt"]):
-        kb = doc.get("kb_id", "")
-        edges.append((entity_node(kb, doc.get("src_key_kwd", "")), entity_node(kb, doc.get("tgt_key_kwd", "")),
-                      float(doc.get("weight_flt", 0.0) or 0.0)))
+    relations: list[tuple[str, tuple[str, str], tuple[str, str], float]] = []
+    for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND)], fields=EDGE_FIELDS):
+        edge = edge_of(doc)
+        relations.append(edge)
+        edges.append((entity_node(*edge.src), entity_node(*edge.tgt), edge.weight))
     graph = SparseGraph.from_edges(nodes, edges, hubs_first=True, dtype=np.float32)
     chunk_ids = sorted(chunks)
     chunk_nodes = np.fromiter((graph.index[chunk_node(c)] for c in chunk_ids), dtype=np.int64, count=len(chunk_ids))
@@ -93,7 +99,7 @@ def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], vers
     entity_nodes = np.array([graph.index[n] for n in sorted(graph.index) if n.startswith("e\x1f")], dtype=np.int64)
     return EntityGraph(versions=versions, graph=graph, chunk_nodes=chunk_nodes, chunk_ids=chunk_ids,
                        chunk_index={c: i for i, c in enumerate(chunk_ids)}, mentions=mentions,
-                       entity_nodes=entity_nodes)
+                       entity_nodes=entity_nodes, relations=RelationTable.of(relations))
 
 
 _cache: weakref.WeakKeyDictionary[DocStore, dict[tuple, EntityGraph]] = weakref.WeakKeyDictionary()
@@ -122,6 +128,16 @@ def entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link
     with _cache_lock:
         per_store[key] = built
     return built
+
+
+def walked_relations(store: DocStore, tenant: str, kb_ids: Sequence[str],
+                     versions: tuple[tuple[str, int], ...]) -> RelationTable | None:
+    """The relations of the walk graph this process holds for these knowledge bases at ``versions``
+    (None when it holds none: nothing is read or built here)."""
+    kbs = tuple(sorted(kb_ids))
+    with _cache_lock:
+        held = [g for (t, k, _), g in _cache.get(store, {}).items() if t == tenant and k == kbs and g.versions == versions]
+    return next((g.relations for g in held if g.relations is not None), None)
 
 
 def prepare_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], chunk_link_weight: float = 1.0) -> None:

@@ -15,7 +15,9 @@ from kbgraph.parse.token_count import count_tokens
 from kbgraph.search.context import RetrievedChunk, any_of_scores, fit_chunks, within_budget
 import kbgraph.search.graph_cache as graph_cache
 from kbgraph.search.graph_cache import (
+    TOUCHING_SIDES,
     RelationAdjacency,
+    RelationTable,
     cached,
     clear_caches,
     entity_types,
@@ -29,6 +31,7 @@ from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
 from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, fetch_chunks, first_reads
 from kbgraph.search.kg.seeds import typed_entities
+from kbgraph.search.ppr_graph import build_entity_graph, entity_graph, walked_relations
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import eq
 from kbgraph.store.records import (
@@ -118,6 +121,43 @@ def test_adjacency_matches_the_store_and_sees_a_new_version(store: SQLiteStore) 
     fresh = relation_adjacency(store, TENANT, [KB], graph_state(store, TENANT, [KB]))
     assert fresh is not adjacency
     assert (KB, "salt war") in {e.tgt for e in fresh.touching(nodes[:1])}
+
+
+def every_end(store: SQLiteStore) -> list[tuple[str, str]]:
+    return sorted({(KB, doc[side]) for doc in store.scan(TENANT, [KB], [eq("knowledge_graph_kwd", Relation.KIND)])
+                   for side in TOUCHING_SIDES} | {(KB, "no such entity")})
+
+
+def test_the_walk_graphs_relation_table_holds_what_the_listings_hold(store: SQLiteStore) -> None:
+    add_relation(store, "salt war", "salt war", 0.5)  # an end twice: listed once under it
+    versions = graph_state(store, TENANT, [KB]).versions
+    table = build_entity_graph(store, TENANT, [KB], versions).relations
+    assert table is not None and len(table) == store.count(TENANT, [KB], [eq("knowledge_graph_kwd", Relation.KIND)])
+    ends = every_end(store)
+    listed = read_relations_touching(store, TENANT, [KB], ends)
+    assert {end: table.edges(end) for end in ends} == listed
+    assert listed[(KB, "salt war")].count(listed[(KB, "salt war")][0]) == 1
+    kept = RelationTable.from_arrays(table.to_arrays())  # as a new process maps it from disk
+    assert {end: kept.edges(end) for end in ends} == listed
+
+
+def test_the_expansion_reads_no_listing_once_the_walk_graph_is_held(store: SQLiteStore,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    vector = EMBEDDER.embed([QUESTION])[0]
+    listed = retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER)
+    state = graph_state(store, TENANT, [KB])
+    assert walked_relations(store, TENANT, [KB], state.versions) is None  # nothing built by asking
+    clear_caches()
+    entity_graph(store, TENANT, [KB], versions=state.versions)  # as a query's ppr part loads it
+    assert walked_relations(store, TENANT, [KB], state.versions) is not None
+    searches: list[list] = []
+    search_many = store.search_many
+    monkeypatch.setattr(store, "search_many", lambda tenant, requests: searches.append(requests) or
+                        search_many(tenant, requests))
+    assert retrieve_kg(store, TENANT, [KB], ANALYSIS, vector, KGParams(), EMBEDDER) == listed
+    touching = [r for requests in searches for r in requests
+                if any(c.field in TOUCHING_SIDES for c in r.where) and r.order_by == [("id", "asc")]]
+    assert touching == []
 
 
 def test_adjacency_drops_the_least_recently_used_entities(store: SQLiteStore) -> None:

@@ -42,6 +42,7 @@ from kbgraph.search.kg.rows import (
 from kbgraph.search.kg.scoring import Citations, chunk_support, entity_citations
 from kbgraph.search.kg.seeds import Seeds, ask_seed_searches, seed_entities
 from kbgraph.search.query_analysis import QueryAnalysis
+from kbgraph.search.ppr_graph import walked_relations
 from kbgraph.store.base import DocStore, Hit, SearchRequest
 from kbgraph.store.records import (
     CommunityReport, EntityMention, Relation, entity_id, entity_score_id, graph_text_fields, scored_entity_id,
@@ -81,7 +82,7 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     citations = entity_citations(store, tenant, kb_ids, state)
     seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
                    for node, score in seeds.scores.items()}
-    adjacency = relation_adjacency(store, tenant, kb_ids, state)
+    adjacency = relation_adjacency(store, tenant, kb_ids, state, walked_relations(store, tenant, kb_ids, state.versions))
     # the first hop's relations depend on the seeds alone: read with the anchors' relation searches
     adjacency.ask(batch, first_frontier(seed_scores, params))
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params, batch)
