@@ -17,9 +17,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
-
-import numpy as np
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from kbgraph.graph.scores import JOINED_FIELDS, join_scores
 from kbgraph.search.batch import SearchBatch
@@ -185,76 +183,22 @@ def entity_types(store: DocStore, tenant: str, kb_ids: Sequence[str], state: Gra
     return cached(store, ("types", tenant, tuple(sorted(kb_ids))), state, look, LISTING_ENTRIES)
 
 
-class RelationTable:
-    """Every relation of a set of knowledge bases as the expansion walks it, indexed by its ends.
+class EdgeSource(Protocol):
+    """Where an adjacency takes the relations of an entity it does not hold (ppr_graph.RelationTable)."""
 
-    Built from the relation rows the ppr walk's graph is read from (search/ppr_graph.py), in the
-    same scan, and kept (and persisted) with that graph: a question's hops then read no listing.
-    A question asked for the first time spent ~5 ms of a kg query at 100k entities reading the
-    relations touching its entities, which the per-entity cache (``RelationAdjacency``) only saves
-    for entities asked about before.
-    """
-
-    def __init__(self, ids: list[str], ends: list[Node], src: np.ndarray, tgt: np.ndarray, weights: np.ndarray,
-                 offsets: np.ndarray, touching: np.ndarray) -> None:
-        self._ids, self._ends = ids, ends
-        self._src, self._tgt, self._weights = src, tgt, weights
-        self._offsets, self._touching = offsets, touching
-        self._index = {end: i for i, end in enumerate(ends)}
-
-    @classmethod
-    def of(cls, rows: Iterable[tuple[str, Node, Node, float]]) -> RelationTable:
-        """From (relation id, source end, target end, weight) rows, in any order."""
-        ordered = sorted(rows, key=lambda row: row[0])
-        ends: dict[Node, int] = {}
-        src = np.fromiter((ends.setdefault(r[1], len(ends)) for r in ordered), dtype=np.int64, count=len(ordered))
-        tgt = np.fromiter((ends.setdefault(r[2], len(ends)) for r in ordered), dtype=np.int64, count=len(ordered))
-        weights = np.fromiter((r[3] for r in ordered), dtype=np.float64, count=len(ordered))
-        # each relation listed under both its ends (once under an end it has twice), in id order
-        number = np.arange(len(ordered), dtype=np.int64)
-        loop = src == tgt
-        by_end = np.concatenate([src, tgt[~loop]])
-        relation = np.concatenate([number, number[~loop]])
-        order = np.lexsort((relation, by_end))
-        offsets = np.zeros(len(ends) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(by_end, minlength=len(ends)), out=offsets[1:])
-        return cls([r[0] for r in ordered], list(ends), src, tgt, weights, offsets, relation[order])
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def edges(self, node: Node) -> tuple[Edge, ...]:
-        """The relations with an end at ``node``, in id order."""
-        at = self._index.get(node)
-        if at is None:
-            return ()
-        ends, ids = self._ends, self._ids
-        return tuple(Edge(ids[i], ends[s], ends[t], w) for i, s, t, w in (
-            (i, int(self._src[i]), int(self._tgt[i]), float(self._weights[i]))
-            for i in self._touching[self._offsets[at]:self._offsets[at + 1]].tolist()))
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"ids": strings_array(self._ids), "ends": strings_array([f"{kb}\x1f{key}" for kb, key in self._ends]),
-                "src": self._src, "tgt": self._tgt, "weights": self._weights, "offsets": self._offsets,
-                "touching": self._touching}
-
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> RelationTable:
-        ends: list[Node] = [tuple(end.split("\x1f", 1)) for end in array_strings(arrays["ends"])]  # type: ignore[misc]
-        return cls(array_strings(arrays["ids"]), ends, np.asarray(arrays["src"]), np.asarray(arrays["tgt"]),
-                   np.asarray(arrays["weights"]), np.asarray(arrays["offsets"]), np.asarray(arrays["touching"]))
+    def edges(self, node: Node) -> tuple[Edge, ...]: ...
 
 
 class RelationAdjacency:
     """The relations touching each entity, read from the store the first time an entity is asked for
-    (or taken from a ``RelationTable`` when it has one) and kept (up to ``max_edges`` edges, least
+    (or taken from an ``EdgeSource``, the walk graph's relations, when it has one) and kept (up to ``max_edges`` edges, least
     recently used entities dropped first): edges are built once per entity, not per query.
 
     One instance belongs to one graph state: callers get it through ``relation_adjacency``.
     """
 
     def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_edges: int = ADJACENCY_EDGES,
-                 table: RelationTable | None = None) -> None:
+                 table: EdgeSource | None = None) -> None:
         self._store, self._tenant, self._kb_ids = store, tenant, list(kb_ids)
         self._max_edges = max_edges
         self._table = table
@@ -289,7 +233,7 @@ class RelationAdjacency:
             self._keep(read)
         return edges_in_order(known.values())
 
-    def use(self, table: RelationTable) -> None:
+    def use(self, table: EdgeSource) -> None:
         """Take what is not held from ``table`` (the same graph state's relations) from now on."""
         self._table = table
 
@@ -344,7 +288,7 @@ def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str],
 
 
 def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState,
-                       table: RelationTable | None = None) -> RelationAdjacency:
+                       table: EdgeSource | None = None) -> RelationAdjacency:
     """The shared per-entity adjacency cache of these knowledge bases at ``state`` (a private one
     that keeps nothing when the state cannot be cached), taking what it does not hold from the
     whole graph's ``table`` when the walk graph read it, else from the store. (A table read for the

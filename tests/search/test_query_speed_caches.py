@@ -17,7 +17,6 @@ import kbgraph.search.graph_cache as graph_cache
 from kbgraph.search.graph_cache import (
     TOUCHING_SIDES,
     RelationAdjacency,
-    RelationTable,
     cached,
     clear_caches,
     entity_types,
@@ -31,7 +30,7 @@ from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
 from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, fetch_chunks, first_reads
 from kbgraph.search.kg.seeds import typed_entities
-from kbgraph.search.ppr_graph import build_entity_graph, entity_graph, walked_relations
+from kbgraph.search.ppr_graph import EntityGraph, build_entity_graph, entity_graph, walked_relations
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import eq
 from kbgraph.store.records import (
@@ -131,14 +130,15 @@ def every_end(store: SQLiteStore) -> list[tuple[str, str]]:
 def test_the_walk_graphs_relation_table_holds_what_the_listings_hold(store: SQLiteStore) -> None:
     add_relation(store, "salt war", "salt war", 0.5)  # an end twice: listed once under it
     versions = graph_state(store, TENANT, [KB]).versions
-    table = build_entity_graph(store, TENANT, [KB], versions).relations
+    graph = build_entity_graph(store, TENANT, [KB], versions)
+    table = graph.relations
     assert table is not None and len(table) == store.count(TENANT, [KB], [eq("knowledge_graph_kwd", Relation.KIND)])
     ends = every_end(store)
     listed = read_relations_touching(store, TENANT, [KB], ends)
     assert {end: table.edges(end) for end in ends} == listed
     assert listed[(KB, "salt war")].count(listed[(KB, "salt war")][0]) == 1
-    kept = RelationTable.from_arrays(table.to_arrays())  # as a new process maps it from disk
-    assert {end: kept.edges(end) for end in ends} == listed
+    kept = EntityGraph.from_arrays(graph.to_arrays()).relations  # as a new process maps it from disk
+    assert kept is not None and {end: kept.edges(end) for end in ends} == listed
 
 
 def test_the_expansion_reads_no_listing_once_the_walk_graph_is_held(store: SQLiteStore,
