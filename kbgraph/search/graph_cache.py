@@ -191,8 +191,8 @@ class EdgeSource(Protocol):
 
 class RelationAdjacency:
     """The relations touching each entity, read from the store the first time an entity is asked for
-    (or taken from an ``EdgeSource``, the walk graph's relations, when it has one) and kept (up to ``max_edges`` edges, least
-    recently used entities dropped first): edges are built once per entity, not per query.
+    (or taken from an ``EdgeSource``, the walk graph's relations, when it has one) and kept (up to
+    ``max_edges`` edges, least recently used entities dropped first): edges are made once per entity.
 
     One instance belongs to one graph state: callers get it through ``relation_adjacency``.
     """

