@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kbgraph.graph.ppr import SparseGraph
-from kbgraph.search.graph_cache import EDGE_FIELDS, Edge, Node, edge_of, graph_state
+from kbgraph.search.graph_cache import EDGE_FIELDS, Edge, Node, graph_state
 from kbgraph.store.base import DocStore, eq, missing
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation
@@ -42,22 +42,24 @@ class RelationTable:
         self._offsets, self._touching = offsets, touching
 
     @classmethod
-    def of(cls, graph: SparseGraph, relations: Sequence[Edge]) -> RelationTable:
-        ordered = sorted(relations, key=lambda edge: edge.id)
-        index = graph.index
-        src = np.fromiter((index[entity_node(*e.src)] for e in ordered), dtype=np.int64, count=len(ordered))
-        tgt = np.fromiter((index[entity_node(*e.tgt)] for e in ordered), dtype=np.int64, count=len(ordered))
-        weights = np.fromiter((e.weight for e in ordered), dtype=np.float64, count=len(ordered))
+    def of(cls, graph: SparseGraph, ids: Sequence[str], sources: Sequence[str], targets: Sequence[str],
+           weights: Sequence[float]) -> RelationTable:
+        """From each relation's id, end nodes (``entity_node`` names) and weight, in any order."""
+        count = len(ids)
+        names = np.array([i.encode("utf-8") for i in ids], dtype=np.bytes_) if count else np.zeros(0, "S1")
+        # UTF-8 bytes sort as their strings do (code point order): the relations in id order
+        order = np.argsort(names, kind="stable")
+        src = np.fromiter(map(graph.index.__getitem__, sources), dtype=np.int64, count=count)[order]
+        tgt = np.fromiter(map(graph.index.__getitem__, targets), dtype=np.int64, count=count)[order]
         # each relation listed under both its ends (once under an end it has twice), in id order
-        number = np.arange(len(ordered), dtype=np.int64)
+        number = np.arange(count, dtype=np.int64)
         loop = src == tgt
         by_end = np.concatenate([src, tgt[~loop]])
         relation = np.concatenate([number, number[~loop]])
-        order = np.lexsort((relation, by_end))
         offsets = np.zeros(graph.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(by_end, minlength=graph.size), out=offsets[1:])
-        ids = np.array([e.id.encode("utf-8") for e in ordered], dtype=np.bytes_) if ordered else np.zeros(0, "S1")
-        return cls(graph, ids, src, tgt, weights, offsets, relation[order])
+        return cls(graph, names[order], src, tgt, np.asarray(weights, dtype=np.float64).reshape(count)[order],
+                   offsets, relation[np.lexsort((relation, by_end))])
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -152,11 +154,17 @@ def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], vers
         for cid in cited:
             chunks.add(cid)
             edges.append((node, chunk_node(cid), chunk_link_weight))
-    relations: list[Edge] = []
+    ids: list[str] = []
+    sources: list[str] = []
+    targets: list[str] = []
+    weights: list[float] = []
     for doc in store.scan(tenant, list(kb_ids), [eq("knowledge_graph_kwd", Relation.KIND)], fields=EDGE_FIELDS):
-        edge = edge_of(doc)
-        relations.append(edge)
-        edges.append((entity_node(*edge.src), entity_node(*edge.tgt), edge.weight))
+        kb = doc.get("kb_id", "")
+        ids.append(doc["id"])
+        sources.append(entity_node(kb, doc.get("src_key_kwd", "")))
+        targets.append(entity_node(kb, doc.get("tgt_key_kwd", "")))
+        weights.append(float(doc.get("weight_flt", 0.0) or 0.0))  # as graph_cache.edge_of reads it
+    edges.extend(zip(sources, targets, weights))
     graph = SparseGraph.from_edges(nodes, edges, hubs_first=True, dtype=np.float32)
     chunk_ids = sorted(chunks)
     chunk_nodes = np.fromiter((graph.index[chunk_node(c)] for c in chunk_ids), dtype=np.int64, count=len(chunk_ids))
@@ -164,7 +172,7 @@ def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], vers
     entity_nodes = np.array([graph.index[n] for n in sorted(graph.index) if n.startswith("e\x1f")], dtype=np.int64)
     return EntityGraph(versions=versions, graph=graph, chunk_nodes=chunk_nodes, chunk_ids=chunk_ids,
                        chunk_index={c: i for i, c in enumerate(chunk_ids)}, mentions=mentions,
-                       entity_nodes=entity_nodes, relations=RelationTable.of(graph, relations))
+                       entity_nodes=entity_nodes, relations=RelationTable.of(graph, ids, sources, targets, weights))
 
 
 _cache: weakref.WeakKeyDictionary[DocStore, dict[tuple, EntityGraph]] = weakref.WeakKeyDictionary()
