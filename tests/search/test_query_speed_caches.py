@@ -30,7 +30,10 @@ from kbgraph.search.kg.params import KGParams
 from kbgraph.search.kg.retrieval import retrieve_kg
 from kbgraph.search.kg.rows import CHUNK_FIELDS, ENTITY_FIELDS, fetch_chunks, first_reads
 from kbgraph.search.kg.seeds import typed_entities
-from kbgraph.search.ppr_graph import EntityGraph, build_entity_graph, entity_graph, walked_relations
+from kbgraph.graph.ppr import SparseGraph
+from kbgraph.search.ppr_graph import (
+    EntityGraph, RelationTable, build_entity_graph, entity_graph, entity_node, walked_relations,
+)
 from kbgraph.search.query_analysis import QueryAnalysis
 from kbgraph.store.base import eq
 from kbgraph.store.records import (
@@ -139,6 +142,19 @@ def test_the_walk_graphs_relation_table_holds_what_the_listings_hold(store: SQLi
     assert listed[(KB, "salt war")].count(listed[(KB, "salt war")][0]) == 1
     kept = EntityGraph.from_arrays(graph.to_arrays()).relations  # as a new process maps it from disk
     assert kept is not None and {end: kept.edges(end) for end in ends} == listed
+
+
+def test_the_relation_table_lists_an_ends_relations_in_id_order_whatever_the_ids() -> None:
+    ids = ["b", "ab", "a", "\u00e9t\u00e9", "z", "a\u00e9", "\u4e2d", "ab0"]  # lengths, prefixes, non-ASCII
+    ends = [("kb", "hub"), ("kb", "x"), ("kb", "y")]
+    names = [entity_node(*end) for end in ends]
+    graph = SparseGraph.from_edges(names, [])
+    rows = [(rid, ends[0], ends[1 + n % 2], float(n)) for n, rid in enumerate(ids)]
+    table = RelationTable.of(graph, [r[0] for r in rows], [entity_node(*r[1]) for r in rows],
+                             [entity_node(*r[2]) for r in rows], [r[3] for r in rows])
+    assert [e.id for e in table.edges(ends[0])] == sorted(ids)
+    assert [(e.id, e.weight) for e in table.edges(ends[2])] == sorted((r[0], r[3]) for r in rows if r[2] == ends[2])
+    assert table.edges(("kb", "nobody")) == ()
 
 
 def test_the_expansion_reads_no_listing_once_the_walk_graph_is_held(store: SQLiteStore,
