@@ -290,11 +290,11 @@ def read_relations_touching(store: DocStore, tenant: str, kb_ids: Sequence[str],
 def relation_adjacency(store: DocStore, tenant: str, kb_ids: Sequence[str], state: GraphState,
                        table: EdgeSource | None = None) -> RelationAdjacency:
     """The shared per-entity adjacency cache of these knowledge bases at ``state`` (a private one
-    that keeps nothing when the state cannot be cached), taking what it does not hold from the
-    whole graph's ``table`` when the walk graph read it, else from the store. (A table read for the
+    that keeps nothing and lists every time when the state cannot be cached), taking what it does
+    not hold from the whole graph's ``table`` when the walk graph read it, else from the store. (A table read for the
     expansion alone cost the first kg query after every graph change 7 s at 300k relations.)"""
-    if not state.cacheable:
-        return RelationAdjacency(store, tenant, kb_ids, max_edges=0, table=table)
+    if not state.cacheable:  # rows written without a graph_meta row can change under any table: list them
+        return RelationAdjacency(store, tenant, kb_ids, max_edges=0)
     key = ("adjacency", tenant, tuple(sorted(kb_ids)))
     adjacency = cached(store, key, state, lambda: RelationAdjacency(store, tenant, kb_ids), ADJACENCY_CACHES)
     if table is not None:

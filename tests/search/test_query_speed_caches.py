@@ -157,6 +157,16 @@ def test_the_relation_table_lists_an_ends_relations_in_id_order_whatever_the_ids
     assert table.edges(("kb", "nobody")) == ()
 
 
+def test_without_a_graph_meta_row_the_adjacency_lists_what_the_store_holds_now(store: SQLiteStore) -> None:
+    store.delete(TENANT, [KB], [eq("id", graph_meta_id(KB))])
+    unversioned = graph_state(store, TENANT, [KB])
+    graph = entity_graph(store, TENANT, [KB], versions=unversioned.versions)
+    assert graph.relations is not None
+    add_relation(store, "mira castell", "salt war", 3.0)  # no version moves: the walk graph cannot know
+    adjacency = relation_adjacency(store, TENANT, [KB], unversioned, graph.relations)
+    assert (KB, "salt war") in {e.tgt for e in adjacency.touching([(KB, "mira castell")])}
+
+
 def test_the_expansion_reads_no_listing_once_the_walk_graph_is_held(store: SQLiteStore,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     vector = EMBEDDER.embed([QUESTION])[0]
