@@ -163,6 +163,8 @@ class SummariesAhead:
             except Exception:
                 return
             with self._cv:
+                if self._closed:  # closed while they were worked out: its pool takes no more calls
+                    return
                 # what changed while they were worked out is worked out again first
                 stale = known.canonical(self._changed_keys, self._changed_pairs)
                 for ident in self._ready(candidates):
