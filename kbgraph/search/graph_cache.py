@@ -197,11 +197,10 @@ class RelationAdjacency:
     One instance belongs to one graph state: callers get it through ``relation_adjacency``.
     """
 
-    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_edges: int = ADJACENCY_EDGES,
-                 table: EdgeSource | None = None) -> None:
+    def __init__(self, store: DocStore, tenant: str, kb_ids: Sequence[str], max_edges: int = ADJACENCY_EDGES) -> None:
         self._store, self._tenant, self._kb_ids = store, tenant, list(kb_ids)
         self._max_edges = max_edges
-        self._table = table
+        self._table: EdgeSource | None = None  # ``use``
         self._edges: OrderedDict[Node, tuple[Edge, ...]] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
