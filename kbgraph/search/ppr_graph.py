@@ -46,8 +46,10 @@ class RelationTable:
            weights: Sequence[float]) -> RelationTable:
         """From each relation's id, end nodes (``entity_node`` names) and weight, in any order."""
         count = len(ids)
-        names = np.array([i.encode("utf-8") for i in ids], dtype=np.bytes_) if count else np.zeros(0, "S1")
-        # UTF-8 bytes sort as their strings do (code point order): the relations in id order
+        # UTF-8 bytes sort as their strings do (code point order; lone surrogates, which text read with
+        # surrogateescape holds, pass too): the relations in id order
+        names = np.array([i.encode("utf-8", "surrogatepass") for i in ids], dtype=np.bytes_) if count \
+            else np.zeros(0, "S1")
         order = np.argsort(names, kind="stable")
         src = np.fromiter(map(graph.index.__getitem__, sources), dtype=np.int64, count=count)[order]
         tgt = np.fromiter(map(graph.index.__getitem__, targets), dtype=np.int64, count=count)[order]
@@ -69,8 +71,8 @@ class RelationTable:
         at = self._graph.index.get(entity_node(*node))
         if at is None:
             return ()
-        return tuple(Edge(self._ids[i].decode("utf-8"), self._end(int(self._src[i])), self._end(int(self._tgt[i])),
-                          float(self._weights[i]))
+        return tuple(Edge(self._ids[i].decode("utf-8", "surrogatepass"), self._end(int(self._src[i])),
+                          self._end(int(self._tgt[i])), float(self._weights[i]))
                      for i in self._touching[self._offsets[at]:self._offsets[at + 1]].tolist())
 
     def _end(self, at: int) -> Node:

@@ -145,7 +145,8 @@ def test_the_walk_graphs_relation_table_holds_what_the_listings_hold(store: SQLi
 
 
 def test_the_relation_table_lists_an_ends_relations_in_id_order_whatever_the_ids() -> None:
-    ids = ["b", "ab", "a", "\u00e9t\u00e9", "z", "a\u00e9", "\u4e2d", "ab0"]  # lengths, prefixes, non-ASCII
+    ids = ["b", "ab", "a", "\u00e9t\u00e9", "z", "a\u00e9", "\u4e2d", "ab0", "a\udcff", "\U0001f600"]  # lengths,
+    # prefixes, non-ASCII, a lone surrogate (text read with surrogateescape), a character past the BMP
     ends = [("kb", "hub"), ("kb", "x"), ("kb", "y")]
     names = [entity_node(*end) for end in ends]
     graph = SparseGraph.from_edges(names, [])
