@@ -59,10 +59,14 @@ class Edge(NamedTuple):
     weight: float
 
 
+def relation_weight(doc: dict) -> float:
+    """A relation row's weight as the expansion walks it (the walk graph's table reads it so too)."""
+    return float(doc.get("weight_flt", 0.0) or 0.0)
+
+
 def edge_of(doc: dict) -> Edge:
     kb = doc.get("kb_id", "")
-    return Edge(doc["id"], (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", "")),
-                float(doc.get("weight_flt", 0.0) or 0.0))
+    return Edge(doc["id"], (kb, doc.get("src_key_kwd", "")), (kb, doc.get("tgt_key_kwd", "")), relation_weight(doc))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kbgraph.graph.ppr import SparseGraph
-from kbgraph.search.graph_cache import EDGE_FIELDS, Edge, Node, graph_state
+from kbgraph.search.graph_cache import EDGE_FIELDS, Edge, Node, graph_state, relation_weight
 from kbgraph.store.base import DocStore, eq, missing
 from kbgraph.store.index_files import PERSIST_MIN_ROWS, array_strings, strings_array
 from kbgraph.store.records import Entity, Relation
@@ -165,7 +165,7 @@ def build_entity_graph(store: DocStore, tenant: str, kb_ids: Sequence[str], vers
         ids.append(doc["id"])
         sources.append(entity_node(kb, doc.get("src_key_kwd", "")))
         targets.append(entity_node(kb, doc.get("tgt_key_kwd", "")))
-        weights.append(float(doc.get("weight_flt", 0.0) or 0.0))  # as graph_cache.edge_of reads it
+        weights.append(relation_weight(doc))
     edges.extend(zip(sources, targets, weights))
     graph = SparseGraph.from_edges(nodes, edges, hubs_first=True, dtype=np.float32)
     chunk_ids = sorted(chunks)
