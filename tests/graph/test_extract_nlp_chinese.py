@@ -122,3 +122,28 @@ def test_a_pages_title_that_its_text_repeats_is_its_subject_and_listed_people_st
 def test_a_sentence_beginning_with_yu_one_character_and_a_verb_begins_with_a_person() -> None:
     assert entities("于乐出身的那家俱乐部当年花最多钱买来的球员是谁？") == {"于乐": "person"}
     assert entities("于北京出生。") == {"北京": "geo"}
+
+
+def test_a_quoted_clause_is_speech_and_the_names_inside_it_are_still_found() -> None:
+    found = entities("消息来源表示这是“100%属于科斯佩达尔”的。引用学者的说话“不比在尼罗河没有泛滥时杀掉法老王理智”。"
+                     "“ETA要来了，”法国代表透露。")
+    assert not {"100%属于科斯佩达尔", "不比在尼罗河没有泛滥时杀掉法老王理智", "ETA要来了"} & set(found)
+    assert found["尼罗河"] == "geo" and found["法国"] == "geo"
+
+
+def test_a_quoted_name_of_nouns_is_still_a_title() -> None:
+    found = entities("他们推出了“东篱十五年”系列。")
+    assert "东篱十五年" in found
+
+
+def test_a_transliterated_names_first_syllable_read_as_a_unit_of_weight_stays_in_the_name() -> None:
+    found = entities("选区位于克斯蒂文以北。电视主持人克·帕克汉姆也在场。每天吃5克米饭。")
+    assert "克斯蒂文" in found and found["克·帕克汉姆"] == "person"
+    assert not {"斯蒂文", "帕克汉姆", "克米饭"} & set(found)
+
+
+def test_an_organization_named_for_its_field_keeps_the_adjective_or_verb_of_its_name() -> None:
+    found = entities("他是纽约市健康医疗总局的全球大使。英国皇家鸟类保护协会表明了立场。中国支持委员会的决定。")
+    assert found["纽约市健康医疗总局"] == "organization" and found["英国皇家鸟类保护协会"] == "organization"
+    assert not {"纽约市", "英国皇家", "中国支持委员会"} & set(found)
+    assert found["中国"] == "geo"

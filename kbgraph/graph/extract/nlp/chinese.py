@@ -71,6 +71,8 @@ _CJK_TITLE_MAX = 20
 # tags of a dictionary word that is an ordinary word when quoted alone ("手指", "解冻", "烫手山芋")
 _ORDINARY_WORD_TAGS = frozenset("n v vn a ad an l i d".split())
 _CJK_SENTENCE_PUNCT = re.compile(r"[。！？；，、：,;!?:]")
+# jieba's tags of verbs that make a quoted phrase a clause (not "vn", a verb's noun: "保护", "管理")
+_CLAUSE_VERB_TAGS = frozenset("v vd vi".split())
 
 
 @lru_cache(maxsize=1)
@@ -117,7 +119,7 @@ def _cjk_quotes(text: str) -> tuple[tuple[int, int, bool], ...]:
         title = inner.strip()
         if not _CJK_CHAR.search(title) or len(title) > _CJK_TITLE_MAX or _CJK_SENTENCE_PUNCT.search(title):
             continue
-        named = _nominal(title) and not (group > 1 and ("的" in title or _quoted_words(title)))  # "最新的事件"
+        named = _nominal(title) and not (group > 1 and ("的" in title or _quoted_words(title) or _clause(title)))
         start = m.start(group) + len(inner) - len(inner.lstrip())
         found.append((start, start + len(title), named))
     return tuple(found)
@@ -132,6 +134,13 @@ def _quoted_words(phrase: str) -> bool:
         word, flag = pairs[0]
         return _frequency(word) > 0 and flag in _ORDINARY_WORD_TAGS
     return pairs[-1][1][:1] in ("f", "u", "y")
+
+
+def _clause(phrase: str) -> bool:
+    """Whether a phrase in quotation marks says something: a verb among its words ("100%属于科斯佩达尔",
+    "不比在尼罗河没有泛滥时杀掉法老王理智"). Quoted names of things are nouns; a work's title with a verb
+    is written in 《》, which this is not asked of."""
+    return any(p.flag in _CLAUSE_VERB_TAGS for p in _jieba_posseg().cut(phrase))
 
 
 def _nominal(title: str) -> bool:
@@ -291,10 +300,14 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
     # a firm's coined name seen alone in the chunk ("澄江" in "澄江S7"), or a club's after its city
     # ("建业" of "河南建业"), stands for it
     heads: dict[str, set[str]] = defaultdict(set)
-    quoted = [(a, b) for a, b, _ in _cjk_quotes(text)]
+    quotes = _cjk_quotes(text)
+    quoted = [(a, b) for a, b, _ in quotes]
     for si, (s, e) in enumerate(spans):
         cuts = [s] + [x for t in quoted if s <= t[0] < e for x in t] + [e]
-        for a, b in zip(cuts[::2], cuts[1::2]):
+        # the words between the quotes, and those of each quote that is no title (quoted speech
+        # names things too: "不比在尼罗河没有泛滥时..."), each cut on its own
+        pieces = sorted([*zip(cuts[::2], cuts[1::2]), *((a, b) for a, b, title in quotes if s <= a < e and not title)])
+        for a, b in pieces:
             piece = text[a:b]
             if not _CJK_CHAR.search(piece):
                 continue

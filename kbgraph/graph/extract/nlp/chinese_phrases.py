@@ -66,6 +66,15 @@ def _nominal(pair: Pair) -> bool:
     return (flag in _NOMINAL or word in _STATE_HEADS) and not any(ch in _LINKING_CHARS for ch in word)
 
 
+def _field_word(pair: Pair) -> bool:
+    """An adjective or verb of two characters that an organization's name can hold before its
+    organization word: the field it works in ("纽约市" + "健康" + "医疗" + "总局", "英国皇家" + "鸟类" +
+    "保护" + "协会"); one at most per name."""
+    word, flag = pair
+    return flag in ("a", "v") and len(word) == 2 and bool(_CJK_WORD.match(word)) \
+        and not any(ch in _LINKING_CHARS for ch in word)
+
+
 def _name_end(pairs: list[Pair], lo: int, hi: int) -> int:
     """pairs[lo:hi] less the words that end no name: a verb's noun ("服务", "出资") or one
     character that is no kind of place or agency ("原")."""
@@ -189,10 +198,16 @@ def _long_orgs(pairs: list[Pair]) -> list[Pair]:
     for word, flag in pairs:
         agency = flag in ("n", "nt") and len(word) >= 2 and word[-1] in _AGENCY_ENDINGS  # "联邦" + "安全局"
         if (word in _LONG_ORG_SUFFIXES or agency) and out:
-            lo = len(out)
-            while lo > 0 and len(out) - lo < 4 and _nominal(out[lo - 1]):
+            lo, loose = len(out), None
+            while lo > 0 and len(out) - lo < 4 and (_nominal(out[lo - 1]) or (loose is None and _field_word(out[lo - 1]))):
+                if not _nominal(out[lo - 1]):
+                    loose = lo - 1
                 lo -= 1
             start = _name_start(out, lo, len(out))
+            # a verb right after the name says what the name does ("英国" + "支持" + "委员会"); after
+            # a noun it names the field ("鸟类" + "保护" + "协会")
+            if start is not None and loose == start + 1 and out[loose][1] == "v":
+                start = None
             if start is not None and len(out) - start >= 2:
                 name = _joined(out + [(word, "n")], start, len(out) + 1)
                 if name:

@@ -138,7 +138,9 @@ def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     out: list[Pair] = []
     for word, flag in pairs:
         after_dot = _name_part((word, flag)) or all(ch in TRANSLITERATION for ch in word)  # "拉" (v) in 杰西卡·拉布罗卡
-        if out and len(out) >= 2 and out[-1][0] in _DOTS and _name_part(out[-2]) and after_dot:
+        initial = len(out) >= 2 and _unit_syllable(out[-2], out[-3] if len(out) >= 3 else None) \
+            and _transliterated(word) and len(word) >= 2  # "克" "·" "帕克": an initial jieba read as a gram
+        if out and len(out) >= 2 and out[-1][0] in _DOTS and (_name_part(out[-2]) or initial) and after_dot:
             dot = out.pop()[0]
             prev = out.pop()[0]
             out.append((prev + dot + word, "nr"))
@@ -156,12 +158,23 @@ def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
                 and min(freq(word), freq(out[-1][0])) < _KNOWN_NAME:  # not "伊朗" + "伊拉克"
             out.append((out.pop()[0] + word, "nr"))
             continue
+        if out and _unit_syllable(out[-1], out[-2] if len(out) >= 2 else None) and _transliterated(word) \
+                and len(word) >= 2 and flag in _FOREIGN_NAME_TAGS:
+            out.append((out.pop()[0] + word, flag))  # "克" + "斯蒂文" (克斯蒂文, a place): no gram here
+            continue
         if out and _foreign_run(out[-1], (word, flag), freq):
             prev, prev_flag = out.pop()
             out.append((prev + word, "nr" if {flag, prev_flag} & _PERSON_TAGS else "ns"))
             continue
         out.append((word, flag))
     return out
+
+
+def _unit_syllable(pair: Pair, before: Pair | None) -> bool:
+    """A transliteration character jieba read as a unit of measure (克 a gram, 米 a metre) with no
+    number before it: the first syllable of a foreign name ("克斯蒂文", "克·帕克汉姆")."""
+    word, flag = pair
+    return len(word) == 1 and word in TRANSLITERATION and flag == "m" and (before is None or before[1] != "m")
 
 
 def _foreign_syllables(pair: Pair) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
 from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word, plain_word
-from kbgraph.graph.extract.nlp.sentences import _LATIN, _SPACES, _heading_lines
+from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
     _ORG_FIRST, _ORG_HEADS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR, _TITLES_DROP, _TITLES_KEEP,
@@ -108,7 +108,8 @@ def _quoted_titles(text: str) -> list[tuple[int, int]]:
     for m in _QUOTED.finditer(text):
         inner = m.group(1).strip()
         words = inner.split()
-        if not words or len(words) > 6 or re.search(r"[.!?,;:]$|[!?;]", inner):
+        # a quote with Chinese in it is the Chinese finder's ("ETA要来了，" is speech)
+        if not words or len(words) > 6 or re.search(r"[.!?,;:]$|[!?;]", inner) or _CJK_CHAR.search(inner):
             continue
         if words[0].lower() in _STOP:
             continue
