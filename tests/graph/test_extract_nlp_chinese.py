@@ -147,3 +147,10 @@ def test_an_organization_named_for_its_field_keeps_the_adjective_or_verb_of_its_
     assert found["纽约市健康医疗总局"] == "organization" and found["英国皇家鸟类保护协会"] == "organization"
     assert not {"纽约市", "英国皇家", "中国支持委员会"} & set(found)
     assert found["中国"] == "geo"
+
+
+def test_ordinary_words_jieba_files_as_names_are_no_entities() -> None:
+    found = entities("他们陶醉于图案和颜色。网友在缅怀帖中留言。他戴上了太阳眼镜，拿起麦克风，谈起高尔夫和七月份的巨变。"
+                     "鲁迅在北京写作。")
+    assert not {"陶醉", "缅怀", "太阳眼镜", "麦克风", "高尔夫", "七月份", "巨变"} & set(found)
+    assert found["鲁迅"] == "person" and found["北京"] == "geo"
