@@ -248,3 +248,11 @@ def test_a_person_before_a_common_word_stays_a_person_and_common_words_make_no_f
 def test_english_quotes_are_untouched_by_the_chinese_title_rule() -> None:
     ents = by_key(NLPExtractor().extract('Mira Castell released "Overwatch 3" and said "thanks a lot".'))
     assert "overwatch 3" in ents and "thanks a lot" not in ents
+
+
+def test_signal_and_error_names_and_quoted_numbers_are_no_names() -> None:
+    ents = by_key(NLPExtractor().extract(
+        'The writer of a closed pipe gets an EPIPE error and the SIGPIPE signal; the modem hangs up with SIGHUP. '
+        'I had to compile for "686" in order to get acceleration. EPA and ESPN covered it.'))
+    assert not {"epipe", "sigpipe", "sighup", "686"} & set(ents)
+    assert ents["epa"].type == "organization" and "espn" in ents

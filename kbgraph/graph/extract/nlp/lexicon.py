@@ -136,11 +136,20 @@ def interjection(word: str) -> bool:
         and word.lower() not in _FIRST_NAMES
 
 
+@lru_cache(maxsize=1)
+def _system_codes() -> frozenset[str]:
+    """The names of POSIX signals and error numbers ("SIGHUP", "EPIPE"), as Python's own modules
+    list them: a program's output in a mail or a chat names no organization."""
+    import errno
+    import signal
+    return frozenset(s.name.lower() for s in signal.Signals) | frozenset(n.lower() for n in errno.errorcode.values())
+
+
 def generic_acronym(word: str) -> bool:
     """An abbreviation of an ordinary thing ("CD", "PCMCIA", "GMT"), however it is written, also in
     the plural ("CDs", "FAQs")."""
     low = word.lower().rstrip(".")
-    if low in _GENERIC_ACRONYMS:
+    if low in _GENERIC_ACRONYMS or (word.isupper() and low in _system_codes()):
         return True
     return len(word) >= 3 and word.endswith("s") and word[:-1].isupper() and low[:-1] in _GENERIC_ACRONYMS
 

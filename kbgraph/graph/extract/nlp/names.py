@@ -109,7 +109,8 @@ def _quoted_titles(text: str) -> list[tuple[int, int]]:
         inner = m.group(1).strip()
         words = inner.split()
         # a quote with Chinese in it is the Chinese finder's ("ETA要来了，" is speech)
-        if not words or len(words) > 6 or re.search(r"[.!?,;:]$|[!?;]", inner) or _CJK_CHAR.search(inner):
+        if not words or len(words) > 6 or re.search(r"[.!?,;:]$|[!?;]", inner) or _CJK_CHAR.search(inner) \
+                or not any(ch.isalpha() for ch in inner):  # "686": a number, quoted
             continue
         if words[0].lower() in _STOP:
             continue
