@@ -256,3 +256,11 @@ def test_signal_and_error_names_and_quoted_numbers_are_no_names() -> None:
         'I had to compile for "686" in order to get acceleration. EPA and ESPN covered it.'))
     assert not {"epipe", "sigpipe", "sighup", "686"} & set(ents)
     assert ents["epa"].type == "organization" and "espn" in ents
+
+
+def test_disc_formats_and_board_standards_are_generic_acronyms() -> None:
+    ents = by_key(NLPExtractor().extract(
+        "I burned an ISO9660 image to a CD-RW, then moved the board into an ATX case with two DVD-RW drives. "
+        "Dell shipped the OpenBoot PROM."))
+    assert not {"iso9660", "cd-rw", "atx", "dvd-rw"} & set(ents)
+    assert "dell" in ents

@@ -56,6 +56,7 @@ ppp pppoe pppoa l2tp ipsec voip sip snmp ldap nat vnc rdp smb cifs ntp imap pop3
 wav wave riff mp3 mp4 jpg jpeg png gif tif tiff bmp avi mov mkv ogg flac aac zip rar tar gz tgz exe dll txt
 rtf xls xlsx ppt pptx docx odt tex ps eps svg wi-fi
 eof iso isos faq
+cd-r cd-rw dvd-r dvd-rw dvd-ram eprom eeprom atx iso9660 udf ext2 ext3 ext4 fat32 vfat hfs lba mbr
 """.split()) - {"uk", "usa", "gnu"}
 
 # adjectives of nationality, language, people or faith: "French", "Frankish", "Catholic" are no
