@@ -264,3 +264,13 @@ def test_disc_formats_and_board_standards_are_generic_acronyms() -> None:
         "Dell shipped the OpenBoot PROM."))
     assert not {"iso9660", "cd-rw", "atx", "dvd-rw"} & set(ents)
     assert "dell" in ents
+
+
+def test_the_adjective_of_a_place_the_text_names_and_a_lone_office_are_no_names() -> None:
+    ents = by_key(NLPExtractor().extract(
+        "Victoria is dry. In 2003 Victorian fishing crews worked hard. Canada is cold; Canadian winters are long. "
+        "Julia met Julian at noon. The Premier spoke at noon."))
+    assert not {"victorian", "canadian", "premier"} & set(ents)
+    assert {"victoria", "canada", "julia", "julian"} <= set(ents)
+    longer = by_key(NLPExtractor().extract("The Victorian Parliament met. The Premier League began."))
+    assert {"victorian parliament", "premier league"} <= set(longer)

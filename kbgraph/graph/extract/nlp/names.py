@@ -411,7 +411,8 @@ def _edge_acronym(word: str) -> bool:
 def _single_word_name(text: str, toks: list[tuple[str, int, int]], i: int, run: list[int]) -> bool:
     """Whether a name of one word, token ``i``, can be a name at all."""
     w = _POSSESSIVE.sub("", toks[i][0])
-    if len(w) < 2 or w.lower() in _TITLE_ABBR or generic_acronym(w) or nationality_word(w) or interjection(w):
+    if len(w) < 2 or w.lower() in _TITLE_ABBR or w.lower() in _LONE_TITLES or generic_acronym(w) \
+            or nationality_word(w) or interjection(w):
         return False  # "CD", "GMT"; "French", "Carolingian-based"; "Im", "Lol": no entity of their own
     if _DRAWN_OUT.search(w) and len(w) >= (6 if w.isupper() else 4):  # not "KKK", "PPPD"
         return False  # "Sooooo", "YESSSS", "Argggh": a word drawn out in chat, no name
@@ -442,9 +443,26 @@ def _beside_possessive(text: str, toks: list[tuple[str, int, int]], i: int) -> b
 def _people_adjective(word: str, text: str) -> bool:
     """A word in -an whose plural the text writes as a name ("Norman" beside "the Normans",
     "Mercian" beside "the Mercians") is the adjective or the singular of a people, no entity of its
-    own (the people, in the plural, is)."""
-    return len(word) >= 4 and word.endswith("an") and word[0].isupper() and not word.isupper() \
-        and re.search(rf"\b{re.escape(word)}s\b", text) is not None
+    own (the people, in the plural, is); so is the adjective of a place the text names ("Victorian"
+    beside "Victoria", "Canadian" beside "Canada", "Mexican" beside "Mexico"), unless it is a given
+    name ("Julian" beside "Julia")."""
+    if len(word) < 4 or not word.endswith("an") or not word[0].isupper() or word.isupper():
+        return False
+    if re.search(rf"\b{re.escape(word)}s\b", text) is not None:
+        return True
+    if word.lower() in _FIRST_NAMES or word.lower() in _GIVEN_NAMES_IN_AN:
+        return False
+    places = {word[:-1], word[:-3] + "a", word[:-2] + "o"}  # Victoria-n, Canad-ian, Mexic-an
+    return any(len(place) >= 5 and re.search(rf"\b{re.escape(place)}\b", text) is not None
+               for place in places if place != word)
+
+
+# offices that are no name on their own ("the Premier"), though they begin names ("Premier League",
+# "Minister for Health" stays whole where it is written so)
+_LONE_TITLES = frozenset("premier chancellor minister ambassador commissioner secretary".split())
+# given names a place's adjective could be mistaken for ("Julian" beside "Julia")
+_GIVEN_NAMES_IN_AN = frozenset("julian lillian vivian adrian christian dorian damian gillian marian brian "
+                               "sebastian florian cyprian maximilian".split())
 
 
 def _handle(name: str, seen: set[str]) -> bool:
