@@ -154,3 +154,9 @@ def test_ordinary_words_jieba_files_as_names_are_no_entities() -> None:
                      "鲁迅在北京写作。")
     assert not {"陶醉", "缅怀", "太阳眼镜", "麦克风", "高尔夫", "七月份", "巨变"} & set(found)
     assert found["鲁迅"] == "person" and found["北京"] == "geo"
+
+
+def test_a_page_opening_with_a_persons_name_and_brackets_keeps_the_whole_name_wherever_it_is_written() -> None:
+    found = entities("曹文埴（），字近薇，安徽歙县人。曹文埴父曹景宸，是扬州大盐商。曹文埴自小聪敏，丧满回京。")
+    assert found["曹文埴"] == "person" and found["曹景宸"] == "person"
+    assert not {"曹文", "回京"} & set(found)

@@ -288,6 +288,32 @@ def _title_subject(text: str, starts: list[int], words: list[tuple[int, int, str
     return words + [(bisect.bisect_right(starts, a) - 1, a, title, flag) for a in at]
 
 
+# a page's opening words before its bracket ("郭芝苑（），台湾苗栗县人", "曹文埴（），字近薇")
+_LEAD_SUBJECT = re.compile(r"^\s*([\u4e00-\u9fff]{2,4})[（(]")
+
+
+def _lead_subject(text: str, starts: list[int], words: list[tuple[int, int, str, str]]
+                  ) -> list[tuple[int, int, str, str]]:
+    """A person's name that an encyclopedia page opens with, its dates or other names in brackets
+    after it: the page's subject, whole wherever the text writes it, however jieba cut it ("郭芝" +
+    "苑", "曹文" + "埴": a rare last character)."""
+    m = _LEAD_SUBJECT.match(text)
+    if m is None or not person_like(m.group(1)) or dictionary_tag(m.group(1)) not in (None, "nr", "nrfg", "nrt"):
+        return words
+    name = m.group(1)
+    spans = [(at, at + len(name)) for at in _occurrences(text, name)]
+    kept = [w for w in words if not any(a < w[1] + len(w[2]) and w[1] < b for a, b in spans)]
+    return sorted(kept + [(bisect.bisect_right(starts, a) - 1, a, name, "nr") for a, _ in spans], key=lambda w: (w[0], w[1]))
+
+
+def _occurrences(text: str, word: str) -> list[int]:
+    found, at = [], text.find(word)
+    while at >= 0:
+        found.append(at)
+        at = text.find(word, at + len(word))
+    return found
+
+
 def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
                   cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
     """The Chinese names of ``text`` (its sentences: ``spans`` and their ``starts``) added to ``cands`` and
@@ -317,7 +343,7 @@ def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], ti
                 at = piece.find(word, pos)
                 pos = at + len(word) if at >= 0 else pos
                 words.append((si, a + max(at, 0), word, flag))
-    words = _title_subject(text, starts, _person_fragments(_team_word_dropped(_one_reading(words))))
+    words = _lead_subject(text, starts, _title_subject(text, starts, _person_fragments(_team_word_dropped(_one_reading(words)))))
     tags = posseg.dt.word_tag_tab
     for _si, _offset, word, flag in words:  # "河南建业": "建业" alone is the club too
         if flag == "nt" and len(word) >= 4:
