@@ -22,7 +22,8 @@ from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nat
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
-    _ORG_FIRST, _ORG_HEADS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR, _TITLES_DROP, _TITLES_KEEP,
+    _GIVEN_NAMES_IN_AN, _LONE_TITLES, _ORG_FIRST, _ORG_HEADS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR, _TITLES_DROP,
+    _TITLES_KEEP,
 )
 
 MAX_NAME_WORDS = 6
@@ -456,13 +457,6 @@ def _people_adjective(word: str, text: str) -> bool:
     return any(len(place) >= 5 and re.search(rf"\b{re.escape(place)}\b", text) is not None
                for place in places if place != word)
 
-
-# offices that are no name on their own ("the Premier"), though they begin names ("Premier League",
-# "Minister for Health" stays whole where it is written so)
-_LONE_TITLES = frozenset("premier chancellor minister ambassador commissioner secretary".split())
-# given names a place's adjective could be mistaken for ("Julian" beside "Julia")
-_GIVEN_NAMES_IN_AN = frozenset("julian lillian vivian adrian christian dorian damian gillian marian brian "
-                               "sebastian florian cyprian maximilian".split())
 
 
 def _handle(name: str, seen: set[str]) -> bool:

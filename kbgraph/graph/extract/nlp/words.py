@@ -46,6 +46,11 @@ _TITLES_DROP = frozenset("mr mister dr doctor prof professor sir captain capt un
                          "senator bishop archbishop pope mayor governor judge".split())
 _TITLES_KEEP = frozenset("mrs miss ms madame mme mlle lady lord king queen prince princess".split())
 _TITLE_ABBR = _TITLES_DROP | _TITLES_KEEP | {"st"}
+# offices that are no name on their own ("the Premier"), though they begin names ("Premier League")
+_LONE_TITLES = frozenset("premier chancellor minister ambassador commissioner secretary".split())
+# given names a place's adjective could be mistaken for ("Julian" beside "Julia")
+_GIVEN_NAMES_IN_AN = frozenset("julian lillian vivian adrian christian dorian damian gillian marian brian "
+                               "sebastian florian cyprian maximilian".split())
 _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr prof mt no vs etc co inc ltd capt col gen lt sgt rev fig vol".split())
 _SPEECH = frozenset("said says say cried replied asked answered exclaimed returned observed whispered shouted "
                     "muttered added continued rejoined inquired enquired remarked declared murmured repeated "
