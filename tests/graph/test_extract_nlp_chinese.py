@@ -160,3 +160,9 @@ def test_a_page_opening_with_a_persons_name_and_brackets_keeps_the_whole_name_wh
     found = entities("曹文埴（），字近薇，安徽歙县人。曹文埴父曹景宸，是扬州大盐商。曹文埴自小聪敏，丧满回京。")
     assert found["曹文埴"] == "person" and found["曹景宸"] == "person"
     assert not {"曹文", "回京"} & set(found)
+
+
+def test_a_firm_keeps_its_trade_word_and_a_foreign_name_cut_in_two_before_the_firm_word() -> None:
+    found = entities("投资者喜爱百胜餐饮集团。哈雷戴维森公司的发言人称年表并不准确。中国汽车市场回暖。")
+    assert found["百胜餐饮集团"] == "organization" and found["哈雷戴维森"] == "organization"
+    assert not {"百胜", "餐饮集团", "哈雷", "戴维森公司", "中国汽车"} & set(found)

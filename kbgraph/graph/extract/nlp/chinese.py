@@ -22,6 +22,7 @@ from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candi
 from kbgraph.graph.extract.nlp.chinese_phrases import phrases
 from kbgraph.graph.extract.nlp.chinese_cues import dictionary_tag
 from kbgraph.graph.extract.nlp.chinese_tokens import mended, person_like, plain
+from kbgraph.graph.extract.nlp.chinese_words import TRANSLITERATION
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
@@ -42,6 +43,7 @@ _CJK_INDUSTRY_SUFFIXES = frozenset("""
 书店 书局 茶庄 茶楼 酒楼 饭店 酒店 餐厅 商店 超市 药店 药房 商行 面馆 咖啡馆 无人机 风电 农牧 乳业 酒业 影业 种业 茶业 水务 重工 航运 软件
 网络 通信 化工 材料 地产 置业 证券 保险 基金 资本 投资 电器 电气 环保 实业 矿业 建工 动力 精密
 微电子 信息 数据 电力 燃气 服饰 家电 文化 体育 影视 咨询 物业 新材料 农业 牧业 渔业 商贸 贸易 电商
+餐饮 娱乐 建设 服装 时装 零售
 """.split()) | _CJK_ORG_SUFFIXES
 # a country's or city's name before these is a company ("英国航空", "中国移动"), however common the name
 _CJK_NATIONAL_SUFFIXES = frozenset("航空 石油 石化 电信 移动 联通 邮政 铁路 海运 航运".split())
@@ -177,6 +179,12 @@ def _org_head(word: str, flag: str, strong: bool) -> bool:
     return flag in ("n", "j") and len(word) == 2 and rare
 
 
+def _foreign_name_word(pair: tuple[str, str]) -> bool:
+    """A word of two or more transliteration characters that jieba tags as a name ("哈雷", "戴维森")."""
+    word, flag = pair
+    return flag in _CJK_NAME_TAGS and len(word) >= 2 and all(ch in TRANSLITERATION for ch in word)
+
+
 def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
     """jieba's (word, tag) pairs with organization names put back together: a name-like head and the
     suffixes after it ("澄江" + "机器人", "青禾" + "科技" + "有限公司") are one organization ("nt"),
@@ -208,6 +216,10 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
             org = head + "".join(p[0] for p in pairs[i + width:end])
             if glued:
                 out.append((word[0], "c"))
+            elif out and _foreign_name_word(out[-1]) and _foreign_name_word((head, flag)):
+                # "哈雷" + "戴维森" + "公司": a foreign name jieba cut in two, then the firm word; the bare
+                # word "company" is no part of the name (the set's "Uber" of "Uber公司")
+                org = out.pop()[0] + (head if org == head + "公司" else org)
             out.append((org, "nt"))
             if heads is not None and _jieba_frequencies().get(head, 0) < _CJK_RARE:
                 heads[head].add(org)
