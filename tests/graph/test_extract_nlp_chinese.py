@@ -132,8 +132,8 @@ def test_a_quoted_clause_is_speech_and_the_names_inside_it_are_still_found() -> 
 
 
 def test_a_quoted_name_of_nouns_is_still_a_title() -> None:
-    found = entities("他们推出了“东篱十五年”系列。")
-    assert "东篱十五年" in found
+    found = entities("他们推出了“东篱十五年”系列。双方将在“翠屏凉感布”的推广上合作。")
+    assert "东篱十五年" in found and "翠屏凉感布" in found
 
 
 def test_a_transliterated_names_first_syllable_read_as_a_unit_of_weight_stays_in_the_name() -> None:
