@@ -21,8 +21,7 @@ from typing import Any
 from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _proven_candidate, _take_title
 from kbgraph.graph.extract.nlp.chinese_phrases import phrases
 from kbgraph.graph.extract.nlp.chinese_cues import dictionary_tag
-from kbgraph.graph.extract.nlp.chinese_tokens import mended, person_like, plain
-from kbgraph.graph.extract.nlp.chinese_words import TRANSLITERATION
+from kbgraph.graph.extract.nlp.chinese_tokens import _transliterated, mended, person_like, plain
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR
 
 _CJK_SURNAMES = frozenset("王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁"
@@ -184,7 +183,7 @@ def _org_head(word: str, flag: str, strong: bool) -> bool:
 def _foreign_name_word(pair: tuple[str, str]) -> bool:
     """A word of two or more transliteration characters that jieba tags as a name ("哈雷", "戴维森")."""
     word, flag = pair
-    return flag in _CJK_NAME_TAGS and len(word) >= 2 and all(ch in TRANSLITERATION for ch in word)
+    return flag in _CJK_NAME_TAGS and _transliterated(word)
 
 
 def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
@@ -315,17 +314,9 @@ def _lead_subject(text: str, starts: list[int], words: list[tuple[int, int, str,
     if m is None or not person_like(m.group(1)) or dictionary_tag(m.group(1)) not in (None, "nr", "nrfg", "nrt"):
         return words
     name = m.group(1)
-    spans = [(at, at + len(name)) for at in _occurrences(text, name)]
+    spans = [(m.start(), m.end()) for m in re.finditer(re.escape(name), text)]
     kept = [w for w in words if not any(a < w[1] + len(w[2]) and w[1] < b for a, b in spans)]
     return sorted(kept + [(bisect.bisect_right(starts, a) - 1, a, name, "nr") for a, _ in spans], key=lambda w: (w[0], w[1]))
-
-
-def _occurrences(text: str, word: str) -> list[int]:
-    found, at = [], text.find(word)
-    while at >= 0:
-        found.append(at)
-        at = text.find(word, at + len(word))
-    return found
 
 
 def chinese_names(text: str, spans: list[tuple[int, int]], starts: list[int], titles: list[tuple[int, int]],
