@@ -274,3 +274,10 @@ def test_the_adjective_of_a_place_the_text_names_and_a_lone_office_are_no_names(
     assert {"victoria", "canada", "julia", "julian"} <= set(ents)
     longer = by_key(NLPExtractor().extract("The Victorian Parliament met. The Premier League began."))
     assert {"victorian parliament", "premier league"} <= set(longer)
+
+
+def test_what_a_subject_line_asks_about_a_name_is_no_part_of_it() -> None:
+    ents = by_key(NLPExtractor().extract("Re: [ILUG] Linux Install\nFrom: Philip Trickett\n\nTry the Sendmail Problem "
+                                         "page first."))
+    assert "linux" in ents and "sendmail" in ents
+    assert not {"linux install", "sendmail problem"} & set(ents)

@@ -22,8 +22,8 @@ from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nat
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
     _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
-    _GIVEN_NAMES_IN_AN, _LONE_TITLES, _ORG_FIRST, _ORG_HEADS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR, _TITLES_DROP,
-    _TITLES_KEEP,
+    _GIVEN_NAMES_IN_AN, _LONE_TITLES, _ORG_FIRST, _ORG_HEADS, _REQUEST_WORDS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR,
+    _TITLES_DROP, _TITLES_KEEP,
 )
 
 MAX_NAME_WORDS = 6
@@ -389,7 +389,8 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     while words and not surname and ((words[-1].lower() in _STOP and not (len(words) > 1 and words[-1].lower()
                                                                        in _CARDINALS))
                                      or words[-1].lower() in _CONNECTORS
-                                     or (len(words) > 1 and _edge_acronym(words[-1]))):
+                                     or (len(words) > 1 and _edge_acronym(words[-1]))
+                                     or (len(words) > 1 and words[-1].lower() in _REQUEST_WORDS)):
         generic = generic or _edge_acronym(words[-1])
         words, idxs = words[:-1], idxs[:-1]
     if generic and len(words) == 1 and ordinary_word(words[0]):

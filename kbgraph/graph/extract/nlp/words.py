@@ -48,6 +48,10 @@ _TITLES_KEEP = frozenset("mrs miss ms madame mme mlle lady lord king queen princ
 _TITLE_ABBR = _TITLES_DROP | _TITLES_KEEP | {"st"}
 # offices that are no name on their own ("the Premier"), though they begin names ("Premier League")
 _LONE_TITLES = frozenset("premier chancellor minister ambassador commissioner secretary".split())
+# what a mail subject or a forum title asks about its name: no part of it ("Linux Install",
+# "PHP Question", "Sendmail Problem")
+_REQUEST_WORDS = frozenset("question questions problem problems help install installation issue issues query "
+                           "howto".split())
 # given names a place's adjective could be mistaken for ("Julian" beside "Julia")
 _GIVEN_NAMES_IN_AN = frozenset("julian lillian vivian adrian christian dorian damian gillian marian brian "
                                "sebastian florian cyprian maximilian".split())
