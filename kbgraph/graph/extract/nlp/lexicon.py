@@ -10,7 +10,9 @@ label ("Time:", "Region:") that may be a field or a speaker.
 
 from __future__ import annotations
 
+import errno
 import gzip
+import signal
 from functools import lru_cache
 from pathlib import Path
 
@@ -141,8 +143,6 @@ def interjection(word: str) -> bool:
 def _system_codes() -> frozenset[str]:
     """The names of POSIX signals and error numbers ("SIGHUP", "EPIPE"), as Python's own modules
     list them: a program's output in a mail or a chat names no organization."""
-    import errno
-    import signal
     return frozenset(s.name.lower() for s in signal.Signals) | frozenset(n.lower() for n in errno.errorcode.values())
 
 
