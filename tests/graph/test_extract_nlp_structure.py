@@ -5,6 +5,7 @@ No ordinary word or interjection is an entity; a field label, header or subject 
 from __future__ import annotations
 
 from kbgraph.graph.extract.nlp.extractor import NLPExtractor
+from kbgraph.graph.extract.nlp.structure import read_structure
 from kbgraph.parse.readers.structured import _read_csv
 
 
@@ -53,6 +54,16 @@ def test_an_irc_logs_nicks_are_people_whatever_their_case() -> None:
     assert "tim241" in {name.lower().rstrip("_") for name in found}  # one key for tim241_ and Tim241
     assert found["zelot"] == "person"
     assert "Makes" not in found  # an utterance's first word is capitalized by its place
+
+
+def test_an_irc_nick_is_found_however_it_is_addressed_unless_it_is_a_word() -> None:
+    log = ("[19:00] <ActionParsnip> Usuario: set a password, makes things work\n"
+           "[19:00] <Usuario> actionparsnip, how??\n"
+           "[19:01] <home> hello\n"
+           "[19:01] <Usuario> ACTIONPARSNIP: Home folder is full\n")
+    people = read_structure(log).people
+    assert [log[a:b] for a, b in people["ActionParsnip"]] == ["ActionParsnip", "actionparsnip", "ACTIONPARSNIP"]
+    assert [log[a:b] for a, b in people["home"]] == ["home"]  # "Home folder": the word, not the nick
 
 
 def test_spreadsheet_column_headers_and_categories_are_no_entities() -> None:

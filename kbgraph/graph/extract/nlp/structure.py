@@ -204,9 +204,12 @@ def _irc_speakers(text: str, out: Structure) -> None:
         nicks.update(n for n in (m.group(1), m.group(2)) if n and _nick(n))
     for m in _IRC_EVENT_TAIL.finditer(text):
         out.blank.append(m.span())  # "has joined #ubuntu", "[~user@host]": no names of people
+    taken: set[int] = set()
     for nick in sorted(nicks, key=lambda n: (-len(n), n)):  # a fixed order: "gcolley" and "GColley" alike
-        for m in re.finditer(rf"(?<![\w\-@.~]){re.escape(nick)}(?![\w\-@]|\.\w)", text):
-            out._person(nick, m.start(), m.end())
+        for m in re.finditer(rf"(?<![\w\-@.~]){re.escape(nick)}(?![\w\-@]|\.\w)", text, _nick_case(nick)):
+            if m.start() not in taken:
+                taken.add(m.start())
+                out._person(nick, m.start(), m.end())
 
 
 def _language_glosses(text: str, out: Structure) -> None:
@@ -262,6 +265,14 @@ def _garbage_lines(text: str, out: Structure) -> None:
         chars = len(line) - len(_SPACE_CHARS.findall(line))
         if chars >= _GARBAGE_MIN and len(_SYMBOL_CHARS.findall(line)) >= _GARBAGE_SHARE * chars:
             out.blank.append(m.span())
+
+
+def _nick_case(nick: str) -> re.RegexFlag:
+    """How a nick is looked for in the log's lines: people address one another in any case
+    ("actionparsnip, how??" to ActionParsnip), unless the nick is a word of its own ("home", "Mate"),
+    which then stands for the nick only as written."""
+    return re.NOFLAG if len(nick) < 4 or ordinary_word(nick) or not nick.isalnum() and ordinary_word(
+        nick.strip("_-`^|0123456789")) else re.IGNORECASE
 
 
 def _nick(nick: str) -> bool:
