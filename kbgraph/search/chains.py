@@ -340,14 +340,18 @@ def with_context(chains: Sequence[Chain], texts: Mapping[str, str], names: Mappi
     return sorted(out, key=lambda c: (-c.evidence, c.target))
 
 
-def place_chains(order: Sequence[str], starts: Sequence[str], chains: Sequence[Chain], params: ChainParams
-                 ) -> list[str]:
+def place_chains(order: Sequence[str], starts: Sequence[str], chains: Sequence[Chain], params: ChainParams,
+                 leading: list[str] | None = None) -> list[str]:
     """Naive's order with the chained passages (best first, at most ``max_chained``) placed right
     after the passages that match the question (``starts``, a prefix of naive's order) and ahead of
     naive's weaker hits; a chain along one of the question's facts right after its start (it
     answers the part of the question the passages matching its words do not), as long as no
     passage that matches the question leaves the first ``page``. A chained passage naive ranks
-    among the matching ones already stays where it is."""
+    among the matching ones already stays where it is. ``leading`` receives the head of the ranking
+    that graph evidence of other kinds may not reorder (``retrieve.leading``): the passages that
+    match the question and the first chain along one of its facts placed among or after them. One
+    chain, not every one: the kg part's support still competes for the places after it (all of them
+    locked, the sample's Salt War treaty record left a page of 3 for a second chained page)."""
     protected = [c for c in order if c in set(starts)]
     chosen = [c for c in chains if c.target not in set(protected)][:params.max_chained]
     early = [c for c in chosen if c.along_fact and c.start in protected]
@@ -357,6 +361,8 @@ def place_chains(order: Sequence[str], starts: Sequence[str], chains: Sequence[C
     for cid in protected:
         placed.append(cid)
         placed.extend(c.target for c in early if c.start == cid)
+    if leading is not None:
+        leading.extend(placed[:len(protected) + 1])
     placed.extend(c.target for c in chosen if c not in early)
     taken = set(placed)
     return placed + [c for c in order if c not in taken]

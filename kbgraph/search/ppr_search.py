@@ -280,11 +280,13 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
                          facts: dict[int, dict[str, float]] | None = None,
                          named: Mapping[int, float] | None = None,
                          question_words: set[str] | None = None,
-                         rows: dict[str, dict] | None = None) -> dict[str, float] | None:
+                         rows: dict[str, dict] | None = None, leading: list[str] | None = None
+                         ) -> dict[str, float] | None:
     """Chunk scores in (0, 1] that rank naive's hits in naive's order with the passages chains
     reach (``kbgraph.search.chains``) placed among them; None when no chain reaches a passage.
     ``floor``: the embedder's cosine of unrelated texts (naive's vector scores are rescaled from it);
-    ``rows``: chunk rows read on the way go here (CHUNK_FIELDS)."""
+    ``rows``: chunk rows read on the way go here (CHUNK_FIELDS); ``leading``: the ranking's head that
+    matches the question, chains along its facts included (``place_chains``)."""
     rows = rows if rows is not None else {}
     chains = params.chains
     assert chains is not None
@@ -310,7 +312,7 @@ def chained_chunk_scores(store: DocStore, tenant: str, kb_ids: Sequence[str], gr
         return None
     if chains.context_weight > 0 and question_words:
         found = _with_context(store, tenant, kb_ids, graph, found, naive, chains, question_words, rows)
-    placed = place_chains([h.chunk_id for h in naive], starts, found, chains)
+    placed = place_chains([h.chunk_id for h in naive], starts, found, chains, leading)
     return naive_order(placed)
 
 
@@ -424,6 +426,8 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
         entity_seeds, confidence = ppr_seeds(seeds, graph, params, about)
         scores, walked = chunk_scores(graph, entity_seeds, naive, params, confidence)
 
+    leading: list[str] = []  # ranked() fills it
+
     def ranked() -> list[RetrievedChunk]:
         chunk_scores_ = scores
         rows: dict[str, dict] = {}
@@ -432,7 +436,7 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
             chained = chained_chunk_scores(store, tenant, kb_ids, graph, np.asarray(vector, dtype=np.float32), naive,
                                            params, embedder.similarity_floor if embedder is not None else 0.0,
                                            fact_ends(seeds, graph, params, about), named_weights(seeds, graph, params),
-                                           analysis.own_words(), rows)
+                                           analysis.own_words(), rows, leading)
             chunk_scores_ = chained if chained is not None else naive_order([h.chunk_id for h in naive])
         return _ranked_chunks(store, tenant, kb_ids, graph, naive, chunk_scores_, params, rows)
 
@@ -446,13 +450,14 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
                                     name="kbgraph-ppr-entities")
     return PPRResult(entities=entities, chunks=chunks, context=render_context(chunks, entities),
                      citations=citation_map(chunks),
-                     matching=_leading(chunks, chain_starts(naive, params.chains) if params.chains is not None else []))
+                     matching=_leading(chunks, [*chain_starts(naive, params.chains), *leading]
+                                       if params.chains is not None else []))
 
 
 def _leading(chunks: Sequence[RetrievedChunk], starts: Sequence[str]) -> list[str]:
-    """The ranking's first chunks up to the last passage that matches the question (with the chained
-    passages placed among those, along the question's facts)."""
-    wanted, out = set(starts), []
+    """The ranking's first chunks up to the last passage that matches the question or that a chain
+    along one of its facts placed among or right after them (``starts``)."""
+    wanted, out = set(starts) & {chunk.chunk_id for chunk in chunks}, []
     for chunk in chunks:
         if not wanted:
             break

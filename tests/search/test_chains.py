@@ -167,6 +167,22 @@ def test_a_chain_along_the_questions_fact_goes_right_after_its_start_within_the_
     assert not chains()[0].along_fact
 
 
+def test_the_best_chain_along_a_fact_leads_with_the_passages_that_match_the_question() -> None:
+    society = entity_number(CITES, "brenford society")
+    found = chains(facts={society: {"journal": 1.0}})
+    second = Chain(start="journal", entity=found[0].entity, target="founding", evidence=found[0].evidence - 1.0,
+                   along_fact=True)
+    leading: list[str] = []
+    placed = place_chains(["journal", "distractor", "weak"], ["journal"], [found[0], second], PARAMS, leading)
+    assert placed == ["journal", "presidents", "founding", "distractor", "weak"]
+    # the head other graph evidence may not reorder: the matching passage and the best fact's page,
+    # not every chain (mix's kg support still competes for the rest of the page)
+    assert leading == ["journal", "presidents"]
+    leading = []
+    place_chains(["journal", "distractor", "weak"], ["journal"], chains(), PARAMS, leading)
+    assert leading == ["journal"]  # a chain along no fact leads nothing
+
+
 def test_at_most_max_chained_passages_go_ahead_of_naives_weaker_hits() -> None:
     cites = {**CITES, "founding": ["brenford society"], "charter": ["brenford society"]}
     found = chains(cites=cites, z={**Z, "founding": 2.0, "charter": 1.5})
