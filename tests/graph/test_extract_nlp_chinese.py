@@ -166,3 +166,28 @@ def test_a_firm_keeps_its_trade_word_and_a_foreign_name_cut_in_two_before_the_fi
     found = entities("投资者喜爱百胜餐饮集团。哈雷戴维森公司的发言人称年表并不准确。中国汽车市场回暖。")
     assert found["百胜餐饮集团"] == "organization" and found["哈雷戴维森"] == "organization"
     assert not {"百胜", "餐饮集团", "哈雷", "戴维森公司", "中国汽车"} & set(found)
+
+
+def test_a_latin_gloss_is_the_name_before_it_whatever_its_particles() -> None:
+    found = entities("国王让穆罕默德•杰登（Mohammed al-Jadaan）代替政坛老手。博伊·斯特（Von Beust）解释说，费用增加了。")
+    assert found["穆罕默德•杰登"] == "person" and found["博伊·斯特"] == "person"
+    assert not {"Mohammed", "Beust", "Von Beust"} & set(found)
+
+
+def test_a_transliterated_names_last_syllable_stays_with_it_before_a_bracket_or_as_a_bound_morpheme() -> None:
+    found = entities("警察问我是否认识作家君特·德·布吕因（Günter de Bruyn）。前部长谴责布里斯·奥尔特弗是一个暴徒。"
+                     "因大雨，比赛推迟。")
+    assert "君特·德·布吕因" in found and found["布里斯·奥尔特弗"] == "person"
+    assert not {"君特·德·布吕", "布里斯·奥尔特"} & set(found)
+
+
+def test_a_place_a_sport_and_a_competition_word_are_one_event() -> None:
+    found = entities("她在澳洲网球公开赛上引发轰动。中国羽毛球公开赛在福州举行。")
+    assert found["澳洲网球公开赛"] == "event" and found["中国羽毛球公开赛"] == "event"
+    assert not {"澳洲", "中国羽毛球"} & set(found)
+
+
+def test_a_numbered_university_or_school_is_one_organization() -> None:
+    found = entities("罗马第三大学的四名学生发明了一种头盔。他毕业于北京第四中学。这是第三次会议。")
+    assert found["罗马第三大学"] == "organization" and found["北京第四中学"] == "organization"
+    assert not {"罗马", "第三"} & set(found)

@@ -56,6 +56,9 @@ _ARMY_CHARS = frozenset("军兵部")  # "陆完军", "曹爽军": the person's a
 _TITLE_SUBJECT_MAX = 12
 _THING_FLAGS = frozenset("nz nt nlg nev".split())
 _CJK_WORD_RE = re.compile(r"^[\u4e00-\u9fff·]+$")
+# institutions a city numbers ("罗马第三大学", "北京第四中学", "第二人民医院")
+_CJK_ORDINAL = re.compile(r"^第[一二三四五六七八九十百]{1,3}$")
+_CJK_NUMBERED_ORGS = frozenset("大学 中学 小学 高中 医院 人民医院 中心医院 实验室 研究所 研究院".split())
 # what follows a page's subject where its text begins: a gloss, a comma, a copula ("于乐，", "X（", "X是")
 _SUBJECT_FOLLOWERS = frozenset("（(，,是为")
 # what jieba tags the single characters of a coined name it could not read as one word
@@ -200,6 +203,8 @@ def _whole_orgs(pairs: list[tuple[str, str]], heads: dict[str, set[str]] | None 
                 and pairs[i + 1][1] in _CJK_CHAR_TAGS and _cjk_word(word + pairs[i + 1][0]):
             head, width = word + pairs[i + 1][0], 2  # "恒" + "岳", "青" + "禾": jieba cut a coined name in two
         end = i + width
+        if end + 1 < len(pairs) and _CJK_ORDINAL.match(pairs[end][0]) and pairs[end + 1][0] in _CJK_NUMBERED_ORGS:
+            end += 1  # "罗马" + "第三" + "大学", "北京" + "第四" + "中学": an institution's number
         while end < len(pairs) and pairs[end][0] in _CJK_INDUSTRY_SUFFIXES:
             end += 1
         glued = end > i + width and width == 1 and len(word) == 3 and word[0] in _CJK_FUNCTION_CHARS \

@@ -73,7 +73,10 @@ _ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 # a club's name may go on with these ("成都谢菲联" + "足球俱乐部"); "队" after it is a description
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
-_EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+_EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 公开赛 大师赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+# a sport between a place and a competition word: one event ("澳洲" + "网球" + "公开赛")
+_SPORTS = frozenset("""网球 足球 篮球 排球 羽毛球 乒乓球 高尔夫 高尔夫球 斯诺克 台球 田径 游泳 棋 围棋 象棋 国际象棋 马拉松
+自行车 赛车 拳击 击剑 滑雪 冰球 橄榄球 板球 棒球 手球 沙滩排球 花样滑冰 摔跤 柔道 举重 射击 体操""".split())
 # referendums: a place and what it votes on before them name one ("苏格兰独立公投", "英国脱欧公投")
 _VOTE_WORDS = frozenset("公投 公民投票 全民公投 全民投票".split())
 # words of scope that name an event before a games word ("世界" + "博览会", "冬季" + "奥运会")
@@ -136,7 +139,7 @@ def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     surname written without the dot); "伊斯" + "内尔" -> "伊斯内尔" (a foreign name jieba cut into
     pieces it tags as names; ``freq``: jieba's dictionary frequency)."""
     out: list[Pair] = []
-    for word, flag in pairs:
+    for i, (word, flag) in enumerate(pairs):
         after_dot = _name_part((word, flag)) or all(ch in TRANSLITERATION for ch in word)  # "拉" (v) in 杰西卡·拉布罗卡
         initial = len(out) >= 2 and _unit_syllable(out[-2], out[-3] if len(out) >= 3 else None) \
             and _transliterated(word) and len(word) >= 2  # "克" "·" "帕克": an initial jieba read as a gram
@@ -145,8 +148,8 @@ def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
             prev = out.pop()[0]
             out.append((prev + dot + word, "nr"))
             continue
-        if out and len(word) == 1 and word in TRANSLITERATION and flag in _PERSON_TAGS and out[-1][1] == "nr" \
-                and any(d in out[-1][0] for d in _DOTS):
+        if out and len(word) == 1 and word in TRANSLITERATION and out[-1][1] == "nr" \
+                and any(d in out[-1][0] for d in _DOTS) and _last_syllable(flag, pairs[i + 1] if i + 1 < len(pairs) else None):
             out.append((out.pop()[0] + word, "nr"))  # "克里斯蒂安·沃尔玛" + "尔": its last syllable
             continue
         if out and _transliterated(word) and flag not in _VERBAL and out[-1][1] == "nr" \
@@ -168,6 +171,19 @@ def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
             continue
         out.append((word, flag))
     return out
+
+
+def _last_syllable(flag: str, after: Pair | None) -> bool:
+    """Whether one transliteration character after a dotted name ends it: jieba tagged it as part of
+    a name, or as a bound morpheme that is no word alone ("布里斯·奥尔特" + "弗" (dg)), or nothing
+    follows it but a bracket or punctuation, where no word it could start stands ("君特·德·布吕" +
+    "因" + "（Günter de Bruyn）": 因 is no preposition there)."""
+    if flag in _PERSON_TAGS or (len(flag) == 2 and flag.endswith("g")):
+        return True
+    return after is None or after[1] == "x" and after[0].strip() in _CLOSERS
+
+
+_CLOSERS = frozenset("（ ( ） ) ， , 。 、 ； ; ： : ！ ？ ” 」 』 》".split()) | {""}
 
 
 def _unit_syllable(pair: Pair, before: Pair | None) -> bool:
@@ -381,13 +397,23 @@ def _events(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"中甲" + "联赛" -> "中甲联赛" (an event): a name or abbreviation before a league or games word;
     a name before a battle, war or treaty word ("凡尔登" + "会战", "天津" + "条约"; not "国际条约").
     A common noun before a league word is a kind of league ("低" + "级别" + "联赛"). A place, what it
-    votes on (one verb or noun) and a referendum word are one event ("苏格兰" + "独立" + "公投")."""
+    votes on (one verb or noun) and a referendum word are one event ("苏格兰" + "独立" + "公投"); so
+    are a place, a sport and a competition word ("澳洲" + "网球" + "公开赛")."""
     out: list[Pair] = []
     for word, flag in pairs:
         if word in _VOTE_WORDS and len(out) >= 2 and out[-2][1] == "ns" and _CJK_WORD.match(out[-1][0]) \
                 and len(out[-1][0]) <= 2 and out[-1][1] in ("v", "vn", "n", "ns", "j"):
             what = out.pop()[0]
             out.append((out.pop()[0] + what + word, "nev"))
+            continue
+        if word in _EVENT_SUFFIXES and len(out) >= 2 and out[-1][0] in _SPORTS and out[-2][1] in ("ns", "nz", "j") \
+                and _CJK_WORD.match(out[-2][0]):
+            sport = out.pop()[0]
+            out.append((out.pop()[0] + sport + word, "nev"))
+            continue
+        if word in _EVENT_SUFFIXES and out and out[-1][1] in _NAME_TAGS and len(out[-1][0]) <= 8 \
+                and any(out[-1][0].endswith(sport) and len(out[-1][0]) > len(sport) for sport in _SPORTS):
+            out.append((out.pop()[0] + word, "nev"))  # "中国羽毛球" (jieba's one word) + "公开赛"
             continue
         named = word in _BATTLE_SUFFIXES and out and out[-1][1] in _NAME_TAGS
         if (word in _EVENT_SUFFIXES or named) and out and 2 <= len(out[-1][0]) <= 4 and _CJK_WORD.match(out[-1][0]) \
@@ -433,11 +459,13 @@ def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     """"潘淑的" -> "潘淑" + "的", "尼高·高华为" -> "尼高·高华" + "为": a particle, conjunction or
     adverb jieba's guessing ran onto the end of a person's name; onto a word its dictionary knows
     ("任教" + "于", "晋升" + "为"), it made no name at all. A verb after a name the dictionary knows
-    far better than the whole ("刘备入" + "蜀") is cut off too."""
+    far better than the whole ("刘备入" + "蜀") is cut off too. A dotted name's last transliteration
+    character before a bracket or punctuation stays ("君特·德·布吕因（Günter de Bruyn）")."""
     out: list[Pair] = []
-    for word, flag in pairs:
+    for i, (word, flag) in enumerate(pairs):
         rest = word[:-1]
-        dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2
+        dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2 \
+            and not (word[-1] in TRANSLITERATION and _last_syllable("", pairs[i + 1] if i + 1 < len(pairs) else None))
         if flag in _PERSON_TAGS and len(word) == 3 and _CJK_WORD.match(word) and freq(rest) > 10 * freq(word) \
                 and dictionary_tag(rest) in _PERSON_TAGS and (dictionary_tag(word[-1]) or "n")[:1] in "vdpcu" \
                 and word[-1] not in TRANSLITERATION and rest not in COMPOUND_SURNAMES:  # not 巴特拉, 慕容垂

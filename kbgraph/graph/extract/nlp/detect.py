@@ -51,20 +51,23 @@ def _link_glosses(text: str, cands: dict[str, _Candidate], occurrences: list[tup
                   ) -> list[tuple[int, int, str]]:
     """A Latin-script name in parentheses right after a Chinese name, alone or after a label
     ("加拿大广场（英文：Canada Place）", "霍普利（Hopley）"), is that entity's name in another
-    language: its occurrences and votes move to the Chinese name."""
+    language: its occurrences and votes move to the Chinese name. So do the parts of it the Latin
+    name finder read alone ("Mohammed" of "穆罕默德•杰登（Mohammed al-Jadaan）", "Beust" of "（Von
+    Beust）"): the gloss is one name, however its particles are written."""
     at = {(off, key) for _, off, key in occurrences}
     ends = {off + len(cands[key].name): key for off, key in at if key in cands and _CJK_CHAR.match(cands[key].name)}
     moved: dict[str, str] = {}
     for m in _GLOSS.finditer(text):
         target = ends.get(m.start())
-        gloss = next((key for off, key in at if off == m.start(1) and key in cands
-                      and cands[key].name == " ".join(m.group(1).split())), None)
-        if target is None or gloss is None or gloss == target or gloss in moved:
+        if target is None:
             continue
-        moved[gloss] = target
-        full, cand = cands[target], cands.pop(gloss)
-        full.votes.update(cand.votes)
-        full.sentences = sorted(set(full.sentences) | set(cand.sentences))
+        inside = {key for off, key in at if m.start(1) <= off < m.end(1) and key in cands and key != target
+                  and not _CJK_CHAR.search(cands[key].name)}
+        for gloss in sorted(inside - set(moved)):
+            moved[gloss] = target
+            full, cand = cands[target], cands.pop(gloss)
+            full.votes.update(cand.votes)
+            full.sentences = sorted(set(full.sentences) | set(cand.sentences))
     return [(si, off, moved.get(key, key)) for si, off, key in occurrences]
 
 
