@@ -191,3 +191,11 @@ def test_a_numbered_university_or_school_is_one_organization() -> None:
     found = entities("罗马第三大学的四名学生发明了一种头盔。他毕业于北京第四中学。这是第三次会议。")
     assert found["罗马第三大学"] == "organization" and found["北京第四中学"] == "organization"
     assert not {"罗马", "第三"} & set(found)
+
+
+def test_a_club_named_for_its_city_is_one_organization_and_its_own_name_alone_stands_for_it() -> None:
+    found = entities("北京国安与天津泰达比赛。国安赢了，泰达输了。")
+    assert found["北京国安"] == "organization" and found["天津泰达"] == "organization"
+    assert not {"国安", "泰达"} & set(found)
+    districts = entities("北京朝阳区很大，朝阳有很多公园。")
+    assert districts.get("朝阳") == "geo"  # a district after its city is no firm's name

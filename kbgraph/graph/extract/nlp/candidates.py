@@ -72,7 +72,8 @@ def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[in
     ordinary one), initials ("CW" and "Conor Wynne", "UK" and "United Kingdom"), and in Chinese the
     last part of a transliterated name ("罗迪奇", "亚历山大·罗迪奇"), the end of an organization's
     name after its place ("建业", "河南建业") or the start of a longer name ("鑫诺", "鑫诺卫星公司")."""
-    longer = _short_forms(cands)
+    firms: set[str] = set()
+    longer = _short_forms(cands, firms)
     moved: dict[str, str] = {}
     for key, cand in cands.items():
         if key not in longer or len(longer[key]) != 1 or cand.name_part:
@@ -80,7 +81,9 @@ def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[in
         target = next(iter(longer[key]))
         full = cands[target]
         initials = cand.name.isupper() and " " not in key
-        if not initials and full.votes and cand.votes \
+        if key in firms:
+            full.votes["organization"] += sum(full.votes.values()) + sum(cand.votes.values()) + 1
+        elif not initials and full.votes and cand.votes \
                 and full.votes.most_common(1)[0][0] != cand.votes.most_common(1)[0][0]:
             continue  # "Harbor" (a place) is not "Tin Harbor"'s short form only because it is its last word
         moved[key] = target
@@ -93,15 +96,16 @@ def _link_short_names(cands: dict[str, "_Candidate"], occurrences: list[tuple[in
     return [(si, off, moved.get(key, key)) for si, off, key in occurrences]
 
 
-def _short_forms(cands: dict[str, "_Candidate"]) -> dict[str, set[str]]:
-    """Short key -> the longer keys it may stand for."""
+def _short_forms(cands: dict[str, "_Candidate"], firms: set[str] | None = None) -> dict[str, set[str]]:
+    """Short key -> the longer keys it may stand for; ``firms`` receives the short keys that are a
+    club's or firm's own name after its city (their longer name is an organization)."""
     from kbgraph.graph.extract.nlp.lexicon import ordinary_word
 
     longer: dict[str, set[str]] = defaultdict(set)
     for key, cand in cands.items():
         parts = key.split()
         if _CJK_KEY.match(key):
-            _chinese_short_forms(key, cand, cands, longer)
+            _chinese_short_forms(key, cand, cands, longer, firms if firms is not None else set())
             continue
         # "Mrs. Fezziwig" is not "Fezziwig" (Mr. Fezziwig, titles dropped): titled names take no short form
         if len(parts) < 2 or parts[0].rstrip(".") in _TITLE_ABBR:
@@ -124,8 +128,12 @@ def _short_forms(cands: dict[str, "_Candidate"]) -> dict[str, set[str]]:
 
 
 def _chinese_short_forms(key: str, cand: "_Candidate", cands: dict[str, "_Candidate"],
-                         longer: dict[str, set[str]]) -> None:
+                         longer: dict[str, set[str]], firms: set[str]) -> None:
     top = cand.votes.most_common(1)[0][0] if cand.votes else ""
+    tail = _city_named_firm(key, cands) if top != "person" else None
+    if tail is not None:  # "北京国安" -> "国安", "天津泰达" -> "泰达": a club or firm named for its city
+        longer[tail].add(key)
+        firms.add(tail)
     for dot in "·•‧・":
         if dot in key:  # "罗迪奇" or "亚历山大" of "亚历山大·罗迪奇"
             longer[key.rsplit(dot, 1)[1]].add(key)
@@ -138,6 +146,21 @@ def _chinese_short_forms(key: str, cand: "_Candidate", cands: dict[str, "_Candid
             longer[tail].add(key)  # "河南建业" -> "建业"
         if head in cands and _votes_top(cands[head]) not in ("geo", "person"):
             longer[head].add(key)  # "鑫诺卫星公司" -> "鑫诺"
+
+
+def _city_named_firm(key: str, cands: dict[str, "_Candidate"]) -> str | None:
+    """The tail of a name made of a place the dictionary knows and a coined name that the chunk
+    also writes alone ("北京" + "国安", "大连" + "实德"), or None. A place after a place ("北京朝阳")
+    is a district, a person's name after it a native (neither is a firm)."""
+    from kbgraph.graph.extract.nlp.chinese_cues import dictionary_tag
+
+    for cut in (2, 3):
+        head, tail = key[:cut], key[cut:]
+        if len(tail) >= 2 and tail in cands and dictionary_tag(head) == "ns" \
+                and dictionary_tag(tail) not in ("ns", "nr", "nrfg", "nrt") \
+                and _votes_top(cands[tail]) not in ("geo", "person"):
+            return tail
+    return None
 
 
 def _votes_top(cand: "_Candidate | None") -> str:
