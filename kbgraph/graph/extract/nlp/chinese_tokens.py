@@ -173,17 +173,21 @@ def _dotted(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     return out
 
 
+# what may follow a name's last character where no word could start with that character
+_CLOSERS = frozenset("（ ( ） ) ， , 。 、 ； ; ： : ！ ？ ” 」 』 》".split()) | {""}
+
+
 def _last_syllable(flag: str, after: Pair | None) -> bool:
     """Whether one transliteration character after a dotted name ends it: jieba tagged it as part of
     a name, or as a bound morpheme that is no word alone ("布里斯·奥尔特" + "弗" (dg)), or nothing
-    follows it but a bracket or punctuation, where no word it could start stands ("君特·德·布吕" +
-    "因" + "（Günter de Bruyn）": 因 is no preposition there)."""
-    if flag in _PERSON_TAGS or (len(flag) == 2 and flag.endswith("g")):
-        return True
-    return after is None or after[1] == "x" and after[0].strip() in _CLOSERS
+    follows it but a bracket or punctuation (``_closes``)."""
+    return flag in _PERSON_TAGS or (len(flag) == 2 and flag.endswith("g")) or _closes(after)
 
 
-_CLOSERS = frozenset("（ ( ） ) ， , 。 、 ； ; ： : ！ ？ ” 」 』 》".split()) | {""}
+def _closes(after: Pair | None) -> bool:
+    """Whether ``after`` (the pair after a character, None at the end) leaves the character no word
+    to start: "君特·德·布吕" + "因" + "（Günter de Bruyn）": 因 is no preposition there."""
+    return after is None or (after[1] == "x" and after[0].strip() in _CLOSERS)
 
 
 def _unit_syllable(pair: Pair, before: Pair | None) -> bool:
@@ -464,8 +468,8 @@ def _clipped(pairs: list[Pair], freq: Callable[[str], int]) -> list[Pair]:
     out: list[Pair] = []
     for i, (word, flag) in enumerate(pairs):
         rest = word[:-1]
-        dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2 \
-            and not (word[-1] in TRANSLITERATION and _last_syllable("", pairs[i + 1] if i + 1 < len(pairs) else None))
+        kept = word[-1] in TRANSLITERATION and _closes(pairs[i + 1] if i + 1 < len(pairs) else None)
+        dotted = any(d in rest for d in _DOTS) and len(re.split("[·•‧・]", rest)[-1]) >= 2 and not kept
         if flag in _PERSON_TAGS and len(word) == 3 and _CJK_WORD.match(word) and freq(rest) > 10 * freq(word) \
                 and dictionary_tag(rest) in _PERSON_TAGS and (dictionary_tag(word[-1]) or "n")[:1] in "vdpcu" \
                 and word[-1] not in TRANSLITERATION and rest not in COMPOUND_SURNAMES:  # not 巴特拉, 慕容垂

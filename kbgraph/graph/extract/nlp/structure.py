@@ -271,8 +271,8 @@ def _nick_case(nick: str) -> re.RegexFlag:
     """How a nick is looked for in the log's lines: people address one another in any case
     ("actionparsnip, how??" to ActionParsnip), unless the nick is a word of its own ("home", "Mate"),
     which then stands for the nick only as written."""
-    return re.NOFLAG if len(nick) < 4 or ordinary_word(nick) or not nick.isalnum() and ordinary_word(
-        nick.strip("_-`^|0123456789")) else re.IGNORECASE
+    word = nick.strip("_-`^|0123456789")  # "Mate_", "home2": the word under a nick's decorations
+    return re.NOFLAG if len(nick) < 4 or ordinary_word(nick) or ordinary_word(word) else re.IGNORECASE
 
 
 def _nick(nick: str) -> bool:
