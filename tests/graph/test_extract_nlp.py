@@ -281,3 +281,17 @@ def test_what_a_subject_line_asks_about_a_name_is_no_part_of_it() -> None:
                                          "page first."))
     assert "linux" in ents and "sendmail" in ents
     assert not {"linux install", "sendmail problem"} & set(ents)
+
+
+def test_an_ordinary_word_before_a_speech_verb_at_a_sentences_start_is_no_person() -> None:
+    ents = by_key(NLPExtractor().extract(
+        "Researchers say analysing tumour DNA may help. Police said the road was closed. Marley said nothing."))
+    assert not {"researchers", "police", "dna"} & set(ents)
+    assert ents["marley"].type == "person"  # a name before "said" still is one
+
+
+def test_a_compass_word_and_a_nationality_are_an_adjective_not_a_name() -> None:
+    ents = by_key(NLPExtractor().extract(
+        "The South Korean company switched its own component. He flew to South Africa, then to Seoul."))
+    assert "south korean" not in ents
+    assert {"south africa", "seoul"} <= set(ents)

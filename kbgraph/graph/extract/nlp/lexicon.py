@@ -59,6 +59,7 @@ wav wave riff mp3 mp4 jpg jpeg png gif tif tiff bmp avi mov mkv ogg flac aac zip
 rtf xls xlsx ppt pptx docx odt tex ps eps svg wi-fi
 eof iso isos faq
 cd-r cd-rw dvd-r dvd-rw dvd-ram eprom eeprom atx iso9660 udf ext2 ext3 ext4 fat32 vfat hfs lba mbr
+dna rna hfc cfc ppm uv ceo cfo coo cto mla mep
 """.split()) - {"uk", "usa", "gnu"}
 
 # adjectives of nationality, language, people or faith: "French", "Frankish", "Catholic" are no

@@ -398,6 +398,9 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     return words, idxs
 
 
+_COMPASS = frozenset("north south east west northern southern eastern western central".split())
+
+
 def _initial_letter(words: list[str], idxs: list[int]) -> bool:
     """"A. O. Smith": a capital letter run into the name by its period is an initial, not "a"."""
     return len(words) > 1 and len(words[0]) == 1 and words[0].isupper() and len(words[1]) <= 2 \
@@ -488,6 +491,8 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
     if trimmed is None:
         return
     words, idxs, person = trimmed
+    if len(words) == 2 and words[0].lower() in _COMPASS and nationality_word(_POSSESSIVE.sub("", words[1])):
+        return  # "The South Korean company", "North Korean troops": an adjective of nationality
     first, last = idxs[0], idxs[-1]
     end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
     if len(words) == 1 and "-" in words[0] and words[0].rsplit("-", 1)[1].islower():
@@ -501,11 +506,13 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
     key = _key(name)
     if not key:
         return
-    # a speech verb right next to the name, with no quote between: 'said Scrooge', 'Scrooge said'
+    # a speech verb right next to the name, with no quote between: 'said Scrooge', 'Scrooge said';
+    # not an ordinary word that starts the sentence ("Researchers say", "Police said")
     prev_tok = toks[run[0] - 1] if run[0] > 0 else None
     next_tok = toks[run[-1] + 1] if run[-1] + 1 < len(toks) else None
-    if (prev_tok and prev_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[prev_tok[2]:toks[run[0]][1]])) or (
-            next_tok and next_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[toks[run[-1]][2]:next_tok[1]])):
+    speaks = (prev_tok and prev_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[prev_tok[2]:toks[run[0]][1]])) \
+        or (next_tok and next_tok[0].lower() in _SPEECH and _PLAIN_GAP.match(text[toks[run[-1]][2]:next_tok[1]]))
+    if speaks and not (len(words) == 1 and initial[first] and plain_word(words[0])):
         person += 2
     # a word capitalized where any word is (a sentence's, line's or field's first) is a name when it
     # is no ordinary word ("Eircom", "Waider"), or the chunk also capitalizes it elsewhere
