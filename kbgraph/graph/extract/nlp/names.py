@@ -21,7 +21,7 @@ from kbgraph.graph.extract.nlp.candidates import _Candidate, _key, _take_title
 from kbgraph.graph.extract.nlp.lexicon import generic_acronym, interjection, nationality_word, ordinary_word, plain_word
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _LATIN, _SPACES, _heading_lines
 from kbgraph.graph.extract.nlp.words import (
-    _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
+    _COMPASS, _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
     _GIVEN_NAMES_IN_AN, _LONE_TITLES, _ORG_FIRST, _ORG_HEADS, _REQUEST_WORDS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR,
     _TITLES_DROP, _TITLES_KEEP,
 )
@@ -396,9 +396,6 @@ def _cut_edges(words: list[str], idxs: list[int], initial: list[bool],
     if generic and len(words) == 1 and ordinary_word(words[0]):
         return [], []  # "BIOS Setup", "Legacy ISA": a thing's description, not a name
     return words, idxs
-
-
-_COMPASS = frozenset("north south east west northern southern eastern western central".split())
 
 
 def _initial_letter(words: list[str], idxs: list[int]) -> bool:

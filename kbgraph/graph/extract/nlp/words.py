@@ -86,3 +86,6 @@ victoria walter william aaron ahmed ali amir ana andrea angela anton astrid carl
 felix fatima gwen hana hans ines ivan jonas juan julia kenji li lin luca lucas malcolm maria marta mei mohammed
 nina nora olga omar owen pablo priya raj rosa sofia sven tomasz wei yuki zara
 """.split())
+
+# compass words before a nationality make an adjective of it ("South Korean"), not a name
+_COMPASS = frozenset("north south east west northern southern eastern western central".split())
