@@ -295,3 +295,27 @@ def test_a_compass_word_and_a_nationality_are_an_adjective_not_a_name() -> None:
         "The South Korean company switched its own component. He flew to South Africa, then to Seoul."))
     assert "south korean" not in ents
     assert {"south africa", "seoul"} <= set(ents)
+
+
+def test_a_hyphenated_modifier_is_no_part_of_the_name_after_it() -> None:
+    """"the Oscar-winning Gravity", "the London-based Acme Holdings": the modifier's own name stands
+    alone (Oscar, London) and the name after it starts after it; a hyphenated name whose parts are
+    all capitalized stays one ("Rolls-Royce Holdings", "Saint-Clair-sur-Epte")."""
+    names = {e.name for e in NLPExtractor().extract(
+        "Critics loved the Oscar-winning Gravity. The London-based Acme Holdings bought Rolls-Royce Holdings "
+        "after Saint-Clair-sur-Epte had written to them.").entities}
+    assert {"Gravity", "Acme Holdings", "London", "Rolls-Royce Holdings", "Saint-Clair-sur-Epte"} <= names
+    assert not any("-winning" in n or "-based" in n for n in names)
+
+
+def test_a_lower_case_head_makes_one_event_of_a_name() -> None:
+    """"the Paris agreement" is an agreement, not Paris; "the treaty of Saint-Clair-sur-Epte" a treaty;
+    the capitalized heads ("the Edinburgh Agreement") are events too; a plural after a verb is not one."""
+    found = {e.name: e.type for e in NLPExtractor().extract(
+        "Delegates in Brussels praised the Paris agreement. The Edinburgh Agreement came first. The duchy "
+        "was founded by the treaty of Saint-Clair-sur-Epte. Thousands joined the Victorian gold rush. "
+        "Obama signed agreements with Cuba.").entities}
+    assert found["Paris agreement"] == "event" and "Paris" not in found
+    assert found["Edinburgh Agreement"] == "event" and found["Victorian gold rush"] == "event"
+    assert found["treaty of Saint-Clair-sur-Epte"] == "event"
+    assert not any("agreements" in name for name in found)

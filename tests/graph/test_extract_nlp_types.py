@@ -38,3 +38,11 @@ def test_the_default_types_are_unchanged() -> None:
     found = types("Mr. Hector Vane joined the Lumen Guild. He sailed to the town of Varrow for the Flood Festival.")
     assert found == {"Hector Vane": "person", "Lumen Guild": "organization", "Varrow": "geo",
                      "Flood Festival": "event"}
+
+
+def test_a_given_name_of_the_census_lists_before_a_surname_makes_a_person() -> None:
+    """No cue but the first name: the hand list of common given names lacks "Sandra" and "Keira",
+    the Census's lists do; a given name that is also an ordinary word ("Grant") proves nothing."""
+    assert types("The film starred Sandra Bullock.")["Sandra Bullock"] == "person"
+    assert types("Critics liked the remake with Keira Knightley.")["Keira Knightley"] == "person"
+    assert types("The audit went to Grant Thornton.").get("Grant Thornton") != "person"

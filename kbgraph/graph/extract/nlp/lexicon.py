@@ -14,6 +14,7 @@ import errno
 import gzip
 import signal
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
 from kbgraph.graph.extract.nlp.words import _FIRST_NAMES, _STOP
@@ -128,6 +129,28 @@ def ordinary_word(word: str) -> bool:
     # "Rentals"); any plural of a listed word would be too many (Hastings: "hasting")
     return low in _STOP or low in _INTERJECTIONS or low in words or _foreign_interjection(word) \
         or (len(low) > 5 and low.endswith("als") and low[:-1] in words)
+
+
+@lru_cache(maxsize=1)
+def _census_given_names() -> frozenset[str]:
+    """The given names of the 1990 US Census (5,163, as the ``names`` package ships them), less
+    those that are ordinary words too ("Will", "June", "Grant"): a word of these lists before a
+    surname says a person where nothing else in the text does ("Sandra Bullock starred")."""
+    package = resources.files("names")
+    found: set[str] = set()
+    for part in ("dist.male.first", "dist.female.first"):
+        for line in package.joinpath(part).read_text(encoding="ascii").splitlines():
+            name = line.split(maxsplit=1)[0].lower() if line.strip() else ""
+            if len(name) >= 2 and not ordinary_word(name):
+                found.add(name)
+    return frozenset(found)
+
+
+def given_name(word: str) -> bool:
+    """A given name: one of the hand list (which keeps "Mark", "Bill", "Rose", ordinary words too)
+    or of the Census's that is no ordinary word."""
+    low = word.lower()
+    return low in _FIRST_NAMES or low in _census_given_names()
 
 
 def _foreign_interjection(word: str) -> bool:

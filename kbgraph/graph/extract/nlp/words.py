@@ -73,7 +73,7 @@ _GEO_NOUNS = frozenset("town city village port county kingdom province state isl
 _GEO_PREPS = frozenset("in near across throughout".split())
 _EVENT_HEADS = frozenset("war wars festival battle treaty revolution conference summit games olympics election "
                          "crisis cup championship eve fair expedition massacre rebellion uprising congress "
-                         "ceremony coronation siege day".split())
+                         "ceremony coronation siege day agreement accord accords referendum protocol".split())
 _HOLIDAYS = frozenset("christmas easter halloween thanksgiving hanukkah ramadan diwali passover pentecost "
                       "michaelmas whitsun".split())
 _FIRST_NAMES = frozenset("""
