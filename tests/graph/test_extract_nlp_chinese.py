@@ -199,3 +199,16 @@ def test_a_club_named_for_its_city_is_one_organization_and_its_own_name_alone_st
     assert not {"国安", "泰达"} & set(found)
     districts = entities("北京朝阳区很大，朝阳有很多公园。")
     assert districts.get("朝阳") == "geo"  # a district after its city is no firm's name
+
+
+def test_a_court_a_union_or_an_alliance_after_a_name_and_nouns_is_one_organization() -> None:
+    """法庭, 法院, 总工会 and 联盟 end an organization's name as 协会 does: 香港最高法庭 is a court, not
+    香港; 法国工人力量总工会 a union, not 法国."""
+    found = entities("她到香港最高法庭受审。法国工人力量总工会对手册中没有涵盖的内容表示不满。")
+    assert found.get("香港最高法庭") == "organization" and found.get("法国工人力量总工会") == "organization"
+    assert "香港" not in found and "法国" not in found
+
+
+def test_a_place_before_a_festival_word_is_one_event() -> None:
+    found = entities("墨西哥希望最终将能与巴西狂欢节相匹敌。")
+    assert found.get("巴西狂欢节") == "event" and "巴西" not in found

@@ -36,7 +36,7 @@ _STATE_HEADS = frozenset("国家 中央 全国 国际 皇家 联邦 国立 省�
 # words that end an organization's name after a name and nouns ("美国消费科技协会")
 _LONG_ORG_SUFFIXES = frozenset("""
 协会 学会 俱乐部 足球俱乐部 委员会 联合会 基金会 研究院 研究所 有限公司 股份有限公司 总公司 集团 公司 银行 大学
-学院 商会 理事会
+学院 商会 理事会 法院 高等法院 最高法院 法庭 工会 总工会 联盟
 """.split())
 # classifier characters of institutions: "一所" / "这家" + an organization word is a description
 _CLASSIFIER_ENDINGS = frozenset("所家个间座支位名")

@@ -73,7 +73,7 @@ _ADMIN_ENDINGS = frozenset("村镇县郡州省市区乡")
 # a club's name may go on with these ("成都谢菲联" + "足球俱乐部"); "队" after it is a description
 _CLUB_SUFFIXES = ("俱乐部", "足球俱乐部")
 # a league, cup or games after a name or an abbreviation is an event ("中甲" + "联赛", "亚冠" + "联赛")
-_EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 公开赛 大师赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 峰会".split())
+_EVENT_SUFFIXES = frozenset("联赛 杯 锦标赛 公开赛 大师赛 运动会 奥运会 博览会 展览会 电影节 音乐节 艺术节 狂欢节 啤酒节 文化节 戏剧节 峰会".split())
 # a sport between a place and a competition word: one event ("澳洲" + "网球" + "公开赛")
 _SPORTS = frozenset("""网球 足球 篮球 排球 羽毛球 乒乓球 高尔夫 高尔夫球 斯诺克 台球 田径 游泳 棋 围棋 象棋 国际象棋 马拉松
 自行车 赛车 拳击 击剑 滑雪 冰球 橄榄球 板球 棒球 手球 沙滩排球 花样滑冰 摔跤 柔道 举重 射击 体操""".split())
