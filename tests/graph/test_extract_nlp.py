@@ -306,6 +306,9 @@ def test_a_hyphenated_modifier_is_no_part_of_the_name_after_it() -> None:
         "after Saint-Clair-sur-Epte had written to them.").entities}
     assert {"Gravity", "Acme Holdings", "London", "Rolls-Royce Holdings", "Saint-Clair-sur-Epte"} <= names
     assert not any("-winning" in n or "-based" in n for n in names)
+    # a romanized name writes its syllables with a lower-case hyphenated part: no modifier
+    names = {e.name for e in NLPExtractor().extract("Kim Jong-un met Chiu Man-cheuk in Pyongyang.").entities}
+    assert {"Kim Jong-un", "Chiu Man-cheuk"} <= names
 
 
 def test_a_lower_case_head_makes_one_event_of_a_name() -> None:

@@ -41,8 +41,11 @@ def test_the_default_types_are_unchanged() -> None:
 
 
 def test_a_given_name_of_the_census_lists_before_a_surname_makes_a_person() -> None:
-    """No cue but the first name: the hand list of common given names lacks "Sandra" and "Keira",
-    the Census's lists do; a given name that is also an ordinary word ("Grant") proves nothing."""
+    """No cue but the first name: the hand list of common given names lacks "Sandra" and "Jennifer",
+    the Census's lists have them; a given name that is also an ordinary word ("Grant"), a nationality
+    ("German") or a rare one ("Hong") proves nothing."""
     assert types("The film starred Sandra Bullock.")["Sandra Bullock"] == "person"
-    assert types("Critics liked the remake with Keira Knightley.")["Keira Knightley"] == "person"
+    assert types("Critics liked the remake with Jennifer Lawrence.")["Jennifer Lawrence"] == "person"
     assert types("The audit went to Grant Thornton.").get("Grant Thornton") != "person"
+    assert types("The German Empire and Hong Kong traded.").get("Hong Kong") != "person"
+    assert types("The German Empire and Hong Kong traded.").get("German Empire") != "person"

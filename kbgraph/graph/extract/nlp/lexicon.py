@@ -131,17 +131,27 @@ def ordinary_word(word: str) -> bool:
         or (len(low) > 5 and low.endswith("als") and low[:-1] in words)
 
 
+# the share of the Census's people (in percent) a given name needs: the rarer ones are as often
+# words of other names ("Hong" of Hong Kong, "Easter", "Warner", "Tai" are all listed under 0.01)
+_CENSUS_MIN_PERCENT = 0.01
+
+
 @lru_cache(maxsize=1)
 def _census_given_names() -> frozenset[str]:
-    """The given names of the 1990 US Census (5,163, as the ``names`` package ships them), less
-    those that are ordinary words too ("Will", "June", "Grant"): a word of these lists before a
-    surname says a person where nothing else in the text does ("Sandra Bullock starred")."""
+    """The given names of the 1990 US Census (as the ``names`` package ships them: name, percent of
+    people, cumulative percent, rank) borne by at least ``_CENSUS_MIN_PERCENT`` of them (1,555),
+    less those that are ordinary words too ("Will", "June", "Grant") or a nationality ("German"): a
+    word of these lists before a surname says a person where nothing else in the text does ("Sandra
+    Bullock starred")."""
     package = resources.files("names")
     found: set[str] = set()
     for part in ("dist.male.first", "dist.female.first"):
         for line in package.joinpath(part).read_text(encoding="ascii").splitlines():
-            name = line.split(maxsplit=1)[0].lower() if line.strip() else ""
-            if len(name) >= 2 and not ordinary_word(name):
+            fields = line.split()
+            if len(fields) < 2 or float(fields[1]) < _CENSUS_MIN_PERCENT:
+                continue
+            name = fields[0].lower()
+            if len(name) >= 2 and not ordinary_word(name) and not nationality_word(name):
                 found.add(name)
     return frozenset(found)
 

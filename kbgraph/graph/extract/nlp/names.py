@@ -56,8 +56,13 @@ _PLAIN_GAP = re.compile(r"^[\s,]+$")
 _TITLE_GAP = re.compile(r"^\.?\s+$")
 _CONTRACTION = re.compile(r"['’](t|ll|re|ve|d|m)$", re.I)
 _POSSESSIVE = re.compile(r"['’]s$", re.I)
-# a name made a modifier by a lower-case word after its hyphen ("Oscar-winning", "Harvard-educated")
-_MODIFIER = re.compile(r"^[A-Z][\w'’]*-[a-z]{2,}$")
+# a name made a modifier by a participle or like word after its hyphen ("Oscar-winning",
+# "Harvard-educated", "London-based", "Soviet-era"); a closed list, since a romanized name writes its
+# syllables so too ("Kim Jong-un", "Chiu Man-cheuk")
+_MODIFIER = re.compile(r"^[A-Z][\w'’]*-(?:based|born|bred|winning|nominated|led|backed|owned|run|made|built|"
+                       r"educated|trained|funded|sponsored|controlled|held|dominated|occupied|ruled|style|era|"
+                       r"speaking|headquartered|registered|listed|affiliated|centred|centered|focused|"
+                       r"oriented|inspired|themed|related|like|bound|wide)$")
 
 
 # words that make a compound title with a title ("Lieutenant-Governor", "Vice-Admiral")
@@ -303,8 +308,8 @@ def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list
         while True:
             if _POSSESSIVE.search(toks[j][0]):
                 break  # "Marley's Ghost": the possessive ends the name
-            if len(run) == 1 and _MODIFIER.match(toks[j][0]):
-                break  # "the Oscar-winning Gravity", "London-based Acme Ltd": a modifier, then the name
+            if _MODIFIER.match(toks[j][0]):
+                break  # "the Oscar-winning Gravity", "New York-based Acme Ltd": a modifier ends a name
             k = j + 1
             if k >= n or sent_of[k] != sent_of[j]:
                 break
@@ -317,7 +322,7 @@ def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list
                 continue
             if not (_WS_GAP.match(gap) or (title and _TITLE_GAP.match(gap))):
                 break
-            if _capital(toks[k][0]) and not _MODIFIER.match(toks[k][0]):
+            if _capital(toks[k][0]):
                 run.append(k)
                 j = k
                 continue
@@ -503,8 +508,8 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
     first, last = idxs[0], idxs[-1]
     end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
     start, event = toks[first][1], False
-    if len(words) == 1 and "-" in words[0] and words[0].rsplit("-", 1)[1].islower():
-        end = toks[first][1] + words[0].rindex("-")  # "Linux-native utilities" name Linux
+    if (len(words) == 1 and "-" in words[0] and words[0].rsplit("-", 1)[1].islower()) or _MODIFIER.match(words[-1]):
+        end = toks[last][1] + words[-1].rindex("-")  # "Linux-native utilities", "New York-based" name a place
     elif end == toks[last][2] and not person:
         start, end, event = _widened(text, start, end)
     name = _SPACES.sub(" ", text[start:end])
@@ -539,6 +544,14 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
         cand.votes["event"] += 3
 
 
+def _census_person(words: list[str], head: str) -> bool:
+    """A person's name by its first word alone: a given name of the Census's lists before one or two
+    more words, the last no ordinary word and no head of a place, an organization or an event
+    ("Sandra Bullock"; not "Orlando International Airport", "Franklin Township", "Marshall Plan")."""
+    return 2 <= len(words) <= 3 and given_name(words[0]) and not ordinary_word(words[-1]) \
+        and head not in _ORG_HEADS and head not in _GEO_HEADS and head not in _EVENT_HEADS
+
+
 def _widened(text: str, start: int, end: int) -> tuple[int, int, bool]:
     """A name's span with what the words around it add: a version or legal form after it ("Red Hat
     7.3", "Sky plc"), or a lower-case head that makes an event of it ("the Paris agreement", "the
@@ -570,10 +583,10 @@ def _vote(votes: Counter[str], text: str, toks: list[tuple[str, int, int]], run:
     if head in _EVENT_HEADS or head in _HOLIDAYS:
         votes["event"] += 3
     # any word of the hand list ("Mark" alone); of the Census's longer list only a first word before
-    # another ("Sandra Bullock", not "Maison Clement"), and never a lone first name: typed a person,
-    # "Aiko" would be linked to the one "Aiko Brennan" (aliases.name_links), and on the generated chat
-    # logs the passages that only mention her (org charts) then cite her too (kg recall@5 -2.4 points)
-    if any(w in _FIRST_NAMES for w in low) or (len(low) > 1 and given_name(low[0])):
+    # a surname (``_census_person``), never a lone first name: typed a person, "Aiko" would be linked
+    # to the one "Aiko Brennan" (aliases.name_links), and on the generated chat logs the passages
+    # that only mention her (org charts) then cite her too (kg recall@5 -2.4 points)
+    if any(w in _FIRST_NAMES for w in low) or _census_person(words, head):
         votes["person"] += 2
     before = [toks[j][0].lower() for j in range(max(0, run[0] - 2), run[0])]
     # only a preposition right before the name governs it: in "In 790 Mira Castell founded" the
