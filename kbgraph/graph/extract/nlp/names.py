@@ -22,6 +22,7 @@ from kbgraph.graph.extract.nlp.lexicon import (
     generic_acronym, given_name, interjection, nationality_word, ordinary_word, plain_word,
 )
 from kbgraph.graph.extract.nlp.sentences import _CJK_CHAR, _LATIN, _SPACES, _heading_lines
+from kbgraph.graph.extract.nlp.spans import LEGAL_FORM_AFTER, MODIFIER, widened
 from kbgraph.graph.extract.nlp.words import (
     _COMPASS, _CONNECTORS, _EVENT_HEADS, _FIRST_NAMES, _GEO_FIRST, _GEO_HEADS, _GEO_NOUNS, _GEO_PREPS, _HOLIDAYS,
     _GIVEN_NAMES_IN_AN, _LONE_TITLES, _ORG_FIRST, _ORG_HEADS, _REQUEST_WORDS, _ROLES, _SPEECH, _STOP, _TITLE_ABBR,
@@ -40,29 +41,12 @@ _CAMEL = re.compile(r"^(?!Mc|Mac[A-Z])[A-Z][a-z]+(?:[A-Z][a-z]+)+$")
 # splits words, and a word never starts inside another or a number ("650M", "3C5X9")
 _TOKEN = re.compile(rf"(?<![0-9{_LATIN}])[{_LATIN}][{_LATIN}0-9]*(?:['’\-][{_LATIN}0-9]+)*(?:\.[0-9]+[{_LATIN}0-9]*)*")
 _AMPERSAND_GAP = re.compile(r"^[ \t]+&[ \t]+$")  # "Wandel & Goltermann", "Marks & Spencer"
-# a company's legal form written in lower case after its name: "British Sky Broadcasting Group plc";
-# the short ones that are also words ("as", "co", "sa") only as a legal form writes them ("AS", "Co")
-_LEGAL_FORM_AFTER = re.compile(r" (plc|ltd|inc|llc|gmbh|AG|SA|BV|NV|Oy|AB|AS|Co)\b\.?")
-# a lower-case head after a name, or before it with "of", makes one event of both ("the Paris
-# agreement", "the Victorian gold rush", "the treaty of Saint-Clair-sur-Epte")
-_EVENT_AFTER = re.compile(r" (agreement|accords?|referendum|protocol|gold rush)\b(?!-)")
-_EVENT_BEFORE = re.compile(r"\b(?:treaty|battle|siege) of $")
-# a model number or version right after a name: "Zyxel 643", "Redhat 7.3", "Channel 4" (not a year,
-# not a time of day)
-_VERSION_AFTER = re.compile(r" (\d{1,3}(?:\.\d+)*|\d+(?:\.\d+)+)(?![\d:.,]\d|[\w])")
 _ROMAN = re.compile(r"^(?:I{1,3}|IV|V|VI{1,3}|IX|X|XI{1,3})$")
 _WS_GAP = re.compile(r"^\s+$")
 _PLAIN_GAP = re.compile(r"^[\s,]+$")
 _TITLE_GAP = re.compile(r"^\.?\s+$")
 _CONTRACTION = re.compile(r"['’](t|ll|re|ve|d|m)$", re.I)
 _POSSESSIVE = re.compile(r"['’]s$", re.I)
-# a name made a modifier by a participle or like word after its hyphen ("Oscar-winning",
-# "Harvard-educated", "London-based", "Soviet-era"); a closed list, since a romanized name writes its
-# syllables so too ("Kim Jong-un", "Chiu Man-cheuk")
-_MODIFIER = re.compile(r"^[A-Z][\w'’]*-(?:based|born|bred|winning|nominated|led|backed|owned|run|made|built|"
-                       r"educated|trained|funded|sponsored|controlled|held|dominated|occupied|ruled|style|era|"
-                       r"speaking|headquartered|registered|listed|affiliated|centred|centered|focused|"
-                       r"oriented|inspired|themed|related|like|bound|wide)$")
 
 
 # words that make a compound title with a title ("Lieutenant-Governor", "Vice-Admiral")
@@ -244,7 +228,7 @@ def _take_named_value(text: str, toks: list[tuple[str, int, int]], run: list[int
                       sent_of: list[int], cands: dict[str, _Candidate], occurrences: list[tuple[int, int, str]]) -> None:
     """A field value its label says is a name ("Name: Acme Robotics", "City: Reading"): that name."""
     end = toks[run[-1]][2]
-    after = _LEGAL_FORM_AFTER.match(text, end)
+    after = LEGAL_FORM_AFTER.match(text, end)
     name = _SPACES.sub(" ", text[toks[run[0]][1]:after.end(1) if after else end])
     key = _key(name)
     if not key:
@@ -308,7 +292,7 @@ def _capitalized_runs(text: str, toks: list[tuple[str, int, int]], sent_of: list
         while True:
             if _POSSESSIVE.search(toks[j][0]):
                 break  # "Marley's Ghost": the possessive ends the name
-            if _MODIFIER.match(toks[j][0]):
+            if MODIFIER.match(toks[j][0]):
                 break  # "the Oscar-winning Gravity", "New York-based Acme Ltd": a modifier ends a name
             k = j + 1
             if k >= n or sent_of[k] != sent_of[j]:
@@ -508,10 +492,10 @@ def _take_run(text: str, toks: list[tuple[str, int, int]], run: list[int], initi
     first, last = idxs[0], idxs[-1]
     end = toks[last][2] - (2 if _POSSESSIVE.search(toks[last][0]) else 0)
     start, event = toks[first][1], False
-    if (len(words) == 1 and "-" in words[0] and words[0].rsplit("-", 1)[1].islower()) or _MODIFIER.match(words[-1]):
+    if (len(words) == 1 and "-" in words[0] and words[0].rsplit("-", 1)[1].islower()) or MODIFIER.match(words[-1]):
         end = toks[last][1] + words[-1].rindex("-")  # "Linux-native utilities", "New York-based" name a place
     elif end == toks[last][2] and not person:
-        start, end, event = _widened(text, start, end)
+        start, end, event = widened(text, start, end)
     name = _SPACES.sub(" ", text[start:end])
     if len(words) == 1 and _CAMEL.match(name) and (speaker or _handle(name, {t for t, _, _ in toks if t[:1].isupper()})):
         name = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)  # "LiHua" is Li Hua: one key for both spellings
@@ -550,22 +534,6 @@ def _census_person(words: list[str], head: str) -> bool:
     ("Sandra Bullock"; not "Orlando International Airport", "Franklin Township", "Marshall Plan")."""
     return 2 <= len(words) <= 3 and given_name(words[0]) and not ordinary_word(words[-1]) \
         and head not in _ORG_HEADS and head not in _GEO_HEADS and head not in _EVENT_HEADS
-
-
-def _widened(text: str, start: int, end: int) -> tuple[int, int, bool]:
-    """A name's span with what the words around it add: a version or legal form after it ("Red Hat
-    7.3", "Sky plc"), or a lower-case head that makes an event of it ("the Paris agreement", "the
-    treaty of Saint-Clair-sur-Epte"); and whether it is such an event."""
-    after = _VERSION_AFTER.match(text, end) or _LEGAL_FORM_AFTER.match(text, end)
-    if after:
-        return start, after.end(1), False
-    event_after = _EVENT_AFTER.match(text, end)
-    if event_after:
-        return start, event_after.end(1), True
-    event_before = _EVENT_BEFORE.search(text, max(0, start - 12), start)
-    if event_before:
-        return event_before.start(), end, True
-    return start, end, False
 
 
 def _vote(votes: Counter[str], text: str, toks: list[tuple[str, int, int]], run: list[int], words: list[str],
