@@ -140,7 +140,7 @@ _CENSUS_MIN_PERCENT = 0.01
 def _census_given_names() -> frozenset[str]:
     """The given names of the 1990 US Census (as the ``names`` package ships them: name, percent of
     people, cumulative percent, rank) borne by at least ``_CENSUS_MIN_PERCENT`` of them (1,555),
-    less those that are ordinary words too ("Will", "June", "Grant") or a nationality ("German"): a
+    less those that are ordinary words too ("Will", "June", "Grant") or a nationality: 1,450. A
     word of these lists before a surname says a person where nothing else in the text does ("Sandra
     Bullock starred")."""
     package = resources.files("names")
@@ -158,7 +158,7 @@ def _census_given_names() -> frozenset[str]:
 
 def given_name(word: str) -> bool:
     """A given name: one of the hand list (which keeps "Mark", "Bill", "Rose", ordinary words too)
-    or of the Census's that is no ordinary word."""
+    or a common one of the Census's (``_census_given_names``)."""
     low = word.lower()
     return low in _FIRST_NAMES or low in _census_given_names()
 
