@@ -49,3 +49,12 @@ def test_a_given_name_of_the_census_lists_before_a_surname_makes_a_person() -> N
     assert types("The audit went to Grant Thornton.").get("Grant Thornton") != "person"
     assert types("The German Empire and Hong Kong traded.").get("Hong Kong") != "person"
     assert types("The German Empire and Hong Kong traded.").get("German Empire") != "person"
+
+
+def test_services_make_an_organization_and_indigenous_is_no_name() -> None:
+    """"says Canadian Blood Services": a speech verb before it, yet an organization by its head;
+    "Indigenous groups", like "Aboriginal" or "French", is an adjective of a people, no entity."""
+    found = types("It is possible, says Canadian Blood Services (CBS). Many people, including Indigenous "
+                  "groups, argue against it.")
+    assert found["Canadian Blood Services"] == "organization"
+    assert "Indigenous" not in found

@@ -79,7 +79,7 @@ muslim neapolitan nepalese nigerian nordic norse norwegian ottoman pakistani pal
 polish portuguese protestant prussian punjabi roman romanesque romanian russian saxon scandinavian scottish
 serbian siamese sicilian slavic slovak slovenian somali spanish sudanese swedish swiss syrian taiwanese
 tamil thai tibetan turkish ukrainian uzbek venetian vietnamese viking welsh western eastern northern southern
-yiddish yugoslav zulu
+yiddish yugoslav zulu indigenous aboriginal
 """.split())
 
 # endings of adjectives of peoples and languages, for the parts of a compound after a nationality

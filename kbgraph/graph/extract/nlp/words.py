@@ -62,7 +62,7 @@ _SPEECH = frozenset("said says say cried replied asked answered exclaimed return
 _ORG_HEADS = frozenset("guild company co corporation corp inc ltd llc plc bank university college school council "
                        "society association institute institution foundation committee party church ministry "
                        "department agency club union army navy court parliament academy museum group press "
-                       "commission federation league office bureau board trust firm partners brothers".split())
+                       "commission federation league office bureau board trust firm partners brothers services".split())
 _ORG_FIRST = frozenset("university bank college institute house church ministry department order".split())
 _GEO_HEADS = frozenset("city river street st road lane square mountain mountains mount lake sea ocean island islands "
                        "bay valley county province state kingdom republic hill hills bridge park forest desert coast "
