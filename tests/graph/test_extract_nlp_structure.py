@@ -227,3 +227,26 @@ def test_chinese_battles_wars_and_treaties_after_a_name_are_events() -> None:
     found = entities("签订了天津条约。凡尔登会战中伤亡惨重。各国签订了国际条约。这场战争很长。")
     assert found["天津条约"] == "event" and found["凡尔登会战"] == "event"
     assert not {"国际条约", "天津", "凡尔登", "战争"} & set(found)
+
+
+IRC_LINES = (
+    "[22:02] <Kromel> Kitu what errors do you get when Apache2 starts\n"
+    "[22:03] <Fryguy--> karname run the resetpanel factoid\n"
+    "=== geoffe is now known as geo\n"
+    "[22:03] <Kitu> kromel httpd not running\n"
+    "[22:04] <karname> thanks it worked\n"
+)
+
+
+def test_each_line_of_a_chat_log_is_a_sentence_of_its_own() -> None:
+    """Lines of a chat log are utterances: two names are related when one line names both (the
+    speaker and whom they answer), not when their lines follow each other without a full stop."""
+    from kbgraph.graph.extract.base import normalize_key
+
+    out = NLPExtractor().extract(IRC_LINES)
+    related = {frozenset((normalize_key(r.source), normalize_key(r.target))): r.description for r in out.relations}
+    assert frozenset(("kromel", "kitu")) in related and frozenset(("fryguy", "karname")) in related
+    assert frozenset(("geoffe", "geo")) in related
+    for pair in (("kitu", "karname"), ("kromel", "fryguy"), ("karname", "geo")):
+        assert frozenset(pair) not in related, pair
+    assert "resetpanel" not in related[frozenset(("kromel", "kitu"))]

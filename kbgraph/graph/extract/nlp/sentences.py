@@ -26,6 +26,8 @@ _CJK_CHAR = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")
 # punctuation, e.g. "Bubye River\nThe Bubye River is..."), so a title never runs into its text;
 # hard-wrapped prose lines are longer and keep joining ("Ebenezer\nScrooge")
 _BOUNDARY = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:\[[^\]\n]{1,30}\][ \t]*)?<?[A-Z][\w'’.\-]*(?:[ \t][A-Z][\w'’.\-]*){0,2}>?:[ \t])"
+                       # a chat log's line: a time stamp, an IRC "<nick>", an action or a channel event
+                       r"|\n(?=[ \t]*(?:\[\d{1,2}:\d{2}(?::\d{2})?\]|<[@+%&~]?[^\s<>]{2,30}>[ \t]|\*[ \t]+\S|===|\*\*\*|-->|<--|-!-))"
                        r"|(?m:^\S[^\n]{0,59}(?<![.,;:!?\-—–\s])(?=\n[ \t]*[\"'“‘(#*]*[A-Z\d\u4e00-\u9fff]))"
                        r"|[.!?…]+[\"'”’)\]_]*(?=\s|$)|[。！？；]+[”’」』\"]*")
 _SPACES = re.compile(r"\s+")
