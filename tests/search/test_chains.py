@@ -183,6 +183,15 @@ def test_the_best_chain_along_a_fact_leads_with_the_passages_that_match_the_ques
     assert leading == ["journal"]  # a chain along no fact leads nothing
 
 
+def test_only_the_best_chain_along_a_fact_goes_ahead_of_a_passage_that_matches_the_question() -> None:
+    society = entity_number(CITES, "brenford society")
+    found = chains(facts={society: {"journal": 1.0}})
+    second = Chain(start="journal", entity=found[0].entity, target="founding", evidence=found[0].evidence - 1.0,
+                   along_fact=True)
+    placed = place_chains(["journal", "registry", "distractor"], ["journal", "registry"], [found[0], second], PARAMS)
+    assert placed == ["journal", "presidents", "registry", "founding", "distractor"]
+
+
 def test_at_most_max_chained_passages_go_ahead_of_naives_weaker_hits() -> None:
     cites = {**CITES, "founding": ["brenford society"], "charter": ["brenford society"]}
     found = chains(cites=cites, z={**Z, "founding": 2.0, "charter": 1.5})
