@@ -308,3 +308,34 @@ def test_graph_modes_search_a_smaller_chunk_pool_than_naive(settings: Settings, 
         asked.clear()
         _names(engine, kb.id, BRIDGE_QUESTION, "naive", 3)
         assert asked == [top_k]
+
+
+def test_a_walk_that_settles_only_the_entities_stops_at_the_looser_tolerance(sample_engine, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # with chains ranking the chunks, the ppr walk only picks the result's entities: it stops at
+    # entity_tol, and the entities are those of the walk run to the chunk ranking's tolerance
+    import kbgraph.search.ppr_search as ppr_search
+    from kbgraph.search.ppr_search import PPRParams
+
+    engine, kb = sample_engine
+    question = "Who founded the academy where Tobias Wren studied?"
+    stops: list[float] = []
+    walk = ppr_search.ppr_vector
+
+    def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
+        stops.append(kwargs["tol"])
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(ppr_search, "ppr_vector", recorded)
+
+    def entities(params: PPRParams) -> list[str]:
+        result = retrieve(engine.store, engine.tenant, [kb.id], question, "ppr", embedder=engine.embedder,
+                          settings=engine.settings, ppr_params=params)
+        return [e.name for e in result.entities]
+
+    defaults = PPRParams()
+    loose = entities(defaults)
+    assert stops == [defaults.entity_tol] and defaults.entity_tol > defaults.tol
+    assert loose and loose == entities(PPRParams(entity_tol=defaults.tol))
+    stops.clear()
+    entities(PPRParams(chains=None))  # the walk ranks the chunks: the chunk ranking's tolerance
+    assert stops == [defaults.tol]
