@@ -39,7 +39,8 @@ def request_key(request: SearchRequest) -> tuple:
             None if text is None else (tuple(text.tokens), tuple(text.fields.items()), text.minimum_should_match),
             None if vector is None else (vector.field, np.asarray(vector.vector, dtype=np.float64).tobytes(), vector.floor),
             request.vector_weight, request.threshold, request.candidates, request.offset, request.limit,
-            None if request.fields is None else tuple(request.fields), tuple(request.order_by), request.count_total)
+            None if request.fields is None else tuple(request.fields), tuple(request.order_by), request.count_total,
+            request.key_fields)
 
 
 def _frozen(value: object) -> object:

@@ -149,8 +149,9 @@ class SearchRequest:
     # False: the caller wants the page, not how many match. A listing then counts nothing (total is
     # offset + hits returned); a scored search may count only the candidates it looked at
     count_total: bool = True
-    # True: every field named is a single-valued keyword or number, which a scored search may read
-    # from the index with each hit's id (Elasticsearch: doc values) instead of reading its row
+    # True: every field named is a single-valued keyword or number, which a search (scored, or a
+    # listing) may read from the index with each hit's id (Elasticsearch: doc values) instead of
+    # reading its row; a field without a value is left out of the row
     key_fields: bool = False
 
 

@@ -544,6 +544,23 @@ def test_a_search_of_key_fields_gives_the_rows_fields(store: DocStore, tenant: s
         assert all(set(h.doc) == {"id", *fields} for h in keys.hits)
 
 
+def test_a_listing_of_key_fields_gives_the_rows_fields(store: DocStore, tenant: str, kb: str) -> None:
+    """A listing (no text, no vector) of ``key_fields``: the same rows in the same order, each with
+    the fields it has (a row without a value has no such field, as when its row is read)."""
+    store.upsert(tenant, kb, [{"id": f"m{i:03d}", "knowledge_graph_kwd": "entity_mention", "entity_key_kwd": f"key {i % 7}",
+                               "chunk_id_kwd": f"c{i}", **({"weight_flt": i / 3} if i % 5 else {})}
+                              for i in range(60)])
+    fields = ["kb_id", "entity_key_kwd", "chunk_id_kwd", "weight_flt"]
+    asked = dict(kb_ids=[kb], where=[eq("knowledge_graph_kwd", "entity_mention"), any_of("entity_key_kwd", ["key 2", "key 5"])],
+                 limit=1000, fields=fields, count_total=False)
+    rows = store.search(tenant, SearchRequest(**asked))
+    keys = store.search(tenant, SearchRequest(**asked, key_fields=True))
+    assert [h.id for h in keys.hits] == [h.id for h in rows.hits] and len(rows.hits) == 17
+    assert [h.doc for h in keys.hits] == [h.doc for h in rows.hits]
+    weights = {h.doc["id"]: h.doc.get("weight_flt") for h in keys.hits}
+    assert weights["m005"] is None and weights["m012"] == 4.0
+
+
 def test_threshold_offset_limit_total(store: DocStore, tenant: str, kb: str) -> None:
     store.upsert(tenant, kb, [{"id": f"d{a:02d}", V: unit(a)} for a in range(0, 90, 10)])
     q = VectorQuery(V, unit(0))

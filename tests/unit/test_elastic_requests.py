@@ -899,6 +899,23 @@ def test_listing_sorts_on_fields_then_id(es: FakeElasticsearch, store: ElasticSt
     assert result.total == 7 and result.hits[0].doc == {"id": "a", "position_int": 0}
 
 
+def test_a_listing_of_key_fields_reads_their_doc_values_and_no_row(es: FakeElasticsearch, store: ElasticStore) -> None:
+    """key_fields on a listing: no _source and no stored field, the fields from their doc values;
+    the rows as a source would give them (one value each; a field without a value left out)."""
+    answer = hits()
+    answer["hits"]["hits"] = [{"_index": INDEX, "fields": {"id": ["m1"], "entity_key_kwd": ["alpha"],
+                                                          "weight_flt": [2.0]}, "sort": ["m1"]},
+                              {"_index": INDEX, "fields": {"id": ["m2"], "entity_key_kwd": ["beta"]}, "sort": ["m2"]}]
+    es.script("POST", f"/{INDEX}/_search", (200, answer))
+    result = store.search("t1", SearchRequest(kb_ids=["kb1"], fields=["entity_key_kwd", "weight_flt"], limit=50,
+                                              count_total=False, key_fields=True))
+    body = es.requests[0].body
+    assert body["_source"] is False and body["stored_fields"] == "_none_"
+    assert body["docvalue_fields"] == ["id", "entity_key_kwd", "weight_flt"]
+    assert [(h.id, h.doc) for h in result.hits] == [("m1", {"entity_key_kwd": "alpha", "weight_flt": 2.0, "id": "m1"}),
+                                                   ("m2", {"entity_key_kwd": "beta", "id": "m2"})]
+
+
 def test_listing_past_the_window_walks_a_point_in_time(es: FakeElasticsearch, store: ElasticStore) -> None:
     """Paginate search results: from + size may not pass index.max_result_window; deeper pages
     are reached with search_after in a point in time, the rows before the offset read as sort values."""

@@ -117,11 +117,13 @@ def _fetch_entities(store: DocStore, tenant: str, kb_ids: Sequence[str], nodes: 
 LISTING_ROWS = 1000
 
 
-def listing_request(kb_ids: Sequence[str], where: Sequence[Condition], fields: Sequence[str]) -> SearchRequest:
+def listing_request(kb_ids: Sequence[str], where: Sequence[Condition], fields: Sequence[str],
+                    key_fields: bool = False) -> SearchRequest:
     """Every row matching ``where``, as a listing (in id order, as a scan reads them) that can go to
-    the store with a query's other searches (``SearchBatch``); ``listed_rows`` reads it."""
+    the store with a query's other searches (``SearchBatch``); ``listed_rows`` reads it.
+    ``key_fields``: ``fields`` are keys (SearchRequest.key_fields)."""
     return SearchRequest(kb_ids=list(kb_ids), where=list(where), limit=LISTING_ROWS, fields=list(fields),
-                         count_total=False)
+                         count_total=False, key_fields=key_fields)
 
 
 def listed_rows(store: DocStore, tenant: str, batch: SearchBatch, ticket: Ticket, request: SearchRequest) -> list[dict]:
@@ -132,6 +134,7 @@ def listed_rows(store: DocStore, tenant: str, batch: SearchBatch, ticket: Ticket
     return list(store.scan(tenant, list(request.kb_ids), list(request.where), fields=request.fields))
 
 
+# keys all (single-valued keywords and numbers): listed from doc values on Elasticsearch
 MENTION_FIELDS = ["kb_id", "entity_key_kwd", "chunk_id_kwd", "weight_flt"]
 
 
@@ -140,7 +143,8 @@ def ask_mentions(batch: SearchBatch, kb_ids: Sequence[str], nodes: Iterable[Node
     """The listings of the mention rows of ``nodes`` (``mention_weights``), asked of ``batch``."""
     keys = sorted({key for _, key in nodes})
     requests = [listing_request(kb_ids, [eq("knowledge_graph_kwd", EntityMention.KIND),
-                                         any_of("entity_key_kwd", keys[start:start + 200])], MENTION_FIELDS)
+                                         any_of("entity_key_kwd", keys[start:start + 200])], MENTION_FIELDS,
+                                key_fields=True)
                 for start in range(0, len(keys), 200)]
     return [(request, batch.ask(request)) for request in requests]
 

@@ -18,7 +18,7 @@ from kbgraph.store.base import Hit, SearchRequest, SearchResult
 from kbgraph.store.elastic.cluster import Cluster
 from kbgraph.store.elastic.hits import shape_doc
 from kbgraph.store.elastic.queries import (
-    MAX_RESULT_WINDOW, PIT_KEEP_ALIVE, build_sort, listing_search, msearch_lines, source_spec,
+    MAX_RESULT_WINDOW, PIT_KEEP_ALIVE, build_sort, key_row, listed_keys, listing_search, msearch_lines, source_spec,
 )
 
 
@@ -31,8 +31,12 @@ def listing_result(answer: Any | None, request: SearchRequest) -> SearchResult:
     """A window listing's answer as the store returns it."""
     if answer is None:
         return SearchResult()
-    hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
-            for h in answer["hits"]["hits"]]
+    if listed_keys(request):
+        hits = [Hit(id=row["id"], doc=shape_doc(row, row["id"], request.fields), score=0.0)
+                for row in map(key_row, answer["hits"]["hits"])]
+    else:
+        hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
+                for h in answer["hits"]["hits"]]
     if request.count_total:
         return SearchResult(hits=hits, total=int(answer["hits"]["total"]["value"]))
     return SearchResult(hits=hits, total=request.offset + len(hits))

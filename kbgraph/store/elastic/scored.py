@@ -42,7 +42,7 @@ from kbgraph.store.elastic.cluster import Cluster
 from kbgraph.store.elastic.hits import Candidate, absent_vector_score, fused_page, fused_scores, score_parts, shape_doc
 from kbgraph.store.elastic.indices import VECTOR_RE
 from kbgraph.store.elastic.queries import (
-    MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, build_filter, hit_id, knn_search, mget_fields, msearch_lines,
+    MAX_NUM_CANDIDATES, MAX_RESULT_WINDOW, build_filter, hit_id, key_row, knn_search, mget_fields, msearch_lines,
     similarity_search, text_search,
 )
 
@@ -125,12 +125,8 @@ def _hits(answer: Any | None) -> list[Candidate]:
 
 def _key_rows(answer: Any | None) -> dict[str, dict[str, Any]]:
     """Id -> the fields an ids-only search read from doc values with it (one value each: keys)."""
-    rows: dict[str, dict[str, Any]] = {}
-    for hit in ((answer or {}).get("hits") or {}).get("hits", []):
-        doc_id = hit_id(hit)
-        row = {name: values[0] if len(values) == 1 else values for name, values in hit.get("fields", {}).items()}
-        rows[doc_id] = {**row, "id": doc_id}
-    return rows
+    rows = map(key_row, ((answer or {}).get("hits") or {}).get("hits", []))
+    return {row["id"]: row for row in rows}
 
 
 def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
