@@ -1074,3 +1074,35 @@ def test_auth_failure_is_unavailable(es: FakeElasticsearch, store: ElasticStore)
 def test_from_settings_requires_a_url() -> None:
     with pytest.raises(StoreError, match="KBGRAPH_ES_URL"):
         ElasticStore.from_settings(Settings(store="elasticsearch"))
+
+
+def _worn_stats(merging: int) -> dict[str, Any]:
+    primaries = {"docs": {"count": 96_000, "deleted": 40_000}, "store": {"size_in_bytes": 150 << 20},
+                 "segments": {"count": 12}, "merges": {"current": merging}}
+    return {"_all": {"primaries": primaries}, "indices": {"kbgraph_t1.1": {"primaries": primaries}}}
+
+
+def _force_merges(*descriptions: str) -> dict[str, Any]:
+    tasks = {f"n1:{i}": {"action": "indices:admin/forcemerge", "description": d} for i, d in enumerate(descriptions)}
+    return {"nodes": {"n1": {"tasks": tasks}}}
+
+
+@pytest.mark.parametrize(("merging", "running", "asked"), [
+    (3, [], True),  # the node's own merges (a first indexing's, still going) do not hold it back
+    (0, ["Force-merge indices [kbgraph_t1.1], maxSegments[1]"], False),  # one force merge at a time
+    (1, ["Force-merge indices [kbgraph_t1.current], maxSegments[1]"], False),
+    (0, ["Force-merge indices [kbgraph_other.1], maxSegments[1]"], True),  # another index's
+])
+def test_a_worn_index_is_merged_unless_a_force_merge_of_it_runs(es: FakeElasticsearch, store: ElasticStore,
+                                                                merging: int, running: list[str],
+                                                                asked: bool) -> None:
+    from kbgraph.store.elastic.compaction import compact
+
+    es.script("GET", f"/{INDEX}/_stats/docs,store,segments,merge", (200, _worn_stats(merging)))
+    es.script("GET", f"/{INDEX}/_settings/index.number_of_shards",
+              (200, {"kbgraph_t1.1": {"settings": {"index": {"number_of_shards": "1"}}}}))
+    es.script("GET", "/_tasks", (200, _force_merges(*running)))
+    es.script("POST", f"/{INDEX}/_forcemerge", (200, {"task": "n1:9"}))
+    assert compact(store._cluster, INDEX) is asked
+    merges = es.sent("POST", f"/{INDEX}/_forcemerge")
+    assert len(merges) == asked and all(m.query["max_num_segments"] == "1" for m in merges)
