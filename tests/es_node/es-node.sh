@@ -22,7 +22,8 @@
 # Environment: KBGRAPH_ES_PORT (default 9200), KBGRAPH_ES_HEAP (default 512m; 400m per cluster node),
 # KBGRAPH_ES_PROFILE (test: SerialGC and the reduced JIT, the fastest start, the default; deploy:
 # G1 and the full JIT, as a deployment runs it), KBGRAPH_ES_JAVA (default: java on PATH; 8.18 runs
-# on Java 17), KBGRAPH_ES_START_TIMEOUT (s, 120).
+# on Java 17; on Java 21 or later Lucene's vector API is enabled, as Elasticsearch's launcher does
+# on its bundled JDK), KBGRAPH_ES_JAVA_OPTS (more JVM flags), KBGRAPH_ES_START_TIMEOUT (s, 120).
 # Everything it builds or writes lives in tests/es_node/build/ (gitignored): the resolved classpath
 # and compiled glue (reused while pom.xml and src/ are unchanged), per single node run-PORT/ and per
 # cluster cluster-PORT/node-I/ (pid, log, path.home with the data).
@@ -59,6 +60,21 @@ build() {
     echo "$want" > "$stamp"
 }
 
+java_feature() {  # the Java runtime's feature version (17, 25...)
+    "$JAVA" -XshowSettings:properties -version 2>&1 | sed -n 's/^ *java.specification.version = //p' | head -1
+}
+
+# Lucene's vector API (SIMD dot products for kNN), as Elasticsearch's own launcher enables it on a
+# runtime of Java 21 or later (its bundled JDK): the incubator module, and Lucene told that this
+# runtime's version is one it may use it on (Lucene 9.12 otherwise refuses Java 23 and later)
+vector_api_flags() {
+    local feature
+    feature="$(java_feature)"
+    if [[ "$feature" =~ ^[0-9]+$ ]] && (( feature >= 21 )); then
+        echo "--add-modules=jdk.incubator.vector -Dorg.apache.lucene.vectorization.upperJavaFeatureVersion=$feature"
+    fi
+}
+
 jvm_flags() {
     local heap="$1"
     case "$PROFILE" in
@@ -66,6 +82,8 @@ jvm_flags() {
         deploy) echo "-Xms$heap -Xmx$heap -XX:+UseG1GC" ;;
         *) log "KBGRAPH_ES_PROFILE must be test or deploy, not '$PROFILE'"; exit 2 ;;
     esac
+    vector_api_flags
+    echo "${KBGRAPH_ES_JAVA_OPTS:-}"
 }
 
 pid_of() {  # the pid recorded in $1, if that process still runs
