@@ -11,6 +11,8 @@ import heapq
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from kbgraph.store.base import Doc, Hit, SearchRequest, fuse, rescale_cosine
 from kbgraph.store.elastic.indices import VECTOR_RE
 
@@ -31,11 +33,19 @@ def score_parts(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate]
                 request: SearchRequest) -> tuple[dict[str, float], dict[str, float]]:
     """Per candidate its text part (BM25 over the best) and its vector part (``vector_score``, from
     the kNN ``_score``), of those that have one (``absent_vector_score`` for the others); every
-    candidate is in one of them."""
-    best = max((float(score or 0.0) for _, score in text_hits), default=0.0)
-    term = {doc_id: float(score or 0.0) / best if best > 0 else 0.0 for doc_id, score in text_hits}
+    candidate is in one of them. On arrays: a graph query fuses ~1,500 candidates, and a Python
+    call or two per candidate was a tenth of its client's time; the numbers are the scalar
+    functions' (``cosine_from_knn_score``, ``base.rescale_cosine``) to the bit."""
+    bm25 = np.fromiter((float(score or 0.0) for _, score in text_hits), dtype=np.float64, count=len(text_hits))
+    best = float(bm25.max()) if len(bm25) else 0.0
+    term = dict(zip((doc_id for doc_id, _ in text_hits), (bm25 / best if best > 0 else np.zeros_like(bm25)).tolist()))
     floor = request.vector.floor if request.vector else 0.0
-    vector = {doc_id: rescale_cosine(cosine_from_knn_score(score), floor) for doc_id, score in vector_hits}
+    knn = np.fromiter((0.5 if score is None else float(score) for _, score in vector_hits), dtype=np.float64,
+                      count=len(vector_hits))  # no score: a cosine of 0
+    cosines = np.minimum(1.0, np.maximum(0.0, 2.0 * knn - 1.0))
+    if floor:
+        cosines = (cosines - floor) / (1.0 - floor)
+    vector = dict(zip((doc_id for doc_id, _ in vector_hits), np.minimum(1.0, np.maximum(0.0, cosines)).tolist()))
     return term, vector
 
 
@@ -45,11 +55,16 @@ def absent_vector_score(request: SearchRequest) -> float:
 
 
 def fused_scores(term: Mapping[str, float], vector: Mapping[str, float], request: SearchRequest) -> dict[str, float]:
-    """Each candidate's fused score (``base.fuse``) from its parts (``score_parts``)."""
+    """Each candidate's fused score (``base.fuse``, on arrays) from its parts (``score_parts``)."""
     has_text, has_vector = request.text is not None, request.vector is not None
+    ids = list(dict.fromkeys([*term, *vector]))
     absent = absent_vector_score(request)
-    return {doc_id: fuse(term.get(doc_id, 0.0), vector.get(doc_id, absent), request.vector_weight, has_text, has_vector)
-            for doc_id in dict.fromkeys([*term, *vector])}
+    parts = np.fromiter((term.get(doc_id, 0.0) for doc_id in ids), dtype=np.float64, count=len(ids))
+    cosines = np.fromiter((vector.get(doc_id, absent) for doc_id in ids), dtype=np.float64, count=len(ids))
+    weight = request.vector_weight
+    fused = (1.0 - weight) * parts + weight * cosines if has_text and has_vector else \
+        parts if has_text else cosines
+    return dict(zip(ids, fused.tolist()))
 
 
 def fused_page(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate],
