@@ -71,6 +71,8 @@ def test_es_speed_measures_both_stores_side_by_side(tmp_path: Path):
         assert result["same_chunks"][mode]["overlap"] > 0.5  # both stores answered, mostly alike
         assert all(result[mode]["first_asked"][store] > 0 for store in ("es", "sqlite"))  # the warm-up pass
     assert set(result["met"]) == {"index", "naive", "kg", "ppr", "mix", "rm"}
+    shape = result["index_after_queries"]  # what the queries' kNN searches walked
+    assert shape["live"] > 0 and shape["segments"] >= 1 and 0 <= shape["dead_share"] < 1
     assert "ratio" in answer.stdout and "target" in answer.stdout
     local_node = shutil.which("jcmd") and urlsplit(url or "").hostname in ("127.0.0.1", "localhost")
     if local_node:  # the node's JIT compile time during the index (a fresh node compiles for minutes)
