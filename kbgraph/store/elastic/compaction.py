@@ -17,8 +17,9 @@ still written leaves a segment nothing merges again). The node merges on its own
 (``wait_for_completion=false``): the refresh does not wait, and no merge is asked while a force
 merge of the index runs. The node's own merges do not hold it back: when a first indexing run's
 refresh ends they are still running, and an index left alone then kept its 40k dead copies in 12
-segments for good (kNN searches walked them all: a kg query cost the node 90-140 ms of CPU
-against 60-80 once merged).
+segments for good (kNN searches walked them all: replayed, a kg query's searches cost the node
+113-143 ms of CPU, against 62-99 ms on merged indices; bench/README.md, "The session of
+2026-12-02 (2)").
 """
 
 from __future__ import annotations
@@ -46,12 +47,11 @@ class IndexWear:
     size_bytes: int
     segments: int
     merging: int  # merges running now (the node's own or a force merge)
+    names: tuple[str, ...] = ()  # the name asked (an alias) and the index behind it
 
     @property
     def dead_share(self) -> float:
         return self.dead / max(1, self.live + self.dead)
-
-    names: tuple[str, ...] = ()  # the index behind the name asked (an alias), and that name
 
     def worn(self) -> bool:
         """Enough dead copies to merge, small enough to merge into one segment."""

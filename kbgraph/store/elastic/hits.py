@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kbgraph.store.base import Doc, Hit, SearchRequest, fuse, rescale_cosine
+from kbgraph.store.base import Doc, Hit, SearchRequest, rescale_cosine
 from kbgraph.store.elastic.indices import VECTOR_RE
 
 
