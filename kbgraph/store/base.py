@@ -314,3 +314,18 @@ def fuse(term_score: float, vector_score: float, weight: float, has_text: bool, 
     if has_text and has_vector:
         return (1.0 - weight) * term_score + weight * vector_score
     return term_score if has_text else vector_score
+
+
+def rescale_cosines(cosines: np.ndarray, floor: float) -> np.ndarray:
+    """``rescale_cosine`` of each cosine, with the same float operations."""
+    if floor:
+        cosines = (cosines - floor) / (1.0 - floor)
+    return np.minimum(1.0, np.maximum(0.0, cosines))
+
+
+def fuse_all(term_scores: np.ndarray, vector_scores: np.ndarray, weight: float, has_text: bool,
+             has_vector: bool) -> np.ndarray:
+    """``fuse`` of each candidate's parts, with the same float operations."""
+    if has_text and has_vector:
+        return (1.0 - weight) * term_scores + weight * vector_scores
+    return term_scores if has_text else vector_scores

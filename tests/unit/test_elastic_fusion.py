@@ -10,8 +10,13 @@ import pytest
 
 from kbgraph.store.base import SearchRequest, TextQuery, VectorQuery, fuse, rescale_cosine
 from kbgraph.store.elastic.hits import (
-    Candidate, absent_vector_score, cosine_from_knn_score, fused_page, fused_scores, score_parts,
+    Candidate, absent_vector_score, fused_page, fused_scores, score_parts,
 )
+
+
+def cosine_from_knn_score(score: float | None) -> float:
+    """The cosine behind a kNN ``_score`` of a ``cosine`` dense_vector ((1 + cosine) / 2), clipped to [0, 1]."""
+    return 0.0 if score is None else min(1.0, max(0.0, 2.0 * float(score) - 1.0))
 
 
 def scalar_parts(text_hits: list[Candidate], vector_hits: list[Candidate],

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from kbgraph.store.base import Doc, Hit, SearchRequest, rescale_cosine
+from kbgraph.store.base import Doc, Hit, SearchRequest, fuse_all, rescale_cosine, rescale_cosines
 from kbgraph.store.elastic.indices import VECTOR_RE
 
 
@@ -21,12 +21,12 @@ from kbgraph.store.elastic.indices import VECTOR_RE
 Candidate = tuple[str, float | None]
 
 
-def cosine_from_knn_score(score: float | None) -> float:
-    """The cosine behind a kNN ``_score`` of a ``cosine`` dense_vector ((1 + cosine) / 2), clipped
-    to [0, 1] as the contract's vector_score is."""
-    if score is None:
-        return 0.0
-    return min(1.0, max(0.0, 2.0 * float(score) - 1.0))
+def vector_scores(knn_scores: Sequence[float | None], floor: float) -> np.ndarray:
+    """Each kNN ``_score`` of a ``cosine`` dense_vector ((1 + cosine) / 2) as the contract's
+    vector_score: its cosine clipped to [0, 1], then ``base.rescale_cosines`` (no score: a cosine of 0)."""
+    raw = np.fromiter((0.5 if score is None else float(score) for score in knn_scores), dtype=np.float64,
+                      count=len(knn_scores))
+    return rescale_cosines(np.minimum(1.0, np.maximum(0.0, 2.0 * raw - 1.0)), floor)
 
 
 def score_parts(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate],
@@ -35,18 +35,13 @@ def score_parts(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate]
     the kNN ``_score``), of those that have one (``absent_vector_score`` for the others); every
     candidate is in one of them. On arrays: a graph query fuses ~1,500 candidates, and a Python
     call or two per candidate was a tenth of its client's time; the numbers are the scalar
-    functions' (``cosine_from_knn_score``, ``base.rescale_cosine``) to the bit."""
+    functions' (the kNN score's cosine, ``base.rescale_cosine``) to the bit."""
     bm25 = np.fromiter((float(score or 0.0) for _, score in text_hits), dtype=np.float64, count=len(text_hits))
     best = float(bm25.max()) if len(bm25) else 0.0
     term = dict(zip((doc_id for doc_id, _ in text_hits), (bm25 / best if best > 0 else np.zeros_like(bm25)).tolist()))
     floor = request.vector.floor if request.vector else 0.0
-    knn = np.fromiter((0.5 if score is None else float(score) for _, score in vector_hits), dtype=np.float64,
-                      count=len(vector_hits))  # no score: a cosine of 0
-    cosines = np.minimum(1.0, np.maximum(0.0, 2.0 * knn - 1.0))
-    if floor:
-        cosines = (cosines - floor) / (1.0 - floor)
-    vector = dict(zip((doc_id for doc_id, _ in vector_hits), np.minimum(1.0, np.maximum(0.0, cosines)).tolist()))
-    return term, vector
+    scores = vector_scores([score for _, score in vector_hits], floor)
+    return term, dict(zip((doc_id for doc_id, _ in vector_hits), scores.tolist()))
 
 
 def absent_vector_score(request: SearchRequest) -> float:
@@ -55,16 +50,13 @@ def absent_vector_score(request: SearchRequest) -> float:
 
 
 def fused_scores(term: Mapping[str, float], vector: Mapping[str, float], request: SearchRequest) -> dict[str, float]:
-    """Each candidate's fused score (``base.fuse``, on arrays) from its parts (``score_parts``)."""
+    """Each candidate's fused score (``base.fuse_all``) from its parts (``score_parts``)."""
     has_text, has_vector = request.text is not None, request.vector is not None
     ids = list(dict.fromkeys([*term, *vector]))
     absent = absent_vector_score(request)
     parts = np.fromiter((term.get(doc_id, 0.0) for doc_id in ids), dtype=np.float64, count=len(ids))
     cosines = np.fromiter((vector.get(doc_id, absent) for doc_id in ids), dtype=np.float64, count=len(ids))
-    weight = request.vector_weight
-    fused = (1.0 - weight) * parts + weight * cosines if has_text and has_vector else \
-        parts if has_text else cosines
-    return dict(zip(ids, fused.tolist()))
+    return dict(zip(ids, fuse_all(parts, cosines, request.vector_weight, has_text, has_vector).tolist()))
 
 
 def fused_page(text_hits: Sequence[Candidate], vector_hits: Sequence[Candidate],

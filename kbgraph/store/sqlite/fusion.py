@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError
+from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError, fuse_all, rescale_cosines
 from kbgraph.store.sqlite.fields import _NO_ROWS, _NO_SCORES, _check_name, _kbs
 from kbgraph.store.sqlite.row_set import RowSet
 from kbgraph.utils.id_sets import union_ids
@@ -17,21 +17,15 @@ from kbgraph.utils.id_sets import union_ids
 def _fused(term_rows: np.ndarray, term: np.ndarray, vec_rows: np.ndarray, vec: np.ndarray,
            req: SearchRequest) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(rowids, term scores, vector scores clipped to [0, 1], fused scores) of every candidate, as
-    base.fuse computes them (the same float operations, array-wise). Each side's rowids are unique."""
+    base.fuse computes them (``base.fuse_all``, the same float operations array-wise). Each side's rowids are unique."""
     rowids = union_ids(term_rows, vec_rows)
     term_scores = np.zeros(len(rowids))
     vector_scores = np.zeros(len(rowids))
     term_scores[np.searchsorted(rowids, term_rows)] = term
     if len(vec_rows):
         vector_scores[np.searchsorted(rowids, vec_rows)] = vec
-        if req.vector is not None and req.vector.floor:
-            vector_scores = (vector_scores - req.vector.floor) / (1.0 - req.vector.floor)
-        vector_scores = np.minimum(1.0, np.maximum(0.0, vector_scores))
-    has_text, has_vector = req.text is not None, req.vector is not None
-    if has_text and has_vector:
-        scores = (1.0 - req.vector_weight) * term_scores + req.vector_weight * vector_scores
-    else:
-        scores = term_scores if has_text else vector_scores
+        vector_scores = rescale_cosines(vector_scores, req.vector.floor if req.vector is not None else 0.0)
+    scores = fuse_all(term_scores, vector_scores, req.vector_weight, req.text is not None, req.vector is not None)
     return rowids, term_scores, vector_scores, scores
 
 
