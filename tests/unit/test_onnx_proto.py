@@ -44,7 +44,11 @@ def test_a_small_graph_with_every_field_kind_runs() -> None:
 def test_int8_weights_in_a_contrib_operator() -> None:
     rng = np.random.default_rng(0)
     weights = rng.standard_normal((8, 4)).astype(np.float32)  # (in, out)
-    scales = (np.abs(weights).max(axis=0) / 127).astype(np.float32)
+    # 7-bit weights: on a CPU without VNNI (AVX2 only), onnxruntime's u8 x s8 kernel adds pairs of
+    # products in 16 bits, which 8-bit weights of random data overflow (onnxruntime's reduce_range);
+    # this test is about the writer, not that kernel. The embedder's own 8-bit weights meet smoothed
+    # activations (tests/unit/test_embedders.py holds it to the reference engine)
+    scales = (np.abs(weights).max(axis=0) / 63).astype(np.float32)
     quantized = np.rint(weights / scales).astype(np.int8)
     model = proto.model(
         [proto.Node("DynamicQuantizeMatMul", ["x", "w", "s", "", "b"], ["y"], "com.microsoft")],
