@@ -40,7 +40,7 @@ def request_key(request: SearchRequest) -> tuple:
             None if vector is None else (vector.field, np.asarray(vector.vector, dtype=np.float64).tobytes(), vector.floor),
             request.vector_weight, request.threshold, request.candidates, request.offset, request.limit,
             None if request.fields is None else tuple(request.fields), tuple(request.order_by), request.count_total,
-            request.key_fields)
+            request.key_fields, tuple(request.list_fields))
 
 
 def _frozen(value: object) -> object:

@@ -425,8 +425,10 @@ def retrieve_ppr(store: DocStore, tenant: str, kb_ids: Sequence[str], analysis: 
     graph = entity_graph(store, tenant, kb_ids, params.chunk_link_weight, state.versions)
     batch = batch if batch is not None else SearchBatch(store, tenant)
     seeds = seed_entities(store, tenant, kb_ids, analysis, vector, params.kg, embedder, state, batch)
+    # alone (the walk's own entities shown), the anchors' relations are read for where they lead; beside
+    # the kg part, as it reads them (whole, to show them): one search for both when their anchors agree
     about = anchor_relations(store, tenant, kb_ids, anchor_weights(seeds, params), analysis, vector, params.kg,
-                             batch)
+                             batch, keys_only=walk)
     chaining = params.chains is not None and vector is not None and bool(naive)
     walked: np.ndarray | None = None
     scores: dict[str, float] = {}

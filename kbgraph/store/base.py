@@ -149,10 +149,30 @@ class SearchRequest:
     # False: the caller wants the page, not how many match. A listing then counts nothing (total is
     # offset + hits returned); a scored search may count only the candidates it looked at
     count_total: bool = True
-    # True: every field named is a single-valued keyword or number, which a search (scored, or a
-    # listing) may read from the index with each hit's id (Elasticsearch: doc values) instead of
-    # reading its row; a field without a value is left out of the row
+    # True: every field named is a keyword or number, which a search (scored, or a listing) may read
+    # from the index with each hit's id (Elasticsearch: doc values) instead of reading its row; a
+    # field without a value is left out of the row. Single-valued, but those named in ``list_fields``
     key_fields: bool = False
+    # of the key fields, those holding lists of keywords: each comes as its distinct values in sorted
+    # order (``key_list``), as an index keeps them (no order or repeats of the row's own)
+    list_fields: Sequence[str] = ()
+
+
+def key_list(values: Any) -> list[str]:
+    """A list field read as a key (``SearchRequest.list_fields``): its distinct values, sorted."""
+    return sorted(set(values if isinstance(values, (list, tuple)) else [values]))
+
+
+def with_key_lists(result: "SearchResult", request: SearchRequest) -> "SearchResult":
+    """``result`` with the list fields of a key search (``SearchRequest.list_fields``) as keys read
+    from an index give them: for an engine that reads rows."""
+    if request.key_fields and request.list_fields:
+        for hit in result.hits:
+            for name in request.list_fields:
+                values = hit.doc.pop(name, None)
+                if values is not None and values != [] and values != ():  # no value: left out, as an index leaves it
+                    hit.doc[name] = key_list(values)
+    return result
 
 
 @dataclass

@@ -561,6 +561,28 @@ def test_a_listing_of_key_fields_gives_the_rows_fields(store: DocStore, tenant: 
     assert weights["m005"] is None and weights["m012"] == 4.0
 
 
+def test_a_scored_search_of_key_lists_gives_each_lists_distinct_values_sorted(store: DocStore, tenant: str,
+                                                                              kb: str) -> None:
+    """A scored search whose ``list_fields`` are among its keys: the same hits, in the same order and
+    with the same scores, as the search reading rows; each list field as its distinct values in
+    sorted order (one value stays a list; an empty list or a missing field is no field)."""
+    lists = {"r0": ["c9", "c2", "c9", "c10"], "r1": ["c5"], "r2": [], "r3": None, "r4": ["b", "a"]}
+    store.upsert(tenant, kb, [{"id": rid, "knowledge_graph_kwd": "relation", "src_key_kwd": f"s{rid}",
+                               "title_tks": f"guild founder {rid}", V: unit(10 * i),
+                               **({"chunk_ids_kwd": chunks} if chunks is not None else {})}
+                              for i, (rid, chunks) in enumerate(lists.items())])
+    asked = dict(kb_ids=[kb], where=[eq("knowledge_graph_kwd", "relation")],
+                 text=TextQuery(["guild", "founder"], {"title_tks": 1.0}), vector=VectorQuery(V, unit(0)),
+                 limit=10, fields=["id", "kb_id", "src_key_kwd", "chunk_ids_kwd"])
+    rows = store.search(tenant, SearchRequest(**asked))
+    keys = store.search(tenant, SearchRequest(**asked, key_fields=True, list_fields=("chunk_ids_kwd",)))
+    assert [(h.id, round(h.score, 6)) for h in keys.hits] == [(h.id, round(h.score, 6)) for h in rows.hits]
+    assert len(keys.hits) == 5
+    got = {h.id: h.doc.get("chunk_ids_kwd") for h in keys.hits}
+    assert got == {"r0": ["c10", "c2", "c9"], "r1": ["c5"], "r2": None, "r3": None, "r4": ["a", "b"]}
+    assert all(h.doc["src_key_kwd"] == f"s{h.id}" and h.doc["kb_id"] == kb for h in keys.hits)
+
+
 def test_threshold_offset_limit_total(store: DocStore, tenant: str, kb: str) -> None:
     store.upsert(tenant, kb, [{"id": f"d{a:02d}", V: unit(a)} for a in range(0, 90, 10)])
     q = VectorQuery(V, unit(0))

@@ -33,6 +33,10 @@ ENTITY_FIELDS = ["id", "kb_id", "entity_key_kwd", "name_kwd", "entity_type_kwd",
                  "chunk_ids_kwd", "pagerank_flt", "community_ids_kwd", "mention_count_int"]
 RELATION_FIELDS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "src_name_kwd", "tgt_name_kwd",
                    "content_with_weight", "keywords_kwd", "weight_flt", "chunk_ids_kwd"]
+# what a relation leads to, without what it says: its ends and the passages stating it (keys:
+# SearchRequest.key_fields, chunk_ids_kwd a list of them)
+RELATION_KEYS = ["id", "kb_id", "src_key_kwd", "tgt_key_kwd", "chunk_ids_kwd"]
+RELATION_KEY_LISTS = ["chunk_ids_kwd"]
 REPORT_FIELDS = ["id", "kb_id", "level_int", "community_kwd", "title_kwd", "content_with_weight",
                  "findings_with_weight", "rating_flt", "entity_keys_kwd"]
 CHUNK_FIELDS = ["id", "kb_id", "doc_id", "docnm_kwd", "content_with_weight", "position_int", "available_int"]
@@ -75,10 +79,11 @@ def _report_hit(doc: dict, score: float) -> ReportHit:
 def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields: dict[str, float],
                  vector: np.ndarray | None, limit: int, vector_weight: float, where: Sequence[Condition] = (),
                  returned: Sequence[str] | None = None, floor: float = 0.0,
-                 key_fields: bool = False) -> SearchRequest | None:
+                 key_fields: bool = False, list_fields: Sequence[str] = ()) -> SearchRequest | None:
     """The hybrid (or text-only / vector-only) search over one kind of graph row, None when there is
     nothing to search with; ``floor`` is the embedding model's similarity floor (VectorQuery);
-    ``key_fields``: ``returned`` are keys (SearchRequest.key_fields)."""
+    ``key_fields``: ``returned`` are keys, ``list_fields`` those of them holding lists
+    (SearchRequest.key_fields)."""
     if not tokens and vector is None:
         return None
     return SearchRequest(
@@ -87,7 +92,7 @@ def kind_request(kb_ids: Sequence[str], kind: str, tokens: Sequence[str], fields
         vector=VectorQuery(field=vector_field(len(vector)), vector=np.asarray(vector).tolist(), floor=floor)
         if vector is not None else None,
         vector_weight=vector_weight, candidates=max(limit * CANDIDATES_PER_PLACE, MIN_CANDIDATES), limit=limit,
-        fields=returned, key_fields=key_fields)
+        fields=returned, key_fields=key_fields, list_fields=tuple(list_fields))
 
 
 def kind_search(store: DocStore, tenant: str, kb_ids: Sequence[str], kind: str, tokens: Sequence[str],

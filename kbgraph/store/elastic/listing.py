@@ -33,7 +33,7 @@ def listing_result(answer: Any | None, request: SearchRequest) -> SearchResult:
         return SearchResult()
     if listed_keys(request):
         hits = [Hit(id=row["id"], doc=shape_doc(row, row["id"], request.fields), score=0.0)
-                for row in map(key_row, answer["hits"]["hits"])]
+                for row in (key_row(h, request.list_fields) for h in answer["hits"]["hits"])]
     else:
         hits = [Hit(id=h["_id"], doc=shape_doc(h.get("_source") or {}, h["_id"], request.fields), score=0.0)
                 for h in answer["hits"]["hits"]]

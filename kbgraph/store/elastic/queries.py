@@ -143,7 +143,7 @@ IDS_ONLY: dict[str, Any] = {"source": False, "stored_fields": "_none_", "docvalu
 
 
 def ids_and(fields: Sequence[str]) -> dict[str, Any]:
-    """``IDS_ONLY``, with ``fields`` (single-valued keywords or numbers) read from their doc values
+    """``IDS_ONLY``, with ``fields`` (keywords or numbers: ``SearchRequest.key_fields``) read from their doc values
     beside each hit's id."""
     return {**IDS_ONLY, "docvalue_fields": list(dict.fromkeys(["id", *fields]))}
 
@@ -246,10 +246,13 @@ def listed_keys(request: SearchRequest) -> list[str]:
     return [name for name in dict.fromkeys(request.fields) if name != "id"]
 
 
-def key_row(hit: Mapping[str, Any]) -> dict[str, Any]:
-    """A hit's row from the doc values it was read with (``ids_and``): one value a field (keys are
-    single-valued; a field without a value is left out, as a row's missing field is), and its id."""
-    row = {name: values[0] if len(values) == 1 else values for name, values in (hit.get("fields") or {}).items()}
+def key_row(hit: Mapping[str, Any], lists: Sequence[str] = ()) -> dict[str, Any]:
+    """A hit's row from the doc values it was read with (``ids_and``): one value a field, but the
+    fields named in ``lists`` (``SearchRequest.list_fields``), which keep every value the index holds
+    (distinct and sorted: keyword doc values); a field without a value is left out, as a row's
+    missing field is; and its id."""
+    row = {name: values if name in lists else values[0] if len(values) == 1 else values
+           for name, values in (hit.get("fields") or {}).items()}
     row["id"] = hit_id(hit)
     return row
 

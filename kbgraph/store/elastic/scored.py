@@ -26,8 +26,9 @@ kNN half keeps the full one's ``num_candidates``), and its page is the full wind
 candidate it leaves out could reach it (``window_decides``); else the request is searched again in
 full windows.
 
-A search whose fields are keys (``SearchRequest.key_fields``: single-valued keywords and numbers)
-reads them from their doc values with each hit's id in round trip 1, and reads no row at all.
+A search whose fields are keys (``SearchRequest.key_fields``: keywords and numbers, single-valued
+but for the lists named in ``list_fields``) reads them from their doc values with each hit's id in
+round trip 1, and reads no row at all.
 """
 
 from __future__ import annotations
@@ -123,9 +124,10 @@ def _hits(answer: Any | None) -> list[Candidate]:
     return [(hit_id(h), h.get("_score")) for h in (answer.get("hits") or {}).get("hits", [])]
 
 
-def _key_rows(answer: Any | None) -> dict[str, dict[str, Any]]:
-    """Id -> the fields an ids-only search read from doc values with it (one value each: keys)."""
-    rows = map(key_row, ((answer or {}).get("hits") or {}).get("hits", []))
+def _key_rows(answer: Any | None, lists: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Id -> the fields an ids-only search read from doc values with it (keys: one value each, all
+    of them for the list fields)."""
+    rows = (key_row(hit, lists) for hit in ((answer or {}).get("hits") or {}).get("hits", []))
     return {row["id"]: row for row in rows}
 
 
@@ -148,7 +150,7 @@ def _candidates(cluster: Cluster, index: str, plans: Sequence[_Scored]) -> None:
             plan.vector_hits = _hits(answer)
             plan.window_vectors = len(plan.vector_hits)
         if plan.keys:  # every candidate's row is its keys, read with it
-            plan.rows.update(_key_rows(answer))
+            plan.rows.update(_key_rows(answer, plan.request.list_fields))
     for plan in plans:
         if plan.keys:
             plan.asked_rows = set(plan.rows)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError, fuse_all, rescale_cosines
+from kbgraph.store.base import Hit, SearchRequest, SearchResult, StoreError, fuse_all, rescale_cosines, with_key_lists
 from kbgraph.store.sqlite.fields import _NO_ROWS, _NO_SCORES, _check_name, _kbs
 from kbgraph.store.sqlite.row_set import RowSet
 from kbgraph.utils.id_sets import union_ids
@@ -33,6 +33,9 @@ class HybridSearch:
     """Mixed into SQLiteStore: ``search`` of the DocStore contract."""
 
     def search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
+        return with_key_lists(self._search(tenant_id, request), request)
+
+    def _search(self, tenant_id: str, request: SearchRequest) -> SearchResult:
         req = request
         kbs = _kbs(req.kb_ids)
         if req.offset < 0 or req.limit < 0 or req.candidates < 1:
