@@ -1076,10 +1076,40 @@ def test_from_settings_requires_a_url() -> None:
         ElasticStore.from_settings(Settings(store="elasticsearch"))
 
 
-def _worn_stats(merging: int) -> dict[str, Any]:
+def _worn_stats(merging: int, retaining: int = 136_001, committed: int = 136_000) -> dict[str, Any]:
+    """An index worn by 40k dead copies, its one shard written up to sequence number 136,000, its
+    lease retaining from ``retaining`` (past the last: it holds nothing) and committed up to ``committed``."""
     primaries = {"docs": {"count": 96_000, "deleted": 40_000}, "store": {"size_in_bytes": 150 << 20},
                  "segments": {"count": 12}, "merges": {"current": merging}}
-    return {"_all": {"primaries": primaries}, "indices": {"kbgraph_t1.1": {"primaries": primaries}}}
+    shard = {"routing": {"primary": True}, "seq_no": {"max_seq_no": 136_000},
+             "commit": {"user_data": {"local_checkpoint": str(committed), "max_seq_no": str(committed)}},
+             "retention_leases": {"leases": [{"id": "peer_recovery/n1", "retaining_seq_no": retaining}]}}
+    replica = {"routing": {"primary": False}, "seq_no": {"max_seq_no": 136_000},
+               "retention_leases": {"leases": [{"id": "peer_recovery/n2", "retaining_seq_no": 0}]}}
+    return {"_all": {"primaries": primaries},
+            "indices": {"kbgraph_t1.1": {"primaries": primaries, "shards": {"0": [shard, replica]}}}}
+
+
+@pytest.mark.parametrize(("retaining", "committed", "verdict", "flushed"), [
+    (0, 136_000, "held", False),  # right after the writes: the lease holds every operation
+    (100_000, 136_000, "held", False),  # 36k operations held, of 40k dead copies
+    (130_000, 136_000, "asked", False),  # 6k held: a merge drops most of them
+    (136_001, 136_000, "asked", False),
+    (136_001, 90_000, "held", True),  # the lease has let go, the last commit holds them: committed now
+])
+def test_a_worn_index_is_merged_once_its_leases_and_commit_let_go(es: FakeElasticsearch, store: ElasticStore,
+                                                                  retaining: int, committed: int, verdict: str,
+                                                                  flushed: bool) -> None:
+    from kbgraph.store.elastic.compaction import compact
+
+    es.script("GET", f"/{INDEX}/_stats/docs,store,segments,merge", (200, _worn_stats(0, retaining, committed)))
+    es.script("GET", "/_tasks", (200, _force_merges()))
+    es.script("POST", f"/{INDEX}/_forcemerge", (200, {"task": "n1:9"}))
+    es.script("POST", f"/{INDEX}/_flush", (200, {"_shards": {"total": 1, "successful": 1, "failed": 0}}))
+    assert compact(store._cluster, INDEX) == verdict
+    assert [r.query.get("level") for r in es.sent("GET", f"/{INDEX}/_stats/docs,store,segments,merge")] == ["shards"]
+    assert len(es.sent("POST", f"/{INDEX}/_forcemerge")) == (verdict == "asked")
+    assert len(es.sent("POST", f"/{INDEX}/_flush")) == flushed
 
 
 def _force_merges(*descriptions: str) -> dict[str, Any]:
@@ -1099,10 +1129,8 @@ def test_a_worn_index_is_merged_unless_a_force_merge_of_it_runs(es: FakeElastics
     from kbgraph.store.elastic.compaction import compact
 
     es.script("GET", f"/{INDEX}/_stats/docs,store,segments,merge", (200, _worn_stats(merging)))
-    es.script("GET", f"/{INDEX}/_settings/index.number_of_shards",
-              (200, {"kbgraph_t1.1": {"settings": {"index": {"number_of_shards": "1"}}}}))
     es.script("GET", "/_tasks", (200, _force_merges(*running)))
     es.script("POST", f"/{INDEX}/_forcemerge", (200, {"task": "n1:9"}))
-    assert compact(store._cluster, INDEX) is asked
+    assert compact(store._cluster, INDEX) == ("asked" if asked else "left")
     merges = es.sent("POST", f"/{INDEX}/_forcemerge")
     assert len(merges) == asked and all(m.query["max_num_segments"] == "1" for m in merges)

@@ -19,7 +19,7 @@ from kbgraph.store.elastic.bulk import (
     _describe_failures, bulk_delete_actions, bulk_index_actions, bulk_update_actions, clean_values, prepare_doc,
 )
 from kbgraph.store.elastic.cluster import Cluster, connect
-from kbgraph.store.elastic.compaction import compact
+from kbgraph.store.elastic.compaction import LaterMerges
 from kbgraph.store.elastic.hits import source_doc
 from kbgraph.store.elastic.indices import (
     definition_for, index_body, load_index_body, vector_fields, vector_mapping,
@@ -68,6 +68,7 @@ class ElasticStore(DocStore):
         self._vectors: dict[str, set[str]] = {}  # index -> vector fields known to be mapped
         self.tenants = TenantIndices(self._cluster, index_prefix, self._definition)
         self._cluster.forget = self._forget
+        self._merges = LaterMerges(self._cluster)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "ElasticStore":
@@ -115,8 +116,9 @@ class ElasticStore(DocStore):
     def prepare_search(self, tenant_id: str, kb_ids: Sequence[str],
                        text_fields: Mapping[str | None, Sequence[str]]) -> None:
         """The node indexes as it writes; what it has not done is merge away the rows a graph
-        refresh replaced, which every kNN search would walk: asked here (compaction.py)."""
-        compact(self._cluster, self.index_for(tenant_id))
+        refresh replaced, which every kNN search would walk: asked here, or once the node's
+        retention leases let go of them (compaction.py)."""
+        self._merges.compact(self.index_for(tenant_id))
 
     def _see_own_writes(self, index: str) -> None:
         """Refresh ``index`` if this store wrote to it unrefreshed: a search sees refreshed documents
@@ -416,6 +418,7 @@ class ElasticStore(DocStore):
         return [(b["key"], int(b["doc_count"])) for b in answer["aggregations"]["values"]["buckets"]]
 
     def close(self) -> None:
+        self._merges.close()
         self._cluster.close()
 
 
