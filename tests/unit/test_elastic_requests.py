@@ -1076,11 +1076,12 @@ def test_from_settings_requires_a_url() -> None:
         ElasticStore.from_settings(Settings(store="elasticsearch"))
 
 
-def _worn_stats(merging: int, retaining: int = 136_001, committed: int = 136_000) -> dict[str, Any]:
-    """An index worn by 40k dead copies, its one shard written up to sequence number 136,000, its
+def _worn_stats(merging: int, retaining: int = 136_001, committed: int = 136_000, dead: int = 40_000,
+                segments: int = 12) -> dict[str, Any]:
+    """An index worn by ``dead`` dead copies, its one shard written up to sequence number 136,000, its
     lease retaining from ``retaining`` (past the last: it holds nothing) and committed up to ``committed``."""
-    primaries = {"docs": {"count": 96_000, "deleted": 40_000}, "store": {"size_in_bytes": 150 << 20},
-                 "segments": {"count": 12}, "merges": {"current": merging}}
+    primaries = {"docs": {"count": 96_000, "deleted": dead}, "store": {"size_in_bytes": 150 << 20},
+                 "segments": {"count": segments}, "merges": {"current": merging}}
     shard = {"routing": {"primary": True}, "seq_no": {"max_seq_no": 136_000},
              "commit": {"user_data": {"local_checkpoint": str(committed), "max_seq_no": str(committed)}},
              "retention_leases": {"leases": [{"id": "peer_recovery/n1", "retaining_seq_no": retaining}]}}
@@ -1134,3 +1135,22 @@ def test_a_worn_index_is_merged_unless_a_force_merge_of_it_runs(es: FakeElastics
     assert compact(store._cluster, INDEX) == ("asked" if asked else "left")
     merges = es.sent("POST", f"/{INDEX}/_forcemerge")
     assert len(merges) == asked and all(m.query["max_num_segments"] == "1" for m in merges)
+
+
+@pytest.mark.parametrize(("dead", "segments", "due", "verdict"), [
+    (12_000, 14, False, "left"),  # 11% dead: not worn
+    (12_000, 14, True, "asked"),  # found worn at the refresh's end: still due while unmerged
+    (0, 14, True, "asked"),  # no dead copy left, but 14 graphs for every kNN search
+    (0, 1, True, "left"),  # one segment, no dead copy: nothing left to do
+])
+def test_a_merge_found_due_is_asked_while_the_index_is_unmerged(es: FakeElasticsearch, store: ElasticStore,
+                                                                dead: int, segments: int, due: bool,
+                                                                verdict: str) -> None:
+    from kbgraph.store.elastic.compaction import compact
+
+    es.script("GET", f"/{INDEX}/_stats/docs,store,segments,merge",
+              (200, _worn_stats(0, dead=dead, segments=segments)))
+    es.script("GET", "/_tasks", (200, _force_merges()))
+    es.script("POST", f"/{INDEX}/_forcemerge", (200, {"task": "n1:9"}))
+    assert compact(store._cluster, INDEX, due=due) == verdict
+    assert len(es.sent("POST", f"/{INDEX}/_forcemerge")) == (verdict == "asked")
