@@ -24,12 +24,12 @@ segments for good (kNN searches walked them all: replayed, a kg query's searches
 A merge drops a dead copy only once neither a retention lease nor the shard's last commit holds
 it: a shard keeps its recent operations (soft deletes) for its copies' recoveries, from its last
 commit's checkpoint on, and the node moves its leases past them every 30 seconds
-(``index.soft_deletes.retention_lease.sync_interval``, not an index setting). So a merge held back
-commits the index (a flush) for its next try. Merged right
-after the refresh's last writes, MuSiQue's index became one segment holding its 37k dead copies
-(28%), which no merge would touch again. So the merge waits for the leases: held, it is asked again
-once they have moved (``LaterMerges``, in a process that lives that long; else at the next
-indexing run's end).
+(``index.soft_deletes.retention_lease.sync_interval``, not an index setting). Merged right after
+the refresh's last writes, MuSiQue's index became one segment holding its 37k dead copies (28%),
+which no merge would touch again. So a merge they hold back is not asked: the index is committed
+(a flush), and the merge asked again once the leases have moved (``LaterMerges``, in a process that
+lives that long; else at the next indexing run's end), for as long as the index is not one segment
+per shard without a dead copy.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def index_wear(cluster: Cluster, index: str) -> IndexWear | None:
     primaries = stats["_all"]["primaries"]
     docs, store = primaries.get("docs") or {}, primaries.get("store") or {}
     retained, uncommitted = retained_operations(stats)
-    shards = sum(len(index.get("shards") or {}) for index in (stats.get("indices") or {}).values())
+    shards = sum(len(body.get("shards") or {}) for body in (stats.get("indices") or {}).values())
     return IndexWear(live=int(docs.get("count", 0)), dead=int(docs.get("deleted", 0)),
                      size_bytes=int(store.get("size_in_bytes", 0)),
                      segments=int((primaries.get("segments") or {}).get("count", 0)),
